@@ -1,0 +1,265 @@
+"""Chunk key encodings: ``fanout`` and ``suffix`` as zarr plugins, and strict decoding for all.
+
+zarr-python encodes keys for ``default`` and ``v2`` correctly but its decoders are lax or broken
+(3.1's ``DefaultChunkKeyEncoding.decode_chunk_key("c/1/2")`` raises). A filesystem must map a
+path back to exactly one chunk, or to none, so zarrfuse decodes every encoding itself and only
+accepts the canonical key: ASCII digits, no signs, blanks or underscores, no leading zeros where
+the encoding writes none, exact group widths for fanout, and the right number of dimensions
+when the caller knows it. Anything else raises :class:`~zarrfuse.errors.ChunkKeyError` (a
+``ValueError``).
+
+``FanoutChunkKeyEncoding`` and ``SuffixChunkKeyEncoding`` are registered with zarr through the
+``zarr.chunk_key_encoding`` entry-point group, so plain ``zarr.open_array`` uses them.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from zarr.core.chunk_key_encodings import (
+    ChunkKeyEncoding,
+    DefaultChunkKeyEncoding,
+    V2ChunkKeyEncoding,
+    parse_chunk_key_encoding,
+)
+
+from zarrfuse.errors import ChunkKeyError, ConfigurationError
+
+__all__ = [
+    "FanoutChunkKeyEncoding",
+    "SuffixChunkKeyEncoding",
+    "decode_chunk_key",
+    "encode_chunk_key",
+    "parse_encoding",
+]
+
+_CANONICAL_INT = re.compile(r"0|[1-9][0-9]*")
+_FORBIDDEN_IN_SUFFIX = ("/", "\\", "\x00", "..")
+_BASE_ENCODING_SPELLINGS = ("base_encoding", "base-encoding")
+
+
+def _parse_canonical_int(text: str, key: str) -> int:
+    if _CANONICAL_INT.fullmatch(text) is None:
+        raise ChunkKeyError(f"invalid chunk key {key!r}: {text!r} is not a canonical index")
+    return int(text)
+
+
+def _check_ndim(coords: tuple[int, ...], ndim: int | None, key: str) -> tuple[int, ...]:
+    if ndim is not None and len(coords) != ndim:
+        raise ChunkKeyError(
+            f"invalid chunk key {key!r}: {len(coords)} indices for a {ndim}-dimensional grid"
+        )
+    return coords
+
+
+def _checked_coords(chunk_coords: tuple[int, ...]) -> tuple[int, ...]:
+    """Coordinates as plain non-negative ints; refuses negatives, bools and non-integers."""
+    out = []
+    for c in chunk_coords:
+        if isinstance(c, bool):
+            raise ValueError(f"chunk coordinates must be integers, got {c!r}")
+        value = operator.index(c)
+        if value < 0:
+            raise ValueError(f"chunk coordinates must be non-negative, got {tuple(chunk_coords)}")
+        out.append(value)
+    return tuple(out)
+
+
+def _decode_separated(key: str, separator: str) -> tuple[int, ...]:
+    return tuple(_parse_canonical_int(part, key) for part in key.split(separator))
+
+
+def decode_default(key: str, separator: str = "/", ndim: int | None = None) -> tuple[int, ...]:
+    """Strictly decode a ``default`` key (``c``, ``c/1/23``, ``c.1.23``)."""
+    if key == "c":
+        return _check_ndim((), ndim, key)
+    prefix = "c" + separator
+    if not key.startswith(prefix):
+        raise ChunkKeyError(f"invalid chunk key {key!r}: expected it to start with {prefix!r}")
+    return _check_ndim(_decode_separated(key[len(prefix) :], separator), ndim, key)
+
+
+def decode_v2(key: str, separator: str = ".", ndim: int | None = None) -> tuple[int, ...]:
+    """Strictly decode a ``v2`` key. ``"0"`` is ``()`` only when ``ndim`` is 0, else ``(0,)``."""
+    if ndim == 0:
+        if key != "0":
+            raise ChunkKeyError(f"invalid chunk key {key!r}: a 0-dimensional grid has key '0'")
+        return ()
+    return _check_ndim(_decode_separated(key, separator), ndim, key)
+
+
+@dataclass(frozen=True)
+class FanoutChunkKeyEncoding(ChunkKeyEncoding):
+    """The ``fanout`` encoding: each index split into fixed-width decimal groups.
+
+    ``max_children`` is floored to a power of ten (250 -> 100); the effective value is what
+    this object reports and serialises. No directory of the resulting tree holds more than
+    ``max_children`` entries, and keys sort in the order of their coordinate tuples.
+    """
+
+    name: ClassVar[Literal["fanout"]] = "fanout"  # type: ignore[assignment]
+    max_children: int = 1000
+
+    def __post_init__(self) -> None:
+        value = self.max_children
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigurationError(
+                f"fanout max_children must be an integer, got {value!r}"
+            )
+        if value < 100:
+            raise ConfigurationError(f"fanout max_children must be at least 100, got {value}")
+        object.__setattr__(self, "max_children", 10 ** (len(str(value)) - 1))
+
+    @property
+    def group_width(self) -> int:
+        """Digits per directory level: the number of digits in ``max_children - 1``."""
+        return len(str(self.max_children - 1))
+
+    def encode_chunk_key(self, chunk_coords: tuple[int, ...]) -> str:
+        width = self.group_width
+        parts = ["c"]
+        for coord in _checked_coords(chunk_coords):
+            digits = str(coord)
+            n_groups = -(-len(digits) // width)
+            digits = digits.zfill(n_groups * width)
+            parts.append(str(n_groups - 1))
+            parts.extend(digits[i : i + width] for i in range(0, len(digits), width))
+        return "/".join(parts)
+
+    def decode_chunk_key(self, chunk_key: str, ndim: int | None = None) -> tuple[int, ...]:
+        if chunk_key == "c":
+            return _check_ndim((), ndim, chunk_key)
+        if not chunk_key.startswith("c/"):
+            raise ChunkKeyError(f"invalid chunk key {chunk_key!r}: expected it to start with 'c/'")
+        width = self.group_width
+        nodes = chunk_key[2:].split("/")
+        coords = []
+        i = 0
+        while i < len(nodes):
+            extra = _parse_canonical_int(nodes[i], chunk_key)
+            groups = nodes[i + 1 : i + 2 + extra]
+            if len(groups) != extra + 1:
+                raise ChunkKeyError(f"invalid chunk key {chunk_key!r}: too few groups")
+            for group in groups:
+                if len(group) != width or not group.isascii() or not group.isdigit():
+                    raise ChunkKeyError(
+                        f"invalid chunk key {chunk_key!r}: {group!r} is not {width} digits"
+                    )
+            if extra > 0 and groups[0] == "0" * width:
+                raise ChunkKeyError(f"invalid chunk key {chunk_key!r}: leading zero group")
+            coords.append(int("".join(groups)))
+            i += 2 + extra
+        return _check_ndim(tuple(coords), ndim, chunk_key)
+
+
+def _parse_base_encoding(value: Any) -> ChunkKeyEncoding:
+    if isinstance(value, ChunkKeyEncoding):
+        return value
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"suffix base_encoding must be an object or a name, got {value!r}")
+    try:
+        return parse_chunk_key_encoding(value)
+    except ConfigurationError:
+        raise
+    except (ValueError, TypeError, KeyError) as e:
+        raise ConfigurationError(f"invalid suffix base_encoding {value!r}: {e}") from e
+
+
+@dataclass(frozen=True)
+class SuffixChunkKeyEncoding(ChunkKeyEncoding):
+    """The ``suffix`` encoding: a base encoding's key with a fixed string appended (``.tiff``).
+
+    Reads the base as ``base_encoding`` or ``base-encoding`` (not both), writes
+    ``base_encoding``. Suffixes that could leave the array's directory or break a path
+    (``/``, ``\\``, NUL, ``..``) are refused.
+    """
+
+    name: ClassVar[Literal["suffix"]] = "suffix"  # type: ignore[assignment]
+    suffix: str
+    base_encoding: ChunkKeyEncoding = field(default_factory=DefaultChunkKeyEncoding)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.suffix, str):
+            raise ConfigurationError(f"suffix must be a string, got {self.suffix!r}")
+        for bad in _FORBIDDEN_IN_SUFFIX:
+            if bad in self.suffix:
+                raise ConfigurationError(
+                    f"suffix {self.suffix!r} is refused: it contains {bad!r}, which could make "
+                    "a chunk key leave its array or break a path"
+                )
+        object.__setattr__(self, "base_encoding", _parse_base_encoding(self.base_encoding))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SuffixChunkKeyEncoding:
+        config = data.get("configuration")
+        if not isinstance(config, dict) or "suffix" not in config:
+            raise ConfigurationError(f"suffix chunk key encoding needs a 'suffix': {data!r}")
+        spelled = [k for k in _BASE_ENCODING_SPELLINGS if k in config]
+        if len(spelled) > 1:
+            raise ConfigurationError(
+                "suffix chunk key encoding has both 'base_encoding' and 'base-encoding'; "
+                "give one"
+            )
+        unknown = set(config) - {"suffix", *_BASE_ENCODING_SPELLINGS}
+        if unknown:
+            raise ConfigurationError(
+                f"suffix chunk key encoding has unknown members {sorted(unknown)}"
+            )
+        if spelled:
+            return cls(suffix=config["suffix"], base_encoding=config[spelled[0]])
+        return cls(suffix=config["suffix"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "configuration": {
+                "suffix": self.suffix,
+                "base_encoding": self.base_encoding.to_dict(),
+            },
+        }
+
+    def encode_chunk_key(self, chunk_coords: tuple[int, ...]) -> str:
+        return encode_chunk_key(self.base_encoding, chunk_coords) + self.suffix
+
+    def decode_chunk_key(self, chunk_key: str, ndim: int | None = None) -> tuple[int, ...]:
+        if not chunk_key.endswith(self.suffix):
+            raise ChunkKeyError(
+                f"invalid chunk key {chunk_key!r}: it does not end with {self.suffix!r}"
+            )
+        base_key = chunk_key[: len(chunk_key) - len(self.suffix)]
+        return decode_chunk_key(self.base_encoding, base_key, ndim)
+
+
+def encode_chunk_key(encoding: ChunkKeyEncoding, chunk_coords: tuple[int, ...]) -> str:
+    """Encode with any encoding, refusing negative or non-integer coordinates first."""
+    return encoding.encode_chunk_key(_checked_coords(chunk_coords))
+
+
+def decode_chunk_key(
+    encoding: ChunkKeyEncoding, chunk_key: str, ndim: int | None = None
+) -> tuple[int, ...]:
+    """Strictly decode ``chunk_key`` under ``encoding``; ``ndim`` checks the dimension count."""
+    if isinstance(encoding, FanoutChunkKeyEncoding | SuffixChunkKeyEncoding):
+        return encoding.decode_chunk_key(chunk_key, ndim)
+    if isinstance(encoding, DefaultChunkKeyEncoding):
+        return decode_default(chunk_key, encoding.separator, ndim)
+    if isinstance(encoding, V2ChunkKeyEncoding):
+        return decode_v2(chunk_key, encoding.separator, ndim)
+    raise ConfigurationError(f"zarrfuse cannot decode keys of the {encoding.name!r} encoding")
+
+
+def parse_encoding(data: Any) -> ChunkKeyEncoding:
+    """A chunk key encoding from its JSON (dict or name); unknown or invalid -> ConfigurationError."""
+    if isinstance(data, str):
+        data = {"name": data}
+    try:
+        return parse_chunk_key_encoding(data)
+    except ConfigurationError:
+        raise
+    except (ValueError, TypeError, KeyError) as e:
+        raise ConfigurationError(f"invalid chunk key encoding {data!r}: {e}") from e
