@@ -1,1 +1,10 @@
-"""zarrfuse."""
+"""zarrfuse: Zarr v3 arrays as ordinary files, and the zarr-python extensions behind them.
+
+Installing zarrfuse registers the ``fanout`` and ``suffix`` chunk key encodings with zarr;
+:func:`open_array` and :func:`create_array` add the ``concat-parts`` storage transformer.
+"""
+
+from zarrfuse.api import create_array, open_array
+
+__all__ = ["create_array", "open_array", "__version__"]
+__version__ = "0.1.0"
