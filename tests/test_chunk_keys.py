@@ -100,8 +100,15 @@ def test_default_and_v2_keys(encoding, key, ndim, coords):
 
 @pytest.mark.parametrize(
     ("provided", "effective"),
-    [(250, 100), (1234, 1000), (100, 100), (999, 100), (1000, 1000), (10000, 10000),
-     (10**15 + 1, 10**15)],
+    [
+        (250, 100),  # spec table
+        (1234, 1000),  # spec table
+        (100, 100),
+        (999, 100),
+        (1000, 1000),
+        (10000, 10000),
+        (10**15 + 1, 10**15),
+    ],
 )
 def test_fanout_effective_max_children(provided, effective):
     """The floored power of ten is what the encoding reports and serialises (spec table)."""
@@ -256,7 +263,8 @@ def test_suffix_base_encoding_spellings(spelling):
 
 def test_suffix_base_encoding_shorthand_string():
     """`"base_encoding": "v2"` is accepted as the name alone."""
-    enc = parse_encoding({"name": "suffix", "configuration": {"suffix": ".z", "base_encoding": "v2"}})
+    config = {"suffix": ".z", "base_encoding": "v2"}
+    enc = parse_encoding({"name": "suffix", "configuration": config})
     assert enc.base_encoding == V2
     assert enc.encode_chunk_key((3, 4)) == "3.4.z"
 
@@ -275,7 +283,10 @@ def test_suffix_base_encoding_shorthand_string():
         pytest.param({"suffix": ".x", "base_encoding": "nope"}, id="unknown-base"),
         pytest.param({"suffix": ".x", "base_encoding": 3}, id="base-not-object"),
         pytest.param(
-            {"suffix": ".x", "base_encoding": {"name": "fanout", "configuration": {"max_children": 5}}},
+            {
+                "suffix": ".x",
+                "base_encoding": {"name": "fanout", "configuration": {"max_children": 5}},
+            },
             id="invalid-base-config",
         ),
     ],
@@ -444,7 +455,7 @@ def test_non_canonical_keys_are_refused(encoding, key, ndim):
 ALL_ENCODINGS = [DEFAULT, DEFAULT_DOT, V2, FANOUT, FANOUT_100, SUFFIX_X, SUFFIX_X_FANOUT]
 
 
-@pytest.mark.parametrize("encoding", ALL_ENCODINGS, ids=lambda e: repr(e))
+@pytest.mark.parametrize("encoding", ALL_ENCODINGS, ids=repr)
 @pytest.mark.parametrize("coords", [(-1,), (0, -5), (3, 4, -1)])
 def test_negative_coordinates_are_refused(encoding, coords):
     """zarr's encoders happily write 'c/-1'; zarrfuse's encode refuses negatives."""
