@@ -44,3 +44,9 @@ class SourceError(ZarrFuseError):
     """A source that cannot be opened: missing, not a Zarr v3 node, or malformed metadata."""
 
     errno = _errno.ENOENT
+
+
+class MountError(ZarrFuseError):
+    """A mountpoint that cannot be used: missing, not a directory, or already mounted."""
+
+    errno = _errno.EINVAL
