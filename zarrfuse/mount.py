@@ -2,11 +2,101 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import threading
 from collections.abc import Callable
 
+import pyfuse3
+import trio
+from zarr.core.sync import sync
+
+from zarrfuse.api import open_store_path, read_node_metadata
+from zarrfuse.backends import backend_for
+from zarrfuse.catalog import ArrayView, Catalog
 from zarrfuse.config import MountConfig
+from zarrfuse.fs import FileSystem
+from zarrfuse.fuse_ops import FuseOperations
+from zarrfuse.mountpoint import prepare_mountpoint
+from zarrfuse.namespace import ArrayRoot, GroupDir, Namespace
 
 __all__ = ["serve"]
+
+log = logging.getLogger(__name__)
+
+# Read-only mounts let the kernel cache names, attributes and pages for long: `ls -lR` of
+# 100k files took 92 s with timeouts of 0 and 3.5 s with 300 s (measured, DESIGN.md).
+READ_ONLY_TIMEOUT = 3600.0
+# Writable mounts keep the kernel's view short-lived so other writers show up soon.
+WRITABLE_TIMEOUT = 1.0
+# Worker threads for store I/O: storage calls block, trio must not.
+IO_THREADS = 16
+# The kernel's default readahead (128 KiB) makes every sequential MiB cost 8 FUSE requests;
+# 1 MiB matches the largest request the kernel sends (256 pages).
+READ_AHEAD_KB = 1024
+
+
+def _fuse_options(config: MountConfig) -> set[str]:
+    options = set(pyfuse3.default_options)
+    options |= {"fsname=zarrfuse", "subtype=zarrfuse"}
+    if config.read_only:
+        options.add("ro")
+    options |= set(config.fuse_options)
+    return options
+
+
+def build_filesystem(config: MountConfig) -> tuple[FileSystem, str]:
+    """Open the source and build the filesystem for it; raises before anything is mounted."""
+    mode = "r" if config.read_only else "r+"
+    store_path = sync(
+        open_store_path(config.source, mode=mode, storage_options=config.storage_options or None)
+    )
+    metadata = sync(read_node_metadata(store_path))
+    catalog = Catalog(
+        backend_for(store_path.store),
+        suffix=config.suffix,
+        max_children=config.max_children,
+        limiter=trio.CapacityLimiter(IO_THREADS),
+        listing_ttl=None if config.read_only else WRITABLE_TIMEOUT,
+    )
+    view = catalog.view_for(store_path.path, metadata)
+    root = ArrayRoot(view) if isinstance(view, ArrayView) else GroupDir(view)
+    kind = "array" if isinstance(view, ArrayView) else "group"
+    return FileSystem(Namespace(root, catalog), read_only=config.read_only), kind
+
+
+def _check_live_and_raise_read_ahead(mountpoint: str) -> None:
+    """Stat the mount through the kernel (proving the loop answers), then, best effort, let
+    the kernel read ahead 1 MiB at a time on it."""
+    device = os.stat(mountpoint).st_dev
+    path = f"/sys/class/bdi/{os.major(device)}:{os.minor(device)}/read_ahead_kb"
+    try:
+        with open(path, "w") as f:
+            f.write(str(READ_AHEAD_KB))
+    except OSError as e:
+        log.debug("cannot raise readahead via %s: %s", path, e)
+
+
+async def _run(mountpoint: str, on_ready: Callable[[], None] | None) -> None:
+    async with trio.open_nursery() as nursery:
+
+        async def stop_on_signals() -> None:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    log.info("received %s, unmounting", signal.Signals(signum).name)
+                    pyfuse3.terminate()
+
+        async def announce_ready() -> None:
+            await trio.to_thread.run_sync(_check_live_and_raise_read_ahead, mountpoint)
+            if on_ready is not None:
+                on_ready()
+
+        if threading.current_thread() is threading.main_thread():
+            nursery.start_soon(stop_on_signals)  # signals reach the main thread only
+        nursery.start_soon(announce_ready)
+        await pyfuse3.main()
+        nursery.cancel_scope.cancel()
 
 
 def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> None:
@@ -16,4 +106,23 @@ def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> No
     before anything is mounted. Calls ``on_ready()`` once the mount is live. Returns after a
     clean unmount: ``fusermount3 -u``, SIGINT or SIGTERM.
     """
-    raise NotImplementedError("being written")
+    fs, kind = build_filesystem(config)
+    prepare_mountpoint(config.mountpoint)
+    ops = FuseOperations(
+        fs,
+        entry_timeout=READ_ONLY_TIMEOUT if config.read_only else WRITABLE_TIMEOUT,
+        attr_timeout=READ_ONLY_TIMEOUT if config.read_only else WRITABLE_TIMEOUT,
+    )
+    pyfuse3.init(ops, config.mountpoint, _fuse_options(config))
+    log.info(
+        "mounted %s %s at %s (%s)",
+        kind,
+        config.source,
+        config.mountpoint,
+        "read-only" if config.read_only else "writable",
+    )
+    try:
+        trio.run(_run, config.mountpoint, on_ready)
+    finally:
+        pyfuse3.close(unmount=True)
+        log.info("unmounted %s", config.mountpoint)

@@ -1,0 +1,141 @@
+"""The Zarr hierarchy as the mount shows it: one view per array or group, built from zarr.json.
+
+An ``ArrayView`` holds what the mount needs to present an array: its directory tree, the
+view's file suffix, the ``zarr.json`` it shows (view encoding, no storage transformers: the
+mount has applied them) and the chunk source that reads its stored chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from zarr.core.metadata.v3 import ArrayV3Metadata
+
+from zarrfuse.backends import Backend
+from zarrfuse.chunk_keys import FanoutChunkKeyEncoding, SuffixChunkKeyEncoding, parse_encoding
+from zarrfuse.chunk_source import ChunkSource
+from zarrfuse.errors import ConfigurationError, ZarrFuseError
+from zarrfuse.transformers import parse_storage_transformers
+from zarrfuse.view import FanoutTree, chunk_grid_shape, view_encoding
+
+__all__ = ["ArrayView", "Catalog", "GroupView"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class ArrayView:
+    """One array as mounted. Compared by identity: one view per array per mount."""
+
+    path: str
+    tree: FanoutTree
+    suffix: str
+    metadata_json: bytes
+    source: ChunkSource
+
+
+@dataclass(eq=False)
+class GroupView:
+    """One group as mounted: its own zarr.json, shown unchanged."""
+
+    path: str
+    metadata_json: bytes
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+class Catalog:
+    """Builds and caches views; reads ``zarr.json`` documents through the backend."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        suffix: str | None,
+        max_children: int | None,
+        limiter: trio.CapacityLimiter,
+        listing_ttl: float | None,
+    ) -> None:
+        self.backend = backend
+        self._suffix = suffix
+        self._max_children = max_children
+        self._limiter = limiter
+        self._ttl = listing_ttl
+        self._views: dict[str, ArrayView | GroupView | None] = {}
+
+    def view_for(self, path: str, metadata: dict[str, Any]) -> ArrayView | GroupView:
+        """A view of the node at ``path`` with parsed ``zarr.json`` ``metadata``; no I/O."""
+        if metadata.get("node_type") == "group":
+            view: ArrayView | GroupView = GroupView(path, json.dumps(metadata, indent=2).encode())
+        else:
+            view = self._array_view(path, metadata)
+        self._views[path] = view
+        return view
+
+    def _array_view(self, path: str, metadata: dict[str, Any]) -> ArrayView:
+        encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
+        parts = parse_storage_transformers(metadata.get("storage_transformers"))
+        shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
+        try:
+            ArrayV3Metadata.from_dict(dict(shown))  # zarr's own validation of the document
+        except (ValueError, TypeError, KeyError) as e:
+            raise ConfigurationError(f"{path or '/'}: invalid array metadata: {e}") from e
+        encoded = view_encoding(encoding, self._suffix, self._max_children)
+        if isinstance(encoded, SuffixChunkKeyEncoding):
+            fanout, suffix = encoded.base_encoding, encoded.suffix
+        else:
+            fanout, suffix = encoded, ""
+        assert isinstance(fanout, FanoutChunkKeyEncoding)
+        shown["chunk_key_encoding"] = encoded.to_dict()
+        source = ChunkSource(
+            self.backend,
+            array_path=path,
+            encoding=encoding,
+            parts=parts,
+            limiter=self._limiter,
+            listing_ttl=self._ttl,
+        )
+        return ArrayView(
+            path=path,
+            tree=FanoutTree(chunk_grid_shape(metadata), fanout),
+            suffix=suffix,
+            metadata_json=json.dumps(shown, indent=2).encode(),
+            source=source,
+        )
+
+    async def open_child(self, group_path: str, name: str) -> ArrayView | GroupView | None:
+        """The child node ``name`` of a group, or None if it is not a readable v3 node."""
+        path = _join(group_path, name)
+        if path in self._views:
+            return self._views[path]
+        raw = await trio.to_thread.run_sync(
+            self.backend.read_all, _join(path, "zarr.json"), limiter=self._limiter
+        )
+        view = None
+        if raw is not None:
+            try:
+                metadata = json.loads(raw)
+                if not isinstance(metadata, dict) or metadata.get("zarr_format") != 3:
+                    raise ConfigurationError("not a Zarr v3 node")
+                view = self.view_for(path, metadata)
+            except (ValueError, ZarrFuseError) as e:
+                log.warning("skipping %s: %s", path, e)
+        self._views[path] = view
+        return view
+
+    async def child_names(self, group_path: str) -> list[str]:
+        """Names of the group's children that are readable Zarr v3 nodes, sorted."""
+        names = await trio.to_thread.run_sync(
+            self.backend.list_subdirs, group_path, limiter=self._limiter
+        )
+        children = []
+        for name in sorted(names):
+            if await self.open_child(group_path, name) is not None:
+                children.append(name)
+        return children

@@ -1,0 +1,163 @@
+"""One array's stored chunks, addressed by grid coordinates: which exist, their sizes, bytes.
+
+A chunk is one or more parts (``concat-parts``); its logical size is the sum of its parts and
+its bytes are the parts laid end to end. Which chunks exist is learnt by listing the store
+directory that holds them, once per directory (cached), never with a request per chunk.
+Backend calls block, so they run in worker threads; the trio thread never waits on storage.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import trio
+from zarr.core.chunk_key_encodings import ChunkKeyEncoding
+
+from zarrfuse.backends import Backend
+from zarrfuse.byte_ranges import pieces_for_span
+from zarrfuse.chunk_keys import encode_chunk_key
+from zarrfuse.errors import PartsError
+from zarrfuse.transformers import ConcatParts, Part
+
+__all__ = ["ChunkSource"]
+
+log = logging.getLogger(__name__)
+
+SINGLE_PART = ConcatParts((Part(""),))
+LISTING_CACHE_DIRS = 256
+
+
+class ChunkSource:
+    """The stored chunks of one array, read through a backend."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        array_path: str,
+        encoding: ChunkKeyEncoding,
+        parts: ConcatParts | None,
+        limiter: trio.CapacityLimiter,
+        listing_ttl: float | None,
+    ) -> None:
+        self.backend = backend
+        self.encoding = encoding
+        self.parts = parts or SINGLE_PART
+        self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
+        self._limiter = limiter
+        self._ttl = listing_ttl
+        self._listings: OrderedDict[str, tuple[float, dict[str, int]]] = OrderedDict()
+
+    # --- keys ----------------------------------------------------------------------------
+
+    def chunk_key(self, coords: tuple[int, ...]) -> str:
+        """The store key of the chunk (its main key; parts add their suffixes)."""
+        return self._prefix + encode_chunk_key(self.encoding, coords)
+
+    def part_keys(self, coords: tuple[int, ...]) -> list[str]:
+        key = self.chunk_key(coords)
+        return [key + p.key_suffix for p in self.parts.parts]
+
+    @staticmethod
+    def _split(key: str) -> tuple[str, str]:
+        directory, _, name = key.rpartition("/")
+        return directory, name
+
+    # --- listings ------------------------------------------------------------------------
+
+    async def _run(self, fn, *args):  # type: ignore[no-untyped-def]
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+
+    async def _listing(self, directory: str) -> dict[str, int]:
+        cached = self._listings.get(directory)
+        now = time.monotonic()
+        if cached is not None and (self._ttl is None or now - cached[0] < self._ttl):
+            self._listings.move_to_end(directory)
+            return cached[1]
+        listing = await self._run(self.backend.list_sizes, directory)
+        self._listings[directory] = (now, listing)
+        if len(self._listings) > LISTING_CACHE_DIRS:
+            self._listings.popitem(last=False)
+        return listing
+
+    def forget_listing(self, coords: tuple[int, ...]) -> None:
+        """Drop the cached listing that holds ``coords`` (after the mount changed it)."""
+        self._listings.pop(self._split(self.chunk_key(coords))[0], None)
+
+    def _sizes_from(self, listing: dict[str, int], coords: tuple[int, ...]) -> int | None:
+        names = [self._split(k)[1] for k in self.part_keys(coords)]
+        sizes = [listing.get(n) for n in names]
+        if all(s is None for s in sizes):
+            return None
+        return sum(s for s in sizes if s is not None)
+
+    async def stored_sizes(self, done: tuple[int, ...], lo: int, hi: int) -> dict[int, int]:
+        """Stored chunks ``(*done, c)`` for ``lo <= c <= hi``: last coordinate -> logical size."""
+        by_directory: dict[str, list[int]] = {}
+        for c in range(lo, hi + 1):
+            directory = self._split(self.chunk_key((*done, c)))[0]
+            by_directory.setdefault(directory, []).append(c)
+        found: dict[int, int] = {}
+        for directory, candidates in by_directory.items():
+            listing = await self._listing(directory)
+            if not listing:
+                continue
+            for c in candidates:
+                size = self._sizes_from(listing, (*done, c))
+                if size is not None:
+                    found[c] = size
+        return found
+
+    async def size(self, coords: tuple[int, ...]) -> int | None:
+        """Logical size of one chunk, None if it is not stored."""
+        directory = self._split(self.chunk_key(coords))[0]
+        cached = self._listings.get(directory)
+        if cached is not None and (self._ttl is None or time.monotonic() - cached[0] < self._ttl):
+            return self._sizes_from(cached[1], coords)
+        sizes = await self._run(self._stat_parts, self.part_keys(coords))
+        if all(s is None for s in sizes):
+            return None
+        return sum(s for s in sizes if s is not None)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _stat_parts(self, keys: Sequence[str]) -> list[int | None]:
+        return [self.backend.size(k) for k in keys]
+
+    async def part_sizes(self, coords: tuple[int, ...]) -> tuple[int, ...] | None:
+        """Every part's size, checked against the configuration; None if the chunk is absent.
+
+        Raises PartsError for a chunk with some parts missing or a sized part of wrong size.
+        """
+        keys = self.part_keys(coords)
+        sizes = await self._run(self._stat_parts, keys)
+        if all(s is None for s in sizes):
+            return None
+        missing = [k for k, s in zip(keys, sizes, strict=True) if s is None]
+        if missing:
+            raise PartsError(f"chunk {self.chunk_key(coords)!r} is incomplete: missing {missing}")
+        for part, key, size in zip(self.parts.parts, keys, sizes, strict=True):
+            if part.size is not None and size != part.size:
+                raise PartsError(
+                    f"chunk {self.chunk_key(coords)!r}: part {key!r} has {size} bytes "
+                    f"where {part.size} are expected"
+                )
+        return tuple(s for s in sizes if s is not None)
+
+    def _read_pieces(self, keys: Sequence[str], sizes: Sequence[int], start: int, stop: int) -> bytes:
+        pieces = pieces_for_span(sizes, start, stop)
+        return b"".join(self.backend.read(keys[p.part], p.start, p.stop) for p in pieces)
+
+    async def read(
+        self, coords: tuple[int, ...], sizes: Sequence[int], offset: int, length: int
+    ) -> bytes:
+        """Bytes ``[offset, offset + length)`` of the chunk (clamped), given its part sizes."""
+        total = sum(sizes)
+        start = min(offset, total)
+        stop = min(offset + length, total)
+        if start >= stop:
+            return b""
+        return await self._run(self._read_pieces, self.part_keys(coords), sizes, start, stop)

@@ -1,0 +1,147 @@
+"""The pyfuse3 adapter: decode names, call ``fs``, build pyfuse3 types, map errors.
+
+This is the only module that imports pyfuse3 for request handling, and the one place where
+errors become ``FUSEError``. In pyfuse3 any other exception escaping a handler ends the main
+loop and leaves a dead mount ("Transport endpoint is not connected"), so every handler maps
+unexpected exceptions to EIO and logs them, and the mount keeps serving.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
+
+import pyfuse3
+
+from zarrfuse.errors import ZarrFuseError
+from zarrfuse.fs import Attributes, FileSystem
+
+__all__ = ["FuseOperations"]
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_QUIET_ERRNOS = frozenset({errno.ENOENT})
+
+
+def _fuse_errors(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Turn every exception into a FUSEError with the right errno, logging why."""
+
+    @functools.wraps(handler)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await handler(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except ZarrFuseError as e:
+            level = logging.DEBUG if e.errno in _QUIET_ERRNOS else logging.WARNING
+            log.log(level, "%s: %s", handler.__name__, e)
+            raise pyfuse3.FUSEError(e.errno) from None
+        except OSError as e:
+            log.warning("%s: store error: %s", handler.__name__, e)
+            raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
+        except Exception:
+            log.exception("%s: unexpected error; answering EIO", handler.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper
+
+
+class FuseOperations(pyfuse3.Operations):
+    """Translates pyfuse3 requests into ``FileSystem`` calls."""
+
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+
+    def __init__(self, fs: FileSystem, *, entry_timeout: float, attr_timeout: float) -> None:
+        super().__init__()
+        self.fs = fs
+        self.entry_timeout = entry_timeout
+        self.attr_timeout = attr_timeout
+        self.keep_cache = fs.read_only
+
+    def _entry(self, a: Attributes) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = a.inode
+        entry.generation = 0
+        entry.entry_timeout = self.entry_timeout
+        entry.attr_timeout = self.attr_timeout
+        entry.st_mode = a.mode
+        entry.st_nlink = 2 if a.is_dir else 1
+        entry.st_uid = a.uid
+        entry.st_gid = a.gid
+        entry.st_rdev = 0
+        entry.st_size = a.size
+        entry.st_blksize = 1 << 20
+        entry.st_blocks = -(-a.size // 512)
+        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = a.time_ns
+        return entry
+
+    @_fuse_errors
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        return self._entry(await self.fs.lookup(parent_inode, os.fsdecode(name)))
+
+    @_fuse_errors
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        return self._entry(await self.fs.getattr(inode))
+
+    async def forget(self, inode_list: Any) -> None:
+        for inode, count in inode_list:
+            try:
+                self.fs.forget(inode, count)
+            except Exception:  # forget must never raise
+                log.exception("forget(%d, %d) failed", inode, count)
+
+    @_fuse_errors
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        return await self.fs.opendir(inode)
+
+    @_fuse_errors
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        for name, attributes, next_id in await self.fs.readdir(fh, start_id):
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), self._entry(attributes), next_id):
+                break
+            self.fs.remember(attributes.inode)
+
+    @_fuse_errors
+    async def releasedir(self, fh: int) -> None:
+        self.fs.releasedir(fh)
+
+    @_fuse_errors
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        return pyfuse3.FileInfo(fh=await self.fs.open(inode, flags), keep_cache=self.keep_cache)
+
+    @_fuse_errors
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return await self.fs.read(fh, off, size)
+
+    @_fuse_errors
+    async def release(self, fh: int) -> None:
+        self.fs.release(fh)
+
+    @_fuse_errors
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        info = self.fs.statfs()
+        data = pyfuse3.StatvfsData()
+        data.f_bsize = data.f_frsize = info.block_size
+        data.f_blocks = data.f_bfree = data.f_bavail = info.blocks
+        data.f_files = info.files
+        data.f_ffree = data.f_favail = 0
+        data.f_namemax = info.name_max
+        return data
+
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        # ENOSYS makes the kernel stop asking for the rest of the mount's life: without it,
+        # `ls -l` sends one getxattr per entry.
+        raise pyfuse3.FUSEError(errno.ENOSYS)
+
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+        raise pyfuse3.FUSEError(errno.ENOSYS)
