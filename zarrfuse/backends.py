@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -20,7 +21,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
-__all__ = ["Backend", "LocalBackend", "StoreBackend", "backend_for"]
+__all__ = ["Backend", "LocalBackend", "PartReader", "StoreBackend", "backend_for"]
 
 
 class Backend(Protocol):
@@ -38,13 +39,98 @@ class Backend(Protocol):
         """Size of one object, None if absent."""
         ...
 
-    def read(self, key: str, start: int, stop: int) -> bytes:
-        """Bytes ``[start, stop)`` of an object that is known to hold them."""
+    def open_reader(self, keys: Sequence[str]) -> PartReader:
+        """Open a chunk's parts for reading; their sizes are fixed from here on."""
         ...
 
     def read_all(self, key: str) -> bytes | None:
         """A whole object, None if absent."""
         ...
+
+
+class PartReader(Protocol):
+    """Open parts of one chunk. ``sizes`` holds None for a part that is absent."""
+
+    sizes: tuple[int | None, ...]
+
+    def read_into_nowait(self, part: int, start: int, out: memoryview) -> int:
+        """Copy what is available without waiting for I/O (page cache); returns the count."""
+        ...
+
+    def read_into(self, part: int, start: int, out: memoryview) -> None:
+        """Fill ``out`` from the part at ``start``, waiting for storage as needed."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalPartReader:
+    """Open file descriptors: a reader keeps the versions it opened, even across renames."""
+
+    def __init__(self, root: str, keys: Sequence[str]) -> None:
+        self.keys = list(keys)
+        self._fds: list[int | None] = []
+        sizes: list[int | None] = []
+        try:
+            for key in self.keys:
+                try:
+                    fd = os.open(os.path.join(root, key), os.O_RDONLY | os.O_CLOEXEC)
+                except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                    self._fds.append(None)
+                    sizes.append(None)
+                    continue
+                self._fds.append(fd)
+                st = os.fstat(fd)
+                sizes.append(st.st_size if stat.S_ISREG(st.st_mode) else None)
+        except BaseException:
+            self.close()
+            raise
+        self.sizes = tuple(sizes)
+
+    def _fd(self, part: int) -> int:
+        fd = self._fds[part]
+        if fd is None:
+            raise OSError(errno.EIO, f"{self.keys[part]}: part is absent")
+        return fd
+
+    def read_into_nowait(self, part: int, start: int, out: memoryview) -> int:
+        try:
+            return os.preadv(self._fd(part), [out], start, os.RWF_NOWAIT)
+        except BlockingIOError:
+            return 0
+        except OSError as e:
+            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # filesystems without RWF_NOWAIT
+                return 0
+            raise
+
+    def read_into(self, part: int, start: int, out: memoryview) -> None:
+        got = os.preadv(self._fd(part), [out], start)
+        if got != len(out):
+            raise OSError(errno.EIO, f"{self.keys[part]}: short read ({got} of {len(out)} bytes)")
+
+    def close(self) -> None:
+        for fd in self._fds:
+            if fd is not None:
+                os.close(fd)
+        self._fds = [None] * len(self._fds)
+
+
+class StorePartReader:
+    """Parts of a chunk in any zarr Store; every read is a ranged request."""
+
+    def __init__(self, backend: StoreBackend, keys: Sequence[str]) -> None:
+        self.backend = backend
+        self.keys = list(keys)
+        self.sizes = tuple(backend.size(k) for k in self.keys)
+
+    def read_into_nowait(self, part: int, start: int, out: memoryview) -> int:
+        return 0  # every store request may wait
+
+    def read_into(self, part: int, start: int, out: memoryview) -> None:
+        out[:] = self.backend.read(self.keys[part], start, start + len(out))
+
+    def close(self) -> None:
+        pass
 
 
 class LocalBackend:
@@ -84,15 +170,8 @@ class LocalBackend:
             return None
         return st.st_size if stat.S_ISREG(st.st_mode) else None
 
-    def read(self, key: str, start: int, stop: int) -> bytes:
-        fd = os.open(self._path(key), os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            data = os.pread(fd, stop - start, start)
-        finally:
-            os.close(fd)
-        if len(data) != stop - start:
-            raise OSError(errno.EIO, f"{key}: short read ({len(data)} of {stop - start} bytes)")
-        return data
+    def open_reader(self, keys: Sequence[str]) -> PartReader:
+        return LocalPartReader(str(self.root), keys)
 
     def read_all(self, key: str) -> bytes | None:
         try:
@@ -144,6 +223,9 @@ class StoreBackend:
             got = "nothing" if buf is None else f"{len(buf)} bytes"
             raise OSError(errno.EIO, f"{key}: asked for {stop - start} bytes, got {got}")
         return buf.to_bytes()
+
+    def open_reader(self, keys: Sequence[str]) -> PartReader:
+        return StorePartReader(self, keys)
 
     def read_all(self, key: str) -> bytes | None:
         buf = sync(self.store.get(key, self.prototype))

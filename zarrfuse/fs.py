@@ -15,6 +15,7 @@ import stat
 import time
 from dataclasses import dataclass
 
+from zarrfuse.chunk_source import OpenChunk
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.namespace import (
     DIRECTORY_NODES,
@@ -71,9 +72,9 @@ class StatFs:
 
 
 @dataclass
-class OpenChunk:
+class OpenChunkFile:
     node: ChunkFile
-    part_sizes: tuple[int, ...]
+    chunk: OpenChunk
 
 
 @dataclass
@@ -92,7 +93,7 @@ class FileSystem:
         self.mount_time_ns = time.time_ns()
         self._handles = itertools.count(1)
         self._dirs: dict[int, tuple[Node, list[Entry] | None]] = {}
-        self._files: dict[int, OpenChunk | OpenMetadata] = {}
+        self._files: dict[int, OpenChunkFile | OpenMetadata] = {}
 
     # --- attributes ----------------------------------------------------------------------
 
@@ -170,28 +171,32 @@ class FileSystem:
             raise ReadOnlyError(f"inode {inode}: writing is not supported on this mount")
         handle = next(self._handles)
         if isinstance(node, ChunkFile):
-            sizes = await node.array.source.part_sizes(node.coords)
-            if sizes is None:
+            chunk = await node.array.source.open(node.coords)
+            if chunk is None:
                 raise NotFound(f"chunk {node.coords} is no longer stored")
-            self._files[handle] = OpenChunk(node, sizes)
+            self._files[handle] = OpenChunkFile(node, chunk)
         elif isinstance(node, MetadataFile):
             self._files[handle] = OpenMetadata(node)
         else:
             raise ZarrFuseError(f"inode {inode} is a directory")  # kernel never asks this
         return handle
 
-    async def read(self, handle: int, offset: int, length: int) -> bytes:
+    async def read_into(self, handle: int, offset: int, out: memoryview) -> int:
+        """Fill ``out`` with the file's bytes from ``offset``; returns how many there were."""
         try:
             opened = self._files[handle]
         except KeyError:
             raise BadHandle(f"file handle {handle} is not open") from None
         if isinstance(opened, OpenMetadata):
-            return opened.node.data[offset : offset + length]
-        source = opened.node.array.source
-        return await source.read(opened.node.coords, opened.part_sizes, offset, length)
+            data = opened.node.data[offset : offset + len(out)]
+            out[: len(data)] = data
+            return len(data)
+        return await opened.node.array.source.read_into(opened.chunk, offset, out)
 
     def release(self, handle: int) -> None:
-        self._files.pop(handle, None)
+        opened = self._files.pop(handle, None)
+        if isinstance(opened, OpenChunkFile):
+            opened.chunk.close()
 
     def statfs(self) -> StatFs:
         return StatFs(block_size=BLOCK_SIZE, blocks=0, files=self.namespace.inode_count)

@@ -12,10 +12,12 @@ import errno
 import functools
 import logging
 import os
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
+import trio
 
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.fs import Attributes, FileSystem
@@ -65,6 +67,9 @@ class FuseOperations(pyfuse3.Operations):
         self.entry_timeout = entry_timeout
         self.attr_timeout = attr_timeout
         self.keep_cache = fs.read_only
+        self._buffers: weakref.WeakKeyDictionary[trio.lowlevel.Task, bytearray] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def _entry(self, a: Attributes) -> pyfuse3.EntryAttributes:
         entry = pyfuse3.EntryAttributes()
@@ -119,9 +124,22 @@ class FuseOperations(pyfuse3.Operations):
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         return pyfuse3.FileInfo(fh=await self.fs.open(inode, flags), keep_cache=self.keep_cache)
 
+    def _reply_buffer(self, size: int) -> memoryview:
+        """A buffer owned by the current pyfuse3 worker task.
+
+        pyfuse3 copies a read's answer to the kernel as soon as the handler returns, before
+        that task takes another request, so each task can reuse one buffer for all its reads.
+        """
+        task = trio.lowlevel.current_task()
+        buffer = self._buffers.get(task)
+        if buffer is None or len(buffer) < size:
+            buffer = self._buffers[task] = bytearray(size)
+        return memoryview(buffer)[:size]
+
     @_fuse_errors
-    async def read(self, fh: int, off: int, size: int) -> bytes:
-        return await self.fs.read(fh, off, size)
+    async def read(self, fh: int, off: int, size: int) -> memoryview:
+        out = self._reply_buffer(size)
+        return out[: await self.fs.read_into(fh, off, out)]
 
     @_fuse_errors
     async def release(self, fh: int) -> None:
