@@ -7,13 +7,14 @@ exists for ``concat-parts``, which zarr-python refuses, and for clear errors on 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Literal
 
 import zarr
 from zarr.abc.store import Store
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
-from zarr.storage import StorePath
+from zarr.storage import StorePath, ZipStore
 from zarr.storage._common import make_store_path
 
 from zarrfuse.chunk_keys import parse_encoding
@@ -26,11 +27,29 @@ __all__ = ["create_array", "open_array", "open_store_path", "read_node_metadata"
 AccessMode = Literal["r", "r+", "a"]
 
 
+def _local_zip(source: Any) -> str | None:
+    """The local path of a ``.zip`` store (zarr's ``make_store_path`` would treat it as a
+    directory), or None."""
+    if isinstance(source, str) and source.startswith("file://"):
+        source = source[len("file://") :]
+    if isinstance(source, str | os.PathLike) and os.fspath(source).endswith(".zip"):
+        if "://" not in os.fspath(source):
+            if not os.path.isfile(source):
+                raise FileNotFoundError(f"no such zip file: {os.fspath(source)}")
+            return os.fspath(source)
+    return None
+
+
 async def open_store_path(
     source: Any, *, mode: str = "r", storage_options: dict[str, Any] | None = None
 ) -> StorePath:
     """A zarr ``StorePath`` for a path, URL, ``.zip`` file or Store."""
     try:
+        zip_path = _local_zip(source)
+        if zip_path is not None:
+            store = ZipStore(zip_path, mode="r" if mode == "r" else "a", read_only=mode == "r")
+            await store._ensure_open()
+            return StorePath(store)
         return await make_store_path(source, mode=mode, storage_options=storage_options)  # type: ignore[arg-type]
     except FileNotFoundError as e:
         raise SourceError(f"{source}: no such store ({e})") from e
