@@ -9,9 +9,11 @@ worker thread, never the trio thread.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -45,6 +47,14 @@ class Backend(Protocol):
 
     def read_all(self, key: str) -> bytes | None:
         """A whole object, None if absent."""
+        ...
+
+    def write(self, key: str, data: memoryview, *, durable: bool = False) -> None:
+        """Replace an object atomically: readers see the old or the new bytes, never a mix."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove an object; absent is fine."""
         ...
 
 
@@ -180,6 +190,38 @@ class LocalBackend:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
 
+    def write(self, key: str, data: memoryview, *, durable: bool = False) -> None:
+        # Same scheme as zarr's LocalStore: a uniquely named temp file beside the target,
+        # then rename over it. A crash leaves the old file or the new one, never a torn one.
+        path = self._path(key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temp = f"{path}.{uuid.uuid4().hex}.partial"
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise
+        if durable:
+            dir_fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(self._path(key))
+
 
 class StoreBackend:
     """Any zarr Store, driven from worker threads through zarr's own event loop."""
@@ -230,6 +272,13 @@ class StoreBackend:
     def read_all(self, key: str) -> bytes | None:
         buf = sync(self.store.get(key, self.prototype))
         return None if buf is None else buf.to_bytes()
+
+    def write(self, key: str, data: memoryview, *, durable: bool = False) -> None:
+        # One set() per part: a single PUT on object stores, temp-then-rename on local ones.
+        sync(self.store.set(key, self.prototype.buffer.from_bytes(bytes(data))))
+
+    def delete(self, key: str) -> None:
+        sync(self.store.delete(key))
 
 
 def backend_for(store: Store) -> Backend:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,9 @@ class ArrayView:
     suffix: str
     metadata_json: bytes
     source: ChunkSource
+    metadata: dict[str, Any]
+    decoded_chunk_bytes: int | None
+    """Bytes of one decoded chunk (shard, for sharded arrays); None for variable-size types."""
 
 
 @dataclass(eq=False)
@@ -83,9 +87,15 @@ class Catalog:
         parts = parse_storage_transformers(metadata.get("storage_transformers"))
         shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
         try:
-            ArrayV3Metadata.from_dict(dict(shown))  # zarr's own validation of the document
+            parsed = ArrayV3Metadata.from_dict(dict(shown))  # zarr's own validation
         except (ValueError, TypeError, KeyError) as e:
             raise ConfigurationError(f"{path or '/'}: invalid array metadata: {e}") from e
+        native = parsed.dtype.to_native_dtype()
+        decoded = (
+            None
+            if native.hasobject or native.itemsize == 0
+            else math.prod(parsed.chunk_grid.chunk_shape) * native.itemsize  # type: ignore[attr-defined]
+        )
         encoded = view_encoding(encoding, self._suffix, self._max_children)
         if isinstance(encoded, SuffixChunkKeyEncoding):
             fanout, suffix = encoded.base_encoding, encoded.suffix
@@ -107,6 +117,8 @@ class Catalog:
             suffix=suffix,
             metadata_json=json.dumps(shown, indent=2).encode(),
             source=source,
+            metadata=shown,
+            decoded_chunk_bytes=decoded,
         )
 
     async def open_child(self, group_path: str, name: str) -> ArrayView | GroupView | None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import trio
@@ -51,6 +52,7 @@ class ChunkSource:
         self._limiter = limiter
         self._ttl = listing_ttl
         self._listings: OrderedDict[str, tuple[float, dict[str, int]]] = OrderedDict()
+        self._locks: dict[tuple[int, ...], tuple[trio.Lock, list[int]]] = {}
 
     # --- keys ----------------------------------------------------------------------------
 
@@ -152,12 +154,78 @@ class ChunkSource:
             raise
         return OpenChunk(reader, tuple(s for s in sizes if s is not None))
 
+    @asynccontextmanager
+    async def _locked(self, coords: tuple[int, ...]) -> AsyncIterator[None]:
+        """Serialise opening, committing and deleting one chunk: a reader opens all of its
+        parts between two commits, never across one."""
+        lock, users = self._locks.setdefault(coords, (trio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._locks[coords]
+
     async def open(self, coords: tuple[int, ...]) -> OpenChunk | None:
         """Open a chunk's parts, checked against the configuration; None if it is absent.
 
         Raises PartsError for a chunk with some parts missing or a sized part of wrong size.
         """
-        return await self._run(self._open_checked, coords)
+        async with self._locked(coords):
+            return await self._run(self._open_checked, coords)
+
+    async def read_all(self, coords: tuple[int, ...]) -> bytes | None:
+        """The whole chunk (its parts joined), None if it is absent."""
+        opened = await self.open(coords)
+        if opened is None:
+            return None
+        try:
+            out = bytearray(sum(opened.sizes))
+            await self.read_into(opened, 0, memoryview(out))
+            return bytes(out)
+        finally:
+            opened.close()
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _remember_sizes(self, coords: tuple[int, ...], sizes: Sequence[int | None]) -> None:
+        keys = self.part_keys(coords)
+        cached = self._listings.get(self._split(keys[0])[0])
+        if cached is None:
+            return
+        for key, size in zip(keys, sizes, strict=True):
+            name = self._split(key)[1]
+            if size is None:
+                cached[1].pop(name, None)
+            else:
+                cached[1][name] = size
+
+    def _write_parts(self, keys: Sequence[str], data: memoryview, spans, durable: bool) -> None:  # type: ignore[no-untyped-def]
+        for key, (start, stop) in zip(keys, spans, strict=True):
+            self.backend.write(key, data[start:stop], durable=durable)
+
+    async def commit(self, coords: tuple[int, ...], data: bytes | bytearray, *, durable: bool) -> None:
+        """Store ``data`` as the chunk: split into its parts, each replaced atomically.
+
+        A value that cannot be split is refused (WriteRefusedError) before anything is written.
+        """
+        spans = self.parts.split(len(data))
+        keys = self.part_keys(coords)
+        async with self._locked(coords):
+            await self._run(self._write_parts, keys, memoryview(data), spans, durable)
+            self._remember_sizes(coords, [stop - start for start, stop in spans])
+
+    def _delete_parts(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.backend.delete(key)
+
+    async def delete(self, coords: tuple[int, ...]) -> None:
+        """Remove every part of the chunk."""
+        async with self._locked(coords):
+            await self._run(self._delete_parts, self.part_keys(coords))
+            self._remember_sizes(coords, [None] * len(self.parts.parts))
 
     async def read_into(self, opened: OpenChunk, offset: int, out: memoryview) -> int:
         """Fill ``out`` with the chunk's bytes from ``offset`` (clamped); returns the count.

@@ -26,3 +26,9 @@ class MountConfig:
     debug: bool = False
     log_file: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
+    verify: bool = False
+    """Decode every chunk with the array's codecs before storing it; refuse what fails."""
+    max_chunk_bytes: int | None = None
+    """Largest chunk file a write may make (EFBIG beyond); None: derived from the chunk."""
+    scratch_mb: int = 512
+    """Memory for temporary files (rsync's, editors'); 0 refuses them."""

@@ -1,8 +1,15 @@
-"""FUSE semantics without FUSE: attributes, directory handles, open files, reads.
+"""FUSE semantics without FUSE: attributes, directories, open files, reads, writes, commits.
 
 Everything here is testable without a kernel in the loop; ``fuse_ops`` only translates
 pyfuse3's calls and types to these methods. Errors are raised as ``ZarrFuseError`` with the
 errno the caller should see.
+
+Writing: a chunk file opened for writing gets its own buffer (the chunk's bytes, or nothing
+with O_TRUNC). ``flush`` (close) and ``fsync`` commit it: checked against the size limit,
+verified if asked, split into parts and stored, each part replaced atomically. Commit errors
+are returned by ``close()``/``fsync()``; ``release`` only cleans up. Readers opened before a
+commit keep reading the version they opened; after the commit returns, the kernel's cache of
+the file is invalidated so every new reader sees the new bytes.
 """
 
 from __future__ import annotations
@@ -13,38 +20,83 @@ import logging
 import os
 import stat
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
+import trio
+
+from zarrfuse.catalog import ArrayView
 from zarrfuse.chunk_source import OpenChunk
-from zarrfuse.errors import ZarrFuseError
+from zarrfuse.errors import WriteRefusedError, ZarrFuseError
 from zarrfuse.namespace import (
     DIRECTORY_NODES,
+    ArrayRoot,
     ChunkFile,
     Entry,
+    FanoutDir,
+    GroupDir,
     MetadataFile,
     Namespace,
     Node,
+    NotAChunk,
     NotFound,
+    ScratchFile,
 )
+from zarrfuse.scratch import ScratchArea, ScratchData, is_scratch_name
+from zarrfuse.verify import verify_chunk
 
-__all__ = ["Attributes", "FileSystem", "StatFs"]
+__all__ = ["Attributes", "FileSystem", "StatFs", "WriteOptions"]
 
 log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 4096
 NAME_MAX = 255
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+# A chunk file may be this much larger than the decoded chunk before EFBIG: codecs can
+# expand incompressible data a little, and sharding adds an index.
+SIZE_LIMIT_SLACK = 1 << 20
+
+Directory = GroupDir | ArrayRoot | FanoutDir
 
 
 class ReadOnlyError(ZarrFuseError):
     errno = errno.EROFS
 
 
+class NotPermitted(ZarrFuseError):
+    errno = errno.EPERM
+
+
 class NotADirectory(ZarrFuseError):
     errno = errno.ENOTDIR
 
 
+class Exists(ZarrFuseError):
+    errno = errno.EEXIST
+
+
 class BadHandle(ZarrFuseError):
     errno = errno.EBADF
+
+
+class InvalidArgument(ZarrFuseError):
+    errno = errno.EINVAL
+
+
+class FileTooBig(ZarrFuseError):
+    errno = errno.EFBIG
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """How a writable mount treats writes."""
+
+    verify: bool = False
+    max_chunk_bytes: int | None = None
+    """Largest chunk file accepted (EFBIG beyond); None: twice the decoded chunk + slack."""
+    scratch_bytes: int = 512 << 20
+    """Total bytes of scratch (temp) files held in memory; 0 refuses scratch files."""
 
 
 @dataclass(frozen=True)
@@ -72,33 +124,75 @@ class StatFs:
 
 
 @dataclass
-class OpenChunkFile:
+class ChunkReader:
     node: ChunkFile
     chunk: OpenChunk
 
 
 @dataclass
-class OpenMetadata:
+class MetadataReader:
     node: MetadataFile
 
 
-class FileSystem:
-    """The mounted tree's behaviour: read-only for now, every answer from the namespace."""
+@dataclass
+class ChunkWriter:
+    """A chunk opened for writing: a private buffer committed on flush/fsync."""
 
-    def __init__(self, namespace: Namespace, *, read_only: bool = True) -> None:
+    node: ChunkFile
+    data: bytearray
+    dirty: bool
+    serial: int = 0
+
+
+@dataclass
+class ScratchHandle:
+    node: ScratchFile
+
+
+OpenFile = ChunkReader | MetadataReader | ChunkWriter | ScratchHandle
+
+
+@dataclass
+class _Pending:
+    """Writers of a chunk, so its name and size show before the first commit."""
+
+    writers: list[ChunkWriter] = field(default_factory=list)
+
+
+class FileSystem:
+    """The mounted tree's behaviour; every stored answer comes from the namespace."""
+
+    def __init__(
+        self,
+        namespace: Namespace,
+        *,
+        read_only: bool = True,
+        write_options: WriteOptions | None = None,
+        invalidate: Callable[[int], Awaitable[None]] | None = None,
+    ) -> None:
         self.namespace = namespace
         self.read_only = read_only
+        self.options = write_options or WriteOptions()
+        self._invalidate = invalidate
         self.uid = os.getuid()
         self.gid = os.getgid()
         self.mount_time_ns = time.time_ns()
         self._handles = itertools.count(1)
+        self._serials = itertools.count(1)
         self._dirs: dict[int, tuple[Node, list[Entry] | None]] = {}
-        self._files: dict[int, OpenChunkFile | OpenMetadata] = {}
+        self._files: dict[int, OpenFile] = {}
+        self._pending: dict[ChunkFile, _Pending] = {}
+        self._times: dict[Node, int] = {}
+        self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
+
+    def set_invalidator(self, invalidate: Callable[[int], Awaitable[None]]) -> None:
+        """How to drop the kernel's cache of an inode (given by the FUSE adapter)."""
+        self._invalidate = invalidate
 
     # --- attributes ----------------------------------------------------------------------
 
     def _attributes(self, node: Node, size: int) -> Attributes:
-        write = 0 if self.read_only else 0o200
+        write = 0 if self.read_only or isinstance(node, MetadataFile) else 0o200
         if isinstance(node, DIRECTORY_NODES):
             mode = stat.S_IFDIR | 0o555 | write
         else:
@@ -109,24 +203,57 @@ class FileSystem:
             size=size,
             uid=self.uid,
             gid=self.gid,
-            time_ns=self.mount_time_ns,
+            time_ns=self._times.get(node, self.mount_time_ns),
         )
 
-    def _entry_attributes(self, entry: Entry) -> Attributes:
-        return self._attributes(entry.node, entry.size)
+    def _pending_size(self, node: ChunkFile) -> int | None:
+        pending = self._pending.get(node)
+        if pending is None or not pending.writers:
+            return None
+        return len(max(pending.writers, key=lambda w: w.serial).data)
+
+    async def _size(self, node: Node) -> int:
+        if isinstance(node, ScratchFile):
+            scratch = self.scratch.get(node)
+            if scratch is None:
+                raise NotFound(f"scratch file {node.name!r} is gone")
+            return len(scratch.data)
+        if isinstance(node, ChunkFile):
+            pending = self._pending_size(node)
+            if pending is not None:
+                return pending
+        return await self.namespace.size(node)
+
+    async def _entry(self, parent: Node, name: str) -> Entry:
+        """The entry ``name`` in ``parent``, including scratch files and unstored new chunks."""
+        if not isinstance(parent, DIRECTORY_NODES):
+            raise NotADirectory("not a directory")
+        scratch_node = ScratchFile(parent, name)
+        if self.scratch.get(scratch_node) is not None:
+            return Entry(name, scratch_node, await self._size(scratch_node))
+        try:
+            return await self.namespace.lookup(parent, name)
+        except NotFound:
+            chunk = self._chunk_named(parent, name)
+            if chunk is not None and self._pending_size(chunk) is not None:
+                return Entry(name, chunk, await self._size(chunk))
+            raise
+
+    def _chunk_named(self, parent: Node, name: str) -> ChunkFile | None:
+        try:
+            return self.namespace.chunk_named(parent, name)
+        except NotAChunk:
+            return None
 
     async def lookup(self, parent_inode: int, name: str) -> Attributes:
-        parent = self.namespace.node(parent_inode)
-        if not isinstance(parent, DIRECTORY_NODES):
-            raise NotADirectory(f"inode {parent_inode} is not a directory")
-        entry = await self.namespace.lookup(parent, name)
-        attributes = self._entry_attributes(entry)
+        entry = await self._entry(self.namespace.node(parent_inode), name)
+        attributes = self._attributes(entry.node, entry.size)
         self.namespace.remember(attributes.inode)
         return attributes
 
     async def getattr(self, inode: int) -> Attributes:
         node = self.namespace.node(inode)
-        return self._attributes(node, await self.namespace.size(node))
+        return self._attributes(node, await self._size(node))
 
     def forget(self, inode: int, count: int) -> None:
         self.namespace.forget(inode, count)
@@ -134,6 +261,39 @@ class FileSystem:
     def remember(self, inode: int) -> None:
         """A readdir entry was accepted by the kernel: it now counts as looked up."""
         self.namespace.remember(inode)
+
+    async def setattr(
+        self, inode: int, *, size: int | None, mtime_ns: int | None, handle: int | None
+    ) -> Attributes:
+        """Truncate (``size``) and set times; modes and owners are accepted and ignored, as
+        tools like ``rsync -a`` and ``cp -p`` set them and must not fail."""
+        node = self.namespace.node(inode)
+        if size is not None:
+            self._check_writable()
+            await self._truncate(node, size, handle)
+        if mtime_ns is not None and not self.read_only:
+            self._times[node] = mtime_ns
+        return await self.getattr(inode)
+
+    async def _truncate(self, node: Node, size: int, handle: int | None) -> None:
+        if isinstance(node, ScratchFile):
+            scratch = self._scratch(node)
+            self.scratch.reserve(len(scratch.data), size)
+            _resize(scratch.data, size)
+            return
+        if not isinstance(node, ChunkFile):
+            raise NotPermitted("only chunk files and scratch files can be truncated")
+        self._check_size(node, size)
+        opened = self._files.get(handle) if handle is not None else None
+        if isinstance(opened, ChunkWriter):
+            _resize(opened.data, size)
+            opened.dirty = True
+            opened.serial = next(self._serials)
+            return
+        # truncate(2) on a path: takes effect at once, like on any filesystem.
+        data = bytearray(await node.array.source.read_all(node.coords) or b"")
+        _resize(data, size)
+        await self._commit(node, data, durable=False)
 
     # --- directories ---------------------------------------------------------------------
 
@@ -145,6 +305,38 @@ class FileSystem:
         self._dirs[handle] = (node, None)
         return handle
 
+    async def _list(self, directory: Node) -> list[Entry]:
+        entries = await self.namespace.list(directory)
+        known = {e.name for e in entries}
+        for chunk, pending in self._pending.items():
+            if pending.writers and self._chunk_in(chunk, directory):
+                name = self._chunk_name(chunk)
+                if name not in known:
+                    entries.append(Entry(name, chunk, self._pending_size(chunk) or 0))
+        for key in self.scratch.keys():
+            if isinstance(key, ScratchFile) and key.directory == directory:
+                entries.append(Entry(key.name, key, await self._size(key)))
+        return entries
+
+    @staticmethod
+    def _chunk_in(chunk: ChunkFile, directory: Node) -> bool:
+        if isinstance(directory, ArrayRoot):
+            return directory.array is chunk.array and not chunk.coords
+        if not isinstance(directory, FanoutDir) or directory.array is not chunk.array:
+            return False
+        tree, pos = chunk.array.tree, directory.pos
+        if not tree.is_leaf(pos) or chunk.coords[:-1] != pos.done:
+            return False
+        lo, hi = tree.leaf_range(pos)
+        return lo <= chunk.coords[-1] <= hi
+
+    @staticmethod
+    def _chunk_name(chunk: ChunkFile) -> str:
+        array = chunk.array
+        if not chunk.coords:
+            return "c" + array.suffix
+        return array.tree.file_name(chunk.coords[-1]) + array.suffix
+
     async def readdir(self, handle: int, start_id: int) -> list[tuple[str, Attributes, int]]:
         """Entries after ``start_id``; each entry's id is its position + 1 (stable per handle)."""
         try:
@@ -152,10 +344,10 @@ class FileSystem:
         except KeyError:
             raise BadHandle(f"directory handle {handle} is not open") from None
         if entries is None or start_id == 0:
-            entries = await self.namespace.list(node)
+            entries = await self._list(node)
             self._dirs[handle] = (node, entries)
         return [
-            (entry.name, self._entry_attributes(entry), index + 1)
+            (entry.name, self._attributes(entry.node, entry.size), index + 1)
             for index, entry in enumerate(entries)
             if index >= start_id
         ]
@@ -163,40 +355,253 @@ class FileSystem:
     def releasedir(self, handle: int) -> None:
         self._dirs.pop(handle, None)
 
-    # --- files ---------------------------------------------------------------------------
+    async def mkdir(self, parent_inode: int, name: str) -> Attributes:
+        """Grid directories always exist (EEXIST); nothing else can be made (EPERM)."""
+        self._check_writable()
+        parent = self.namespace.node(parent_inode)
+        try:
+            entry = await self._entry(parent, name)
+        except NotFound:
+            raise NotPermitted(f"{name!r}: only the chunk grid's directories exist") from None
+        raise Exists(f"{name!r} exists" if isinstance(entry.node, DIRECTORY_NODES) else name)
+
+    async def rmdir(self, parent_inode: int, name: str) -> None:
+        self._check_writable()
+        entry = await self._entry(self.namespace.node(parent_inode), name)
+        if not isinstance(entry.node, DIRECTORY_NODES):
+            raise NotADirectory(f"{name!r} is not a directory")
+        raise NotPermitted(f"{name!r}: the chunk grid's directories cannot be removed")
+
+    # --- opening, reading ----------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError("the mount is read-only")
+
+    def _scratch(self, node: ScratchFile) -> ScratchData:
+        scratch = self.scratch.get(node)
+        if scratch is None:
+            raise NotFound(f"scratch file {node.name!r} is gone")
+        return scratch
+
+    def _register(self, opened: OpenFile) -> int:
+        handle = next(self._handles)
+        self._files[handle] = opened
+        if isinstance(opened, ChunkWriter):
+            self._pending.setdefault(opened.node, _Pending()).writers.append(opened)
+        return handle
 
     async def open(self, inode: int, flags: int) -> int:
         node = self.namespace.node(inode)
-        if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
-            raise ReadOnlyError(f"inode {inode}: writing is not supported on this mount")
-        handle = next(self._handles)
-        if isinstance(node, ChunkFile):
-            chunk = await node.array.source.open(node.coords)
-            if chunk is None:
-                raise NotFound(f"chunk {node.coords} is no longer stored")
-            self._files[handle] = OpenChunkFile(node, chunk)
-        elif isinstance(node, MetadataFile):
-            self._files[handle] = OpenMetadata(node)
-        else:
-            raise ZarrFuseError(f"inode {inode} is a directory")  # kernel never asks this
-        return handle
+        writing = bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
+        if writing:
+            self._check_writable()
+        if isinstance(node, ScratchFile):
+            scratch = self._scratch(node)
+            if flags & os.O_TRUNC:
+                scratch.data.clear()
+            return self._register(ScratchHandle(node))
+        if isinstance(node, MetadataFile):
+            if writing:
+                raise NotPermitted("zarr.json is shown by the mount and cannot be written")
+            return self._register(MetadataReader(node))
+        if not isinstance(node, ChunkFile):
+            raise ZarrFuseError(f"inode {inode} is a directory")  # the kernel never asks this
+        if writing:
+            truncate = bool(flags & os.O_TRUNC)
+            data = b"" if truncate else await self._current_bytes(node)
+            writer = ChunkWriter(node, bytearray(data), dirty=truncate)
+            writer.serial = next(self._serials)
+            return self._register(writer)
+        chunk = await node.array.source.open(node.coords)
+        if chunk is None:
+            raise NotFound(f"chunk {node.coords} is no longer stored")
+        return self._register(ChunkReader(node, chunk))
+
+    async def _current_bytes(self, node: ChunkFile) -> bytes:
+        pending = self._pending.get(node)
+        if pending and pending.writers:
+            return bytes(max(pending.writers, key=lambda w: w.serial).data)
+        return await node.array.source.read_all(node.coords) or b""
+
+    def _opened(self, handle: int) -> OpenFile:
+        try:
+            return self._files[handle]
+        except KeyError:
+            raise BadHandle(f"file handle {handle} is not open") from None
 
     async def read_into(self, handle: int, offset: int, out: memoryview) -> int:
         """Fill ``out`` with the file's bytes from ``offset``; returns how many there were."""
-        try:
-            opened = self._files[handle]
-        except KeyError:
-            raise BadHandle(f"file handle {handle} is not open") from None
-        if isinstance(opened, OpenMetadata):
-            data = opened.node.data[offset : offset + len(out)]
-            out[: len(data)] = data
+        opened = self._opened(handle)
+        if isinstance(opened, ChunkReader):
+            return await opened.node.array.source.read_into(opened.chunk, offset, out)
+        if isinstance(opened, MetadataReader):
+            data: bytes | bytearray = opened.node.data
+        elif isinstance(opened, ChunkWriter):
+            data = opened.data
+        else:
+            data = self._scratch(opened.node).data
+        piece = data[offset : offset + len(out)]
+        out[: len(piece)] = piece
+        return len(piece)
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _size_limit(self, array: ArrayView) -> int | None:
+        if self.options.max_chunk_bytes is not None:
+            return self.options.max_chunk_bytes
+        if array.decoded_chunk_bytes is None:
+            return None
+        return 2 * array.decoded_chunk_bytes + array.source.parts.fixed_size + SIZE_LIMIT_SLACK
+
+    def _check_size(self, node: ChunkFile, size: int) -> None:
+        limit = self._size_limit(node.array)
+        if limit is not None and size > limit:
+            raise FileTooBig(
+                f"chunk {node.coords} of {node.array.path or '/'} would be {size} bytes, over "
+                f"the limit of {limit} (--max-chunk-bytes)"
+            )
+
+    async def write(self, handle: int, offset: int, data: bytes) -> int:
+        opened = self._opened(handle)
+        end = offset + len(data)
+        if isinstance(opened, ScratchHandle):
+            scratch = self._scratch(opened.node)
+            self.scratch.reserve(len(scratch.data), max(end, len(scratch.data)))
+            _write_at(scratch.data, offset, data)
             return len(data)
-        return await opened.node.array.source.read_into(opened.chunk, offset, out)
+        if not isinstance(opened, ChunkWriter):
+            raise BadHandle("file is not open for writing")
+        self._check_size(opened.node, end)
+        _write_at(opened.data, offset, data)
+        opened.dirty = True
+        opened.serial = next(self._serials)
+        return len(data)
+
+    async def _commit(self, node: ChunkFile, data: bytes | bytearray, *, durable: bool) -> None:
+        """Store ``data`` as the chunk (checks, verification, parts), then drop kernel caches."""
+        self._check_size(node, len(data))
+        frozen = bytes(data)
+        if self.options.verify:
+            await trio.to_thread.run_sync(
+                verify_chunk, node.array.metadata, node.coords, frozen
+            )
+        await node.array.source.commit(node.coords, frozen, durable=durable)
+        self._times.pop(node, None)
+        log.debug("committed chunk %s of %s (%d bytes)", node.coords, node.array.path, len(data))
+        await self._drop_cache(node)
+
+    async def _drop_cache(self, node: Node) -> None:
+        inode = self.namespace.known_inode(node)
+        if inode is not None and self._invalidate is not None:
+            await self._invalidate(inode)
+
+    async def flush(self, handle: int, *, durable: bool = False) -> None:
+        """Commit a written chunk (close and fsync). Errors reach the caller's close()."""
+        opened = self._files.get(handle)
+        if not isinstance(opened, ChunkWriter) or not (opened.dirty or durable):
+            return
+        try:
+            await self._commit(opened.node, opened.data, durable=durable)
+        except WriteRefusedError as e:
+            log.error("refused to store %s: %s", opened.node.coords, e)
+            raise
+        opened.dirty = False
 
     def release(self, handle: int) -> None:
         opened = self._files.pop(handle, None)
-        if isinstance(opened, OpenChunkFile):
+        if isinstance(opened, ChunkReader):
             opened.chunk.close()
+        elif isinstance(opened, ChunkWriter):
+            if opened.dirty:
+                log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
+            pending = self._pending.get(opened.node)
+            if pending is not None:
+                pending.writers.remove(opened)
+                if not pending.writers:
+                    del self._pending[opened.node]
+
+    async def create(self, parent_inode: int, name: str, flags: int) -> tuple[int, Attributes]:
+        """A new chunk file at a grid position, or a scratch file with a temp-file name."""
+        self._check_writable()
+        parent = self.namespace.node(parent_inode)
+        if not isinstance(parent, DIRECTORY_NODES):
+            raise NotADirectory("not a directory")
+        chunk = self.namespace.chunk_named(parent, name)  # NotAChunk: EPERM, outside grid
+        if chunk is not None:
+            writer = ChunkWriter(chunk, bytearray(), dirty=True, serial=next(self._serials))
+            handle = self._register(writer)
+        elif is_scratch_name(name) and self.scratch.enabled:
+            node = ScratchFile(parent, name)
+            self.scratch.create(node, time.time_ns())
+            handle = self._register(ScratchHandle(node))
+        else:
+            raise NotPermitted(
+                f"{name!r} is not a chunk of the grid here, nor a temporary file name"
+            )
+        attributes = await self.getattr(self.namespace.inode_of(self._files[handle].node))
+        self.namespace.remember(attributes.inode)
+        return handle, attributes
+
+    async def unlink(self, parent_inode: int, name: str) -> None:
+        self._check_writable()
+        parent = self.namespace.node(parent_inode)
+        entry = await self._entry(parent, name)
+        if isinstance(entry.node, ScratchFile):
+            self.scratch.remove(entry.node)
+        elif isinstance(entry.node, ChunkFile):
+            await entry.node.array.source.delete(entry.node.coords)
+            self._times.pop(entry.node, None)
+        elif isinstance(entry.node, DIRECTORY_NODES):
+            raise NotPermitted(f"{name!r} is a directory")
+        else:
+            raise NotPermitted(f"{name!r} is shown by the mount and cannot be removed")
+
+    async def rename(
+        self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int
+    ) -> None:
+        """Scratch files may be renamed; onto a chunk name that commits them as the chunk."""
+        self._check_writable()
+        if flags & RENAME_EXCHANGE:
+            raise InvalidArgument("RENAME_EXCHANGE is not supported")
+        source_dir = self.namespace.node(old_parent)
+        target_dir = self.namespace.node(new_parent)
+        entry = await self._entry(source_dir, old_name)
+        if not isinstance(entry.node, ScratchFile):
+            raise NotPermitted(f"{old_name!r}: only temporary files can be renamed")
+        if flags & RENAME_NOREPLACE:
+            try:
+                await self._entry(target_dir, new_name)
+            except NotFound:
+                pass
+            else:
+                raise Exists(f"{new_name!r} exists")
+        inode = self.namespace.inode_of(entry.node)
+        chunk = self.namespace.chunk_named(target_dir, new_name)
+        if chunk is not None:
+            await self._commit(chunk, self._scratch(entry.node).data, durable=False)
+            self.scratch.remove(entry.node)
+            self.namespace.rebind(inode, chunk)
+            return
+        if not is_scratch_name(new_name) or not isinstance(target_dir, DIRECTORY_NODES):
+            raise NotPermitted(f"{new_name!r} is not a chunk of the grid nor a temp file name")
+        target = ScratchFile(target_dir, new_name)
+        self.scratch.remove(target)
+        self.scratch.move(entry.node, target)
+        self.namespace.rebind(inode, target)
 
     def statfs(self) -> StatFs:
         return StatFs(block_size=BLOCK_SIZE, blocks=0, files=self.namespace.inode_count)
+
+
+def _resize(data: bytearray, size: int) -> None:
+    if size < len(data):
+        del data[size:]
+    else:
+        data.extend(bytes(size - len(data)))
+
+
+def _write_at(data: bytearray, offset: int, piece: bytes) -> None:
+    if offset > len(data):
+        data.extend(bytes(offset - len(data)))
+    data[offset : offset + len(piece)] = piece

@@ -64,6 +64,7 @@ class FuseOperations(pyfuse3.Operations):
     def __init__(self, fs: FileSystem, *, entry_timeout: float, attr_timeout: float) -> None:
         super().__init__()
         self.fs = fs
+        fs.set_invalidator(self.invalidate)
         self.entry_timeout = entry_timeout
         self.attr_timeout = attr_timeout
         self.keep_cache = fs.read_only
@@ -124,6 +125,14 @@ class FuseOperations(pyfuse3.Operations):
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         return pyfuse3.FileInfo(fh=await self.fs.open(inode, flags), keep_cache=self.keep_cache)
 
+    async def invalidate(self, inode: int) -> None:
+        """Drop the kernel's cached attributes and pages of ``inode`` (after a commit)."""
+        try:
+            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode, False)
+        except OSError as e:
+            if e.errno != errno.ENOENT:  # ENOENT: the kernel holds nothing for it
+                log.warning("invalidating inode %d: %s", inode, e)
+
     def _reply_buffer(self, size: int) -> memoryview:
         """A buffer owned by the current pyfuse3 worker task.
 
@@ -144,6 +153,88 @@ class FuseOperations(pyfuse3.Operations):
     @_fuse_errors
     async def release(self, fh: int) -> None:
         self.fs.release(fh)
+
+    @_fuse_errors
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        return await self.fs.write(fh, off, buf)
+
+    @_fuse_errors
+    async def flush(self, fh: int) -> None:
+        await self.fs.flush(fh)
+
+    @_fuse_errors
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        await self.fs.flush(fh, durable=True)
+
+    @_fuse_errors
+    async def setattr(
+        self,
+        inode: int,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: int | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        return self._entry(
+            await self.fs.setattr(
+                inode,
+                size=attr.st_size if fields.update_size else None,
+                mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
+                handle=fh,
+            )
+        )
+
+    @_fuse_errors
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        handle, attributes = await self.fs.create(parent_inode, os.fsdecode(name), flags)
+        return pyfuse3.FileInfo(fh=handle, keep_cache=False), self._entry(attributes)
+
+    @_fuse_errors
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self.fs.unlink(parent_inode, os.fsdecode(name))
+
+    @_fuse_errors
+    async def mkdir(
+        self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        return self._entry(await self.fs.mkdir(parent_inode, os.fsdecode(name)))
+
+    @_fuse_errors
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self.fs.rmdir(parent_inode, os.fsdecode(name))
+
+    @_fuse_errors
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        await self.fs.rename(
+            parent_inode_old,
+            os.fsdecode(name_old),
+            parent_inode_new,
+            os.fsdecode(name_new),
+            flags,
+        )
+
+    # Links, symlinks and special files have no place in a chunk grid.
+    async def symlink(self, *args: Any) -> pyfuse3.EntryAttributes:
+        log.debug("symlink refused: not a chunk")
+        raise pyfuse3.FUSEError(errno.EPERM)
+
+    async def link(self, *args: Any) -> pyfuse3.EntryAttributes:
+        log.debug("link refused: not a chunk")
+        raise pyfuse3.FUSEError(errno.EPERM)
+
+    async def mknod(self, *args: Any) -> pyfuse3.EntryAttributes:
+        log.debug("mknod refused: not a chunk")
+        raise pyfuse3.FUSEError(errno.EPERM)
 
     @_fuse_errors
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:

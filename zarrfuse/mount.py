@@ -16,7 +16,7 @@ from zarrfuse.api import open_store_path, read_node_metadata
 from zarrfuse.backends import backend_for
 from zarrfuse.catalog import ArrayView, Catalog
 from zarrfuse.config import MountConfig
-from zarrfuse.fs import FileSystem
+from zarrfuse.fs import FileSystem, WriteOptions
 from zarrfuse.fuse_ops import FuseOperations
 from zarrfuse.mountpoint import prepare_mountpoint
 from zarrfuse.namespace import ArrayRoot, GroupDir, Namespace
@@ -63,7 +63,13 @@ def build_filesystem(config: MountConfig) -> tuple[FileSystem, str]:
     view = catalog.view_for(store_path.path, metadata)
     root = ArrayRoot(view) if isinstance(view, ArrayView) else GroupDir(view)
     kind = "array" if isinstance(view, ArrayView) else "group"
-    return FileSystem(Namespace(root, catalog), read_only=config.read_only), kind
+    options = WriteOptions(
+        verify=config.verify,
+        max_chunk_bytes=config.max_chunk_bytes,
+        scratch_bytes=config.scratch_mb << 20,
+    )
+    fs = FileSystem(Namespace(root, catalog), read_only=config.read_only, write_options=options)
+    return fs, kind
 
 
 def _check_live_and_raise_read_ahead(mountpoint: str) -> None:

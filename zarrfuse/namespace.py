@@ -21,6 +21,8 @@ __all__ = [
     "FanoutDir",
     "GroupDir",
     "MetadataFile",
+    "NotAChunk",
+    "ScratchFile",
     "Namespace",
     "Node",
     "NotFound",
@@ -34,6 +36,12 @@ class NotFound(ZarrFuseError):
     """No such entry."""
 
     errno = errno.ENOENT
+
+
+class NotAChunk(ZarrFuseError):
+    """A name that looks like a chunk of this directory but is not one of the grid."""
+
+    errno = errno.EPERM
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,14 @@ class ChunkFile:
 
 
 @dataclass(frozen=True)
+class ScratchFile:
+    """A temporary file (an editor's or rsync's) held by the daemon, never stored."""
+
+    directory: GroupDir | ArrayRoot | FanoutDir
+    name: str
+
+
+@dataclass(frozen=True)
 class MetadataFile:
     owner: ArrayView | GroupView
 
@@ -67,7 +83,7 @@ class MetadataFile:
         return self.owner.metadata_json
 
 
-Node = GroupDir | ArrayRoot | FanoutDir | ChunkFile | MetadataFile
+Node = GroupDir | ArrayRoot | FanoutDir | ChunkFile | MetadataFile | ScratchFile
 DIRECTORY_NODES = (GroupDir, ArrayRoot, FanoutDir)
 
 
@@ -119,8 +135,20 @@ class Namespace:
         self._lookups.pop(inode, None)
         if inode != ROOT_INODE:
             node = self._by_inode.pop(inode, None)
-            if node is not None:
-                self._by_node.pop(node, None)
+            if node is not None and self._by_node.get(node) == inode:
+                del self._by_node[node]
+
+    def known_inode(self, node: Node) -> int | None:
+        """The inode the kernel may hold for ``node``, without handing out a new one."""
+        return self._by_node.get(node)
+
+    def rebind(self, inode: int, node: Node) -> None:
+        """After a rename the kernel keeps the moved file's inode: make it mean ``node``."""
+        old = self._by_inode.get(inode)
+        if old is not None and self._by_node.get(old) == inode:
+            del self._by_node[old]
+        self._by_inode[inode] = node
+        self._by_node[node] = inode
 
     @property
     def inode_count(self) -> int:
@@ -167,16 +195,37 @@ class Namespace:
         node = ChunkFile(array, coords)
         return Entry(name, node, await self.size(node))
 
+    def chunk_named(self, parent: Node, name: str) -> ChunkFile | None:
+        """The chunk file ``name`` would be in ``parent`` (stored or not), None if the name
+        is not chunk-like there; NotAChunk if it is chunk-like but outside the grid."""
+        if isinstance(parent, ArrayRoot):
+            array = parent.array
+            if not array.tree.grid and name == "c" + array.suffix:
+                return ChunkFile(array, ())
+            return None
+        if not isinstance(parent, FanoutDir) or not parent.array.tree.is_leaf(parent.pos):
+            return None
+        array, pos = parent.array, parent.pos
+        if not name.endswith(array.suffix):
+            return None
+        stem = name[: len(name) - len(array.suffix)] if array.suffix else name
+        if not stem or not stem.isascii() or not stem.isdigit():
+            return None
+        coordinate = array.tree.child(pos, stem)
+        if not isinstance(coordinate, int):
+            raise NotAChunk(f"{name!r} is not a chunk of the grid in this directory")
+        return ChunkFile(array, (*pos.done, coordinate))
+
     async def _lookup_fanout(self, parent: FanoutDir, name: str) -> Entry:
         array, pos = parent.array, parent.pos
         if array.tree.is_leaf(pos):
-            if not name.endswith(array.suffix):
-                raise NotFound(f"{name!r}: not a chunk name (suffix {array.suffix!r})")
-            stem = name[: len(name) - len(array.suffix)] if array.suffix else name
-            coordinate = array.tree.child(pos, stem)
-            if not isinstance(coordinate, int):
+            try:
+                chunk = self.chunk_named(parent, name)
+            except NotAChunk:
+                chunk = None
+            if chunk is None:
                 raise NotFound(f"{name!r}: not a chunk of the grid")
-            return await self._chunk_entry(name, array, (*pos.done, coordinate))
+            return Entry(name, chunk, await self.size(chunk))
         child = array.tree.child(pos, name)
         if not isinstance(child, DirPosition):
             raise NotFound(f"{name!r}: not a directory of the grid")
