@@ -1,0 +1,8 @@
+"""``python -m zarrfuse``: the ``zarrfuse`` command; the background daemon is started this way."""
+
+import sys
+
+from zarrfuse.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

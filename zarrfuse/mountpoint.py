@@ -1,0 +1,254 @@
+"""Mountpoints: check one before mounting, tell whether one is mounted, unmount one.
+
+A FUSE daemon that dies leaves its mount behind, *dead*: every request that reaches it fails
+with ENOTCONN ("Transport endpoint is not connected"), and nothing can be mounted there until
+the dead mount is detached. So :func:`prepare_mountpoint` detaches a dead mount instead of
+refusing it.
+
+A mount whose daemon is alive but stuck is worse: a stat of it blocks for as long as the
+daemon does. So whether a path is a mountpoint is read from ``/proc/self/mountinfo`` (which
+never blocks), a known mountpoint is only touched in a thread that can be abandoned, and every
+external command runs with a timeout. None of these functions can hang.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from zarrfuse.errors import MountError
+
+__all__ = [
+    "MountEntry",
+    "is_mounted",
+    "mount_entry",
+    "prepare_mountpoint",
+    "unmount",
+    "unmount_or_detach",
+]
+
+MOUNTINFO = "/proc/self/mountinfo"
+COMMAND_TIMEOUT = 10.0
+"""Seconds an unmount command may take; umount of a stuck FUSE mount can block forever."""
+STAT_TIMEOUT = 10.0
+"""Seconds a stat of a mountpoint may take before its daemon is called stuck."""
+_DEAD_ERRNOS = frozenset({errno.ENOTCONN, errno.ECONNABORTED})
+_MAX_STACKED_DEAD = 8
+
+State = Literal["live", "dead", "stuck"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class MountEntry:
+    """One line of ``/proc/self/mountinfo``: where, what kind (``fuse``, ``ext4``…), from what."""
+
+    mountpoint: str
+    fstype: str
+    source: str
+
+
+def _unescape(field: bytes) -> str:
+    r"""A mountinfo path field as a str: the kernel writes space, tab, newline, \ as \ooo."""
+    out = bytearray()
+    i = 0
+    while i < len(field):
+        octal = field[i + 1 : i + 4]
+        if field[i] == ord("\\") and len(octal) == 3 and all(48 <= c <= 55 for c in octal):
+            out.append(int(octal, 8))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return os.fsdecode(bytes(out))
+
+
+def mount_entries() -> list[MountEntry]:
+    """Every mount this process sees, in mount order (a later entry hides an earlier one)."""
+    with open(MOUNTINFO, "rb") as f:
+        lines = f.read().splitlines()
+    entries = []
+    for line in lines:
+        fields = line.split(b" ")
+        try:
+            sep = fields.index(b"-", 6)  # optional fields end with a lone "-"
+            where, fstype, source = fields[4], fields[sep + 1], fields[sep + 2]
+            entries.append(MountEntry(_unescape(where), _unescape(fstype), _unescape(source)))
+        except (ValueError, IndexError):
+            continue
+    return entries
+
+
+def _canonical(path: str, mountpoints: set[str]) -> str:
+    """The absolute, symlink-free form of ``path`` as mountinfo would spell it.
+
+    The parent is resolved first, so a path that is itself a mountpoint is never stat'ed
+    (realpath lstats every component, and the last one of a stuck mount would block).
+    """
+    path = os.path.abspath(path)
+    head, name = os.path.split(path)
+    candidate = os.path.join(os.path.realpath(head), name)
+    if candidate in mountpoints:
+        return candidate
+    return os.path.realpath(path)  # the last component may be a symlink to a mountpoint
+
+
+def mount_entry(path: str) -> MountEntry | None:
+    """The mount visible at ``path`` (the topmost one if several are stacked), or None."""
+    entries = mount_entries()
+    where = _canonical(path, {e.mountpoint for e in entries})
+    found = [e for e in entries if e.mountpoint == where]
+    return found[-1] if found else None
+
+
+def is_mounted(path: str) -> bool:
+    """Whether something, live or dead, is mounted exactly at ``path``."""
+    return mount_entry(path) is not None
+
+
+def _timed(probe: Callable[[str], T], path: str, timeout: float = STAT_TIMEOUT) -> T:
+    """``probe(path)`` that gives up after ``timeout``: raises its OSError, or MountError if stuck.
+
+    The probe runs in a daemon thread, which is abandoned (still blocked) if it never returns.
+    """
+    result: list[T | OSError] = []
+
+    def run() -> None:
+        try:
+            result.append(probe(path))
+        except OSError as e:
+            result.append(e)
+
+    thread = threading.Thread(target=run, name="zarrfuse-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not result:
+        raise MountError(
+            f"{path} does not answer within {timeout:g} s (a stuck FUSE daemon?); "
+            f"try: zarrfuse umount {path}"
+        )
+    if isinstance(result[0], OSError):
+        raise result[0]
+    return result[0]
+
+
+def _state(path: str) -> State:
+    """Whether the mount at ``path`` answers, is dead (ENOTCONN), or is stuck.
+
+    Asks with statvfs, not stat: the kernel answers stat from its attribute cache without
+    asking the daemon (for up to an hour on a read-only zarrfuse mount), so a dead mount can
+    stat fine, while statfs always reaches the daemon.
+    """
+    try:
+        _timed(os.statvfs, path)
+    except MountError:
+        return "stuck"
+    except OSError as e:
+        return "dead" if e.errno in _DEAD_ERRNOS else "live"
+    return "live"
+
+
+def _run(cmd: list[str], timeout: float = COMMAND_TIMEOUT) -> tuple[int | None, str]:
+    """Run ``cmd``; its exit status (None if it timed out or is missing) and its stderr."""
+    try:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True,
+        )
+    except OSError as e:
+        return None, f"{cmd[0]}: {e.strerror}"
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        try:
+            proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass  # blocked in the kernel even after SIGKILL: abandon it rather than hang
+        return None, f"{' '.join(cmd)} did not finish within {timeout:g} s"
+    return proc.returncode, " ".join(err.split())
+
+
+def unmount(path: str, lazy: bool = False) -> None:
+    """Unmount the FUSE mount at ``path`` with ``fusermount3 -u`` (``-z``: lazily).
+
+    A lazy unmount detaches the mount at once, even if busy or dead; the kernel lets go of it
+    when its last user does. If ``fusermount3 -u -z`` fails, ``umount -l`` is tried. Raises
+    MountError with fusermount3's message if the mount could not be removed.
+    """
+    status, message = _run(["fusermount3", "-u", *(["-z"] if lazy else []), path])
+    if status == 0:
+        return
+    if lazy and _run(["umount", "-l", path])[0] == 0:
+        return
+    raise MountError(message or f"fusermount3 -u {path} failed with status {status}")
+
+
+def unmount_or_detach(path: str) -> bool:
+    """Unmount the FUSE mount at ``path``; detach it lazily if it is dead, stuck or busy.
+
+    Returns True when the unmount had to be lazy. Raises MountError if nothing is mounted
+    there, if the mount is not a FUSE mount (fusermount3 as root would unmount anything), or
+    if it cannot be removed.
+    """
+    path = os.path.abspath(path)
+    entry = mount_entry(path)
+    if entry is None:
+        if not os.path.lexists(path):
+            raise MountError(f"{path} does not exist")
+        raise MountError(f"{path} is not mounted")
+    if not entry.fstype.startswith("fuse"):
+        raise MountError(f"{path} is a {entry.fstype} mount, not a FUSE mount; not unmounting it")
+    if _state(path) != "live":
+        unmount(path, lazy=True)
+        return True
+    try:
+        unmount(path)
+        return False
+    except MountError:
+        if mount_entry(path) != entry:
+            return False
+    unmount(path, lazy=True)  # busy: "Device or resource busy"
+    return True
+
+
+def _detach_dead_mounts(path: str) -> None:
+    """Detach dead mounts at ``path``; refuse a live or stuck one."""
+    for _ in range(_MAX_STACKED_DEAD):
+        entry = mount_entry(path)
+        if entry is None:
+            return
+        state = _state(path)
+        if state == "live":
+            raise MountError(f"{path} is already mounted ({entry.fstype} from {entry.source})")
+        if state == "stuck":
+            raise MountError(
+                f"{path} is already mounted and does not answer (a stuck FUSE daemon?); "
+                f"try: zarrfuse umount {path}"
+            )
+        unmount(path, lazy=True)
+    raise MountError(f"{path}: cannot remove the dead mounts stacked there")
+
+
+def prepare_mountpoint(path: str) -> None:
+    """Check that ``path`` can be mounted on: an existing directory with nothing mounted.
+
+    A dead mount left by a killed daemon is detached, so it does not block a new mount.
+    Raises MountError saying what is wrong otherwise.
+    """
+    path = os.path.abspath(path)
+    _detach_dead_mounts(path)
+    try:
+        st = _timed(os.stat, path)
+    except FileNotFoundError:
+        raise MountError(f"mountpoint {path} does not exist") from None
+    except OSError as e:
+        raise MountError(f"mountpoint {path}: {e.strerror}") from e
+    if not stat.S_ISDIR(st.st_mode):
+        raise MountError(f"mountpoint {path} is not a directory")
