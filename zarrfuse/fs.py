@@ -27,7 +27,7 @@ import trio
 
 from zarrfuse.catalog import ArrayView
 from zarrfuse.chunk_source import OpenChunk
-from zarrfuse.errors import WriteRefusedError, ZarrFuseError
+from zarrfuse.errors import ZarrFuseError
 from zarrfuse.namespace import (
     DIRECTORY_NODES,
     ArrayRoot,
@@ -174,6 +174,7 @@ class FileSystem:
         self.read_only = read_only
         self.options = write_options or WriteOptions()
         self._invalidate = invalidate
+        self._invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
         self.uid = os.getuid()
         self.gid = os.getgid()
         self.mount_time_ns = time.time_ns()
@@ -185,9 +186,14 @@ class FileSystem:
         self._times: dict[Node, int] = {}
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
 
-    def set_invalidator(self, invalidate: Callable[[int], Awaitable[None]]) -> None:
-        """How to drop the kernel's cache of an inode (given by the FUSE adapter)."""
-        self._invalidate = invalidate
+    def set_invalidators(
+        self,
+        inode: Callable[[int], Awaitable[None]],
+        entry: Callable[[int, str], Awaitable[None]],
+    ) -> None:
+        """How to drop the kernel's cache of an inode, or of a name (from the FUSE adapter)."""
+        self._invalidate = inode
+        self._invalidate_entry = entry
 
     # --- attributes ----------------------------------------------------------------------
 
@@ -409,7 +415,9 @@ class FileSystem:
             raise ZarrFuseError(f"inode {inode} is a directory")  # the kernel never asks this
         if writing:
             truncate = bool(flags & os.O_TRUNC)
-            data = b"" if truncate else await self._current_bytes(node)
+            # Each writer starts from the committed chunk, never from another writer's
+            # uncommitted bytes: committing those would store a mix of two writers.
+            data = b"" if truncate else await node.array.source.read_all(node.coords) or b""
             writer = ChunkWriter(node, bytearray(data), dirty=truncate)
             writer.serial = next(self._serials)
             return self._register(writer)
@@ -417,12 +425,6 @@ class FileSystem:
         if chunk is None:
             raise NotFound(f"chunk {node.coords} is no longer stored")
         return self._register(ChunkReader(node, chunk))
-
-    async def _current_bytes(self, node: ChunkFile) -> bytes:
-        pending = self._pending.get(node)
-        if pending and pending.writers:
-            return bytes(max(pending.writers, key=lambda w: w.serial).data)
-        return await node.array.source.read_all(node.coords) or b""
 
     def _opened(self, handle: int) -> OpenFile:
         try:
@@ -503,23 +505,42 @@ class FileSystem:
             return
         try:
             await self._commit(opened.node, opened.data, durable=durable)
-        except WriteRefusedError as e:
-            log.error("refused to store %s: %s", opened.node.coords, e)
+        except ZarrFuseError as e:
+            log.error("refused to store chunk %s: %s", opened.node.coords, e)
+            await self._show_stored_state(opened.node)
             raise
         opened.dirty = False
 
-    def release(self, handle: int) -> None:
+    async def _show_stored_state(self, node: ChunkFile) -> None:
+        """After writes that were not committed, make the kernel show the stored chunk again:
+        it had taken the writer's size (O_TRUNC, writes past the end) as the file's. A chunk
+        that is not stored at all loses its name too, before close() returns."""
+        await self._drop_cache(node)
+        if await node.array.source.size(node.coords) is not None:
+            return
+        parent, name = self.namespace.parent_of(node)
+        parent_inode = self.namespace.known_inode(parent)
+        if parent_inode is not None and self._invalidate_entry is not None:
+            await self._invalidate_entry(parent_inode, name)
+
+    def is_writer(self, handle: int) -> bool:
+        """Writers keep private buffers, so the kernel must not share one page cache and size
+        between them (the adapter opens them with direct I/O)."""
+        return isinstance(self._files.get(handle), ChunkWriter | ScratchHandle)
+
+    async def release(self, handle: int) -> None:
         opened = self._files.pop(handle, None)
         if isinstance(opened, ChunkReader):
             opened.chunk.close()
         elif isinstance(opened, ChunkWriter):
-            if opened.dirty:
-                log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
             pending = self._pending.get(opened.node)
             if pending is not None:
                 pending.writers.remove(opened)
                 if not pending.writers:
                     del self._pending[opened.node]
+            if opened.dirty:
+                log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
+                await self._show_stored_state(opened.node)
 
     async def create(self, parent_inode: int, name: str, flags: int) -> tuple[int, Attributes]:
         """A new chunk file at a grid position, or a scratch file with a temp-file name."""

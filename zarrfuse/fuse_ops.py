@@ -64,7 +64,7 @@ class FuseOperations(pyfuse3.Operations):
     def __init__(self, fs: FileSystem, *, entry_timeout: float, attr_timeout: float) -> None:
         super().__init__()
         self.fs = fs
-        fs.set_invalidator(self.invalidate)
+        fs.set_invalidators(self.invalidate, self.invalidate_entry)
         self.entry_timeout = entry_timeout
         self.attr_timeout = attr_timeout
         self.keep_cache = fs.read_only
@@ -121,9 +121,14 @@ class FuseOperations(pyfuse3.Operations):
     async def releasedir(self, fh: int) -> None:
         self.fs.releasedir(fh)
 
+    def _file_info(self, handle: int) -> pyfuse3.FileInfo:
+        if self.fs.is_writer(handle):
+            return pyfuse3.FileInfo(fh=handle, direct_io=True, keep_cache=False)
+        return pyfuse3.FileInfo(fh=handle, keep_cache=self.keep_cache)
+
     @_fuse_errors
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        return pyfuse3.FileInfo(fh=await self.fs.open(inode, flags), keep_cache=self.keep_cache)
+        return self._file_info(await self.fs.open(inode, flags))
 
     async def invalidate(self, inode: int) -> None:
         """Drop the kernel's cached attributes and pages of ``inode`` (after a commit)."""
@@ -132,6 +137,20 @@ class FuseOperations(pyfuse3.Operations):
         except OSError as e:
             if e.errno != errno.ENOENT:  # ENOENT: the kernel holds nothing for it
                 log.warning("invalidating inode %d: %s", inode, e)
+
+    async def invalidate_entry(self, parent_inode: int, name: str) -> None:
+        """Drop the kernel's cached entry ``name`` in ``parent_inode``.
+
+        Runs in a worker thread: the call blocks until related requests finish, and the trio
+        thread must stay free to serve them.
+        """
+        try:
+            await trio.to_thread.run_sync(
+                pyfuse3.invalidate_entry, parent_inode, os.fsencode(name)
+            )
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                log.warning("invalidating entry %r in inode %d: %s", name, parent_inode, e)
 
     def _reply_buffer(self, size: int) -> memoryview:
         """A buffer owned by the current pyfuse3 worker task.
@@ -152,7 +171,7 @@ class FuseOperations(pyfuse3.Operations):
 
     @_fuse_errors
     async def release(self, fh: int) -> None:
-        self.fs.release(fh)
+        await self.fs.release(fh)
 
     @_fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
@@ -189,7 +208,7 @@ class FuseOperations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         handle, attributes = await self.fs.create(parent_inode, os.fsdecode(name), flags)
-        return pyfuse3.FileInfo(fh=handle, keep_cache=False), self._entry(attributes)
+        return self._file_info(handle), self._entry(attributes)
 
     @_fuse_errors
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:

@@ -191,6 +191,19 @@ class Namespace:
             return await self._lookup_fanout(parent, name)
         raise ZarrFuseError(f"{name!r}: parent is not a directory")  # pragma: no cover
 
+    def parent_of(self, chunk: ChunkFile) -> tuple[Node, str]:
+        """The directory that shows ``chunk``, and the chunk's name in it."""
+        array = chunk.array
+        if not chunk.coords:
+            return ArrayRoot(array), "c" + array.suffix
+        *path, name = array.tree.encoding.encode_chunk_key(chunk.coords).split("/")[1:]
+        pos = ROOT
+        for part in path:
+            child = array.tree.child(pos, part)
+            assert isinstance(child, DirPosition)
+            pos = child
+        return FanoutDir(array, pos), name + array.suffix
+
     async def _chunk_entry(self, name: str, array: ArrayView, coords: tuple[int, ...]) -> Entry:
         node = ChunkFile(array, coords)
         return Entry(name, node, await self.size(node))
