@@ -49,8 +49,9 @@ class Backend(Protocol):
         """A whole object, None if absent."""
         ...
 
-    def write(self, key: str, data: memoryview, *, durable: bool = False) -> None:
-        """Replace an object atomically: readers see the old or the new bytes, never a mix."""
+    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> None:
+        """Replace an object with ``pieces`` joined, atomically: readers see the old or the
+        new bytes, never a mix."""
         ...
 
     def delete(self, key: str) -> None:
@@ -190,7 +191,7 @@ class LocalBackend:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
 
-    def write(self, key: str, data: memoryview, *, durable: bool = False) -> None:
+    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> None:
         # Same scheme as zarr's LocalStore: a uniquely named temp file beside the target,
         # then rename over it. A crash leaves the old file or the new one, never a torn one.
         path = self._path(key)
@@ -199,9 +200,7 @@ class LocalBackend:
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                _write_all(fd, pieces)
                 if durable:
                     os.fsync(fd)
             finally:
@@ -273,12 +272,28 @@ class StoreBackend:
         buf = sync(self.store.get(key, self.prototype))
         return None if buf is None else buf.to_bytes()
 
-    def write(self, key: str, data: memoryview, *, durable: bool = False) -> None:
+    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> None:
         # One set() per part: a single PUT on object stores, temp-then-rename on local ones.
-        sync(self.store.set(key, self.prototype.buffer.from_bytes(bytes(data))))
+        sync(self.store.set(key, self.prototype.buffer.from_bytes(b"".join(pieces))))
 
     def delete(self, key: str) -> None:
         sync(self.store.delete(key))
+
+
+def _write_all(fd: int, pieces: Sequence[memoryview]) -> None:
+    """``writev`` every piece, resuming after short writes, IOV_MAX pieces at a time."""
+    pending = [p for p in pieces if len(p)]
+    while pending:
+        batch = pending[: os.sysconf("SC_IOV_MAX")]
+        written = os.writev(fd, batch)
+        rest = pending[len(batch) :]
+        for i, piece in enumerate(batch):
+            if written < len(piece):
+                pending = [piece[written:], *batch[i + 1 :], *rest]
+                break
+            written -= len(piece)
+        else:
+            pending = rest
 
 
 def backend_for(store: Store) -> Backend:

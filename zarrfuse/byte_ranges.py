@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 
-__all__ = ["Piece", "absolute_span", "pieces_for_span"]
+__all__ = ["Piece", "absolute_span", "pieces_for_span", "slice_views"]
 
 
 class Piece(NamedTuple):
@@ -55,3 +55,9 @@ def pieces_for_span(sizes: Sequence[int], start: int, stop: int) -> list[Piece]:
         if offset >= stop:
             break
     return pieces
+
+
+def slice_views(views: Sequence[memoryview], start: int, stop: int) -> list[memoryview]:
+    """Bytes ``[start, stop)`` of the views laid end to end, as views (no copy)."""
+    sizes = [len(v) for v in views]
+    return [views[p.part][p.start : p.stop] for p in pieces_for_span(sizes, start, stop)]

@@ -19,7 +19,7 @@ import trio
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 
 from zarrfuse.backends import Backend, PartReader
-from zarrfuse.byte_ranges import pieces_for_span
+from zarrfuse.byte_ranges import pieces_for_span, slice_views
 from zarrfuse.chunk_keys import encode_chunk_key
 from zarrfuse.errors import PartsError
 from zarrfuse.transformers import ConcatParts, Part
@@ -202,19 +202,28 @@ class ChunkSource:
             else:
                 cached[1][name] = size
 
-    def _write_parts(self, keys: Sequence[str], data: memoryview, spans, durable: bool) -> None:  # type: ignore[no-untyped-def]
+    def _write_parts(
+        self,
+        keys: Sequence[str],
+        views: Sequence[memoryview],
+        spans: Sequence[tuple[int, int]],
+        durable: bool,
+    ) -> None:
         for key, (start, stop) in zip(keys, spans, strict=True):
-            self.backend.write(key, data[start:stop], durable=durable)
+            self.backend.write(key, slice_views(views, start, stop), durable=durable)
 
-    async def commit(self, coords: tuple[int, ...], data: bytes | bytearray, *, durable: bool) -> None:
-        """Store ``data`` as the chunk: split into its parts, each replaced atomically.
+    async def commit(
+        self, coords: tuple[int, ...], views: Sequence[memoryview], *, durable: bool
+    ) -> None:
+        """Store the bytes of ``views`` (laid end to end) as the chunk: split into its parts,
+        each replaced atomically. The views must not change until this returns.
 
         A value that cannot be split is refused (WriteRefusedError) before anything is written.
         """
-        spans = self.parts.split(len(data))
+        spans = self.parts.split(sum(len(v) for v in views))
         keys = self.part_keys(coords)
         async with self._locked(coords):
-            await self._run(self._write_parts, keys, memoryview(data), spans, durable)
+            await self._run(self._write_parts, keys, views, spans, durable)
             self._remember_sizes(coords, [stop - start for start, stop in spans])
 
     def _delete_parts(self, keys: Sequence[str]) -> None:

@@ -44,6 +44,7 @@ from zarrfuse.namespace import (
 )
 from zarrfuse.scratch import ScratchArea, ScratchData, is_scratch_name
 from zarrfuse.verify import verify_chunk
+from zarrfuse.write_buffer import WriteBuffer
 
 __all__ = ["Attributes", "FileSystem", "StatFs", "WriteOptions"]
 
@@ -139,9 +140,15 @@ class ChunkWriter:
     """A chunk opened for writing: a private buffer committed on flush/fsync."""
 
     node: ChunkFile
-    data: bytearray
+    data: WriteBuffer
     dirty: bool
     serial: int = 0
+    committing: trio.Event | None = None
+    """Set while the buffer is being stored: changes wait, so the commit needs no copy."""
+
+    async def settled(self) -> None:
+        if self.committing is not None:
+            await self.committing.wait()
 
 
 @dataclass
@@ -285,20 +292,21 @@ class FileSystem:
         if isinstance(node, ScratchFile):
             scratch = self._scratch(node)
             self.scratch.reserve(len(scratch.data), size)
-            _resize(scratch.data, size)
+            scratch.data.truncate(size)
             return
         if not isinstance(node, ChunkFile):
             raise NotPermitted("only chunk files and scratch files can be truncated")
         self._check_size(node, size)
         opened = self._files.get(handle) if handle is not None else None
         if isinstance(opened, ChunkWriter):
-            _resize(opened.data, size)
+            await opened.settled()
+            opened.data.truncate(size)
             opened.dirty = True
             opened.serial = next(self._serials)
             return
         # truncate(2) on a path: takes effect at once, like on any filesystem.
-        data = bytearray(await node.array.source.read_all(node.coords) or b"")
-        _resize(data, size)
+        data = WriteBuffer(await node.array.source.read_all(node.coords) or b"")
+        data.truncate(size)
         await self._commit(node, data, durable=False)
 
     # --- directories ---------------------------------------------------------------------
@@ -418,7 +426,7 @@ class FileSystem:
             # Each writer starts from the committed chunk, never from another writer's
             # uncommitted bytes: committing those would store a mix of two writers.
             data = b"" if truncate else await node.array.source.read_all(node.coords) or b""
-            writer = ChunkWriter(node, bytearray(data), dirty=truncate)
+            writer = ChunkWriter(node, WriteBuffer(data), dirty=truncate)
             writer.serial = next(self._serials)
             return self._register(writer)
         chunk = await node.array.source.open(node.coords)
@@ -438,12 +446,11 @@ class FileSystem:
         if isinstance(opened, ChunkReader):
             return await opened.node.array.source.read_into(opened.chunk, offset, out)
         if isinstance(opened, MetadataReader):
-            data: bytes | bytearray = opened.node.data
+            piece = opened.node.data[offset : offset + len(out)]
         elif isinstance(opened, ChunkWriter):
-            data = opened.data
+            piece = opened.data.read(offset, len(out))
         else:
-            data = self._scratch(opened.node).data
-        piece = data[offset : offset + len(out)]
+            piece = self._scratch(opened.node).data.read(offset, len(out))
         out[: len(piece)] = piece
         return len(piece)
 
@@ -470,25 +477,27 @@ class FileSystem:
         if isinstance(opened, ScratchHandle):
             scratch = self._scratch(opened.node)
             self.scratch.reserve(len(scratch.data), max(end, len(scratch.data)))
-            _write_at(scratch.data, offset, data)
+            scratch.data.write(offset, data)
             return len(data)
         if not isinstance(opened, ChunkWriter):
             raise BadHandle("file is not open for writing")
         self._check_size(opened.node, end)
-        _write_at(opened.data, offset, data)
+        await opened.settled()
+        opened.data.write(offset, data)
         opened.dirty = True
         opened.serial = next(self._serials)
         return len(data)
 
-    async def _commit(self, node: ChunkFile, data: bytes | bytearray, *, durable: bool) -> None:
-        """Store ``data`` as the chunk (checks, verification, parts), then drop kernel caches."""
+    async def _commit(self, node: ChunkFile, data: WriteBuffer, *, durable: bool) -> None:
+        """Store ``data`` as the chunk (checks, verification, parts), then drop kernel caches.
+        ``data`` must not change until this returns."""
         self._check_size(node, len(data))
-        frozen = bytes(data)
+        views = data.pieces()
         if self.options.verify:
             await trio.to_thread.run_sync(
-                verify_chunk, node.array.metadata, node.coords, frozen
+                verify_chunk, node.array.metadata, node.coords, b"".join(views)
             )
-        await node.array.source.commit(node.coords, frozen, durable=durable)
+        await node.array.source.commit(node.coords, views, durable=durable)
         self._times.pop(node, None)
         log.debug("committed chunk %s of %s (%d bytes)", node.coords, node.array.path, len(data))
         await self._drop_cache(node)
@@ -503,12 +512,17 @@ class FileSystem:
         opened = self._files.get(handle)
         if not isinstance(opened, ChunkWriter) or not (opened.dirty or durable):
             return
+        await opened.settled()
+        opened.committing = trio.Event()
         try:
             await self._commit(opened.node, opened.data, durable=durable)
         except ZarrFuseError as e:
             log.error("refused to store chunk %s: %s", opened.node.coords, e)
             await self._show_stored_state(opened.node)
             raise
+        finally:
+            opened.committing.set()
+            opened.committing = None
         opened.dirty = False
 
     async def _show_stored_state(self, node: ChunkFile) -> None:
@@ -550,7 +564,7 @@ class FileSystem:
             raise NotADirectory("not a directory")
         chunk = self.namespace.chunk_named(parent, name)  # NotAChunk: EPERM, outside grid
         if chunk is not None:
-            writer = ChunkWriter(chunk, bytearray(), dirty=True, serial=next(self._serials))
+            writer = ChunkWriter(chunk, WriteBuffer(), dirty=True, serial=next(self._serials))
             handle = self._register(writer)
         elif is_scratch_name(name) and self.scratch.enabled:
             node = ScratchFile(parent, name)
@@ -613,16 +627,3 @@ class FileSystem:
 
     def statfs(self) -> StatFs:
         return StatFs(block_size=BLOCK_SIZE, blocks=0, files=self.namespace.inode_count)
-
-
-def _resize(data: bytearray, size: int) -> None:
-    if size < len(data):
-        del data[size:]
-    else:
-        data.extend(bytes(size - len(data)))
-
-
-def _write_at(data: bytearray, offset: int, piece: bytes) -> None:
-    if offset > len(data):
-        data.extend(bytes(offset - len(data)))
-    data[offset : offset + len(piece)] = piece

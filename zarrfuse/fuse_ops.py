@@ -131,9 +131,12 @@ class FuseOperations(pyfuse3.Operations):
         return self._file_info(await self.fs.open(inode, flags))
 
     async def invalidate(self, inode: int) -> None:
-        """Drop the kernel's cached attributes and pages of ``inode`` (after a commit)."""
+        """Drop the kernel's cached attributes and pages of ``inode`` (after a commit).
+
+        Called on the trio thread: it blocks only with writeback caching, which is off.
+        """
         try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode, False)
+            pyfuse3.invalidate_inode(inode, False)
         except OSError as e:
             if e.errno != errno.ENOENT:  # ENOENT: the kernel holds nothing for it
                 log.warning("invalidating inode %d: %s", inode, e)

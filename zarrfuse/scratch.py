@@ -13,6 +13,7 @@ import errno
 from dataclasses import dataclass, field
 
 from zarrfuse.errors import ZarrFuseError
+from zarrfuse.write_buffer import WriteBuffer
 
 __all__ = ["NoSpace", "ScratchArea", "is_scratch_name"]
 
@@ -35,7 +36,7 @@ class NoSpace(ZarrFuseError):
 class ScratchData:
     """One scratch file's bytes and times."""
 
-    data: bytearray = field(default_factory=bytearray)
+    data: WriteBuffer = field(default_factory=WriteBuffer)
     mtime_ns: int = 0
 
 
