@@ -19,6 +19,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarrfuse.backends import Backend
 from zarrfuse.chunk_keys import FanoutChunkKeyEncoding, SuffixChunkKeyEncoding, parse_encoding
 from zarrfuse.chunk_source import ChunkSource
+from zarrfuse.counters import Counters
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
 from zarrfuse.transformers import parse_storage_transformers
 from zarrfuse.view import FanoutTree, chunk_grid_shape, view_encoding
@@ -65,8 +66,10 @@ class Catalog:
         max_children: int | None,
         limiter: trio.CapacityLimiter,
         listing_ttl: float | None,
+        counters: Counters | None = None,
     ) -> None:
         self.backend = backend
+        self.counters = counters or Counters()
         self._suffix = suffix
         self._max_children = max_children
         self._limiter = limiter
@@ -110,6 +113,7 @@ class Catalog:
             parts=parts,
             limiter=self._limiter,
             listing_ttl=self._ttl,
+            counters=self.counters,
         )
         return ArrayView(
             path=path,
@@ -126,6 +130,7 @@ class Catalog:
         path = _join(group_path, name)
         if path in self._views:
             return self._views[path]
+        self.counters.store["read"] += 1
         raw = await trio.to_thread.run_sync(
             self.backend.read_all, _join(path, "zarr.json"), limiter=self._limiter
         )
@@ -143,6 +148,7 @@ class Catalog:
 
     async def child_names(self, group_path: str) -> list[str]:
         """Names of the group's children that are readable Zarr v3 nodes, sorted."""
+        self.counters.store["list"] += 1
         names = await trio.to_thread.run_sync(
             self.backend.list_subdirs, group_path, limiter=self._limiter
         )

@@ -21,6 +21,7 @@ from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 from zarrfuse.backends import Backend, PartReader
 from zarrfuse.byte_ranges import pieces_for_span, slice_views
 from zarrfuse.chunk_keys import encode_chunk_key
+from zarrfuse.counters import Counters
 from zarrfuse.errors import PartsError
 from zarrfuse.transformers import ConcatParts, Part
 
@@ -44,8 +45,10 @@ class ChunkSource:
         parts: ConcatParts | None,
         limiter: trio.CapacityLimiter,
         listing_ttl: float | None,
+        counters: Counters | None = None,
     ) -> None:
         self.backend = backend
+        self.counters = counters or Counters()
         self.encoding = encoding
         self.parts = parts or SINGLE_PART
         self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
@@ -79,7 +82,10 @@ class ChunkSource:
         now = time.monotonic()
         if cached is not None and (self._ttl is None or now - cached[0] < self._ttl):
             self._listings.move_to_end(directory)
+            self.counters.cache["listing_hit"] += 1
             return cached[1]
+        self.counters.cache["listing_miss"] += 1
+        self.counters.store["list"] += 1
         listing = await self._run(self.backend.list_sizes, directory)
         self._listings[directory] = (now, listing)
         if len(self._listings) > LISTING_CACHE_DIRS:
@@ -119,7 +125,9 @@ class ChunkSource:
         directory = self._split(self.chunk_key(coords))[0]
         cached = self._listings.get(directory)
         if cached is not None and (self._ttl is None or time.monotonic() - cached[0] < self._ttl):
+            self.counters.cache["listing_hit"] += 1
             return self._sizes_from(cached[1], coords)
+        self.counters.store["stat"] += len(self.parts.parts)
         sizes = await self._run(self._stat_parts, self.part_keys(coords))
         if all(s is None for s in sizes):
             return None
@@ -132,6 +140,7 @@ class ChunkSource:
 
     def _open_checked(self, coords: tuple[int, ...]) -> OpenChunk | None:
         keys = self.part_keys(coords)
+        self.counters.store["open"] += len(keys)
         reader = self.backend.open_reader(keys)
         try:
             sizes = reader.sizes
@@ -222,6 +231,8 @@ class ChunkSource:
         """
         spans = self.parts.split(sum(len(v) for v in views))
         keys = self.part_keys(coords)
+        self.counters.store["write"] += len(keys)
+        self.counters.store_bytes_written += spans[-1][1] if spans else 0
         async with self._locked(coords):
             await self._run(self._write_parts, keys, views, spans, durable)
             self._remember_sizes(coords, [stop - start for start, stop in spans])
@@ -232,6 +243,7 @@ class ChunkSource:
 
     async def delete(self, coords: tuple[int, ...]) -> None:
         """Remove every part of the chunk."""
+        self.counters.store["delete"] += len(self.parts.parts)
         async with self._locked(coords):
             await self._run(self._delete_parts, self.part_keys(coords))
             self._remember_sizes(coords, [None] * len(self.parts.parts))
@@ -255,8 +267,12 @@ class ChunkSource:
             if done < n:
                 pending.append((piece.part, piece.start + done, view[done:]))
             at += n
+        self.counters.store_bytes_read += at
         if pending:
+            self.counters.store["read"] += len(pending)
             await self._run(_read_rest, opened.reader, pending)
+        else:
+            self.counters.cache["page_cache_hit"] += 1
         return max(stop - start, 0)
 
 

@@ -32,3 +32,9 @@ class MountConfig:
     """Largest chunk file a write may make (EFBIG beyond); None: derived from the chunk."""
     scratch_mb: int = 512
     """Memory for temporary files (rsync's, editors'); 0 refuses them."""
+    uid: int | None = None
+    """Owner shown for every file and directory; None: the mounting user."""
+    gid: int | None = None
+    """Group shown for every file and directory; None: the mounting user's group."""
+    umask: int = 0o022
+    """Permission bits removed from 0o777 (directories) and 0o666 (files)."""

@@ -46,7 +46,7 @@ from zarrfuse.scratch import ScratchArea, ScratchData, is_scratch_name
 from zarrfuse.verify import verify_chunk
 from zarrfuse.write_buffer import WriteBuffer
 
-__all__ = ["Attributes", "FileSystem", "StatFs", "WriteOptions"]
+__all__ = ["Attributes", "FileSystem", "Ownership", "StatFs", "WriteOptions"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,19 @@ class InvalidArgument(ZarrFuseError):
 
 class FileTooBig(ZarrFuseError):
     errno = errno.EFBIG
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """Who owns everything in the mount, and which permission bits are withheld."""
+
+    uid: int
+    gid: int
+    umask: int = 0o022
+
+    @classmethod
+    def of_process(cls) -> Ownership:
+        return cls(os.getuid(), os.getgid())
 
 
 @dataclass(frozen=True)
@@ -176,14 +189,14 @@ class FileSystem:
         read_only: bool = True,
         write_options: WriteOptions | None = None,
         invalidate: Callable[[int], Awaitable[None]] | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
         self.namespace = namespace
         self.read_only = read_only
         self.options = write_options or WriteOptions()
         self._invalidate = invalidate
         self._invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
-        self.uid = os.getuid()
-        self.gid = os.getgid()
+        self.ownership = ownership or Ownership.of_process()
         self.mount_time_ns = time.time_ns()
         self._handles = itertools.count(1)
         self._serials = itertools.count(1)
@@ -205,17 +218,20 @@ class FileSystem:
     # --- attributes ----------------------------------------------------------------------
 
     def _attributes(self, node: Node, size: int) -> Attributes:
-        write = 0 if self.read_only or isinstance(node, MetadataFile) else 0o200
+        read_only = self.read_only or isinstance(node, MetadataFile)
         if isinstance(node, DIRECTORY_NODES):
-            mode = stat.S_IFDIR | 0o555 | write
+            kind, bits = stat.S_IFDIR, 0o777
         else:
-            mode = stat.S_IFREG | 0o444 | write
+            kind, bits = stat.S_IFREG, 0o666
+        bits &= ~self.ownership.umask
+        if read_only:
+            bits &= ~0o222
         return Attributes(
             inode=self.namespace.inode_of(node),
-            mode=mode,
+            mode=kind | bits,
             size=size,
-            uid=self.uid,
-            gid=self.gid,
+            uid=self.ownership.uid,
+            gid=self.ownership.gid,
             time_ns=self._times.get(node, self.mount_time_ns),
         )
 

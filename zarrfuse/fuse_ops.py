@@ -19,6 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 import pyfuse3
 import trio
 
+from zarrfuse.counters import Counters
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.fs import Attributes, FileSystem
 
@@ -35,21 +36,29 @@ _QUIET_ERRNOS = frozenset({errno.ENOENT})
 def _fuse_errors(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """Turn every exception into a FUSEError with the right errno, logging why."""
 
+    name = handler.__name__
+
     @functools.wraps(handler)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        counters: Counters = args[0].counters  # type: ignore[attr-defined]
+        counters.requests[name] += 1
         try:
             return await handler(*args, **kwargs)
-        except pyfuse3.FUSEError:
+        except pyfuse3.FUSEError as e:
+            counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
             raise
         except ZarrFuseError as e:
             level = logging.DEBUG if e.errno in _QUIET_ERRNOS else logging.WARNING
-            log.log(level, "%s: %s", handler.__name__, e)
+            log.log(level, "%s: %s", name, e)
+            counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
             raise pyfuse3.FUSEError(e.errno) from None
         except OSError as e:
-            log.warning("%s: store error: %s", handler.__name__, e)
+            log.warning("%s: store error: %s", name, e)
+            counters.errors[errno.errorcode.get(e.errno or errno.EIO, "EIO")] += 1
             raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
         except Exception:
-            log.exception("%s: unexpected error; answering EIO", handler.__name__)
+            log.exception("%s: unexpected error; answering EIO", name)
+            counters.errors["EIO"] += 1
             raise pyfuse3.FUSEError(errno.EIO) from None
 
     return wrapper
@@ -61,9 +70,17 @@ class FuseOperations(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
 
-    def __init__(self, fs: FileSystem, *, entry_timeout: float, attr_timeout: float) -> None:
+    def __init__(
+        self,
+        fs: FileSystem,
+        *,
+        entry_timeout: float,
+        attr_timeout: float,
+        counters: Counters | None = None,
+    ) -> None:
         super().__init__()
         self.fs = fs
+        self.counters = counters or Counters()
         fs.set_invalidators(self.invalidate, self.invalidate_entry)
         self.entry_timeout = entry_timeout
         self.attr_timeout = attr_timeout
@@ -170,7 +187,9 @@ class FuseOperations(pyfuse3.Operations):
     @_fuse_errors
     async def read(self, fh: int, off: int, size: int) -> memoryview:
         out = self._reply_buffer(size)
-        return out[: await self.fs.read_into(fh, off, out)]
+        count = await self.fs.read_into(fh, off, out)
+        self.counters.bytes_read += count
+        return out[:count]
 
     @_fuse_errors
     async def release(self, fh: int) -> None:
@@ -178,7 +197,9 @@ class FuseOperations(pyfuse3.Operations):
 
     @_fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return await self.fs.write(fh, off, buf)
+        count = await self.fs.write(fh, off, buf)
+        self.counters.bytes_written += count
+        return count
 
     @_fuse_errors
     async def flush(self, fh: int) -> None:

@@ -16,7 +16,8 @@ from zarrfuse.api import open_store_path, read_node_metadata
 from zarrfuse.backends import backend_for
 from zarrfuse.catalog import ArrayView, Catalog
 from zarrfuse.config import MountConfig
-from zarrfuse.fs import FileSystem, WriteOptions
+from zarrfuse.counters import Counters
+from zarrfuse.fs import FileSystem, Ownership, WriteOptions
 from zarrfuse.fuse_ops import FuseOperations
 from zarrfuse.mountpoint import prepare_mountpoint
 from zarrfuse.namespace import ArrayRoot, GroupDir, Namespace
@@ -46,7 +47,9 @@ def _fuse_options(config: MountConfig) -> set[str]:
     return options
 
 
-def build_filesystem(config: MountConfig) -> tuple[FileSystem, str]:
+def build_filesystem(
+    config: MountConfig, counters: Counters | None = None
+) -> tuple[FileSystem, str]:
     """Open the source and build the filesystem for it; raises before anything is mounted."""
     mode = "r" if config.read_only else "r+"
     store_path = sync(
@@ -59,6 +62,7 @@ def build_filesystem(config: MountConfig) -> tuple[FileSystem, str]:
         max_children=config.max_children,
         limiter=trio.CapacityLimiter(IO_THREADS),
         listing_ttl=None if config.read_only else WRITABLE_TIMEOUT,
+        counters=counters,
     )
     view = catalog.view_for(store_path.path, metadata)
     root = ArrayRoot(view) if isinstance(view, ArrayView) else GroupDir(view)
@@ -68,7 +72,17 @@ def build_filesystem(config: MountConfig) -> tuple[FileSystem, str]:
         max_chunk_bytes=config.max_chunk_bytes,
         scratch_bytes=config.scratch_mb << 20,
     )
-    fs = FileSystem(Namespace(root, catalog), read_only=config.read_only, write_options=options)
+    ownership = Ownership(
+        uid=os.getuid() if config.uid is None else config.uid,
+        gid=os.getgid() if config.gid is None else config.gid,
+        umask=config.umask,
+    )
+    fs = FileSystem(
+        Namespace(root, catalog),
+        read_only=config.read_only,
+        write_options=options,
+        ownership=ownership,
+    )
     return fs, kind
 
 
@@ -112,12 +126,14 @@ def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> No
     before anything is mounted. Calls ``on_ready()`` once the mount is live. Returns after a
     clean unmount: ``fusermount3 -u``, SIGINT or SIGTERM.
     """
-    fs, kind = build_filesystem(config)
+    counters = Counters()
+    fs, kind = build_filesystem(config, counters)
     prepare_mountpoint(config.mountpoint)
     ops = FuseOperations(
         fs,
         entry_timeout=READ_ONLY_TIMEOUT if config.read_only else WRITABLE_TIMEOUT,
         attr_timeout=READ_ONLY_TIMEOUT if config.read_only else WRITABLE_TIMEOUT,
+        counters=counters,
     )
     pyfuse3.init(ops, config.mountpoint, _fuse_options(config))
     log.info(
