@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
-import subprocess
 import threading
 from pathlib import Path
 

@@ -158,16 +158,9 @@ class FanoutChunkKeyEncoding(ChunkKeyEncoding):
 def _parse_base_encoding(value: Any) -> ChunkKeyEncoding:
     if isinstance(value, ChunkKeyEncoding):
         return value
-    if isinstance(value, str):
-        value = {"name": value}
-    if not isinstance(value, dict):
+    if not isinstance(value, str | dict):
         raise ConfigurationError(f"suffix base_encoding must be an object or a name, got {value!r}")
-    try:
-        return parse_chunk_key_encoding(value)
-    except ConfigurationError:
-        raise
-    except (ValueError, TypeError, KeyError) as e:
-        raise ConfigurationError(f"invalid suffix base_encoding {value!r}: {e}") from e
+    return parse_encoding(value)
 
 
 @dataclass(frozen=True)

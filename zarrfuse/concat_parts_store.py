@@ -14,7 +14,7 @@ import json
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
+from zarr.abc.store import ByteRequest, RangeByteRequest, Store, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 from zarr.storage import WrapperStore

@@ -50,3 +50,51 @@ class MountError(ZarrFuseError):
     """A mountpoint that cannot be used: missing, not a directory, or already mounted."""
 
     errno = _errno.EINVAL
+
+
+class NotFound(ZarrFuseError):
+    """No such entry."""
+
+    errno = _errno.ENOENT
+
+
+class NotPermitted(ZarrFuseError):
+    """An operation the mount never allows (a name outside the grid, links, renaming chunks)."""
+
+    errno = _errno.EPERM
+
+
+class NotAChunk(NotPermitted):
+    """A name that looks like a chunk of its directory but is not one of the grid."""
+
+
+class ReadOnlyError(ZarrFuseError):
+    errno = _errno.EROFS
+
+
+class NotADirectory(ZarrFuseError):
+    errno = _errno.ENOTDIR
+
+
+class Exists(ZarrFuseError):
+    errno = _errno.EEXIST
+
+
+class BadHandle(ZarrFuseError):
+    errno = _errno.EBADF
+
+
+class InvalidArgument(ZarrFuseError):
+    errno = _errno.EINVAL
+
+
+class FileTooBig(ZarrFuseError):
+    """A chunk file over the size limit."""
+
+    errno = _errno.EFBIG
+
+
+class NoSpace(ZarrFuseError):
+    """The scratch area is full."""
+
+    errno = _errno.ENOSPC

@@ -14,7 +14,6 @@ the file is invalidated so every new reader sees the new bytes.
 
 from __future__ import annotations
 
-import errno
 import itertools
 import logging
 import os
@@ -27,7 +26,18 @@ import trio
 
 from zarrfuse.catalog import ArrayView
 from zarrfuse.chunk_source import OpenChunk
-from zarrfuse.errors import ZarrFuseError
+from zarrfuse.errors import (
+    BadHandle,
+    Exists,
+    FileTooBig,
+    InvalidArgument,
+    NotADirectory,
+    NotAChunk,
+    NotFound,
+    NotPermitted,
+    ReadOnlyError,
+    ZarrFuseError,
+)
 from zarrfuse.namespace import (
     DIRECTORY_NODES,
     ArrayRoot,
@@ -38,8 +48,6 @@ from zarrfuse.namespace import (
     MetadataFile,
     Namespace,
     Node,
-    NotAChunk,
-    NotFound,
     ScratchFile,
 )
 from zarrfuse.scratch import ScratchArea, ScratchData, is_scratch_name
@@ -59,34 +67,6 @@ RENAME_EXCHANGE = 2
 SIZE_LIMIT_SLACK = 1 << 20
 
 Directory = GroupDir | ArrayRoot | FanoutDir
-
-
-class ReadOnlyError(ZarrFuseError):
-    errno = errno.EROFS
-
-
-class NotPermitted(ZarrFuseError):
-    errno = errno.EPERM
-
-
-class NotADirectory(ZarrFuseError):
-    errno = errno.ENOTDIR
-
-
-class Exists(ZarrFuseError):
-    errno = errno.EEXIST
-
-
-class BadHandle(ZarrFuseError):
-    errno = errno.EBADF
-
-
-class InvalidArgument(ZarrFuseError):
-    errno = errno.EINVAL
-
-
-class FileTooBig(ZarrFuseError):
-    errno = errno.EFBIG
 
 
 @dataclass(frozen=True)

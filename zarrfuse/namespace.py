@@ -7,11 +7,10 @@ first use and dropped when the kernel's lookup count falls to zero (``forget``).
 
 from __future__ import annotations
 
-import errno
 from dataclasses import dataclass
 
 from zarrfuse.catalog import ArrayView, Catalog, GroupView
-from zarrfuse.errors import ZarrFuseError
+from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
 from zarrfuse.view import ROOT, DirPosition
 
 __all__ = [
@@ -30,18 +29,6 @@ __all__ = [
 
 ROOT_INODE = 1  # FUSE_ROOT_ID
 METADATA_NAME = "zarr.json"
-
-
-class NotFound(ZarrFuseError):
-    """No such entry."""
-
-    errno = errno.ENOENT
-
-
-class NotAChunk(ZarrFuseError):
-    """A name that looks like a chunk of this directory but is not one of the grid."""
-
-    errno = errno.EPERM
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,9 @@ that a stray ``notes.txt`` is refused (EPERM) instead of silently vanishing at u
 
 from __future__ import annotations
 
-import errno
 from dataclasses import dataclass, field
 
-from zarrfuse.errors import ZarrFuseError
+from zarrfuse.errors import NoSpace
 from zarrfuse.write_buffer import WriteBuffer
 
 __all__ = ["NoSpace", "ScratchArea", "is_scratch_name"]
@@ -24,12 +23,6 @@ _TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".swp", ".swx", ".part", ".partial", ".b
 def is_scratch_name(name: str) -> bool:
     """Whether ``name`` looks like a temporary file (hidden, backup, swap or partial)."""
     return name.startswith(_TEMP_PREFIXES) or name.endswith(_TEMP_SUFFIXES)
-
-
-class NoSpace(ZarrFuseError):
-    """The scratch area is full."""
-
-    errno = errno.ENOSPC
 
 
 @dataclass
