@@ -13,18 +13,26 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import trio
+import zarr
+from zarr.abc.store import Store
+from zarr.core.array import AsyncArray
 from zarr.core.metadata.v3 import ArrayV3Metadata
+from zarr.storage import StorePath
 
+from zarrfuse.api import wrap_array
 from zarrfuse.backends import Backend
 from zarrfuse.chunk_keys import FanoutChunkKeyEncoding, SuffixChunkKeyEncoding, parse_encoding
 from zarrfuse.chunk_source import ChunkSource
 from zarrfuse.counters import Counters
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
+from zarrfuse.render import FORMATS, check_renderable
+from zarrfuse.rendered_source import RenderCache, RenderedSource
 from zarrfuse.transformers import parse_storage_transformers
 from zarrfuse.view import FanoutTree, chunk_grid_shape, view_encoding
 
-__all__ = ["ArrayView", "Catalog", "GroupView"]
+__all__ = ["ArrayView", "Catalog", "GroupView", "Rendering"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +49,19 @@ class ArrayView:
     metadata: dict[str, Any]
     decoded_chunk_bytes: int | None
     """Bytes of one decoded chunk (shard, for sharded arrays); None for variable-size types."""
+    rendered: RenderedSource | None = None
+    """For rendered views (tiff, npy, png): the array's chunks as image files."""
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """How a rendered view draws its arrays: format, the store zarr reads, CPU bound, cache."""
+
+    fmt: str
+    store: Store
+    read_only: bool
+    limiter: trio.CapacityLimiter
+    cache: RenderCache
 
 
 @dataclass(eq=False)
@@ -67,9 +88,11 @@ class Catalog:
         limiter: trio.CapacityLimiter,
         listing_ttl: float | None,
         counters: Counters | None = None,
+        rendering: Rendering | None = None,
     ) -> None:
         self.backend = backend
         self.counters = counters or Counters()
+        self._rendering = rendering
         self._suffix = suffix
         self._max_children = max_children
         self._limiter = limiter
@@ -99,7 +122,11 @@ class Catalog:
             if native.hasobject or native.itemsize == 0
             else math.prod(parsed.chunk_grid.chunk_shape) * native.itemsize  # type: ignore[attr-defined]
         )
-        encoded = view_encoding(encoding, self._suffix, self._max_children)
+        rendered = self._rendered(path, metadata, parsed) if self._rendering else None
+        suffix = self._suffix
+        if rendered is not None and suffix is None:
+            suffix = FORMATS[rendered.fmt]
+        encoded = view_encoding(encoding, suffix, self._max_children)
         if isinstance(encoded, SuffixChunkKeyEncoding):
             fanout, suffix = encoded.base_encoding, encoded.suffix
         else:
@@ -115,14 +142,31 @@ class Catalog:
             listing_ttl=self._ttl,
             counters=self.counters,
         )
+        grid = rendered.grid if rendered is not None else chunk_grid_shape(metadata)
         return ArrayView(
             path=path,
-            tree=FanoutTree(chunk_grid_shape(metadata), fanout),
+            tree=FanoutTree(grid, fanout),
             suffix=suffix,
             metadata_json=json.dumps(shown, indent=2).encode(),
             source=source,
             metadata=shown,
             decoded_chunk_bytes=decoded,
+            rendered=rendered,
+        )
+
+    def _rendered(
+        self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata
+    ) -> RenderedSource:
+        """The array as zarr sees it (transformers applied), rendered in the mount's format."""
+        rendering = self._rendering
+        assert rendering is not None
+        store_path = wrap_array(
+            StorePath(rendering.store, path), metadata, writable=not rendering.read_only
+        )
+        array = zarr.Array(AsyncArray(metadata=parsed, store_path=store_path))
+        check_renderable(rendering.fmt, np.dtype(array.dtype), tuple(array.chunks))
+        return RenderedSource(
+            array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache
         )
 
     async def open_child(self, group_path: str, name: str) -> ArrayView | GroupView | None:

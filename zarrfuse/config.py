@@ -38,3 +38,7 @@ class MountConfig:
     """Group shown for every file and directory; None: the mounting user's group."""
     umask: int = 0o022
     """Permission bits removed from 0o777 (directories) and 0o666 (files)."""
+    format: str = "raw"
+    """raw: chunk files are the stored bytes; tiff, npy, png: each chunk rendered as an image."""
+    cache_mb: int = 256
+    """Memory for recently rendered chunks (rendered views)."""

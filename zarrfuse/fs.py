@@ -127,6 +127,18 @@ class ChunkReader:
 class MetadataReader:
     node: MetadataFile
 
+    @property
+    def data(self) -> bytes:
+        return self.node.data
+
+
+@dataclass
+class RenderedReader:
+    """A rendered chunk: its image file, rendered once at open."""
+
+    node: ChunkFile
+    data: bytes
+
 
 @dataclass
 class ChunkWriter:
@@ -149,7 +161,7 @@ class ScratchHandle:
     node: ScratchFile
 
 
-OpenFile = ChunkReader | MetadataReader | ChunkWriter | ScratchHandle
+OpenFile = ChunkReader | MetadataReader | RenderedReader | ChunkWriter | ScratchHandle
 
 
 @dataclass
@@ -301,7 +313,7 @@ class FileSystem:
             opened.serial = next(self._serials)
             return
         # truncate(2) on a path: takes effect at once, like on any filesystem.
-        data = WriteBuffer(await node.array.source.read_all(node.coords) or b"")
+        data = WriteBuffer(await self._committed_bytes(node))
         data.truncate(size)
         await self._commit(node, data, durable=False)
 
@@ -421,14 +433,23 @@ class FileSystem:
             truncate = bool(flags & os.O_TRUNC)
             # Each writer starts from the committed chunk, never from another writer's
             # uncommitted bytes: committing those would store a mix of two writers.
-            data = b"" if truncate else await node.array.source.read_all(node.coords) or b""
+            data = b"" if truncate else await self._committed_bytes(node)
             writer = ChunkWriter(node, WriteBuffer(data), dirty=truncate)
             writer.serial = next(self._serials)
             return self._register(writer)
+        if node.array.rendered is not None:
+            return self._register(
+                RenderedReader(node, await node.array.rendered.render(node.coords))
+            )
         chunk = await node.array.source.open(node.coords)
         if chunk is None:
             raise NotFound(f"chunk {node.coords} is no longer stored")
         return self._register(ChunkReader(node, chunk))
+
+    async def _committed_bytes(self, node: ChunkFile) -> bytes:
+        if node.array.rendered is not None:
+            return await node.array.rendered.render(node.coords)
+        return await node.array.source.read_all(node.coords) or b""
 
     def _opened(self, handle: int) -> OpenFile:
         try:
@@ -441,8 +462,8 @@ class FileSystem:
         opened = self._opened(handle)
         if isinstance(opened, ChunkReader):
             return await opened.node.array.source.read_into(opened.chunk, offset, out)
-        if isinstance(opened, MetadataReader):
-            piece = opened.node.data[offset : offset + len(out)]
+        if isinstance(opened, MetadataReader | RenderedReader):
+            piece = opened.data[offset : offset + len(out)]
         elif isinstance(opened, ChunkWriter):
             piece = opened.data.read(offset, len(out))
         else:
@@ -489,6 +510,11 @@ class FileSystem:
         ``data`` must not change until this returns."""
         self._check_size(node, len(data))
         views = data.pieces()
+        if node.array.rendered is not None:
+            await node.array.rendered.write(node.coords, b"".join(views))
+            self._times.pop(node, None)
+            await self._drop_cache(node)
+            return
         if self.options.verify:
             await trio.to_thread.run_sync(
                 verify_chunk, node.array.metadata, node.coords, b"".join(views)
@@ -526,6 +552,8 @@ class FileSystem:
         it had taken the writer's size (O_TRUNC, writes past the end) as the file's. A chunk
         that is not stored at all loses its name too, before close() returns."""
         await self._drop_cache(node)
+        if node.array.rendered is not None:
+            return  # every chunk of a rendered view exists
         if await node.array.source.size(node.coords) is not None:
             return
         parent, name = self.namespace.parent_of(node)
@@ -580,6 +608,8 @@ class FileSystem:
         entry = await self._entry(parent, name)
         if isinstance(entry.node, ScratchFile):
             self.scratch.remove(entry.node)
+        elif isinstance(entry.node, ChunkFile) and entry.node.array.rendered is not None:
+            raise NotPermitted(f"{name!r}: chunks of a rendered view cannot be removed")
         elif isinstance(entry.node, ChunkFile):
             await entry.node.array.source.delete(entry.node.coords)
             self._times.pop(entry.node, None)

@@ -6,21 +6,24 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 
 import pyfuse3
 import trio
 from zarr.core.sync import sync
 
+from zarrfuse import control, notify
 from zarrfuse.api import open_store_path, read_node_metadata
 from zarrfuse.backends import backend_for
-from zarrfuse.catalog import ArrayView, Catalog
+from zarrfuse.catalog import ArrayView, Catalog, Rendering
 from zarrfuse.config import MountConfig
 from zarrfuse.counters import Counters
 from zarrfuse.fs import FileSystem, Ownership, WriteOptions
 from zarrfuse.fuse_ops import FuseOperations
 from zarrfuse.mountpoint import prepare_mountpoint
 from zarrfuse.namespace import ArrayRoot, GroupDir, Namespace
+from zarrfuse.rendered_source import RenderCache
 
 __all__ = ["serve"]
 
@@ -63,6 +66,15 @@ def build_filesystem(
         limiter=trio.CapacityLimiter(IO_THREADS),
         listing_ttl=None if config.read_only else WRITABLE_TIMEOUT,
         counters=counters,
+        rendering=None
+        if config.format == "raw"
+        else Rendering(
+            fmt=config.format,
+            store=store_path.store,
+            read_only=config.read_only,
+            limiter=trio.CapacityLimiter(os.cpu_count() or 1),
+            cache=RenderCache(config.cache_mb << 20),
+        ),
     )
     view = catalog.view_for(store_path.path, metadata)
     root = ArrayRoot(view) if isinstance(view, ArrayView) else GroupDir(view)
@@ -98,17 +110,32 @@ def _check_live_and_raise_read_ahead(mountpoint: str) -> None:
         log.debug("cannot raise readahead via %s: %s", path, e)
 
 
-async def _run(mountpoint: str, on_ready: Callable[[], None] | None) -> None:
+async def _run(
+    mountpoint: str,
+    on_ready: Callable[[], None] | None,
+    server: control.ControlServer | None = None,
+    notifier: notify.Notifier | None = None,
+) -> str:
+    """Serve until unmounted; why it ended. The control socket is up before ``on_ready``."""
+    reason = "unmounted from outside (umount or fusermount3 -u)"
     async with trio.open_nursery() as nursery:
 
         async def stop_on_signals() -> None:
+            nonlocal reason
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
-                    log.info("received %s, unmounting", signal.Signals(signum).name)
+                    reason = f"received {signal.Signals(signum).name}"
+                    log.info("%s, unmounting", reason)
+                    if notifier is not None:
+                        notifier.stopping(f"{reason}, unmounting {mountpoint}")
                     pyfuse3.terminate()
 
         async def announce_ready() -> None:
+            if server is not None:
+                await nursery.start(server.serve)
             await trio.to_thread.run_sync(_check_live_and_raise_read_ahead, mountpoint)
+            if notifier is not None:
+                notifier.ready(f"serving {mountpoint}")
             if on_ready is not None:
                 on_ready()
 
@@ -117,6 +144,7 @@ async def _run(mountpoint: str, on_ready: Callable[[], None] | None) -> None:
         nursery.start_soon(announce_ready)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
+    return reason
 
 
 def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> None:
@@ -135,6 +163,14 @@ def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> No
         attr_timeout=READ_ONLY_TIMEOUT if config.read_only else WRITABLE_TIMEOUT,
         counters=counters,
     )
+    notifier = notify.Notifier()  # READY=1 / STOPPING=1 to systemd, if it asked
+    server = control.ControlServer(
+        config.mountpoint,
+        control.describe_mount(
+            source=config.source, mountpoint=config.mountpoint, kind=kind,
+            read_only=config.read_only, counters=counters, started=time.time(),
+        ),
+    )
     pyfuse3.init(ops, config.mountpoint, _fuse_options(config))
     log.info(
         "mounted %s %s at %s (%s)",
@@ -143,8 +179,10 @@ def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> No
         config.mountpoint,
         "read-only" if config.read_only else "writable",
     )
+    reason = "serving failed"
     try:
-        trio.run(_run, config.mountpoint, on_ready)
+        reason = trio.run(_run, config.mountpoint, on_ready, server, notifier)
     finally:
+        notifier.stopping(f"unmounting {config.mountpoint}")
         pyfuse3.close(unmount=True)
-        log.info("unmounted %s", config.mountpoint)
+        log.info("unmounted %s (%s)", config.mountpoint, reason)

@@ -7,6 +7,7 @@ first use and dropped when the kernel's lookup count falls to zero (``forget``).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from zarrfuse.catalog import ArrayView, Catalog, GroupView
@@ -148,6 +149,8 @@ class Namespace:
         if isinstance(node, MetadataFile):
             return len(node.data)
         if isinstance(node, ChunkFile):
+            if node.array.rendered is not None:
+                return node.array.rendered.size(node.coords)
             size = await node.array.source.size(node.coords)
             if size is None:
                 raise NotFound(f"chunk {node.coords} of {node.array.path or '/'} is not stored")
@@ -165,7 +168,7 @@ class Namespace:
             return Entry(name, GroupDir(child) if isinstance(child, GroupView) else ArrayRoot(child))
         if isinstance(parent, ArrayRoot):
             array = parent.array
-            if name == METADATA_NAME:
+            if name == METADATA_NAME and array.rendered is None:
                 return Entry(name, MetadataFile(array), len(array.metadata_json))
             if not array.tree.has_chunks:
                 raise NotFound(f"{name!r}: the array has no chunks")
@@ -241,13 +244,14 @@ class Namespace:
             return entries
         if isinstance(directory, ArrayRoot):
             array = directory.array
-            entries = [Entry(METADATA_NAME, MetadataFile(array), len(array.metadata_json))]
+            entries = []
+            if array.rendered is None:  # a rendered view is not a Zarr array: no zarr.json
+                entries.append(Entry(METADATA_NAME, MetadataFile(array), len(array.metadata_json)))
             if array.tree.has_chunks and array.tree.grid:
                 entries.append(Entry("c", FanoutDir(array, ROOT)))
             elif array.tree.has_chunks:
-                size = await array.source.size(())
-                if size is not None:
-                    entries.append(Entry("c" + array.suffix, ChunkFile(array, ()), size))
+                with contextlib.suppress(NotFound):
+                    entries.append(await self._chunk_entry("c" + array.suffix, array, ()))
             return entries
         if isinstance(directory, FanoutDir):
             array, pos = directory.array, directory.pos
@@ -258,7 +262,10 @@ class Namespace:
                     if isinstance(child := array.tree.child(pos, name), DirPosition)
                 ]
             lo, hi = array.tree.leaf_range(pos)
-            stored = await array.source.stored_sizes(pos.done, lo, hi)
+            if array.rendered is not None:  # every chunk of the grid renders
+                stored = {c: array.rendered.size((*pos.done, c)) for c in range(lo, hi + 1)}
+            else:
+                stored = await array.source.stored_sizes(pos.done, lo, hi)
             return [
                 Entry(array.tree.file_name(c) + array.suffix, ChunkFile(array, (*pos.done, c)), size)
                 for c, size in sorted(stored.items())
