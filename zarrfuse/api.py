@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 from typing import Any, Literal
 
 import zarr
@@ -27,11 +28,17 @@ __all__ = ["create_array", "open_array", "open_store_path", "read_node_metadata"
 AccessMode = Literal["r", "r+", "a"]
 
 
+def _local_path(source: Any) -> Any:
+    """``file://`` URLs as plain paths: zarr would open them through fsspec, while a plain
+    path gets a ``LocalStore`` (and the mount its fast local backend)."""
+    if isinstance(source, str) and source.startswith("file://"):
+        return urllib.parse.unquote(urllib.parse.urlparse(source).path)
+    return source
+
+
 def _local_zip(source: Any) -> str | None:
     """The local path of a ``.zip`` store (zarr's ``make_store_path`` would treat it as a
     directory), or None."""
-    if isinstance(source, str) and source.startswith("file://"):
-        source = source[len("file://") :]
     if isinstance(source, str | os.PathLike) and os.fspath(source).endswith(".zip"):
         if "://" not in os.fspath(source):
             if not os.path.isfile(source):
@@ -44,6 +51,7 @@ async def open_store_path(
     source: Any, *, mode: str = "r", storage_options: dict[str, Any] | None = None
 ) -> StorePath:
     """A zarr ``StorePath`` for a path, URL, ``.zip`` file or Store."""
+    source = _local_path(source)
     try:
         zip_path = _local_zip(source)
         if zip_path is not None:
