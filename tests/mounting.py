@@ -199,6 +199,15 @@ def daemon_pid(mountpoint: str | os.PathLike[str]) -> int:
     return pids[0]
 
 
+def read_bytes_of(pid: int) -> int:
+    """Bytes a process has read with read/pread so far (its ``rchar``): what a daemon fetched
+    from the store, whatever the page cache did."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError(f"/proc/{pid}/io has no rchar")
+
+
 def is_dead_mount(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a dead FUSE mount: its daemon is gone, requests fail with ENOTCONN.
 

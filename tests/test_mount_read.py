@@ -16,7 +16,7 @@ import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
 
 import zarrfuse
-from tests.mounting import mounted, run_with_timeout
+from tests.mounting import daemon_pid, mounted, read_bytes_of, run_with_timeout
 from zarrfuse.chunk_keys import FanoutChunkKeyEncoding, SuffixChunkKeyEncoding
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
@@ -310,24 +310,3 @@ def test_huge_grid_mounts_fast(tmp_path):
 
 def is_still_mounted(mnt: Path) -> bool:
     return f" {mnt} " in Path("/proc/mounts").read_text()
-
-
-def daemon_pid(mnt: Path) -> int:
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--foreground" in cmdline and os.fsencode(str(mnt)) in cmdline:
-            return int(proc.name)
-    raise AssertionError(f"no daemon found for {mnt}")
-
-
-def read_bytes_of(pid: int) -> int:
-    """Bytes the process has read with read/pread (its rchar), whatever the page cache did."""
-    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    raise AssertionError("no rchar")
