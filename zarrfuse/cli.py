@@ -10,15 +10,16 @@ nobody translated, also its type. ``--debug`` adds the traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from zarrfuse import __version__, daemon
+from zarrfuse import __version__, daemon, options
 from zarrfuse.config import MountConfig
-from zarrfuse.errors import ZarrFuseError
-from zarrfuse.mountpoint import unmount_or_detach
+from zarrfuse.errors import ConfigurationError, ZarrFuseError
+from zarrfuse.mountpoint import is_mounted, unmount_or_detach
 
 __all__ = ["build_parser", "main", "mount_config"]
 
@@ -52,6 +53,19 @@ def _storage_option(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _argparse_type(parse: Callable[[str], int], name: str) -> Callable[[str], int]:
+    """``parse`` for argparse: a ConfigurationError becomes its usage error."""
+
+    def convert(text: str) -> int:
+        try:
+            return parse(text)
+        except ConfigurationError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = name
+    return convert
+
+
 def _ready_fd(text: str) -> int:
     value = int(text)
     if value < 3:
@@ -67,14 +81,19 @@ def _add_mount(commands: argparse._SubParsersAction) -> None:
         "opens, e.g. s3://bucket/array) at MOUNTPOINT. Returns once the mount is live, "
         "unless --foreground.",
     )
-    p.add_argument("source", metavar="SOURCE")
-    p.add_argument("mountpoint", metavar="MOUNTPOINT")
+    p.add_argument("source", metavar="SOURCE", nargs="?", help="(may come from --config)")
+    p.add_argument("mountpoint", metavar="MOUNTPOINT", nargs="?", help="(may come from --config)")
+    p.add_argument(
+        "--config", metavar="FILE",
+        help="a mount configuration file (one -o style option per line, plus source= and "
+        "mountpoint=); flags given here override it",
+    )
     p.add_argument("--suffix", metavar="S", help="file suffix of chunk files (default: derived)")
     p.add_argument(
         "--max-children", metavar="N", type=_positive_int,
         help="fanout: at most N entries per directory (default: derived)",
     )
-    p.add_argument("--read-only", action="store_true", help="refuse all writes")
+    p.add_argument("--read-only", action="store_true", default=None, help="refuse all writes")
     p.add_argument(
         "--foreground", action="store_true", help="serve in this process until unmounted"
     )
@@ -82,14 +101,16 @@ def _add_mount(commands: argparse._SubParsersAction) -> None:
         "-o", dest="fuse_options", metavar="OPTS", action="append", default=[],
         help="comma-separated FUSE options (allow_other, ...); repeatable",
     )
-    p.add_argument("--debug", action="store_true", help="debug logging and tracebacks")
+    p.add_argument(
+        "--debug", action="store_true", default=None, help="debug logging and tracebacks"
+    )
     p.add_argument("--log-file", metavar="PATH", help="log here instead of stderr")
     p.add_argument(
         "--storage-option", dest="storage_options", metavar="KEY=VALUE", type=_storage_option,
         action="append", default=[], help="passed to the store (fsspec); repeatable",
     )
     p.add_argument(
-        "--verify", action="store_true",
+        "--verify", action="store_true", default=None,
         help="decode every written chunk with the array's codecs; refuse what fails",
     )
     p.add_argument(
@@ -97,13 +118,26 @@ def _add_mount(commands: argparse._SubParsersAction) -> None:
         help="largest chunk file a write may make (default: derived from the chunk)",
     )
     p.add_argument(
-        "--scratch-mb", metavar="N", type=_non_negative_int, default=MountConfig.scratch_mb,
+        "--scratch-mb", metavar="N", type=_non_negative_int,
         help="memory for temporary files (rsync's, editors'); 0 refuses them "
-        "(default: %(default)s)",
+        f"(default: {MountConfig.scratch_mb})",
+    )
+    p.add_argument(
+        "--uid", metavar="USER", type=_argparse_type(options.parse_user, "user"),
+        help="owner shown for every file (number or name; default: the mounting user)",
+    )
+    p.add_argument(
+        "--gid", metavar="GROUP", type=_argparse_type(options.parse_group, "group"),
+        help="group shown for every file (number or name; default: the mounting user's)",
+    )
+    p.add_argument(
+        "--umask", metavar="OOO", type=_argparse_type(options.parse_octal_mask, "umask"),
+        help="octal permission bits removed from 0777 (directories) and 0666 (files) "
+        f"(default: {MountConfig.umask:03o}); read-only mounts also drop write bits",
     )
     # Set only by the background parent on the daemon it spawns: report readiness here.
     p.add_argument("--ready-fd", type=_ready_fd, help=argparse.SUPPRESS)
-    p.set_defaults(handler=_mount)
+    p.set_defaults(handler=_mount, usage=p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,8 +149,38 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(metavar="COMMAND", required=True)
     _add_mount(commands)
     p = commands.add_parser("umount", help="unmount a zarrfuse mount (lazily if dead or busy)")
+    p.add_argument("mountpoint", metavar="MOUNTPOINT", nargs="?")
+    p.add_argument("--config", metavar="FILE", help="unmount the mountpoint this file names")
+    p.add_argument(
+        "--if-mounted", action="store_true",
+        help="succeed quietly when nothing is mounted there (for systemd's ExecStopPost=)",
+    )
+    p.set_defaults(handler=_umount, usage=p)
+    p = commands.add_parser(
+        "stats", help="show a mount's counters (requests, bytes, store requests, errors)",
+        description="Ask the daemon serving MOUNTPOINT for its counters, over its control "
+        "socket (never through the mount itself).",
+    )
     p.add_argument("mountpoint", metavar="MOUNTPOINT")
-    p.set_defaults(handler=_umount)
+    p.add_argument("--json", action="store_true", help="print the daemon's JSON document")
+    p.set_defaults(handler=_stats)
+    p = commands.add_parser(
+        "verify", help="decode every stored chunk; report those that fail",
+        description="Decode every stored chunk of the array at SOURCE, or of every array "
+        "under the group at SOURCE, with the array's own codecs. Prints each chunk that "
+        "fails and exits 1 if any did. Shows a progress bar on stderr when it is a terminal.",
+    )
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument(
+        "--storage-option", dest="storage_options", metavar="KEY=VALUE", type=_storage_option,
+        action="append", default=[], help="passed to the store (fsspec); repeatable",
+    )
+    p.add_argument(
+        "--jobs", metavar="N", type=_positive_int, default=8,
+        help="chunks decoded at once (default: %(default)s)",
+    )
+    p.add_argument("--debug", action="store_true", help="tracebacks for errors")
+    p.set_defaults(handler=_verify)
     p = commands.add_parser("demo", help="mount a built-in demo array and show it")
     p.add_argument(
         "dir", metavar="DIR", nargs="?", help="where to put the demo (default: a temp dir)"
@@ -136,22 +200,45 @@ def _split_options(groups: Sequence[str]) -> tuple[str, ...]:
     return tuple(o.strip() for group in groups for o in group.split(",") if o.strip())
 
 
+def _missing_paths(args: argparse.Namespace) -> str | None:
+    """The usage error of a ``mount`` without SOURCE/MOUNTPOINT and without --config."""
+    if args.config is None and args.mountpoint is None:
+        return "SOURCE and MOUNTPOINT are required (or --config FILE)"
+    return None
+
+
+# MountConfig fields that ``zarrfuse mount`` flags set directly (None: not given).
+_FLAG_FIELDS = (
+    "suffix", "max_children", "read_only", "debug", "verify", "max_chunk_bytes", "scratch_mb",
+    "uid", "gid", "umask",
+)
+
+
 def mount_config(args: argparse.Namespace) -> MountConfig:
-    """The MountConfig that ``zarrfuse mount`` arguments ask for."""
+    """The MountConfig that ``zarrfuse mount`` arguments ask for.
+
+    With ``--config FILE`` the file gives the starting values; every flag given on the command
+    line overrides it (``-o`` and ``--storage-option`` add to it).
+    """
+    file = options.read_config_file(args.config) if args.config else options.ParsedOptions()
+    values = dict(file.values)
+    values.update({k: getattr(args, k) for k in _FLAG_FIELDS if getattr(args, k) is not None})
+    if args.source is not None:
+        values["source"] = args.source
+    if args.mountpoint is not None:
+        values["mountpoint"] = args.mountpoint
+    if args.log_file:
+        values["log_file"] = os.path.abspath(os.path.expanduser(args.log_file))
+    for key in ("source", "mountpoint"):
+        if not values.get(key):
+            raise ConfigurationError(f"{args.config}: no {key} = ... line, and none given")
+    values["source"] = _source(values["source"])
+    values["mountpoint"] = os.path.abspath(os.path.expanduser(values["mountpoint"]))
     return MountConfig(
-        source=_source(args.source),
-        mountpoint=os.path.abspath(os.path.expanduser(args.mountpoint)),
-        suffix=args.suffix,
-        max_children=args.max_children,
-        read_only=args.read_only,
+        **values,
         foreground=args.foreground,
-        fuse_options=_split_options(args.fuse_options),
-        debug=args.debug,
-        log_file=os.path.abspath(os.path.expanduser(args.log_file)) if args.log_file else None,
-        storage_options=dict(args.storage_options),
-        verify=args.verify,
-        max_chunk_bytes=args.max_chunk_bytes,
-        scratch_mb=args.scratch_mb,
+        fuse_options=(*file.fuse_options, *_split_options(args.fuse_options)),
+        storage_options={**file.storage_options, **dict(args.storage_options)},
     )
 
 
@@ -166,10 +253,36 @@ def _mount(args: argparse.Namespace) -> int:
 
 
 def _umount(args: argparse.Namespace) -> int:
-    path = os.path.abspath(args.mountpoint)
+    if args.mountpoint is not None:
+        path = os.path.abspath(args.mountpoint)
+    else:
+        path = options.read_config_file(args.config).values.get("mountpoint", "")
+        if not path:
+            raise ConfigurationError(f"{args.config}: no mountpoint = ... line")
+    if args.if_mounted and not is_mounted(path):
+        return 0
     if unmount_or_detach(path):
         _complain(f"{path} was dead, stuck or busy: detached it lazily")
     return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from zarrfuse import control  # noqa: PLC0415  (keeps trio out of the other commands)
+
+    document = control.request_stats(args.mountpoint)
+    if args.json:
+        print(json.dumps(document, indent=2, sort_keys=True))
+    else:
+        print(control.format_stats(document), end="")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from zarrfuse import integrity  # noqa: PLC0415  (pulls in zarr's codecs)
+
+    return integrity.main(
+        _source(args.source), storage_options=dict(args.storage_options) or None, jobs=args.jobs
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -178,15 +291,49 @@ def _demo(args: argparse.Namespace) -> int:
     return demo.run(args.dir)
 
 
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What argparse cannot say: a command missing the operands its options did not give."""
+    handler = getattr(args, "handler", None)
+    if handler is _mount:
+        return _missing_paths(args)
+    if handler is _umount and (args.mountpoint is None) == (args.config is None):
+        return "give MOUNTPOINT or --config FILE (one of them)"
+    return None
+
+
+def _is_mount_helper_call(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is mount.fuse3's ``zarrfuse SOURCE MOUNTPOINT -o OPTIONS``.
+
+    ``mount -t fuse.zarrfuse`` runs ``/sbin/mount.fuse.zarrfuse`` if installed, else
+    mount.fuse3, which runs ``zarrfuse SOURCE MOUNTPOINT -o OPTIONS`` from PATH (always with
+    ``-o``: it adds ``dev,suid`` or ``nosuid,nodev``). The first word is then not a command.
+    """
+    commands = {"mount", "umount", "stats", "verify", "demo"}
+    return (
+        len(argv) >= 3
+        and argv[0] not in commands
+        and not argv[0].startswith("-")
+        and any(a.startswith("-o") for a in argv[2:])
+    )
+
+
 def _complain(message: str) -> None:
     print(f"zarrfuse: {message}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zarrfuse`` command; its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _is_mount_helper_call(argv):
+        from zarrfuse import mount_helper  # noqa: PLC0415
+
+        return mount_helper.main(argv, prog="zarrfuse")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        problem = _usage_error(args)
+        if problem:
+            args.usage.error(problem)
     except SystemExit as e:  # usage error (2), --help or --version (0)
         return e.code if isinstance(e.code, int) else 2
     handler: Handler = args.handler

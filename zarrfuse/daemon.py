@@ -86,10 +86,34 @@ def check_source(config: MountConfig) -> None:
         store_path.store.close()
 
 
+FUSE_DEVICE = "/dev/fuse"
+
+
+def check_fuse_device(device: str = FUSE_DEVICE) -> None:
+    """Refuse early, saying why, when this user cannot open the FUSE device.
+
+    libfuse opens it as the calling user, and so does the setuid ``fusermount3`` (it drops to
+    the user's fsuid for that open, so device permissions are respected); all the user would
+    see otherwise is "fuse_session_mount failed". Distributions make it 0666 through udev.
+    """
+    if os.access(device, os.R_OK | os.W_OK):
+        return
+    try:
+        st = os.stat(device)
+    except FileNotFoundError:
+        raise MountError(f"{device} does not exist: is the fuse kernel module loaded?") from None
+    mode = f"{st.st_mode & 0o777:04o}"
+    raise MountError(
+        f"{device} is not readable and writable by uid {os.getuid()} (mode {mode}); "
+        "non-root mounts need it to be 0666, as udev makes it on most systems"
+    )
+
+
 def preflight(config: MountConfig) -> None:
-    """Everything that can be checked before mounting: the mountpoint, then the source."""
+    """Everything that can be checked before mounting: the mountpoint, the source, the device."""
     prepare_mountpoint(config.mountpoint)
     check_source(config)
+    check_fuse_device()
 
 
 def configure_logging(config: MountConfig) -> None:
@@ -117,9 +141,23 @@ def _serve(config: MountConfig, on_ready: Callable[[], None] | None) -> None:
 def serve_in_foreground(config: MountConfig) -> int:
     """``zarrfuse mount --foreground``: check, mount, serve until unmounted; exit status."""
     configure_logging(config)
-    preflight(config)
-    _serve(config, on_ready=None)
+    live: list[bool] = []
+    try:
+        preflight(config)
+        _serve(config, on_ready=lambda: live.append(True))
+    except BaseException as e:
+        if config.log_file:  # else the log is stderr, where the CLI prints the one line itself
+            _log_failure(e, "serving failed" if live else "mount failed")
+        raise
     return 0
+
+
+def _log_failure(exc: BaseException, what: str) -> None:
+    """One log line with the reason; the traceback too when it is a bug."""
+    if isinstance(exc, ZarrFuseError | OSError | KeyboardInterrupt):
+        log.error("%s: %s", what, error_message(exc))
+    else:  # the log file is all anyone will see of the daemon: keep the traceback
+        log.exception("%s: %s", what, error_message(exc))
 
 
 class ReadyPipe:
@@ -169,10 +207,7 @@ def serve_as_daemon(config: MountConfig, ready_fd: int) -> int:
     except BaseException as e:
         what = "mount failed" if pipe.pending else "serving failed"
         pipe.fail(error_message(e))  # nothing if the parent already heard "ok"
-        if isinstance(e, ZarrFuseError | OSError | KeyboardInterrupt):
-            log.error("%s: %s", what, error_message(e))
-        else:  # the log file is all anyone will see of the daemon: keep the traceback
-            log.exception(what)
+        _log_failure(e, what)
         return 1
     return 0
 
@@ -204,6 +239,12 @@ def mount_argv(config: MountConfig) -> list[str]:
         argv.append(f"--max-chunk-bytes={config.max_chunk_bytes}")
     if config.scratch_mb != MountConfig.scratch_mb:
         argv.append(f"--scratch-mb={config.scratch_mb}")
+    if config.uid is not None:
+        argv.append(f"--uid={config.uid}")
+    if config.gid is not None:
+        argv.append(f"--gid={config.gid}")
+    if config.umask != MountConfig.umask:
+        argv.append(f"--umask={config.umask:03o}")
     return argv
 
 
