@@ -89,10 +89,12 @@ class Catalog:
         listing_ttl: float | None,
         counters: Counters | None = None,
         rendering: Rendering | None = None,
+        keep_open: bool = False,
     ) -> None:
         self.backend = backend
         self.counters = counters or Counters()
         self._rendering = rendering
+        self._keep_open = keep_open
         self._suffix = suffix
         self._max_children = max_children
         self._limiter = limiter
@@ -141,6 +143,7 @@ class Catalog:
             limiter=self._limiter,
             listing_ttl=self._ttl,
             counters=self.counters,
+            keep_open=self._keep_open,
         )
         grid = rendered.grid if rendered is not None else chunk_grid_shape(metadata)
         return ArrayView(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import signal
 import threading
 import time
@@ -66,6 +67,7 @@ def build_filesystem(
         limiter=trio.CapacityLimiter(IO_THREADS),
         listing_ttl=None if config.read_only else WRITABLE_TIMEOUT,
         counters=counters,
+        keep_open=config.read_only,
         rendering=None
         if config.format == "raw"
         else Rendering(
@@ -147,6 +149,13 @@ async def _run(
     return reason
 
 
+def _raise_open_file_limit() -> None:
+    """Read-only mounts keep recently read chunks open; allow as many files as permitted."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> None:
     """Mount ``config.source`` at ``config.mountpoint`` and serve until unmounted.
 
@@ -155,6 +164,7 @@ def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> No
     clean unmount: ``fusermount3 -u``, SIGINT or SIGTERM.
     """
     counters = Counters()
+    _raise_open_file_limit()
     fs, kind = build_filesystem(config, counters)
     prepare_mountpoint(config.mountpoint)
     ops = FuseOperations(
