@@ -135,7 +135,7 @@ EVERY_FIELD = dict(
     source="/data/arr", mountpoint="/mnt/a b", suffix="-odd", max_children=250, read_only=True,
     foreground=True, fuse_options=("allow_other", "max_read=1048576"), debug=True,
     log_file="/var/log/z.log", storage_options={"key": "a=b,c", "-x": ""}, verify=True,
-    max_chunk_bytes=12345, scratch_mb=0, uid=1234, gid=0, umask=0o027,
+    max_chunk_bytes=12345, scratch_mb=0, uid=1234, gid=0, umask=0o027, format="png", cache_mb=7,
 )
 
 

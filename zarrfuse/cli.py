@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from zarrfuse import __version__, daemon, options
-from zarrfuse.config import MountConfig
+from zarrfuse.config import FORMATS, MountConfig
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
 from zarrfuse.mountpoint import is_mounted, unmount_or_detach
 
@@ -135,6 +135,15 @@ def _add_mount(commands: argparse._SubParsersAction) -> None:
         help="octal permission bits removed from 0777 (directories) and 0666 (files) "
         f"(default: {MountConfig.umask:03o}); read-only mounts also drop write bits",
     )
+    p.add_argument(
+        "--format", choices=("raw", *FORMATS), default=None,
+        help="raw: chunk files are the stored bytes (default); tiff, npy, png: every chunk "
+        "rendered as an image file, readable and writable",
+    )
+    p.add_argument(
+        "--cache-mb", metavar="N", type=_non_negative_int,
+        help=f"memory for recently rendered chunks (default: {MountConfig.cache_mb})",
+    )
     # Set only by the background parent on the daemon it spawns: report readiness here.
     p.add_argument("--ready-fd", type=_ready_fd, help=argparse.SUPPRESS)
     p.set_defaults(handler=_mount, usage=p)
@@ -210,7 +219,7 @@ def _missing_paths(args: argparse.Namespace) -> str | None:
 # MountConfig fields that ``zarrfuse mount`` flags set directly (None: not given).
 _FLAG_FIELDS = (
     "suffix", "max_children", "read_only", "debug", "verify", "max_chunk_bytes", "scratch_mb",
-    "uid", "gid", "umask",
+    "uid", "gid", "umask", "format", "cache_mb",
 )
 
 

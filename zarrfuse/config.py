@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["MountConfig"]
+__all__ = ["FORMATS", "MountConfig"]
+
+FORMATS = {"tiff": ".tiff", "npy": ".npy", "png": ".png"}
+"""Rendered formats and their default file suffixes (``raw`` shows the stored bytes)."""
 
 
 @dataclass(frozen=True)

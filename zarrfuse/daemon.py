@@ -245,6 +245,10 @@ def mount_argv(config: MountConfig) -> list[str]:
         argv.append(f"--gid={config.gid}")
     if config.umask != MountConfig.umask:
         argv.append(f"--umask={config.umask:03o}")
+    if config.format != MountConfig.format:
+        argv.append(f"--format={config.format}")
+    if config.cache_mb != MountConfig.cache_mb:
+        argv.append(f"--cache-mb={config.cache_mb}")
     return argv
 
 

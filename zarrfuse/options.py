@@ -17,6 +17,8 @@ The words (``NAME`` alone means ``NAME=yes`` for switches):
 ``verify``                     ``--verify``
 ``max_chunk_bytes=N``          ``--max-chunk-bytes``
 ``scratch_mb=N``               ``--scratch-mb``
+``format=F``                   ``--format`` (raw, tiff, npy, png)
+``cache_mb=N``                 ``--cache-mb``
 ``uid=U``, ``gid=G``           ``--uid``, ``--gid`` (numbers or names)
 ``umask=OOO``                  ``--umask`` (octal)
 ``debug``                      ``--debug``
@@ -44,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from zarrfuse.config import MountConfig
+from zarrfuse.config import FORMATS, MountConfig
 from zarrfuse.errors import ConfigurationError
 
 __all__ = [
@@ -169,6 +171,12 @@ def parse_group(text: str) -> int:
         raise ConfigurationError(f"gid {text!r}: no such group") from None
 
 
+def _format(text: str) -> str:
+    if text not in ("raw", *FORMATS):
+        raise ConfigurationError(f"format={text}: choose raw, {', '.join(FORMATS)}")
+    return text
+
+
 def _nonempty(name: str, text: str) -> str:
     if not text:
         raise ConfigurationError(f"{name}= needs a value")
@@ -181,6 +189,8 @@ _VALUED = {
     "max_children": ("max_children", _positive),
     "max_chunk_bytes": ("max_chunk_bytes", _positive),
     "scratch_mb": ("scratch_mb", _non_negative),
+    "format": ("format", lambda n, v: _format(v)),
+    "cache_mb": ("cache_mb", _non_negative),
     "uid": ("uid", lambda n, v: parse_user(v)),
     "gid": ("gid", lambda n, v: parse_group(v)),
     "umask": ("umask", lambda n, v: parse_octal_mask(v)),

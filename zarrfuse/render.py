@@ -13,12 +13,11 @@ import numpy as np
 import tifffile
 from PIL import Image
 
+from zarrfuse.config import FORMATS
 from zarrfuse.errors import ConfigurationError, InvalidArgument
 
 __all__ = ["FORMATS", "check_renderable", "decode", "encode", "encoded_size"]
 
-FORMATS = {"tiff": ".tiff", "npy": ".npy", "png": ".png"}
-"""Rendered formats and their default suffixes."""
 
 
 def _png_mode(dtype: np.dtype, shape: tuple[int, ...]) -> bool:
