@@ -77,6 +77,7 @@ class RenderedSource:
         )
         self._limiter = limiter
         self._cache = cache
+        self._prefetching = False
 
     def region(self, coords: Sequence[int]) -> tuple[slice, ...]:
         return tuple(
@@ -97,11 +98,31 @@ class RenderedSource:
     async def render(self, coords: tuple[int, ...]) -> bytes:
         key = (id(self), coords)
         cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        data = await trio.to_thread.run_sync(self._render, coords, limiter=self._limiter)
-        self._cache.put(key, data)
-        return data
+        if cached is None:
+            cached = await trio.to_thread.run_sync(self._render, coords, limiter=self._limiter)
+            self._cache.put(key, cached)
+        self._prefetch_after(coords)
+        return cached
+
+    def _prefetch_after(self, coords: tuple[int, ...]) -> None:
+        """Render the next chunk of the directory in the background: tools read a directory
+        in order, and the next file is then ready while this one is being read."""
+        if not coords or self._prefetching:
+            return
+        following = (*coords[:-1], coords[-1] + 1)
+        if following[-1] >= self.grid[-1] or self._cache.get((id(self), following)) is not None:
+            return
+        self._prefetching = True
+        trio.lowlevel.spawn_system_task(self._prefetch, following)
+
+    async def _prefetch(self, coords: tuple[int, ...]) -> None:
+        try:
+            data = await trio.to_thread.run_sync(self._render, coords, limiter=self._limiter)
+            self._cache.put((id(self), coords), data)
+        except Exception:  # a prefetch is a guess; the real read reports errors
+            pass
+        finally:
+            self._prefetching = False
 
     def _store(self, coords: tuple[int, ...], data: bytes) -> None:
         value = decode(self.fmt, data, self.shape_of(coords), self.dtype)
