@@ -220,6 +220,7 @@ def test_stats_count_a_known_workload(array_v3, mountpoint):
         assert re.search(r"^  ENOENT +\d+$", table, re.M), table
         assert re.search(r"^  read through the mount +\d", table, re.M), table
 
+        assert control.mount_owner(str(mnt)) == os.getuid()
         socket_path = Path(control.socket_dirs()[0]) / control.socket_name(str(mnt))
         assert socket_path.is_socket()
         assert stat.S_IMODE(socket_path.parent.stat().st_mode) == 0o700
@@ -251,6 +252,13 @@ def test_stats_after_the_daemon_was_killed_says_so_and_a_new_mount_takes_over(
         assert result.returncode == 1 and "nobody listens" in result.stderr
         with mounted(array_v3, mountpoint):  # the new daemon replaces the stale socket
             assert stats(mountpoint)["pid"] == daemon_pid(mountpoint)
+
+
+@mount_test
+def test_stats_of_a_mountpoint_with_blanks_in_its_name(array_v3, tmp_path):
+    with mounted(array_v3, tmp_path / "mount point\twith tab") as mnt:
+        assert control.mount_owner(str(mnt)) == os.getuid()  # mountinfo escapes: \040, \011
+        assert stats(mnt)["mountpoint"] == str(mnt)
 
 
 def test_stats_of_a_directory_that_is_not_a_mount(tmp_path):
@@ -465,6 +473,7 @@ def test_non_root_user_mounts_and_unmounts(other_user, shared_dir, array_v3):
                 os.stat(mnt / "zarr.json")
             user_stats = as_user(other_user, *zarrfuse, "stats", "--json", mnt)
             assert json.loads(user_stats.stdout)["mountpoint"] == str(mnt)
+            assert control.mount_owner(str(mnt)) == other_user.pw_uid
             assert stats(mnt)["pid"] == daemon_pid(mnt)  # root finds the user's socket too
             unmounted = as_user(other_user, "fusermount3", "-u", mnt)
             assert unmounted.returncode == 0, unmounted.stderr

@@ -19,7 +19,9 @@ Each directory is created mode 0700 and must belong to the user (a directory in 
 someone else made is refused). The socket is bound under a temporary name and renamed into
 place, which also replaces a stale socket left by a killed daemon; it is removed at unmount,
 only if it is still ours. Failing to set the socket up never fails the mount: it is logged.
-The client checks that the answering daemon serves the mountpoint it asked about.
+The client checks that the answering daemon serves the mountpoint it asked about. root may ask
+about any user's mount: it looks in that user's directories (the user is the mount's
+``user_id=`` in mountinfo) and believes only a socket that user owns.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ import hashlib
 import json
 import logging
 import os
+import re
 import socket
 import stat
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -108,17 +110,39 @@ def _private_dir(path: str) -> None:
         os.chmod(path, 0o700)
 
 
-def _client_candidates(mountpoint: str) -> list[str]:
-    """Socket paths to try for ``mountpoint``: ours first; root also looks at every user's."""
+def mount_owner(mountpoint: str) -> int | None:
+    """The uid that made the FUSE mount at ``mountpoint`` (its ``user_id=``), or None."""
+    owner = None
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:  # the last entry for a path is the one visible there
+        fields = line.split(b" ")
+        try:
+            sep = fields.index(b"-", 6)
+            where = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4])
+            if os.fsdecode(where) != mountpoint:
+                continue
+            options = fields[sep + 3].split(b",")
+        except (ValueError, IndexError):
+            continue
+        ids = [o[len(b"user_id=") :] for o in options if o.startswith(b"user_id=")]
+        owner = int(ids[0]) if ids and ids[0].isdigit() else None
+    return owner
+
+
+def _client_candidates(mountpoint: str) -> list[tuple[str, int | None]]:
+    """(socket path, uid that must own it) to try for ``mountpoint``: our own directories;
+    root also the directories of the user who made the mount (mountinfo's ``user_id=``)."""
     name = socket_name(mountpoint)
-    dirs = socket_dirs()
-    if os.getuid() == 0:
-        dirs += sorted(str(p) for p in Path("/run/user").glob("*/zarrfuse"))
-        dirs += sorted(str(p) for p in Path("/tmp").glob("zarrfuse-*"))
-    seen: dict[str, None] = {}
-    for d in dirs:
-        seen.setdefault(os.path.join(d, name))
-    return list(seen)
+    found = [(os.path.join(d, name), None) for d in socket_dirs()]
+    owner = mount_owner(mountpoint)
+    if os.getuid() == 0 and owner not in (None, 0):
+        for directory in (f"/run/user/{owner}/zarrfuse", f"/tmp/zarrfuse-{owner}"):
+            found.append((os.path.join(directory, name), owner))
+    return found
 
 
 class ControlServer:
@@ -246,8 +270,10 @@ def request_stats(mountpoint: str) -> dict[str, Any]:
     """The document of the daemon serving ``mountpoint``; MountError saying why if none."""
     where = canonical_mountpoint(mountpoint)
     stale = []
-    for path in _client_candidates(where):
+    for path, owner in _client_candidates(where):
         try:
+            if owner is not None and os.lstat(path).st_uid != owner:
+                continue  # not the mount owner's socket: do not believe it
             document = _fetch(path)
         except FileNotFoundError:
             continue
