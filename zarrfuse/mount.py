@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import os
 import resource
@@ -149,6 +151,25 @@ async def _run(
     return reason
 
 
+# glibc mallopt parameters: buffers up to this size come from the heap, not fresh mmaps,
+# and freed heap memory stays in the process. Every FUSE write hands the daemon a new
+# buffer of up to 1 MiB; with glibc's defaults each was a fresh mmap whose pages had to be
+# faulted in again (on this VM, from the host): 1 MiB commits took 4.2 ms instead of 1.0.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+HEAP_ALLOCATION_LIMIT = 64 << 20
+HEAP_KEEP_LIMIT = 1 << 30
+
+
+def _keep_freed_memory() -> None:
+    """Best effort (glibc only): reuse freed buffers instead of returning them to the OS."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(M_MMAP_THRESHOLD, HEAP_ALLOCATION_LIMIT)
+        libc.mallopt(M_TRIM_THRESHOLD, HEAP_KEEP_LIMIT)
+    except (OSError, AttributeError) as e:
+        log.debug("mallopt unavailable: %s", e)
+
+
 def _raise_open_file_limit() -> None:
     """Read-only mounts keep recently read chunks open; allow as many files as permitted."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -165,6 +186,7 @@ def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> No
     """
     counters = Counters()
     _raise_open_file_limit()
+    _keep_freed_memory()
     fs, kind = build_filesystem(config, counters)
     prepare_mountpoint(config.mountpoint)
     ops = FuseOperations(
