@@ -91,7 +91,8 @@ def test_2d_tiff_opens_in_pillow_and_tiffinfo(tmp_path):
     a[:] = data
     with mounted(path, tmp_path / "mnt", "--format", "tiff", "--read-only") as mnt:
         for file, region in chunk_files(a, mnt, ".tiff"):
-            with Image.open(file) as image:
+            # Pillow's TIFF reader keeps a file it opened itself open; give it ours.
+            with open(file, "rb") as handle, Image.open(handle) as image:
                 np.testing.assert_array_equal(np.asarray(image), data[region])
             info = run_with_timeout(["tiffinfo", str(file)], 30)
             assert "Image Width" in info.stdout
@@ -110,7 +111,7 @@ def test_png_gray_16bit_and_rgb(tmp_path):
         with mounted(store, tmp_path / f"mnt-{store.name}", "--format", "png", "--read-only") as mnt:
             for file, region in chunk_files(array, mnt, ".png"):
                 assert os.stat(file).st_size == len(file.read_bytes())
-                with Image.open(file) as image:
+                with open(file, "rb") as handle, Image.open(handle) as image:
                     np.testing.assert_array_equal(np.asarray(image), array[region])
 
 
