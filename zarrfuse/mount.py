@@ -22,6 +22,7 @@ from zarrfuse.backends import backend_for
 from zarrfuse.catalog import ArrayView, Catalog, Rendering
 from zarrfuse.config import MountConfig
 from zarrfuse.counters import Counters
+from zarrfuse.errors import MountError
 from zarrfuse.fs import FileSystem, Ownership, WriteOptions
 from zarrfuse.fuse_ops import FuseOperations
 from zarrfuse.mountpoint import prepare_mountpoint
@@ -203,7 +204,14 @@ def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> No
             read_only=config.read_only, counters=counters, started=time.time(),
         ),
     )
-    pyfuse3.init(ops, config.mountpoint, _fuse_options(config))
+    options = _fuse_options(config)
+    try:
+        pyfuse3.init(ops, config.mountpoint, options)
+    except RuntimeError as e:  # libfuse prints its reason (an unknown option...) to stderr
+        raise MountError(
+            f"cannot mount at {config.mountpoint}: {e}; libfuse refused the FUSE options "
+            f"{','.join(sorted(options))} (an unknown -o option?)"
+        ) from e
     log.info(
         "mounted %s %s at %s (%s)",
         kind,
