@@ -19,7 +19,6 @@ from dataclasses import fields
 from pathlib import Path
 from shutil import which
 
-import numpy as np
 import pytest
 import zarr
 
@@ -75,15 +74,6 @@ def assert_left_nothing(mnt: Path) -> None:
     """Nothing mounted at ``mnt`` and no daemon serving it."""
     assert not is_mounted(mnt)
     assert daemon_pids(mnt) == []
-
-
-@pytest.fixture
-def array_v3(tmp_path: Path) -> Path:
-    """A small Zarr v3 array, every chunk stored."""
-    path = tmp_path / "arr"
-    a = zarr.create_array(path, shape=(4, 6), chunks=(2, 3), dtype="u1")
-    a[:] = np.arange(24, dtype="u1").reshape(4, 6)
-    return path
 
 
 # --- parsing: arguments into a MountConfig --------------------------------------------------

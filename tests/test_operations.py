@@ -54,15 +54,6 @@ def mount_test(test: Callable) -> Callable:
     return requires_fuse(pytest.mark.fuse(pytest.mark.timeout(90)(test)))
 
 
-@pytest.fixture
-def array_v3(tmp_path: Path) -> Path:
-    """A 4x6 uint8 array in 2x3 chunks (zstd), every chunk stored."""
-    path = tmp_path / "arr"
-    a = zarr.create_array(path, shape=(4, 6), chunks=(2, 3), dtype="u1")
-    a[:] = np.arange(24, dtype="u1").reshape(4, 6)
-    return path
-
-
 def chunk_files(mnt: Path) -> list[Path]:
     """Every chunk file of a mounted array, sorted."""
     return sorted(p for p in mnt.rglob("*") if p.is_file() and p.name != "zarr.json")
