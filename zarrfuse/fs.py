@@ -44,7 +44,6 @@ from zarrfuse.namespace import (
     ChunkFile,
     Entry,
     FanoutDir,
-    GroupDir,
     MetadataFile,
     Namespace,
     Node,
@@ -66,7 +65,6 @@ RENAME_EXCHANGE = 2
 # expand incompressible data a little, and sharding adds an index.
 SIZE_LIMIT_SLACK = 1 << 20
 
-Directory = GroupDir | ArrayRoot | FanoutDir
 
 
 @dataclass(frozen=True)
