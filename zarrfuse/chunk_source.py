@@ -22,7 +22,6 @@ from zarrfuse.backends import Backend, PartReader
 from zarrfuse.byte_ranges import pieces_for_span, slice_views
 from zarrfuse.chunk_keys import encode_chunk_key
 from zarrfuse.counters import Counters
-from zarrfuse.errors import PartsError
 from zarrfuse.transformers import ConcatParts, Part
 
 __all__ = ["ChunkSource", "OpenChunk"]
@@ -147,25 +146,14 @@ class ChunkSource:
         self.counters.store["open"] += len(keys)
         reader = self.backend.open_reader(keys)
         try:
-            sizes = reader.sizes
-            if all(s is None for s in sizes):
-                reader.close()
-                return None
-            missing = [k for k, s in zip(keys, sizes, strict=True) if s is None]
-            if missing:
-                raise PartsError(
-                    f"chunk {self.chunk_key(coords)!r} is incomplete: missing {missing}"
-                )
-            for part, key, size in zip(self.parts.parts, keys, sizes, strict=True):
-                if part.size is not None and size != part.size:
-                    raise PartsError(
-                        f"chunk {self.chunk_key(coords)!r}: part {key!r} has {size} bytes "
-                        f"where {part.size} are expected"
-                    )
+            sizes = self.parts.checked_sizes(self.chunk_key(coords), keys, reader.sizes)
         except BaseException:
             reader.close()
             raise
-        return OpenChunk(reader, tuple(s for s in sizes if s is not None))
+        if sizes is None:
+            reader.close()
+            return None
+        return OpenChunk(reader, sizes)
 
     @asynccontextmanager
     async def _locked(self, coords: tuple[int, ...]) -> AsyncIterator[None]:

@@ -155,14 +155,9 @@ class ConcatPartsStore(WrapperStore[Store]):
     async def _get_whole(self, chunk_key: str, prototype: BufferPrototype) -> Buffer | None:
         keys = self.part_keys(chunk_key)
         buffers = await asyncio.gather(*(self._store.get(k, prototype) for k in keys))
-        missing = [k for k, b in zip(keys, buffers, strict=True) if b is None]
-        if len(missing) == len(keys):
+        sizes = [None if b is None else len(b) for b in buffers]
+        if self.parts.checked_sizes(chunk_key, keys, sizes) is None:
             return None
-        if missing:
-            raise PartsError(f"chunk {chunk_key!r} is incomplete: missing parts {missing}")
-        for part, key, buf in zip(self.parts.parts, keys, buffers, strict=True):
-            assert buf is not None
-            self._check_sized(chunk_key, key, part.size, len(buf))
         return prototype.buffer.from_bytes(b"".join(b.to_bytes() for b in buffers if b))
 
     async def part_sizes(self, chunk_key: str) -> tuple[int, ...] | None:
@@ -300,8 +295,7 @@ class ConcatPartsStore(WrapperStore[Store]):
         except FileNotFoundError:
             await self._missing_or_error(key, keys)
             raise
-        for part, part_key, size in zip(self.parts.parts, keys, sizes, strict=True):
-            self._check_sized(key, part_key, part.size, size)
+        self.parts.checked_sizes(key, keys, sizes)
         return sum(sizes)
 
     # --- writing -------------------------------------------------------------------------

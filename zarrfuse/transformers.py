@@ -6,10 +6,11 @@ that names it, because silently ignoring a transformer would return wrong bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zarrfuse.errors import ConfigurationError, WriteRefusedError
+from zarrfuse.errors import ConfigurationError, PartsError, WriteRefusedError
 
 __all__ = ["CONCAT_PARTS", "ConcatParts", "Part", "parse_storage_transformers"]
 
@@ -94,6 +95,25 @@ class ConcatParts:
                 f"concat-parts: parts {unsized} have no size; at most one may be unsized "
                 "for the array to be written"
             )
+
+    def checked_sizes(
+        self, chunk_key: str, keys: Sequence[str], sizes: Sequence[int | None]
+    ) -> tuple[int, ...] | None:
+        """The parts' sizes if the chunk is whole; None if every part is absent (the chunk
+        is absent). PartsError, naming the keys, for some parts missing or a sized part of
+        another size: never fill value or garbage for a broken chunk."""
+        if all(size is None for size in sizes):
+            return None
+        missing = [k for k, size in zip(keys, sizes, strict=True) if size is None]
+        if missing:
+            raise PartsError(f"chunk {chunk_key!r} is incomplete: missing parts {missing}")
+        for part, key, size in zip(self.parts, keys, sizes, strict=True):
+            if part.size is not None and size != part.size:
+                raise PartsError(
+                    f"chunk {chunk_key!r}: part {key!r} has {size} bytes where {part.size} "
+                    "are expected"
+                )
+        return tuple(size for size in sizes if size is not None)
 
     def split(self, length: int) -> list[tuple[int, int]]:
         """``[start, stop)`` of each part within a value of ``length`` bytes.
