@@ -125,7 +125,7 @@ def is_mounted(path: str | os.PathLike[str]) -> bool:
     return _canonical(path) in _mountinfo_points()
 
 
-def _wait_for(condition, timeout: float, interval: float = 0.05) -> bool:
+def wait_for(condition, timeout: float, interval: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -136,12 +136,12 @@ def _wait_for(condition, timeout: float, interval: float = 0.05) -> bool:
 
 def wait_unmounted(path: str | os.PathLike[str], timeout: float = 10) -> bool:
     """Whether ``path`` stopped being a mountpoint within ``timeout`` seconds."""
-    return _wait_for(lambda: not is_mounted(path), timeout)
+    return wait_for(lambda: not is_mounted(path), timeout)
 
 
 def wait_mounted(path: str | os.PathLike[str], timeout: float = 10) -> bool:
     """Whether ``path`` became a mountpoint within ``timeout`` seconds."""
-    return _wait_for(lambda: is_mounted(path), timeout)
+    return wait_for(lambda: is_mounted(path), timeout)
 
 
 def force_unmount(path: str | os.PathLike[str]) -> bool:
@@ -209,20 +209,21 @@ def read_bytes_of(pid: int) -> int:
 
 
 def is_dead_mount(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a dead FUSE mount: its daemon is gone, requests fail with ENOTCONN.
+    """Whether ``path`` is a dead FUSE mount: its daemon is gone, requests fail with ENOTCONN
+    (or ECONNABORTED while the kernel is still tearing the connection down).
 
     Asks with statvfs: stat may be answered from the kernel's attribute cache, dead or not.
     """
     try:
         os.statvfs(path)
     except OSError as e:
-        return e.errno == errno.ENOTCONN
+        return e.errno in (errno.ENOTCONN, errno.ECONNABORTED)
     return False
 
 
 def wait_exited(pid: int, timeout: float = EXIT_TIMEOUT) -> bool:
     """Whether process ``pid`` exited (or is a zombie) within ``timeout`` seconds."""
-    return _wait_for(lambda: not _process_alive(pid), timeout)
+    return wait_for(lambda: not _process_alive(pid), timeout)
 
 
 def _stop_daemons(mountpoint: Path) -> None:

@@ -34,6 +34,7 @@ from tests.mounting import (
     requires_fuse,
     run_with_timeout,
     wait_exited,
+    wait_for,
     wait_mounted,
     wait_unmounted,
 )
@@ -421,7 +422,9 @@ def killed_daemon(source: Path, mnt: Path, *options: str) -> Iterator[None]:
         pid = daemon_pid(mnt)
         os.kill(pid, signal.SIGKILL)
         assert wait_exited(pid, 10)
-        assert is_mounted(mnt) and is_dead_mount(mnt), "a killed daemon should leave a dead mount"
+        # The kernel drops the connection once the last thread has gone: wait for that.
+        assert wait_for(lambda: is_dead_mount(mnt), 10), "a killed daemon should leave a dead mount"
+        assert is_mounted(mnt)
         yield
 
 
