@@ -8,10 +8,9 @@ Backend calls block, so they run in worker threads; the trio thread never waits 
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -25,8 +24,6 @@ from zarrfuse.counters import Counters
 from zarrfuse.transformers import ConcatParts, Part
 
 __all__ = ["ChunkSource", "OpenChunk"]
-
-log = logging.getLogger(__name__)
 
 SINGLE_PART = ConcatParts((Part(""),))
 LISTING_CACHE_DIRS = 256
@@ -79,31 +76,27 @@ class ChunkSource:
     async def _run(self, fn, *args):  # type: ignore[no-untyped-def]
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
-    async def _listing(self, directory: str) -> dict[str, int]:
+    def _fresh_listing(self, directory: str) -> dict[str, int] | None:
+        """The cached listing of ``directory`` if it is still within its TTL (a hit)."""
         cached = self._listings.get(directory)
-        now = time.monotonic()
-        if cached is not None and (self._ttl is None or now - cached[0] < self._ttl):
-            self._listings.move_to_end(directory)
-            self.counters.cache["listing_hit"] += 1
-            return cached[1]
+        if cached is None or (self._ttl is not None and time.monotonic() - cached[0] >= self._ttl):
+            return None
+        self._listings.move_to_end(directory)
+        self.counters.cache["listing_hit"] += 1
+        return cached[1]
+
+    async def _listing(self, directory: str) -> dict[str, int]:
+        listing = self._fresh_listing(directory)
+        if listing is not None:
+            return listing
         self.counters.cache["listing_miss"] += 1
         self.counters.store["list"] += 1
+        now = time.monotonic()
         listing = await self._run(self.backend.list_sizes, directory)
         self._listings[directory] = (now, listing)
         if len(self._listings) > LISTING_CACHE_DIRS:
             self._listings.popitem(last=False)
         return listing
-
-    def forget_listing(self, coords: tuple[int, ...]) -> None:
-        """Drop the cached listing that holds ``coords`` (after the mount changed it)."""
-        self._listings.pop(self._split(self.chunk_key(coords))[0], None)
-
-    def _sizes_from(self, listing: dict[str, int], coords: tuple[int, ...]) -> int | None:
-        names = [self._split(k)[1] for k in self.part_keys(coords)]
-        sizes = [listing.get(n) for n in names]
-        if all(s is None for s in sizes):
-            return None
-        return sum(s for s in sizes if s is not None)
 
     async def stored_sizes(self, done: tuple[int, ...], lo: int, hi: int) -> dict[int, int]:
         """Stored chunks ``(*done, c)`` for ``lo <= c <= hi``: last coordinate -> logical size."""
@@ -118,23 +111,19 @@ class ChunkSource:
             if not listing:
                 continue
             for c, name in candidates:
-                sizes = [listing.get(name + suffix) for suffix in suffixes]
-                if any(s is not None for s in sizes):
-                    found[c] = sum(s for s in sizes if s is not None)
+                size = _logical_size(listing.get(name + suffix) for suffix in suffixes)
+                if size is not None:
+                    found[c] = size
         return found
 
     async def size(self, coords: tuple[int, ...]) -> int | None:
         """Logical size of one chunk, None if it is not stored."""
-        directory = self._split(self.chunk_key(coords))[0]
-        cached = self._listings.get(directory)
-        if cached is not None and (self._ttl is None or time.monotonic() - cached[0] < self._ttl):
-            self.counters.cache["listing_hit"] += 1
-            return self._sizes_from(cached[1], coords)
-        self.counters.store["stat"] += len(self.parts.parts)
-        sizes = await self._run(self._stat_parts, self.part_keys(coords))
-        if all(s is None for s in sizes):
-            return None
-        return sum(s for s in sizes if s is not None)
+        keys = self.part_keys(coords)
+        listing = self._fresh_listing(self._split(keys[0])[0])
+        if listing is not None:
+            return _logical_size(listing.get(self._split(k)[1]) for k in keys)
+        self.counters.store["stat"] += len(keys)
+        return _logical_size(await self._run(self._stat_parts, keys))
 
     # --- reading -------------------------------------------------------------------------
 
@@ -276,6 +265,12 @@ class ChunkSource:
         else:
             self.counters.cache["page_cache_hit"] += 1
         return max(stop - start, 0)
+
+
+def _logical_size(sizes: Iterable[int | None]) -> int | None:
+    """A chunk's size: its present parts together; None when no part is stored."""
+    present = [size for size in sizes if size is not None]
+    return sum(present) if present else None
 
 
 def _read_rest(reader: PartReader, pending: list[tuple[int, int, memoryview]]) -> None:
