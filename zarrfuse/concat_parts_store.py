@@ -142,9 +142,12 @@ class ConcatPartsStore(WrapperStore[Store]):
     async def _missing_or_error(self, chunk_key: str, keys: list[str]) -> None:
         """Called when a needed part is absent: None if the whole chunk is absent, else raise."""
         present = await asyncio.gather(*(self._store.exists(k) for k in keys))
-        if any(present):
-            missing = [k for k, p in zip(keys, present, strict=True) if not p]
-            raise PartsError(f"chunk {chunk_key!r} is incomplete: missing parts {missing}")
+        # Only presence is known here: present parts count as their configured size.
+        self.parts.checked_sizes(
+            chunk_key,
+            keys,
+            [(p.size or 0) if there else None for p, there in zip(self.parts.parts, present, strict=True)],
+        )
 
     def _check_sized(self, chunk_key: str, key: str, expected: int | None, got: int) -> None:
         if expected is not None and got != expected:
