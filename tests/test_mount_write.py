@@ -265,3 +265,16 @@ def test_read_only_mount_refuses_every_write(crc_array, tmp_path):
                 attempt()
             assert caught.value.errno == errno.EROFS
     assert snapshot(crc_array) == before
+
+
+def test_new_chunk_is_listed_while_open_and_after_close(crc_array, tmp_path):
+    """A created chunk shows in its directory before its first commit (tools stat and list
+    what they just created), and stays once committed."""
+    with mounted(crc_array, tmp_path / "mnt") as mnt:
+        leaf = mnt / "c/0/001/0"
+        assert sorted(os.listdir(leaf)) == ["000"]
+        with open(leaf / "001", "wb") as f:
+            assert sorted(os.listdir(leaf)) == ["000", "001"]
+            f.write(encoded_chunk(np.full((4, 4), 3, dtype="u1")))
+        assert sorted(os.listdir(leaf)) == ["000", "001"]
+        assert sorted(os.listdir(mnt / "c/0/000/0")) == ["000", "001"]  # other leaves unchanged

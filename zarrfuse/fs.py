@@ -40,10 +40,8 @@ from zarrfuse.errors import (
 )
 from zarrfuse.namespace import (
     DIRECTORY_NODES,
-    ArrayRoot,
     ChunkFile,
     Entry,
-    FanoutDir,
     MetadataFile,
     Namespace,
     Node,
@@ -233,10 +231,7 @@ class FileSystem:
 
     async def _size(self, node: Node) -> int:
         if isinstance(node, ScratchFile):
-            scratch = self.scratch.get(node)
-            if scratch is None:
-                raise NotFound(f"scratch file {node.name!r} is gone")
-            return len(scratch.data)
+            return len(self._scratch(node).data)
         if isinstance(node, ChunkFile):
             pending = self._pending_size(node)
             if pending is not None:
@@ -329,33 +324,15 @@ class FileSystem:
         entries = await self.namespace.list(directory)
         known = {e.name for e in entries}
         for chunk, pending in self._pending.items():
-            if pending.writers and self._chunk_in(chunk, directory):
-                name = self._chunk_name(chunk)
-                if name not in known:
-                    entries.append(Entry(name, chunk, self._pending_size(chunk) or 0))
+            if not pending.writers:
+                continue
+            parent, name = self.namespace.parent_of(chunk)
+            if parent == directory and name not in known:
+                entries.append(Entry(name, chunk, self._pending_size(chunk) or 0))
         for key in self.scratch.keys():
             if isinstance(key, ScratchFile) and key.directory == directory:
                 entries.append(Entry(key.name, key, await self._size(key)))
         return entries
-
-    @staticmethod
-    def _chunk_in(chunk: ChunkFile, directory: Node) -> bool:
-        if isinstance(directory, ArrayRoot):
-            return directory.array is chunk.array and not chunk.coords
-        if not isinstance(directory, FanoutDir) or directory.array is not chunk.array:
-            return False
-        tree, pos = chunk.array.tree, directory.pos
-        if not tree.is_leaf(pos) or chunk.coords[:-1] != pos.done:
-            return False
-        lo, hi = tree.leaf_range(pos)
-        return lo <= chunk.coords[-1] <= hi
-
-    @staticmethod
-    def _chunk_name(chunk: ChunkFile) -> str:
-        array = chunk.array
-        if not chunk.coords:
-            return "c" + array.suffix
-        return array.tree.file_name(chunk.coords[-1]) + array.suffix
 
     async def readdir(self, handle: int, start_id: int) -> list[tuple[str, Attributes, int]]:
         """Entries after ``start_id``; each entry's id is its position + 1 (stable per handle)."""
