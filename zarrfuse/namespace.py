@@ -172,8 +172,9 @@ class Namespace:
                 return Entry(name, MetadataFile(array), len(array.metadata_json))
             if not array.tree.has_chunks:
                 raise NotFound(f"{name!r}: the array has no chunks")
-            if not array.tree.grid and name == "c" + array.suffix:
-                return await self._chunk_entry(name, array, ())
+            chunk = self.chunk_named(parent, name)
+            if chunk is not None:
+                return Entry(name, chunk, await self.size(chunk))
             if array.tree.grid and name == "c":
                 return Entry(name, FanoutDir(array, ROOT))
             raise NotFound(f"{name!r}: not part of the array")
@@ -185,7 +186,7 @@ class Namespace:
         """The directory that shows ``chunk``, and the chunk's name in it."""
         array = chunk.array
         if not chunk.coords:
-            return ArrayRoot(array), "c" + array.suffix
+            return ArrayRoot(array), _scalar_name(array)
         *path, name = array.tree.encoding.encode_chunk_key(chunk.coords).split("/")[1:]
         pos = ROOT
         for part in path:
@@ -194,16 +195,12 @@ class Namespace:
             pos = child
         return FanoutDir(array, pos), name + array.suffix
 
-    async def _chunk_entry(self, name: str, array: ArrayView, coords: tuple[int, ...]) -> Entry:
-        node = ChunkFile(array, coords)
-        return Entry(name, node, await self.size(node))
-
     def chunk_named(self, parent: Node, name: str) -> ChunkFile | None:
         """The chunk file ``name`` would be in ``parent`` (stored or not), None if the name
         is not chunk-like there; NotAChunk if it is chunk-like but outside the grid."""
         if isinstance(parent, ArrayRoot):
             array = parent.array
-            if not array.tree.grid and name == "c" + array.suffix:
+            if not array.tree.grid and name == _scalar_name(array):
                 return ChunkFile(array, ())
             return None
         if not isinstance(parent, FanoutDir) or not parent.array.tree.is_leaf(parent.pos):
@@ -250,8 +247,9 @@ class Namespace:
             if array.tree.has_chunks and array.tree.grid:
                 entries.append(Entry("c", FanoutDir(array, ROOT)))
             elif array.tree.has_chunks:
+                scalar = ChunkFile(array, ())
                 with contextlib.suppress(NotFound):
-                    entries.append(await self._chunk_entry("c" + array.suffix, array, ()))
+                    entries.append(Entry(_scalar_name(array), scalar, await self.size(scalar)))
             return entries
         if isinstance(directory, FanoutDir):
             array, pos = directory.array, directory.pos
@@ -271,3 +269,8 @@ class Namespace:
                 for c, size in sorted(stored.items())
             ]
         raise NotFound("not a directory")
+
+
+def _scalar_name(array: ArrayView) -> str:
+    """The file name of the one chunk of a 0-dimensional array (key ``c`` plus the suffix)."""
+    return "c" + array.suffix
