@@ -310,3 +310,18 @@ def test_huge_grid_mounts_fast(tmp_path):
 
 def is_still_mounted(mnt: Path) -> bool:
     return f" {mnt} " in Path("/proc/mounts").read_text()
+
+
+def test_group_in_a_zip_store(tmp_path):
+    """A non-local store (zip) goes through zarr's Store API: groups list their children."""
+    zip_path = tmp_path / "g.zip"
+    store = zarr.storage.ZipStore(zip_path, mode="w")
+    group = zarr.create_group(store)
+    group.create_array("img", shape=(4, 4), chunks=(2, 2), dtype="u1")[:] = 5
+    group.create_group("sub").create_array("x", shape=(3,), chunks=(3,), dtype="i2")[:] = 1
+    store.close()
+    with mounted(zip_path, tmp_path / "mnt", "--read-only") as mnt:
+        assert sorted(os.listdir(mnt)) == ["img", "sub", "zarr.json"]
+        assert sorted(os.listdir(mnt / "sub")) == ["x", "zarr.json"]
+        assert int(zarr.open_array(mnt / "img")[:].sum()) == 80
+        assert zarr.open_array(mnt / "sub" / "x")[:].tolist() == [1, 1, 1]

@@ -34,7 +34,11 @@ class Backend(Protocol):
         ...
 
     def list_subdirs(self, prefix: str) -> list[str]:
-        """Names of the sub-prefixes ("directories") directly under ``prefix``."""
+        """Names directly under ``prefix`` that may be sub-prefixes ("directories").
+
+        Stores that cannot tell objects from prefixes cheaply may return objects too; callers
+        check each name (for a ``zarr.json`` below it) anyway.
+        """
         ...
 
     def size(self, key: str) -> int | None:
@@ -244,13 +248,14 @@ class StoreBackend:
         return sync(self._list_sizes(prefix.strip("/")))
 
     def list_subdirs(self, prefix: str) -> list[str]:
+        # zarr's Store API lists objects and prefixes alike; telling them apart would cost a
+        # request per name, and the caller looks for NAME/zarr.json anyway.
         prefix = prefix.strip("/")
-        sizes = self.list_sizes(prefix)
 
         async def names() -> list[str]:
             return [n async for n in self.store.list_dir(prefix)]
 
-        return [n for n in sync(names()) if n not in sizes]
+        return sync(names())
 
     def size(self, key: str) -> int | None:
         try:
