@@ -334,6 +334,13 @@ def format_stats(document: dict[str, Any]) -> str:
             lines.append(f"  {name:<26}{value:>14}")
 
     section("requests", c.get("requests", {}))
+    seconds = c.get("request_seconds", {})
+    if seconds:
+        lines.append("mean time per request (ms)")
+        for name, total in sorted(seconds.items(), key=lambda kv: (-kv[1], kv[0])):
+            count = c.get("requests", {}).get(name, 0)
+            if count:
+                lines.append(f"  {name:<26}{1000 * total / count:>14.3f}")
     section("errors", c.get("errors", {}))
     section("store requests", c.get("store_requests", {}))
     section("cache", c.get("cache", {}))

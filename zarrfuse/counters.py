@@ -19,6 +19,8 @@ class Counters:
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
         """FUSE requests by operation (lookup, read, write, ...)."""
+        self.request_seconds: Counter[str] = Counter()
+        """Time spent answering FUSE requests, by operation (wall clock in the daemon)."""
         self.errors: Counter[str] = Counter()
         """FUSE errors answered, by errno name (ENOENT, EIO, ...)."""
         self.store: Counter[str] = Counter()
@@ -39,6 +41,7 @@ class Counters:
         """A JSON-ready copy."""
         return {
             "requests": dict(self.requests),
+            "request_seconds": {k: round(v, 6) for k, v in self.request_seconds.items()},
             "errors": dict(self.errors),
             "store_requests": dict(self.store),
             "bytes_read": self.bytes_read,

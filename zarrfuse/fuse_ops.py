@@ -12,6 +12,7 @@ import errno
 import functools
 import logging
 import os
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
@@ -20,7 +21,7 @@ import pyfuse3
 import trio
 
 from zarrfuse.counters import Counters
-from zarrfuse.errors import ZarrFuseError
+from zarrfuse.errors import NotFound, ZarrFuseError
 from zarrfuse.fs import Attributes, FileSystem
 
 __all__ = ["FuseOperations"]
@@ -42,6 +43,7 @@ def _fuse_errors(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         counters: Counters = args[0].counters  # type: ignore[attr-defined]
         counters.requests[name] += 1
+        started = time.perf_counter()
         try:
             return await handler(*args, **kwargs)
         except pyfuse3.FUSEError as e:
@@ -60,6 +62,8 @@ def _fuse_errors(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]
             log.exception("%s: unexpected error; answering EIO", name)
             counters.errors["EIO"] += 1
             raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            counters.request_seconds[name] += time.perf_counter() - started
 
     return wrapper
 
@@ -110,7 +114,23 @@ class FuseOperations(pyfuse3.Operations):
     async def lookup(
         self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        return self._entry(await self.fs.lookup(parent_inode, os.fsdecode(name)))
+        try:
+            return self._entry(await self.fs.lookup(parent_inode, os.fsdecode(name)))
+        except NotFound:
+            return self._negative_entry()
+
+    def _negative_entry(self) -> pyfuse3.EntryAttributes:
+        """"No such name", which the kernel may remember for the entry timeout.
+
+        Answering ENOENT is never remembered: ``cp`` alone then asks three times per new
+        file (stat, lstat, and the lookup before create), each a round trip to this daemon.
+        The kernel drops a remembered absence itself when a file is created or renamed here.
+        """
+        self.counters.cache["negative_entry"] += 1
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = 0
+        entry.entry_timeout = self.entry_timeout
+        return entry
 
     @_fuse_errors
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
