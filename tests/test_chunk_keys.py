@@ -23,6 +23,7 @@ from zarrfuse.chunk_keys import (
     SuffixChunkKeyEncoding,
     decode_chunk_key,
     encode_chunk_key,
+    keys_per_directory,
     parse_encoding,
 )
 from zarrfuse.errors import ChunkKeyError, ConfigurationError
@@ -685,3 +686,43 @@ def test_mutated_keys_decode_only_if_canonical(case):
     """Small edits of valid keys either stay canonical keys of some chunk or are refused."""
     encoding, key, ndim = case
     assert_canonical_or_refused(encoding, key, ndim)
+
+
+# --- how many keys one store directory can hold ----------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    grid=st.lists(st.integers(1, 12), min_size=0, max_size=3).map(tuple),
+    which=st.sampled_from(["default/", "default.", "v2/", "v2.", "fanout", "suffix"]),
+    max_children=st.sampled_from([100, 1000]),
+)
+def test_keys_per_directory_bounds_every_directory_of_the_grid(grid, which, max_children):
+    """Encode every chunk of the grid and count keys per directory: the bound holds, and is
+    reached (so it is not a loose guess)."""
+    if which.startswith("default"):
+        encoding = DefaultChunkKeyEncoding(separator="/" if which.endswith("/") else ".")
+    elif which.startswith("v2"):
+        encoding = V2ChunkKeyEncoding(separator="/" if which.endswith("/") else ".")
+    elif which == "fanout":
+        encoding = FanoutChunkKeyEncoding(max_children=max_children)
+    else:
+        encoding = SuffixChunkKeyEncoding(
+            suffix=".tiff", base_encoding=FanoutChunkKeyEncoding(max_children=max_children)
+        )
+    per_directory: dict[str, int] = defaultdict(int)
+    for coords in np.ndindex(*grid):
+        directory = encode_chunk_key(encoding, tuple(int(c) for c in coords)).rpartition("/")[0]
+        per_directory[directory] += 1
+    bound = keys_per_directory(encoding, grid)
+    assert max(per_directory.values()) <= bound
+    if which[-1] in "/.":  # default and v2: the last dimension (or everything) in one
+        assert max(per_directory.values()) == bound
+
+
+def test_keys_per_directory_of_fanout_is_reached():
+    encoding = FanoutChunkKeyEncoding(max_children=100)
+    per_directory: dict[str, int] = defaultdict(int)
+    for c in range(250):
+        per_directory[encode_chunk_key(encoding, (c,)).rpartition("/")[0]] += 1
+    assert max(per_directory.values()) == keys_per_directory(encoding, (250,)) == 100

@@ -23,7 +23,12 @@ from zarr.storage import StorePath
 
 from zarrfuse.api import wrap_array
 from zarrfuse.backends import Backend
-from zarrfuse.chunk_keys import FanoutChunkKeyEncoding, SuffixChunkKeyEncoding, parse_encoding
+from zarrfuse.chunk_keys import (
+    FanoutChunkKeyEncoding,
+    SuffixChunkKeyEncoding,
+    keys_per_directory,
+    parse_encoding,
+)
 from zarrfuse.chunk_source import ChunkSource
 from zarrfuse.counters import Counters
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
@@ -135,17 +140,19 @@ class Catalog:
             fanout, suffix = encoded, ""
         assert isinstance(fanout, FanoutChunkKeyEncoding)
         shown["chunk_key_encoding"] = encoded.to_dict()
+        stored_grid = chunk_grid_shape(metadata)
         source = ChunkSource(
             self.backend,
             array_path=path,
             encoding=encoding,
+            keys_per_directory=keys_per_directory(encoding, stored_grid),
             parts=parts,
             limiter=self._limiter,
             listing_ttl=self._ttl,
             counters=self.counters,
             keep_open=self._keep_open,
         )
-        grid = rendered.grid if rendered is not None else chunk_grid_shape(metadata)
+        grid = rendered.grid if rendered is not None else stored_grid
         return ArrayView(
             path=path,
             tree=FanoutTree(grid, fanout),

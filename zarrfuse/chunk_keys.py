@@ -14,6 +14,7 @@ when the caller knows it. Anything else raises :class:`~zarrfuse.errors.ChunkKey
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ __all__ = [
     "SuffixChunkKeyEncoding",
     "decode_chunk_key",
     "encode_chunk_key",
+    "keys_per_directory",
     "parse_encoding",
 ]
 
@@ -244,6 +246,22 @@ def decode_chunk_key(
     if isinstance(encoding, V2ChunkKeyEncoding):
         return decode_v2(chunk_key, encoding.separator, ndim)
     raise ConfigurationError(f"zarrfuse cannot decode keys of the {encoding.name!r} encoding")
+
+
+def keys_per_directory(encoding: ChunkKeyEncoding, grid: tuple[int, ...]) -> int:
+    """The most chunk keys that one directory of the store can hold for this chunk grid.
+
+    ``fanout`` bounds every directory by ``max_children``; ``/``-separated encodings put the
+    last dimension's chunks in one directory; ``.``-separated ones put every chunk in one.
+    """
+    if isinstance(encoding, SuffixChunkKeyEncoding):
+        return keys_per_directory(encoding.base_encoding, grid)
+    if isinstance(encoding, FanoutChunkKeyEncoding):
+        return encoding.max_children
+    if not grid:
+        return 1
+    separator = getattr(encoding, "separator", "/")
+    return grid[-1] if separator == "/" else math.prod(grid)
 
 
 def parse_encoding(data: Any) -> ChunkKeyEncoding:
