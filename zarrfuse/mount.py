@@ -20,10 +20,11 @@ from zarrfuse import control, notify
 from zarrfuse.api import open_store_path, read_node_metadata
 from zarrfuse.backends import backend_for
 from zarrfuse.catalog import ArrayView, Catalog, Rendering
+from zarrfuse.commits import WriteOptions
 from zarrfuse.config import MountConfig
 from zarrfuse.counters import Counters
 from zarrfuse.errors import MountError
-from zarrfuse.fs import FileSystem, Ownership, WriteOptions
+from zarrfuse.fs import FileSystem, Ownership
 from zarrfuse.fuse_ops import FuseOperations
 from zarrfuse.mountpoint import prepare_mountpoint
 from zarrfuse.namespace import ArrayRoot, GroupDir, Namespace
