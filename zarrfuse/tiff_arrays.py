@@ -20,9 +20,10 @@ import zarr
 from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
+from zarr.errors import ContainsArrayError, ContainsGroupError
 
 from zarrfuse.api import create_array, open_array, open_store_path, read_node_metadata
-from zarrfuse.errors import ConfigurationError
+from zarrfuse.errors import ConfigurationError, Exists
 from zarrfuse.progress import Progress
 from zarrfuse.tiff_shards import (
     ATTRIBUTE,
@@ -31,6 +32,7 @@ from zarrfuse.tiff_shards import (
     TILE_MULTIPLE,
     TiffShardLayout,
     bigtiff_needed,
+    check_geometry,
     tiff_layout,
 )
 
@@ -137,41 +139,46 @@ def create_tiff_array(
         samples=samples,
         bigtiff=False,
     )
+    check_geometry(layout)
     if bigtiff is None:
         bigtiff = bigtiff_needed(layout, bigtiff_threshold)
     layout = dataclasses.replace(layout, bigtiff=bigtiff)
+    attributes = {**(attributes or {}), ATTRIBUTE: {"samples": samples, "bigtiff": bigtiff}}
+    try:
+        return create_array(
+            store,
+            **_array_arguments(layout, endian, suffix, max_children),
+            attributes=attributes,
+            dimension_names=dimension_names,
+            overwrite=overwrite,
+            storage_options=storage_options,
+        )
+    except (ContainsArrayError, ContainsGroupError) as e:
+        raise Exists(f"{store}: an array or group is already there (--overwrite, overwrite=True, replaces it)") from e
+
+
+def _array_arguments(
+    layout: TiffShardLayout, endian: str, suffix: str, max_children: int
+) -> dict[str, Any]:
+    """``create_array`` arguments for the layout: TIFF-readable tile codecs, ``.tiff`` keys
+    over fanout, and the index in its own part so the shard's own file is exactly a TIFF."""
     fanout = {"name": "fanout", "configuration": {"max_children": max_children}}
-    array = create_array(
-        store,
-        shape=shape,
-        dtype=native,
-        chunks=chunks,
-        shards=shards,
-        fill_value=0,
-        serializer=BytesCodec(endian=endian),
-        compressors=[ZstdCodec()] if compression == "zstd" else None,
-        filters=None,
-        chunk_key_encoding={
+    parts = [{"key_suffix": ""}, {"key_suffix": ".index", "size": layout.index_size}]
+    return {
+        "shape": layout.shape,
+        "dtype": layout.dtype,
+        "chunks": layout.tile_shape,
+        "shards": layout.shard_shape,
+        "fill_value": 0,
+        "serializer": BytesCodec(endian=endian),  # type: ignore[arg-type]
+        "compressors": [ZstdCodec()] if layout.zstd else None,
+        "filters": None,
+        "chunk_key_encoding": {
             "name": "suffix",
             "configuration": {"suffix": suffix, "base_encoding": fanout},
         },
-        attributes={**(attributes or {}), ATTRIBUTE: {"samples": samples, "bigtiff": bigtiff}},
-        dimension_names=dimension_names,
-        overwrite=overwrite,
-        storage_options=storage_options,
-        storage_transformers=[
-            {
-                "name": "concat-parts",
-                "configuration": {
-                    "parts": [
-                        {"key_suffix": ""},
-                        {"key_suffix": ".index", "size": layout.index_size},
-                    ]
-                },
-            }
-        ],
-    )
-    return array
+        "storage_transformers": [{"name": "concat-parts", "configuration": {"parts": parts}}],
+    }
 
 
 def shard_grid(layout: TiffShardLayout) -> Iterator[tuple[int, ...]]:

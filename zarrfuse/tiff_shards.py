@@ -35,6 +35,7 @@ __all__ = [
     "EMPTY",
     "TiffShardLayout",
     "bigtiff_needed",
+    "check_geometry",
     "layout_for",
     "tiff_layout",
 ]
@@ -226,7 +227,7 @@ class TiffShardLayout:
         order = self.byteorder
         out = bytearray(b"II" if order == "<" else b"MM")
         if self.bigtiff:
-            out += struct.pack(order + "HHHHQ", 43, 8, 0, 16)
+            out += struct.pack(order + "HHHQ", 43, 8, 0, 16)
         else:
             out += struct.pack(order + "HI", 42, 8)
         pages = list(self._page_tiles(extent, index))
@@ -434,7 +435,8 @@ def _check_suffix(metadata: dict[str, Any]) -> None:
         )
 
 
-def _check_geometry(layout: TiffShardLayout) -> None:
+def check_geometry(layout: TiffShardLayout) -> None:
+    """ConfigurationError unless TIFF can hold this geometry and data type."""
     ndim = len(layout.shape)
     need = 3 if layout.samples else 2
     if ndim < need:
@@ -490,7 +492,7 @@ def tiff_layout(metadata: dict[str, Any]) -> TiffShardLayout:
         samples=bool(declared.get("samples", False)),
         bigtiff=bool(declared.get("bigtiff", False)),
     )
-    _check_geometry(layout)
+    check_geometry(layout)
     _check_parts(metadata, layout)
     return layout
 
