@@ -73,6 +73,13 @@ def _ready_fd(text: str) -> int:
     return value
 
 
+def _add_storage_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--storage-option", dest="storage_options", metavar="KEY=VALUE", type=_storage_option,
+        action="append", default=[], help="passed to the store (fsspec); repeatable",
+    )
+
+
 def _add_mount(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "mount",
@@ -105,10 +112,7 @@ def _add_mount(commands: argparse._SubParsersAction) -> None:
         "--debug", action="store_true", default=None, help="debug logging and tracebacks"
     )
     p.add_argument("--log-file", metavar="PATH", help="log here instead of stderr")
-    p.add_argument(
-        "--storage-option", dest="storage_options", metavar="KEY=VALUE", type=_storage_option,
-        action="append", default=[], help="passed to the store (fsspec); repeatable",
-    )
+    _add_storage_option(p)
     p.add_argument(
         "--verify", action="store_true", default=None,
         help="decode every written chunk with the array's codecs; refuse what fails",
@@ -159,27 +163,34 @@ def _shape(text: str) -> tuple[int, ...]:
 _shape.__name__ = "shape (positive integers separated by commas)"
 
 
+def _source_command(
+    commands: argparse._SubParsersAction, name: str, handler: Handler, help: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """A subcommand that takes SOURCE and --debug."""
+    p = commands.add_parser(name, help=help, description=description)
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("--debug", action="store_true", help="tracebacks for errors")
+    p.set_defaults(handler=handler)
+    return p
+
+
 def _add_tiff_commands(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
-        "info", help="describe an array or group; say whether its shards are TIFF files",
+    p = _source_command(
+        commands, "info", _info,
+        help="describe an array or group; say whether its shards are TIFF files",
         description="Print what the array at SOURCE (or every array under the group at "
         "SOURCE) is, and whether it is dual-access: every shard a Zarr shard and a TIFF "
         "file. When it is not, the line says why.",
     )
-    p.add_argument("source", metavar="SOURCE")
-    p.add_argument(
-        "--storage-option", dest="storage_options", metavar="KEY=VALUE", type=_storage_option,
-        action="append", default=[], help="passed to the store (fsspec); repeatable",
-    )
-    p.add_argument("--debug", action="store_true", help="tracebacks for errors")
-    p.set_defaults(handler=_info)
-    p = commands.add_parser(
-        "convert-tiff", help="copy an array or a TIFF image into a dual-access array",
+    _add_storage_option(p)
+    p = _source_command(
+        commands, "convert-tiff", _convert_tiff,
+        help="copy an array or a TIFF image into a dual-access array",
         description="Copy SOURCE (any array zarrfuse opens, or a .tif/.tiff file) into a new "
         "array at DEST whose shards are TIFF files (suffix .tiff, concat-parts tiles and "
         "index). Shows a progress bar on stderr when it is a terminal.",
     )
-    p.add_argument("source", metavar="SOURCE")
     p.add_argument("dest", metavar="DEST")
     p.add_argument(
         "--tile", metavar="Y,X", type=_shape, default=(256, 256),
@@ -204,17 +215,13 @@ def _add_tiff_commands(commands: argparse._SubParsersAction) -> None:
         help="write BigTIFF headers (default: only when a shard could exceed 4 GiB)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing DEST")
-    p.add_argument("--debug", action="store_true", help="tracebacks for errors")
-    p.set_defaults(handler=_convert_tiff)
-    p = commands.add_parser(
-        "repair-tiff", help="rewrite stale TIFF headers of a dual-access array",
+    _source_command(
+        commands, "repair-tiff", _repair_tiff,
+        help="rewrite stale TIFF headers of a dual-access array",
         description="Rebuild the TIFF header of every shard of the dual-access array at "
         "SOURCE whose header does not match its shard index (shards written by other Zarr "
         "implementations, edge shards after a resize). Zarr data is not changed.",
     )
-    p.add_argument("source", metavar="SOURCE")
-    p.add_argument("--debug", action="store_true", help="tracebacks for errors")
-    p.set_defaults(handler=_repair_tiff)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -248,10 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
         "fails and exits 1 if any did. Shows a progress bar on stderr when it is a terminal.",
     )
     p.add_argument("source", metavar="SOURCE")
-    p.add_argument(
-        "--storage-option", dest="storage_options", metavar="KEY=VALUE", type=_storage_option,
-        action="append", default=[], help="passed to the store (fsspec); repeatable",
-    )
+    _add_storage_option(p)
     p.add_argument(
         "--jobs", metavar="N", type=_positive_int, default=8,
         help="chunks decoded at once (default: %(default)s)",

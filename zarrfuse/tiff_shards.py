@@ -61,27 +61,16 @@ class _Flavour:
     """Classic TIFF or BigTIFF: sizes of the fixed structures and the offset type."""
 
     bigtiff: bool
+    file_header: int
+    entry: int
+    count_field: int
+    inline: int
+    """Values of at most this many bytes sit in the entry itself."""
+    offset_type: int
 
-    @property
-    def file_header(self) -> int:
-        return 16 if self.bigtiff else 8
 
-    @property
-    def entry(self) -> int:
-        return 20 if self.bigtiff else 12
-
-    @property
-    def count_field(self) -> int:
-        return 8 if self.bigtiff else 2
-
-    @property
-    def inline(self) -> int:
-        """Values of at most this many bytes sit in the entry itself."""
-        return 8 if self.bigtiff else 4
-
-    @property
-    def offset_type(self) -> int:
-        return _LONG8 if self.bigtiff else _LONG
+_CLASSIC = _Flavour(False, file_header=8, entry=12, count_field=2, inline=4, offset_type=_LONG)
+_BIGTIFF = _Flavour(True, file_header=16, entry=20, count_field=8, inline=8, offset_type=_LONG8)
 
 
 def _pad_even(n: int) -> int:
@@ -115,6 +104,10 @@ class TiffShardLayout:
     @property
     def index_size(self) -> int:
         return 16 * math.prod(self.chunks_per_shard) + 4
+
+    @property
+    def _flavour(self) -> _Flavour:
+        return _BIGTIFF if self.bigtiff else _CLASSIC
 
     @property
     def _nlead(self) -> int:
@@ -160,7 +153,7 @@ class TiffShardLayout:
         self, extent: Sequence[int], page: int, offsets: list[int], counts: list[int]
     ) -> list[tuple[int, int, Any]]:
         """The IFD entries of one page, sorted by tag: (tag, type, values)."""
-        flavour = _Flavour(self.bigtiff)
+        flavour = self._flavour
         spp = self.samples_per_pixel
         y, x = self._nlead, self._nlead + 1
         rgb = spp in (3, 4) and self.dtype.kind == "u"
@@ -191,7 +184,7 @@ class TiffShardLayout:
     def _header_length(self, extent: Sequence[int]) -> int:
         down, across = self._tiles(extent)
         zeros = [0] * (down * across)
-        flavour = _Flavour(self.bigtiff)
+        flavour = self._flavour
         length = flavour.file_header
         for page in range(self._pages(extent)):
             entries = self._entries(extent, page, zeros, zeros)
@@ -223,7 +216,7 @@ class TiffShardLayout:
         """The header of shard ``coords`` whose (final) index is ``index``; absent tiles point
         at the :attr:`fill_tile` stored at ``fill_at``."""
         extent = self._image_extent(coords)
-        flavour = _Flavour(self.bigtiff)
+        flavour = self._flavour
         order = self.byteorder
         out = bytearray(b"II" if order == "<" else b"MM")
         if self.bigtiff:
