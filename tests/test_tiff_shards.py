@@ -192,8 +192,11 @@ def test_repair_rebuilds_headers_left_stale_by_other_writers_and_resizes(tmp_pat
     np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
     with pytest.raises(tifffile.TiffFileError):
         tifffile.imread(tmp_path / "a" / key)
-    assert repair_tiff_headers(tmp_path / "a") == (9, 1)
-    assert repair_tiff_headers(tmp_path / "a") == (9, 0)
+    stale = run_with_timeout([*ZARRFUSE, "repair-tiff", "--check", tmp_path / "a"], check=False)
+    assert stale.returncode == 1 and "9 shards checked, 1 TIFF headers stale" in stale.stdout
+    repaired = run_with_timeout([*ZARRFUSE, "repair-tiff", tmp_path / "a"])
+    assert "9 shards checked, 1 TIFF headers rewritten" in repaired.stdout
+    assert repair_tiff_headers(tmp_path / "a", check_only=True) == (9, 0)
     check_shards(tmp_path / "a", array, layout, data)
     # Growing the array changes what the edge shards show: repair rewrites their headers.
     zarrfuse.open_array(tmp_path / "a", mode="r+").resize((150, 230))

@@ -215,12 +215,16 @@ def _add_tiff_commands(commands: argparse._SubParsersAction) -> None:
         help="write BigTIFF headers (default: only when a shard could exceed 4 GiB)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing DEST")
-    _source_command(
+    p = _source_command(
         commands, "repair-tiff", _repair_tiff,
         help="rewrite stale TIFF headers of a dual-access array",
         description="Rebuild the TIFF header of every shard of the dual-access array at "
         "SOURCE whose header does not match its shard index (shards written by other Zarr "
         "implementations, edge shards after a resize). Zarr data is not changed.",
+    )
+    p.add_argument(
+        "--check", action="store_true",
+        help="only count stale headers; exit 1 if there are any, write nothing",
     )
 
 
@@ -396,9 +400,10 @@ def _convert_tiff(args: argparse.Namespace) -> int:
 def _repair_tiff(args: argparse.Namespace) -> int:
     from zarrfuse import tiff_arrays  # noqa: PLC0415
 
-    checked, rewritten = tiff_arrays.repair_tiff_headers(_source(args.source))
-    print(f"{args.source}: {checked} shards checked, {rewritten} headers rewritten")
-    return 0
+    checked, stale = tiff_arrays.repair_tiff_headers(_source(args.source), check_only=args.check)
+    done = "stale" if args.check else "rewritten"
+    print(f"{args.source}: {checked} shards checked, {stale} TIFF headers {done}")
+    return 1 if args.check and stale else 0
 
 
 def _demo(args: argparse.Namespace) -> int:

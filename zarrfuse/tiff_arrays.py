@@ -250,15 +250,18 @@ def layout_of(source: Any, storage_options: dict[str, Any] | None = None) -> Tif
     return tiff_layout(sync(read_node_metadata(store_path)))
 
 
-def repair_tiff_headers(source: Any, *, progress: bool | None = None) -> tuple[int, int]:
+def repair_tiff_headers(
+    source: Any, *, check_only: bool = False, progress: bool | None = None
+) -> tuple[int, int]:
     """Rewrite the TIFF header of every stored shard whose header does not match its index
     (shards written by other Zarr implementations, or edge shards after a resize).
 
-    Returns (shards checked, shards rewritten). Data bytes are left where they are, except
-    in shards written with tiles from offset 0, which are moved behind the header.
+    Returns (shards checked, shards stale); with ``check_only`` nothing is written. Data bytes
+    stay where they are, except in shards written with tiles from offset 0, which are moved
+    behind the header.
     """
     layout = layout_of(source)  # says why when it is not dual-access
-    array = open_array(source, mode="r+")
+    array = open_array(source, mode="r" if check_only else "r+")
     wrapper = array.store_path.store
     prototype = default_buffer_prototype()
     checked = rewritten = 0
@@ -274,6 +277,7 @@ def repair_tiff_headers(source: Any, *, progress: bool | None = None) -> tuple[i
             checked += 1
             old = value.to_bytes()
             if layout.shard_bytes_with_header(coords, old) != old:
-                sync(wrapper.set(key, value))  # the store adds the header
+                if not check_only:
+                    sync(wrapper.set(key, value))  # the store adds the header
                 rewritten += 1
     return checked, rewritten
