@@ -23,7 +23,8 @@ def dual_access_line(metadata: dict[str, Any]) -> str:
     try:
         layout = tiff_layout(metadata)
     except (ZarrFuseError, KeyError, TypeError, ValueError, AttributeError) as e:
-        return f"dual-access (shards are TIFF files): no: {e} (zarrfuse convert-tiff makes a dual-access copy)"
+        hint = "zarrfuse convert-tiff makes a dual-access copy"
+        return f"dual-access (shards are TIFF files): no: {e} ({hint})"
     return f"dual-access (shards are TIFF files): yes: {_summary(layout)}"
 
 

@@ -154,7 +154,10 @@ def create_tiff_array(
             storage_options=storage_options,
         )
     except (ContainsArrayError, ContainsGroupError) as e:
-        raise Exists(f"{store}: an array or group is already there (--overwrite, overwrite=True, replaces it)") from e
+        raise Exists(
+            f"{store}: an array or group is already there (--overwrite, overwrite=True, "
+            "replaces it)"
+        ) from e
 
 
 def _array_arguments(

@@ -321,14 +321,10 @@ def _value_bytes(typ: int, values: Any, order: str) -> bytes:
     return struct.pack(f"{order}{len(values)}{_TYPE_CODES[typ]}", *values)
 
 
-def _value_count(typ: int, values: Any) -> int:
-    return len(values)
-
-
 def _ifd_length(entries: list[tuple[int, int, Any]], flavour: _Flavour) -> int:
     length = flavour.count_field + len(entries) * flavour.entry + flavour.inline
     for typ, values in ((t, v) for _, t, v in entries):
-        nbytes = _TYPE_SIZES[typ] * _value_count(typ, values)
+        nbytes = _TYPE_SIZES[typ] * len(values)
         if nbytes > flavour.inline:
             length += _pad_even(nbytes)
     return length
@@ -351,7 +347,7 @@ def _write_ifd(
     spill = bytearray()
     for tag, typ, values in entries:
         data = _value_bytes(typ, values, order)
-        table += struct.pack(f"{order}HH{offset_code}", tag, typ, _value_count(typ, values))
+        table += struct.pack(f"{order}HH{offset_code}", tag, typ, len(values))
         if len(data) <= flavour.inline:
             table += data + bytes(flavour.inline - len(data))
         else:
