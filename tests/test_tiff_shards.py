@@ -4,6 +4,7 @@ bytes; writes through zarrfuse keep it so."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -319,3 +320,14 @@ def test_through_the_raw_mount_shards_read_as_tiffs_and_writes_keep_them(tmp_pat
         )
         assert result.returncode != 0
     check_shards(tmp_path / "a", array, layout, data)
+
+
+@pytest.mark.fuse
+def test_the_raw_mount_of_a_zip_store_shows_the_shards_as_tiffs(tmp_path):
+    """A store that is no local directory (read through zarr's Store API): same TIFFs."""
+    array, data = make(tmp_path / "a", "rgb", "zstd")
+    zipped = shutil.make_archive(str(tmp_path / "image"), "zip", tmp_path / "a")
+    with mounted(zipped, tmp_path / "mnt") as mnt:
+        shown = zarr.open_array(mnt, mode="r")
+        assert check_shards(mnt, shown, layout_of(tmp_path / "a"), data) == 4
+        np.testing.assert_array_equal(shown[...], data)
