@@ -12,6 +12,7 @@ import itertools
 import math
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import numpy as np
@@ -221,13 +222,15 @@ def convert_to_tiff_array(
     *,
     samples: bool | None = None,
     progress: bool | None = None,
+    jobs: int = 4,
     **create: Any,
 ) -> zarr.Array:
     """Copy ``source`` (a TIFF file, or any array zarrfuse opens) into a new dual-access
     array at ``dest``, shard by shard, with a progress bar on a terminal.
 
-    ``samples`` defaults to what the TIFF file says (RGB: yes), else False. Other keyword
-    arguments go to :func:`create_tiff_array`.
+    ``samples`` defaults to what the TIFF file says (RGB: yes), else False. ``jobs`` shards
+    are copied at once (decoding and encoding release the GIL). Other keyword arguments go
+    to :func:`create_tiff_array`.
     """
     with open_source(source) as (src, detected):
         use_samples = samples if samples is not None else bool(detected)
@@ -236,13 +239,20 @@ def convert_to_tiff_array(
         )
         layout = layout_of(dest)
         shards = list(shard_grid(layout))
-        with Progress(
-            total=len(shards), unit="shard", description="converting", enabled=progress
-        ) as bar:
-            for coords in shards:
+        with (
+            Progress(
+                total=len(shards), unit="shard", description="converting", enabled=progress
+            ) as bar,
+            ThreadPoolExecutor(jobs) as pool,
+        ):
+
+            def copy(coords: tuple[int, ...]) -> None:
                 region = layout.region(coords)
                 dest_array[region] = src[region]
                 bar.update()
+
+            for _ in pool.map(copy, shards):  # raises the first failure
+                pass
     return dest_array
 
 
