@@ -331,3 +331,18 @@ def test_the_raw_mount_of_a_zip_store_shows_the_shards_as_tiffs(tmp_path):
         shown = zarr.open_array(mnt, mode="r")
         assert check_shards(mnt, shown, layout_of(tmp_path / "a"), data) == 4
         np.testing.assert_array_equal(shown[...], data)
+
+
+@pytest.mark.fuse
+def test_writes_through_a_rendered_view_keep_the_shards_tiffs(tmp_path):
+    """``--format tiff`` renders inner chunks; writing one rewrites its shard through zarr."""
+    array, data = make(tmp_path / "a", "2d-uint16", "zstd")
+    with mounted(tmp_path / "a", tmp_path / "mnt", "--format", "tiff") as mnt:
+        chunks = sorted(mnt.rglob("*.tiff"))  # fanout names sort like their coordinates
+        assert len(chunks) == 10 * 13
+        chunk = chunks[1 * 13 + 2]  # inner chunk (1, 2)
+        assert tifffile.imread(chunk).shape == (16, 16)
+        tifffile.imwrite(chunk, np.full((16, 16), 77, "uint16"))
+    data[16:32, 32:48] = 77
+    check_shards(tmp_path / "a", array, layout_of(tmp_path / "a"), data)
+    np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
