@@ -34,6 +34,7 @@ from zarrfuse.counters import Counters
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
 from zarrfuse.render import FORMATS, check_renderable
 from zarrfuse.rendered_source import RenderCache, RenderedSource
+from zarrfuse.tiff_shards import layout_for
 from zarrfuse.transformers import parse_storage_transformers
 from zarrfuse.view import FanoutTree, chunk_grid_shape, view_encoding
 
@@ -151,6 +152,7 @@ class Catalog:
             listing_ttl=self._ttl,
             counters=self.counters,
             keep_open=self._keep_open,
+            shard_layout=layout_for(metadata),
         )
         grid = rendered.grid if rendered is not None else stored_grid
         return ArrayView(

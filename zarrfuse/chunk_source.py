@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 import trio
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
@@ -23,7 +24,7 @@ from zarrfuse.chunk_keys import encode_chunk_key
 from zarrfuse.counters import Counters
 from zarrfuse.transformers import ConcatParts, Part
 
-__all__ = ["ChunkSource", "OpenChunk"]
+__all__ = ["ChunkSource", "OpenChunk", "ShardLayout"]
 
 SINGLE_PART = ConcatParts((Part(""),))
 LISTING_CACHE_DIRS = 256
@@ -33,6 +34,15 @@ KNOWN_SIZES = 65536
 # this many stats within a listing TTL, provided it can hold at most LISTABLE_KEYS keys.
 LIST_AFTER_STATS = 2
 LISTABLE_KEYS = 4096
+
+
+class ShardLayout(Protocol):
+    """Rewrites a chunk value before it is stored, e.g. a TIFF header for dual-access shards
+    (``tiff_shards.TiffShardLayout``). Given by whoever opens the array; must be idempotent."""
+
+    def shard_with_header(
+        self, coords: Sequence[int], views: Sequence[memoryview]
+    ) -> list[memoryview]: ...
 
 
 class ChunkSource:
@@ -50,8 +60,10 @@ class ChunkSource:
         listing_ttl: float | None,
         counters: Counters | None = None,
         keep_open: bool = False,
+        shard_layout: ShardLayout | None = None,
     ) -> None:
         self.backend = backend
+        self.shard_layout = shard_layout
         self.counters = counters or Counters()
         self.encoding = encoding
         self.parts = parts or SINGLE_PART
@@ -264,8 +276,11 @@ class ChunkSource:
         """Store the bytes of ``views`` (laid end to end) as the chunk: split into its parts,
         each replaced atomically. The views must not change until this returns.
 
-        A value that cannot be split is refused (WriteRefusedError) before anything is written.
+        A value that cannot be split, or that the shard layout refuses, is refused
+        (WriteRefusedError) before anything is written.
         """
+        if self.shard_layout is not None:
+            views = self.shard_layout.shard_with_header(coords, views)
         spans = self.parts.split(sum(len(v) for v in views))
         keys = self.part_keys(coords)
         self.counters.store["write"] += len(keys)

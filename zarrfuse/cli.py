@@ -73,6 +73,13 @@ def _ready_fd(text: str) -> int:
     return value
 
 
+def _add_storage_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--storage-option", dest="storage_options", metavar="KEY=VALUE", type=_storage_option,
+        action="append", default=[], help="passed to the store (fsspec); repeatable",
+    )
+
+
 def _add_mount(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "mount",
@@ -105,10 +112,7 @@ def _add_mount(commands: argparse._SubParsersAction) -> None:
         "--debug", action="store_true", default=None, help="debug logging and tracebacks"
     )
     p.add_argument("--log-file", metavar="PATH", help="log here instead of stderr")
-    p.add_argument(
-        "--storage-option", dest="storage_options", metavar="KEY=VALUE", type=_storage_option,
-        action="append", default=[], help="passed to the store (fsspec); repeatable",
-    )
+    _add_storage_option(p)
     p.add_argument(
         "--verify", action="store_true", default=None,
         help="decode every written chunk with the array's codecs; refuse what fails",
@@ -149,6 +153,81 @@ def _add_mount(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_mount, usage=p)
 
 
+def _shape(text: str) -> tuple[int, ...]:
+    values = tuple(int(v) for v in text.replace("x", ",").split(","))
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(text)
+    return values
+
+
+_shape.__name__ = "shape (positive integers separated by commas)"
+
+
+def _source_command(
+    commands: argparse._SubParsersAction, name: str, handler: Handler, help: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """A subcommand that takes SOURCE and --debug."""
+    p = commands.add_parser(name, help=help, description=description)
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("--debug", action="store_true", help="tracebacks for errors")
+    p.set_defaults(handler=handler)
+    return p
+
+
+def _add_tiff_commands(commands: argparse._SubParsersAction) -> None:
+    p = _source_command(
+        commands, "info", _info,
+        help="describe an array or group; say whether its shards are TIFF files",
+        description="Print what the array at SOURCE (or every array under the group at "
+        "SOURCE) is, and whether it is dual-access: every shard a Zarr shard and a TIFF "
+        "file. When it is not, the line says why.",
+    )
+    _add_storage_option(p)
+    p = _source_command(
+        commands, "convert-tiff", _convert_tiff,
+        help="copy an array or a TIFF image into a dual-access array",
+        description="Copy SOURCE (any array zarrfuse opens, or a .tif/.tiff file) into a new "
+        "array at DEST whose shards are TIFF files (suffix .tiff, concat-parts tiles and "
+        "index). Shows a progress bar on stderr when it is a terminal.",
+    )
+    p.add_argument("dest", metavar="DEST")
+    p.add_argument(
+        "--tile", metavar="Y,X", type=_shape, default=(256, 256),
+        help="TIFF tile (inner chunk) shape, multiples of 16 (default: 256,256)",
+    )
+    p.add_argument(
+        "--shard-shape", metavar="N,...", type=_shape,
+        help="shard shape over all axes (default: 1 along leading axes, 16x16 tiles)",
+    )
+    p.add_argument(
+        "--compression", choices=("zstd", "none"), default="zstd",
+        help="tile codec (default: %(default)s)",
+    )
+    samples = p.add_mutually_exclusive_group()
+    samples.add_argument(
+        "--samples", dest="samples", action="store_true", default=None,
+        help="the last axis holds the samples of a pixel (RGB); default: as the TIFF says",
+    )
+    samples.add_argument("--no-samples", dest="samples", action="store_false")
+    p.add_argument(
+        "--bigtiff", action="store_true", default=None,
+        help="write BigTIFF headers (default: only when a shard could exceed 4 GiB)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing DEST")
+    p = _source_command(
+        commands, "repair-tiff", _repair_tiff,
+        help="rewrite stale TIFF headers of a dual-access array",
+        description="Rebuild the TIFF header of every shard of the dual-access array at "
+        "SOURCE whose header does not match its shard index (shards written by other Zarr "
+        "implementations, edge shards after a resize). Zarr data is not changed.",
+    )
+    p.add_argument(
+        "--check", action="store_true",
+        help="only count stale headers; exit 1 if there are any, write nothing",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``zarrfuse`` argument parser and its subcommands."""
     parser = argparse.ArgumentParser(
@@ -180,16 +259,14 @@ def build_parser() -> argparse.ArgumentParser:
         "fails and exits 1 if any did. Shows a progress bar on stderr when it is a terminal.",
     )
     p.add_argument("source", metavar="SOURCE")
-    p.add_argument(
-        "--storage-option", dest="storage_options", metavar="KEY=VALUE", type=_storage_option,
-        action="append", default=[], help="passed to the store (fsspec); repeatable",
-    )
+    _add_storage_option(p)
     p.add_argument(
         "--jobs", metavar="N", type=_positive_int, default=8,
         help="chunks decoded at once (default: %(default)s)",
     )
     p.add_argument("--debug", action="store_true", help="tracebacks for errors")
     p.set_defaults(handler=_verify)
+    _add_tiff_commands(commands)
     p = commands.add_parser("demo", help="mount a built-in demo array and show it")
     p.add_argument(
         "dir", metavar="DIR", nargs="?", help="where to put the demo (default: a temp dir)"
@@ -294,6 +371,41 @@ def _verify(args: argparse.Namespace) -> int:
     )
 
 
+def _info(args: argparse.Namespace) -> int:
+    from zarrfuse import info  # noqa: PLC0415
+
+    text = info.describe(_source(args.source), storage_options=dict(args.storage_options) or None)
+    print(text, end="")
+    return 0
+
+
+def _convert_tiff(args: argparse.Namespace) -> int:
+    from zarrfuse import tiff_arrays  # noqa: PLC0415
+
+    dest = _source(args.dest)
+    array = tiff_arrays.convert_to_tiff_array(
+        _source(args.source),
+        dest,
+        samples=args.samples,
+        tile_shape=args.tile,
+        shard_shape=args.shard_shape,
+        compression=args.compression,
+        bigtiff=args.bigtiff,
+        overwrite=args.overwrite,
+    )
+    print(f"{dest}: shape {list(array.shape)}, {array.dtype}, shards {list(array.shards or ())}")
+    return 0
+
+
+def _repair_tiff(args: argparse.Namespace) -> int:
+    from zarrfuse import tiff_arrays  # noqa: PLC0415
+
+    checked, stale = tiff_arrays.repair_tiff_headers(_source(args.source), check_only=args.check)
+    done = "stale" if args.check else "rewritten"
+    print(f"{args.source}: {checked} shards checked, {stale} TIFF headers {done}")
+    return 1 if args.check and stale else 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from zarrfuse import demo  # only this command needs it, and it pulls in the whole mount
 
@@ -317,7 +429,7 @@ def _is_mount_helper_call(argv: Sequence[str]) -> bool:
     mount.fuse3, which runs ``zarrfuse SOURCE MOUNTPOINT -o OPTIONS`` from PATH (always with
     ``-o``: it adds ``dev,suid`` or ``nosuid,nodev``). The first word is then not a command.
     """
-    commands = {"mount", "umount", "stats", "verify", "demo"}
+    commands = {"mount", "umount", "stats", "verify", "demo", "info", "convert-tiff", "repair-tiff"}
     return (
         len(argv) >= 3
         and argv[0] not in commands

@@ -22,6 +22,7 @@ from zarr.storage import WrapperStore
 from zarrfuse.byte_ranges import absolute_span, pieces_for_span
 from zarrfuse.chunk_keys import decode_chunk_key, parse_encoding
 from zarrfuse.errors import ChunkKeyError, PartsError
+from zarrfuse.tiff_shards import TiffShardLayout, layout_for
 from zarrfuse.transformers import ConcatParts
 
 __all__ = ["ConcatPartsStore"]
@@ -47,6 +48,7 @@ class ConcatPartsStore(WrapperStore[Store]):
         self._metadata_key = f"{self._prefix}zarr.json"
         self._encoding: ChunkKeyEncoding | None = None
         self._ndim: int | None = None
+        self._tiff: TiffShardLayout | None = None
         # Longest suffix first, so ".tiff.header" is tried before ".header" and "" comes last.
         self._suffixes_for_listing = sorted(
             {p.key_suffix for p in parts.parts}, key=len, reverse=True
@@ -56,7 +58,7 @@ class ConcatPartsStore(WrapperStore[Store]):
 
     def _with_store(self, store: Store) -> ConcatPartsStore:
         clone = type(self)(store, array_path=self.array_path, parts=self.parts)
-        clone._encoding, clone._ndim = self._encoding, self._ndim
+        clone._encoding, clone._ndim, clone._tiff = self._encoding, self._ndim, self._tiff
         return clone
 
     def __repr__(self) -> str:
@@ -73,8 +75,10 @@ class ConcatPartsStore(WrapperStore[Store]):
     # --- which keys are what -------------------------------------------------------------
 
     def _learn_metadata(self, metadata: dict[str, Any]) -> None:
+        """Learn keys and layout from the array's stored ``zarr.json`` (with transformers)."""
         self._encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
         self._ndim = len(metadata.get("shape", ()))
+        self._tiff = layout_for(metadata)
 
     def _is_chunk_key(self, key: str) -> bool:
         if not key.startswith(self._prefix):
@@ -123,9 +127,9 @@ class ConcatPartsStore(WrapperStore[Store]):
             return None
         document = json.loads(raw.to_bytes())
         if isinstance(document, dict):
-            document.pop("storage_transformers", None)
             if document.get("node_type") == "array":
                 self._learn_metadata(document)
+            document.pop("storage_transformers", None)
         data = json.dumps(document, indent=2).encode()
         start, stop = absolute_span(byte_range, len(data))
         return prototype.buffer.from_bytes(data[start:stop])
@@ -309,6 +313,7 @@ class ConcatPartsStore(WrapperStore[Store]):
         if key == self._metadata_key:
             await self._store.set(key, self._metadata_with_transformer(value))
         elif self._is_chunk_key(key):
+            value = await self._with_tiff_header(key, value)
             spans = self.parts.split(len(value))  # refuses before anything is written
             keys = self.part_keys(key)
             await asyncio.gather(
@@ -316,6 +321,15 @@ class ConcatPartsStore(WrapperStore[Store]):
             )
         else:
             await self._store.set(key, value)
+
+    async def _with_tiff_header(self, key: str, value: Buffer) -> Buffer:
+        """A dual-access array's shard gets its TIFF header (zarr writes none)."""
+        await self._ensure_encoding()
+        if self._tiff is None:
+            return value
+        assert self._encoding is not None
+        coords = decode_chunk_key(self._encoding, key[len(self._prefix) :], self._ndim)
+        return value.from_bytes(self._tiff.shard_bytes_with_header(coords, value.to_bytes()))
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         # docstring inherited

@@ -1,0 +1,348 @@
+"""Dual-access arrays: every shard file is a TIFF that real readers (tifffile, Pillow, libtiff's
+tiffinfo) read as the array's region, on disk and through the raw mount; zarr reads the same
+bytes; writes through zarrfuse keep it so."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+import zarr
+from PIL import Image
+
+import zarrfuse
+from tests.mounting import ZARRFUSE, mounted, run_with_timeout
+from zarrfuse.errors import ConfigurationError, Exists, WriteRefusedError
+from zarrfuse.tiff_arrays import (
+    convert_to_tiff_array,
+    create_tiff_array,
+    layout_of,
+    repair_tiff_headers,
+    shard_grid,
+)
+from zarrfuse.tiff_shards import CLASSIC_LIMIT, bigtiff_needed
+
+pytestmark = pytest.mark.timeout(120)
+
+# (shape, dtype, extra arguments of create_tiff_array): edges in every case (shapes are not
+# multiples of the shard), pages, samples (RGB, RGBA), big endian.
+CASES = {
+    "2d-uint16": ((150, 200), "uint16", {"shard_shape": (64, 96)}),
+    "2d-uint8": ((70, 50), "uint8", {}),
+    "3d-one-page": ((3, 40, 50), "float32", {}),
+    "3d-pages": ((5, 40, 50), "int16", {"shard_shape": (2, 32, 64)}),
+    "4d-pages": ((2, 3, 40, 20), "uint16", {"shard_shape": (2, 2, 32, 32)}),
+    "rgb": ((40, 70, 3), "uint8", {"samples": True, "shard_shape": (32, 64, 3)}),
+    "rgba-pages": ((3, 40, 20, 4), "uint16", {"samples": True, "shard_shape": (2, 32, 32, 4)}),
+    "big-endian": ((40, 50), ">u2", {"endian": "big"}),
+}
+
+
+def sample(shape, dtype, *, samples=False, seed=0) -> np.ndarray:
+    """Random values, with the first tile of every page all zero (left out by zarr)."""
+    data = (np.random.default_rng(seed).random(shape) * 200 + 1).astype(dtype)
+    data[(..., slice(0, 16), slice(0, 16), *((slice(None),) if samples else ()))] = 0
+    return data
+
+
+def make(
+    path: Path, case: str, compression: str, *, seed: int = 0, **extra
+) -> tuple[zarr.Array, np.ndarray]:
+    shape, dtype, kwargs = CASES[case]
+    array = create_tiff_array(
+        path, shape=shape, dtype=dtype, tile_shape=(16, 16), compression=compression,
+        **kwargs, **extra,
+    )
+    data = sample(shape, dtype, samples=kwargs.get("samples", False), seed=seed)
+    array[...] = data
+    return array, data
+
+
+def pillow_pixels(path: Path) -> np.ndarray:
+    with open(path, "rb") as f:  # our handle: Pillow keeps files it opened itself
+        image = Image.open(f)
+        image.load()
+        return np.asarray(image)
+
+
+def tiffinfo_problems(path: Path) -> str:
+    """libtiff's complaints (errors and warnings) when it reads every tile."""
+    result = run_with_timeout(["tiffinfo", "-D", path], check=False)
+    return "" if result.returncode == 0 and not result.stderr.strip() else result.stderr or "rc"
+
+
+def check_shards(root: Path, keys_from: zarr.Array, layout, data: np.ndarray) -> int:
+    """Every stored shard under ``root`` (keys as ``keys_from`` names them) reads, in every
+    TIFF reader, as its region of ``data``. Returns how many shards were checked."""
+    checked = 0
+    for coords in shard_grid(layout):
+        path = root / keys_from.metadata.encode_chunk_key(coords)
+        region = data[layout.region(coords)]
+        if not path.exists():
+            assert not region.any(), f"shard {coords} is missing but not all fill value"
+            continue
+        np.testing.assert_array_equal(tifffile.imread(path), region, err_msg=str(coords))
+        assert tiffinfo_problems(path) == "", f"tiffinfo on shard {coords}"
+        plane = region.ndim - (3 if layout.samples else 2)
+        if region.shape[:plane] == (1,) * plane:  # one page: Pillow reads it
+            image = region.reshape(region.shape[plane:])
+            gray = image.ndim == 2 and image.dtype.kind == "u" and image.dtype.itemsize <= 2
+            if gray or image.dtype == np.uint8:
+                np.testing.assert_array_equal(pillow_pixels(path), image, err_msg=str(coords))
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_shard_file_on_disk_is_the_tiff_of_its_region(tmp_path, case, compression):
+    array, data = make(tmp_path / "a", case, compression)
+    layout = layout_of(tmp_path / "a")
+    assert check_shards(tmp_path / "a", array, layout, data) > 0
+    np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
+    page = tifffile.TiffFile(tmp_path / "a" / array.metadata.encode_chunk_key((0,) * data.ndim))
+    with page:
+        assert page.pages[0].compression == (50000 if compression == "zstd" else 1)
+        assert page.byteorder == (">" if case == "big-endian" else "<")
+
+
+def test_absent_tiles_point_at_one_stored_fill_tile(tmp_path):
+    """zarr leaves all-zero tiles out of a shard; libtiff refuses tiles of 0 bytes, so the
+    TIFF view points them at one zero tile stored behind the others."""
+    array = create_tiff_array(tmp_path / "a", shape=(64, 64), dtype="uint16",
+                              tile_shape=(16, 16), compression="none")
+    data = np.zeros((64, 64), "uint16")
+    data[16:32, 32:48] = 7
+    array[...] = data
+    shard = tmp_path / "a" / array.metadata.encode_chunk_key((0, 0))
+    layout = layout_of(tmp_path / "a")
+    with tifffile.TiffFile(shard) as tif:
+        offsets = tif.pages[0].dataoffsets
+    assert len(set(offsets)) == 2  # the one stored tile, and the shared fill tile
+    assert shard.stat().st_size == layout.header_size + 2 * 16 * 16 * 2
+    assert check_shards(tmp_path / "a", array, layout, data) == 1
+
+
+def test_rebuilding_is_idempotent_and_refuses_what_is_no_shard(tmp_path):
+    array, data = make(tmp_path / "a", "2d-uint16", "zstd")
+    layout = layout_of(tmp_path / "a")
+    key = array.metadata.encode_chunk_key((1, 1))
+    stored = (tmp_path / "a" / key).read_bytes() + (tmp_path / "a" / f"{key}.index").read_bytes()
+    assert layout.shard_bytes_with_header((1, 1), stored) == stored
+    # The same shard as zarr writes it (tiles from offset 0) gets the very same bytes.
+    zarr_layout = zarr.create_array(zarr.storage.MemoryStore(), shape=(64, 96), dtype="uint16",
+                                    chunks=(16, 16), shards=(64, 96),
+                                    serializer=zarr.codecs.BytesCodec(), compressors=None)
+    zarr_layout[...] = data[layout.region((1, 1))]
+    plain = zarr.core.sync.sync(zarr_layout.store.get(
+        "c/0/0", zarr.core.buffer.default_buffer_prototype())).to_bytes()
+    rebuilt = layout.shard_bytes_with_header((1, 1), plain)
+    assert layout.shard_bytes_with_header((1, 1), rebuilt) == rebuilt
+    assert rebuilt[: layout.header_size] != plain[: layout.header_size]
+    with pytest.raises(WriteRefusedError, match="crc32c"):
+        layout.shard_bytes_with_header((1, 1), stored[:-1] + bytes([stored[-1] ^ 1]))
+    with pytest.raises(WriteRefusedError, match="index"):
+        layout.shard_bytes_with_header((1, 1), b"short")
+
+
+def test_bigtiff_is_chosen_by_size_and_readable(tmp_path):
+    array, data = make(tmp_path / "big", "2d-uint16", "zstd", bigtiff_threshold=10_000)
+    layout = layout_of(tmp_path / "big")
+    assert layout.bigtiff
+    with tifffile.TiffFile(tmp_path / "big" / array.metadata.encode_chunk_key((0, 0))) as tif:
+        assert tif.is_bigtiff
+    check_shards(tmp_path / "big", array, layout, data)
+    small, _ = make(tmp_path / "small", "2d-uint16", "zstd")
+    assert not layout_of(tmp_path / "small").bigtiff
+    # The decision without writing 4 GiB: 64k x 64k uint8 tiles reach 4 GiB, 32k x 32k not.
+    for side, expected in ((65536, True), (32768, False)):
+        huge = layout_of(tmp_path / "small").__class__(
+            shape=(side, side), shard_shape=(side, side), tile_shape=(256, 256),
+            dtype=np.dtype("uint8"), byteorder="<", zstd=True, samples=False, bigtiff=False)
+        assert bigtiff_needed(huge, CLASSIC_LIMIT) is expected
+
+
+def test_writes_through_open_array_keep_every_shard_a_tiff(tmp_path):
+    array, data = make(tmp_path / "a", "3d-pages", "zstd")
+    again = zarrfuse.open_array(tmp_path / "a", mode="r+")
+    data[1:4, 10:35, 5:60] = -5  # crosses shards, pages and tiles, partly
+    again[1:4, 10:35, 5:60] = -5
+    data[0] = 0  # whole pages become fill value
+    again[0] = 0
+    check_shards(tmp_path / "a", array, layout_of(tmp_path / "a"), data)
+    np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
+
+
+def test_repair_rebuilds_headers_left_stale_by_other_writers_and_resizes(tmp_path):
+    array, data = make(tmp_path / "a", "2d-uint16", "none")
+    layout = layout_of(tmp_path / "a")
+    key = array.metadata.encode_chunk_key((0, 0))
+    # Another Zarr implementation with concat-parts writes zarr's layout, split into parts:
+    # the data stays valid for zarr; the TIFF view is garbage.
+    zarr_layout = zarr.create_array(zarr.storage.MemoryStore(), shape=(64, 96), dtype="uint16",
+                                    chunks=(16, 16), shards=(64, 96),
+                                    serializer=zarr.codecs.BytesCodec(), compressors=None)
+    data[:64, :96] = 9
+    zarr_layout[...] = data[:64, :96]
+    plain = zarr.core.sync.sync(zarr_layout.store.get(
+        "c/0/0", zarr.core.buffer.default_buffer_prototype())).to_bytes()
+    (tmp_path / "a" / key).write_bytes(plain[: -layout.index_size])
+    (tmp_path / "a" / f"{key}.index").write_bytes(plain[-layout.index_size :])
+    np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
+    with pytest.raises(tifffile.TiffFileError):
+        tifffile.imread(tmp_path / "a" / key)
+    stale = run_with_timeout([*ZARRFUSE, "repair-tiff", "--check", tmp_path / "a"], check=False)
+    assert stale.returncode == 1 and "9 shards checked, 1 TIFF headers stale" in stale.stdout
+    repaired = run_with_timeout([*ZARRFUSE, "repair-tiff", tmp_path / "a"])
+    assert "9 shards checked, 1 TIFF headers rewritten" in repaired.stdout
+    assert repair_tiff_headers(tmp_path / "a", check_only=True) == (9, 0)
+    check_shards(tmp_path / "a", array, layout, data)
+    # Growing the array changes what the edge shards show: repair rewrites their headers.
+    zarrfuse.open_array(tmp_path / "a", mode="r+").resize((150, 230))
+    grown = np.zeros((150, 230), data.dtype)
+    grown[:, :200] = data
+    checked, rewritten = repair_tiff_headers(tmp_path / "a")
+    assert rewritten == 3
+    check_shards(tmp_path / "a", array, layout_of(tmp_path / "a"), grown)
+
+
+def test_creation_refuses_what_tiff_cannot_hold(tmp_path):
+    with pytest.raises(ConfigurationError, match="multiples of 16"):
+        create_tiff_array(tmp_path / "a", shape=(64, 64), dtype="u1", tile_shape=(20, 16))
+    with pytest.raises(ConfigurationError, match="2 dimensions at least"):
+        create_tiff_array(tmp_path / "a", shape=(64,), dtype="u1")
+    with pytest.raises(ConfigurationError, match="no TIFF sample format"):
+        create_tiff_array(tmp_path / "a", shape=(64, 64), dtype="complex64")
+    with pytest.raises(ConfigurationError, match="multiple of the tile"):
+        create_tiff_array(tmp_path / "a", shape=(64, 64), dtype="u1", tile_shape=(16, 16),
+                          shard_shape=(24, 32))
+    create_tiff_array(tmp_path / "a", shape=(64, 64), dtype="u1")
+    with pytest.raises(Exists, match="overwrite"):
+        create_tiff_array(tmp_path / "a", shape=(64, 64), dtype="u1")
+
+
+def test_info_says_whether_and_why_not(tmp_path, array_v3):
+    make(tmp_path / "tiff", "rgb", "zstd")
+    result = run_with_timeout([*ZARRFUSE, "info", tmp_path / "tiff"])
+    assert "dual-access (shards are TIFF files): yes: classic TIFF" in result.stdout
+    assert "3 samples per pixel" in result.stdout and "zstd" in result.stdout
+    result = run_with_timeout([*ZARRFUSE, "info", array_v3])
+    assert "dual-access (shards are TIFF files): no: it has no 'zarrfuse.tiff_shards'" in (
+        result.stdout
+    )
+    # Declared, but its codecs are not TIFF's: the reason names them.
+    plain = zarrfuse.create_array(
+        tmp_path / "crc", shape=(32, 32), dtype="u1", chunks=(16, 16), shards=(32, 32),
+        compressors=[zarr.codecs.GzipCodec()], attributes={"zarrfuse.tiff_shards": {}},
+        chunk_key_encoding={"name": "suffix", "configuration": {"suffix": ".tiff"}},
+    )
+    assert plain.shape == (32, 32)
+    result = run_with_timeout([*ZARRFUSE, "info", tmp_path / "crc"])
+    assert "no: its inner codecs are ['bytes', 'gzip']" in result.stdout
+    # A group: each array below it.
+    group = zarr.open_group(tmp_path / "group", mode="w")
+    group.create_array("plain", shape=(4,), dtype="u1")
+    make(tmp_path / "group" / "image", "2d-uint8", "none")
+    out = run_with_timeout([*ZARRFUSE, "info", tmp_path / "group"]).stdout
+    assert out.count("dual-access (shards are TIFF files):") == 2
+    assert "image: Zarr v3 array" in out and "files): yes" in out
+
+
+def test_cli_converts_an_array_and_a_tiff_file(tmp_path, array_v3):
+    source = zarr.create_array(tmp_path / "src", shape=(3, 50, 70), chunks=(1, 25, 35),
+                               dtype="uint16", fill_value=3)
+    data = sample((3, 50, 70), "uint16")
+    data[2] = 3  # the source's fill value: still converted as data
+    source[...] = data
+    run_with_timeout([*ZARRFUSE, "convert-tiff", tmp_path / "src", tmp_path / "dst",
+                      "--tile", "16,32", "--compression", "none"])
+    converted = zarrfuse.open_array(tmp_path / "dst")
+    np.testing.assert_array_equal(converted[...], data)
+    check_shards(tmp_path / "dst", converted, layout_of(tmp_path / "dst"), data)
+    rgb = sample((60, 90, 3), "uint8", seed=4)
+    tifffile.imwrite(tmp_path / "photo.tif", rgb, photometric="rgb")
+    run_with_timeout([*ZARRFUSE, "convert-tiff", tmp_path / "photo.tif", tmp_path / "photo",
+                      "--tile", "32,32"])
+    photo = zarrfuse.open_array(tmp_path / "photo")
+    layout = layout_of(tmp_path / "photo")
+    assert layout.samples and layout.zstd
+    check_shards(tmp_path / "photo", photo, layout, rgb)
+    again = run_with_timeout([*ZARRFUSE, "convert-tiff", tmp_path / "photo.tif",
+                              tmp_path / "photo"], check=False)
+    assert again.returncode == 1 and "already there" in again.stderr
+    bad = run_with_timeout([*ZARRFUSE, "convert-tiff", array_v3, tmp_path / "x",
+                            "--tile", "10,16"], check=False)
+    assert bad.returncode == 1 and "multiples of 16" in bad.stderr
+
+
+def test_api_converts_with_progress_off(tmp_path):
+    source = zarr.create_array(tmp_path / "src", shape=(40, 40), chunks=(40, 40), dtype="f8")
+    source[...] = np.linspace(0, 1, 1600).reshape(40, 40)
+    converted = convert_to_tiff_array(tmp_path / "src", tmp_path / "dst", tile_shape=(16, 16),
+                                      progress=False)
+    np.testing.assert_array_equal(converted[...], source[...])
+
+
+@pytest.mark.fuse
+def test_through_the_raw_mount_shards_read_as_tiffs_and_writes_keep_them(tmp_path):
+    array, data = make(tmp_path / "a", "2d-uint16", "zstd")
+    other, other_data = make(tmp_path / "b", "2d-uint16", "zstd", seed=1)
+    layout = layout_of(tmp_path / "a")
+    with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
+        shown = zarr.open_array(mnt, mode="r")
+        np.testing.assert_array_equal(shown[...], data)
+        np.testing.assert_array_equal(zarrfuse.open_array(mnt)[...], data)
+        assert check_shards(mnt, shown, layout, data) == 9
+        # zarr writes shards with tiles from offset 0 through the mount: each gets its header.
+        writer = zarr.open_array(mnt, mode="r+")
+        data[20:100, 50:150] = 4242
+        writer[20:100, 50:150] = 4242
+        check_shards(mnt, shown, layout, data)
+        check_shards(tmp_path / "a", array, layout, data)
+        # cp of a whole shard of another dual-access array: stored unchanged (already right).
+        other_key = other.metadata.encode_chunk_key((1, 1))
+        assembled = tmp_path / "shard"
+        assembled.write_bytes((tmp_path / "b" / other_key).read_bytes()
+                              + (tmp_path / "b" / f"{other_key}.index").read_bytes())
+        run_with_timeout(["cp", assembled, mnt / shown.metadata.encode_chunk_key((1, 1))])
+        key = array.metadata.encode_chunk_key((1, 1))
+        assert (tmp_path / "a" / key).read_bytes() == (tmp_path / "b" / other_key).read_bytes()
+        data[layout.region((1, 1))] = other_data[layout.region((1, 1))]
+        check_shards(mnt, shown, layout, data)
+        np.testing.assert_array_equal(zarr.open_array(mnt)[...], data)
+        # Bytes that are no shard are refused; the stored shard stays as it was.
+        result = run_with_timeout(
+            ["cp", tmp_path / "b" / other_key, mnt / shown.metadata.encode_chunk_key((0, 0))],
+            check=False,
+        )
+        assert result.returncode != 0
+    check_shards(tmp_path / "a", array, layout, data)
+
+
+@pytest.mark.fuse
+def test_the_raw_mount_of_a_zip_store_shows_the_shards_as_tiffs(tmp_path):
+    """A store that is no local directory (read through zarr's Store API): same TIFFs."""
+    array, data = make(tmp_path / "a", "rgb", "zstd")
+    zipped = shutil.make_archive(str(tmp_path / "image"), "zip", tmp_path / "a")
+    with mounted(zipped, tmp_path / "mnt") as mnt:
+        shown = zarr.open_array(mnt, mode="r")
+        assert check_shards(mnt, shown, layout_of(tmp_path / "a"), data) == 4
+        np.testing.assert_array_equal(shown[...], data)
+
+
+@pytest.mark.fuse
+def test_writes_through_a_rendered_view_keep_the_shards_tiffs(tmp_path):
+    """``--format tiff`` renders inner chunks; writing one rewrites its shard through zarr."""
+    array, data = make(tmp_path / "a", "2d-uint16", "zstd")
+    with mounted(tmp_path / "a", tmp_path / "mnt", "--format", "tiff") as mnt:
+        chunks = sorted(mnt.rglob("*.tiff"))  # fanout names sort like their coordinates
+        assert len(chunks) == 10 * 13
+        chunk = chunks[1 * 13 + 2]  # inner chunk (1, 2)
+        assert tifffile.imread(chunk).shape == (16, 16)
+        tifffile.imwrite(chunk, np.full((16, 16), 77, "uint16"))
+    data[16:32, 32:48] = 77
+    check_shards(tmp_path / "a", array, layout_of(tmp_path / "a"), data)
+    np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
