@@ -49,12 +49,12 @@ def _summary(layout: TiffShardLayout) -> str:
 
 def _array_lines(where: str, metadata: dict[str, Any]) -> list[str]:
     codecs = [c.get("name") if isinstance(c, dict) else c for c in metadata.get("codecs", [])]
-    grid = metadata.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
+    chunk_shape = metadata.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
     encoding = metadata.get("chunk_key_encoding", "default")
     transformers = metadata.get("storage_transformers") or []
     return [
         f"{where}: Zarr v3 array, shape {metadata.get('shape')}, {metadata.get('data_type')}",
-        f"  chunk grid {grid}, codecs {codecs}",
+        f"  chunk shape {chunk_shape}, codecs {codecs}",
         f"  chunk key encoding {json.dumps(encoding)}",
         f"  storage transformers {json.dumps(transformers) if transformers else 'none'}",
         f"  {dual_access_line(metadata)}",
