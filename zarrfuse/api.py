@@ -21,6 +21,7 @@ from zarr.storage._common import make_store_path
 from zarrfuse.chunk_keys import parse_encoding
 from zarrfuse.concat_parts_store import ConcatPartsStore
 from zarrfuse.errors import ConfigurationError, SourceError
+from zarrfuse.s3 import is_s3_url, open_s3
 from zarrfuse.transformers import ConcatParts, parse_storage_transformers
 
 __all__ = ["create_array", "open_array", "open_store_path", "read_node_metadata", "wrap_array"]
@@ -58,6 +59,8 @@ async def open_store_path(
             store = ZipStore(zip_path, mode="r" if mode == "r" else "a", read_only=mode == "r")
             await store._ensure_open()
             return StorePath(store)
+        if is_s3_url(source):
+            return open_s3(source, read_only=mode == "r", storage_options=storage_options)
         return await make_store_path(source, mode=mode, storage_options=storage_options)  # type: ignore[arg-type]
     except FileNotFoundError as e:
         raise SourceError(f"{source}: no such store ({e})") from e

@@ -119,7 +119,10 @@ class ChunkSource:
     async def size(self, coords: tuple[int, ...]) -> int | None:
         """Logical size of one chunk, None if it is not stored."""
         keys = self.part_keys(coords)
-        listing = self._fresh_listing(self._split(keys[0])[0])
+        directory = self._split(keys[0])[0]
+        listing = self._fresh_listing(directory)
+        if listing is None and self.backend.stat_by_listing:
+            listing = await self._listing(directory)
         if listing is not None:
             return _logical_size(listing.get(self._split(k)[1]) for k in keys)
         self.counters.store["stat"] += len(keys)
@@ -130,10 +133,19 @@ class ChunkSource:
     def _stat_parts(self, keys: Sequence[str]) -> list[int | None]:
         return [self.backend.size(k) for k in keys]
 
-    def _open_checked(self, coords: tuple[int, ...]) -> OpenChunk | None:
+    def _listed_sizes(self, keys: Sequence[str]) -> list[int | None] | None:
+        """The parts' sizes from a fresh listing of their directory, None without one."""
+        listing = self._fresh_listing(self._split(keys[0])[0])
+        if listing is None:
+            return None
+        return [listing.get(self._split(k)[1]) for k in keys]
+
+    def _open_checked(
+        self, coords: tuple[int, ...], listed: Sequence[int | None] | None
+    ) -> OpenChunk | None:
         keys = self.part_keys(coords)
         self.counters.store["open"] += len(keys)
-        reader = self.backend.open_reader(keys)
+        reader = self.backend.open_reader(keys, listed)
         try:
             sizes = self.parts.checked_sizes(self.chunk_key(coords), keys, reader.sizes)
         except BaseException:
@@ -171,7 +183,8 @@ class ChunkSource:
                 self.counters.cache["open_hit"] += 1
                 return cached
         async with self._locked(coords):
-            opened = await self._run(self._open_checked, coords)
+            listed = self._listed_sizes(self.part_keys(coords))
+            opened = await self._run(self._open_checked, coords, listed)
         if opened is not None and self._open_cache is not None:
             self._open_cache.adopt(coords, opened)
         return opened
@@ -292,7 +305,11 @@ class OpenChunk:
 
     def close(self) -> None:
         self.users -= 1
-        if self.users <= 0 and not self.cached:
+        if self.users > 0:
+            return
+        if self.cached:
+            self.reader.release()
+        else:
             self.reader.close()
 
 
