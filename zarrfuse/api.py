@@ -20,7 +20,7 @@ from zarr.storage._common import make_store_path
 
 from zarrfuse.chunk_keys import parse_encoding
 from zarrfuse.concat_parts_store import ConcatPartsStore
-from zarrfuse.errors import ConfigurationError, SourceError
+from zarrfuse.errors import ConfigurationError, SourceError, ZarrFuseError
 from zarrfuse.s3 import is_s3_url, open_s3
 from zarrfuse.transformers import ConcatParts, parse_storage_transformers
 
@@ -62,6 +62,8 @@ async def open_store_path(
         if is_s3_url(source):
             return open_s3(source, read_only=mode == "r", storage_options=storage_options)
         return await make_store_path(source, mode=mode, storage_options=storage_options)  # type: ignore[arg-type]
+    except ZarrFuseError:
+        raise
     except FileNotFoundError as e:
         raise SourceError(f"{source}: no such store ({e})") from e
     except (ValueError, TypeError) as e:

@@ -161,9 +161,12 @@ class ReadAhead:
             if w.start > start + done:
                 break
             try:
-                data = w.future.result(timeout=self.timeout)  # the fetch's own error, if any
+                data = w.future.result(timeout=self.timeout)
             except CancelledError:  # dropped by a concurrent seek: fetch it here instead
                 break
+            except BaseException:
+                self.close()  # nothing fetched ahead survives a failure; the next read asks anew
+                raise
             done += _copy(w, start + done, out[done:], data)
         if done < len(out):
             _fill(out[done:], self.fetch(start + done, stop))
