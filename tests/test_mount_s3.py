@@ -217,6 +217,21 @@ def test_concat_parts_array_on_s3(s3, tmp_path):
     )
 
 
+def test_metadata_ttl_shows_objects_written_elsewhere(s3, tmp_path):
+    random_array(s3, "ttl/a", (4,), (1,))
+    client(s3).delete_object(Bucket=BUCKET, Key="ttl/a/c/3")
+    with mounted(f"s3://{BUCKET}/ttl/a", tmp_path / "mnt", "--read-only", "--metadata-ttl=0.5",
+                 *endpoint(s3)) as mnt:
+        assert len(chunk_files(mnt)) == 3
+        s3.reset()
+        assert len(chunk_files(mnt)) == 3
+        assert s3.snapshot()[0]["LIST"] == 0  # within the TTL: the cached listing
+        client(s3).put_object(Bucket=BUCKET, Key="ttl/a/c/3", Body=b"\x05")  # another machine
+        time.sleep(0.6)
+        files = chunk_files(mnt)
+        assert len(files) == 4 and files[3].read_bytes() == b"\x05"
+
+
 # --- writing ----------------------------------------------------------------------------------
 
 
