@@ -299,46 +299,54 @@ except OSError as e:
 WRITER = """
 import os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+print("opened", flush=True)
+sys.stdin.readline()  # the test stops the server now
 os.write(fd, b"x")
-print("wrote", end=" ")
 try:
     os.close(fd)
-    print("closed")
+    print("closed", flush=True)
 except OSError as e:
-    print("close", e.errno)
+    print("close", e.errno, flush=True)
 """
+
+
+def started(script: str, path: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", script, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )
 
 
 def test_server_outage_gives_eio_and_the_mount_recovers(s3, tmp_path):
     data = random_array(s3, "outage/a", (64 * MiB,), (32 * MiB,))
     with mounted(f"s3://{BUCKET}/outage/a", tmp_path / "mnt", *endpoint(s3)) as mnt:
         first, second = chunk_files(mnt)
-        reader = subprocess.Popen(
-            [sys.executable, "-c", READER, second], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True, start_new_session=True,
-        )
+        reader, writer = started(READER, second), started(WRITER, first)
         try:
             assert reader.stdout.readline().split() == ["read", str(MiB)]
+            assert writer.stdout.readline().split() == ["opened"]
             s3.stop()
             try:
                 out, _ = reader.communicate("go\n", timeout=60)
                 words = out.split()
                 assert words[:2] == ["error", str(errno.EIO)], out
                 assert float(words[2]) < 45, out
-                # A write's error reaches close(): cp fails, nothing half-written.
-                result = run_with_timeout([sys.executable, "-c", WRITER, first], timeout=60)
-                assert result.stdout.split()[:3] == ["wrote", "close", str(errno.EIO)], result
+                # A failed store reaches the writer's close(), and changes nothing.
+                out, _ = writer.communicate("go\n", timeout=60)
+                assert out.split() == ["close", str(errno.EIO)], out
             finally:
                 s3.start()
         finally:
-            if reader.poll() is None:
-                reader.kill()
-            reader.wait(10)
+            for proc in (reader, writer):
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait(10)
         # Back: the same mount serves again, and the failed write left the chunk as it was.
         copy = tmp_path / "copy"
         run_with_timeout(["cp", second, copy], timeout=60)
         assert copy.read_bytes() == data.tobytes()[32 * MiB :]
         assert stored(s3, "outage/a/c/0") == data.tobytes()[: 32 * MiB]
+        print("EIO after", words[2], "s")
 
 
 def test_unreachable_endpoint_fails_within_bounded_time(mountpoint):
