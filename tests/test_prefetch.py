@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from zarrfuse.prefetch import PrefetchBudget, ReadAhead
+from zarrfuse.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
 
 KiB = 1 << 10
 OBJECT = bytes(range(256)) * 4096  # 1 MiB
@@ -39,8 +39,10 @@ def pool():
 
 
 def reader(remote: Remote, pool, budget: int = 1 << 30) -> ReadAhead:
-    return ReadAhead(remote.fetch, len(remote.data), pool=pool, budget=PrefetchBudget(budget),
-                     window=128 * KiB, depth=3, timeout=10)
+    policy = ReadAheadPolicy(
+        pool=pool, budget=PrefetchBudget(budget), window=128 * KiB, depth=3, timeout=10
+    )
+    return ReadAhead(remote.fetch, len(remote.data), policy)
 
 
 def read(ahead: ReadAhead, start: int, n: int) -> bytes:
@@ -75,9 +77,9 @@ def test_a_seek_drops_the_windows_and_gives_back_the_budget(pool):
     ahead = reader(remote, pool)
     read(ahead, 0, 4 * KiB)
     read(ahead, 4 * KiB, 4 * KiB)  # sequential: windows go out
-    assert ahead.budget.used > 0
+    assert ahead.policy.budget.used > 0
     assert read(ahead, 800 * KiB, 4 * KiB) == OBJECT[800 * KiB : 804 * KiB]
-    assert ahead.budget.used == 0
+    assert ahead.policy.budget.used == 0
     assert remote.fetches[-1] == (800 * KiB, 804 * KiB)
 
 
@@ -86,7 +88,7 @@ def test_budget_bounds_what_is_fetched_ahead(pool):
     ahead = reader(remote, pool, budget=128 * KiB)  # room for one window
     got = b"".join(read(ahead, at, 64 * KiB) for at in range(0, len(OBJECT), 64 * KiB))
     assert got == OBJECT
-    assert ahead.budget.used <= 128 * KiB
+    assert ahead.policy.budget.used <= 128 * KiB
 
 
 def test_failed_fetch_is_an_error_and_the_next_read_asks_again(pool):
@@ -100,4 +102,4 @@ def test_failed_fetch_is_an_error_and_the_next_read_asks_again(pool):
     remote.failing = False
     assert read(ahead, 8 * KiB, 4 * KiB) == OBJECT[8 * KiB : 12 * KiB]
     ahead.close()
-    assert ahead.budget.used == 0
+    assert ahead.policy.budget.used == 0

@@ -147,14 +147,16 @@ def create_array(
     transformer, chunks written now or later (through :func:`open_array`) are split into parts.
     """
     parts: ConcatParts | None = parse_storage_transformers(storage_transformers)
-    if parts is None:
+    if parts is None and not is_s3_url(store):
         return zarr.create_array(store, **kwargs)
-    parts.check_writable()
-    if kwargs.get("zarr_format", 3) != 3:
-        raise ConfigurationError("storage transformers need zarr_format 3")
     storage_options = kwargs.pop("storage_options", None)
     mode = "w" if kwargs.get("overwrite") else "a"
     store_path = sync(open_store_path(store, mode=mode, storage_options=storage_options))
+    if parts is None:  # an s3:// URL: through zarrfuse's S3 client, not fsspec's
+        return zarr.create_array(store_path, **kwargs)
+    parts.check_writable()
+    if kwargs.get("zarr_format", 3) != 3:
+        raise ConfigurationError("storage transformers need zarr_format 3")
     name = kwargs.pop("name", None) or ""
     array_path = "/".join(p for p in (store_path.path, name.strip("/")) if p)
     wrapper = ConcatPartsStore(store_path.store, array_path=array_path, parts=parts)

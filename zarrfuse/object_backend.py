@@ -20,7 +20,7 @@ import obstore
 from obstore.exceptions import NotFoundError
 
 from zarrfuse.backends import PartReader
-from zarrfuse.prefetch import PrefetchBudget, ReadAhead
+from zarrfuse.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
 
 __all__ = ["ObjectBackend", "ObjectPartReader"]
 
@@ -101,8 +101,13 @@ class ObjectBackend:
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self.pool = ThreadPoolExecutor(PREFETCH_REQUESTS, thread_name_prefix="zarrfuse-fetch")
-        self.budget = PrefetchBudget(PREFETCH_BUDGET)
+        self.read_ahead_policy = ReadAheadPolicy(
+            pool=ThreadPoolExecutor(PREFETCH_REQUESTS, thread_name_prefix="zarrfuse-fetch"),
+            budget=PrefetchBudget(PREFETCH_BUDGET),
+            window=PREFETCH_WINDOW,
+            depth=PREFETCH_DEPTH,
+            timeout=PREFETCH_WAIT,
+        )
 
     def _listing(self, prefix: str) -> dict[str, Any]:
         prefix = prefix.strip("/")
@@ -136,13 +141,7 @@ class ObjectBackend:
 
     def read_ahead(self, key: str, size: int) -> ReadAhead:
         return ReadAhead(
-            lambda start, stop: self.read(key, start, stop),
-            size,
-            pool=self.pool,
-            budget=self.budget,
-            window=PREFETCH_WINDOW,
-            depth=PREFETCH_DEPTH,
-            timeout=PREFETCH_WAIT,
+            lambda start, stop: self.read(key, start, stop), size, self.read_ahead_policy
         )
 
     def open_reader(

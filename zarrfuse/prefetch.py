@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, Executor, Future
 from dataclasses import dataclass
 
-__all__ = ["PrefetchBudget", "ReadAhead", "Window"]
+__all__ = ["PrefetchBudget", "ReadAhead", "ReadAheadPolicy", "Window"]
 
 Fetch = Callable[[int, int], bytes | memoryview]
 """``fetch(start, stop)``: the object's bytes in ``[start, stop)``, blocking."""
@@ -58,27 +58,29 @@ class Window:
     future: Future[bytes | memoryview]
 
 
+@dataclass(frozen=True)
+class ReadAheadPolicy:
+    """How far and how wide to read ahead; one per mount, shared by every object's reader.
+
+    ``depth`` windows of ``window`` bytes are kept in flight ahead of sequential reads, fetched
+    by ``pool`` (whose size bounds concurrent GETs) within ``budget``; a wait for a window is
+    abandoned after ``timeout`` seconds.
+    """
+
+    pool: Executor
+    budget: PrefetchBudget
+    window: int
+    depth: int
+    timeout: float
+
+
 class ReadAhead:
     """Sequential detection and the windows fetched ahead for one object of known size."""
 
-    def __init__(
-        self,
-        fetch: Fetch,
-        size: int,
-        *,
-        pool: Executor,
-        budget: PrefetchBudget,
-        window: int,
-        depth: int,
-        timeout: float,
-    ) -> None:
+    def __init__(self, fetch: Fetch, size: int, policy: ReadAheadPolicy) -> None:
         self.fetch = fetch
         self.size = size
-        self.pool = pool
-        self.budget = budget
-        self.window = window
-        self.depth = depth
-        self.timeout = timeout
+        self.policy = policy
         self._windows: list[Window] = []  # contiguous, ascending
         self._expected = -1  # where the next sequential read starts
         self._continuing: dict[int, bool] = {}  # read_nowait's verdicts, for the ``read`` after
@@ -106,7 +108,7 @@ class ReadAhead:
         for w in self._windows:
             if which(w):
                 w.future.cancel()
-                self.budget.give(w.stop - w.start)
+                self.policy.budget.give(w.stop - w.start)
             else:
                 keep.append(w)
         self._windows = keep
@@ -116,12 +118,13 @@ class ReadAhead:
         if self._windows and self._windows[0].start > start:
             self._drop(lambda w: True)  # a gap before them: start afresh at ``start``
         at = self._windows[-1].stop if self._windows else start
-        horizon = min(self.size, start + self.depth * self.window)
+        policy = self.policy
+        horizon = min(self.size, start + policy.depth * policy.window)
         while at < horizon:
-            stop = min(at + self.window, self.size)
-            if not self.budget.take(stop - at):
+            stop = min(at + policy.window, self.size)
+            if not policy.budget.take(stop - at):
                 break
-            self._windows.append(Window(at, stop, self.pool.submit(self.fetch, at, stop)))
+            self._windows.append(Window(at, stop, policy.pool.submit(self.fetch, at, stop)))
             at = stop
 
     def _covering(self, start: int, stop: int) -> list[Window]:
@@ -161,7 +164,7 @@ class ReadAhead:
             if w.start > start + done:
                 break
             try:
-                data = w.future.result(timeout=self.timeout)
+                data = w.future.result(timeout=self.policy.timeout)
             except CancelledError:  # dropped by a concurrent seek: fetch it here instead
                 break
             except BaseException:
