@@ -23,7 +23,7 @@ import zarrfuse
 from tests.mounting import mounted, requires_fuse, run_with_timeout
 from tests.s3server import CREDENTIALS, S3Server
 from zarrfuse import api
-from zarrfuse.errors import ConfigurationError
+from zarrfuse.errors import ConfigurationError, SourceError
 
 pytestmark = [requires_fuse, pytest.mark.fuse]
 
@@ -97,6 +97,26 @@ def test_open_array_and_unknown_storage_option(s3):
         api.open_array(f"s3://{BUCKET}/api/a", storage_options={"colour": "red"})
     with pytest.raises(ConfigurationError, match="anon='maybe'"):
         api.open_array(f"s3://{BUCKET}/api/a", storage_options={"anon": "maybe"})
+
+
+def test_credentials_from_a_profile_in_the_aws_files(s3, tmp_path, monkeypatch):
+    random_array(s3, "profile/a", (2,), (2,))
+    client(s3).put_object_acl(Bucket=BUCKET, Key="profile/a/zarr.json", ACL="public-read")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-role lookups
+    (tmp_path / "credentials").write_text("[zf]\naws_access_key_id = a\naws_secret_access_key = b\n")
+    (tmp_path / "config").write_text("[profile zf]\nregion = eu-west-1\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    url = f"s3://{BUCKET}/profile/a"
+    assert api.open_array(url, storage_options={**options(s3), "profile": "zf"}).shape == (2,)
+    with pytest.raises(SourceError, match="AWS profile 'nope' not found"):
+        api.open_array(url, storage_options={**options(s3), "profile": "nope"})
+    with pytest.raises(SourceError, match="no AWS credentials found"):
+        api.open_array(url, storage_options=options(s3))
+    # Public objects: no credentials needed.
+    assert api.open_array(url, storage_options={**options(s3), "anon": "true"}).shape == (2,)
 
 
 def test_missing_array_is_a_one_line_error(s3, mountpoint):

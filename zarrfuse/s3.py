@@ -88,14 +88,25 @@ class BotocoreCredentials:
         }
 
 
-def _botocore_session(profile: str | None) -> Any:
+def _aws_defaults(profile: str | None, *, anon: bool) -> tuple[str | None, Any]:
+    """The region and credentials the AWS configuration gives (credentials None if anon)."""
     import botocore.exceptions  # noqa: PLC0415  (only s3:// sources need botocore)
     import botocore.session  # noqa: PLC0415
 
     try:
-        return botocore.session.Session(profile=profile)
+        session = botocore.session.Session(profile=profile)
+        region = session.get_config_variable("region")
+        credentials = None if anon else session.get_credentials()
     except botocore.exceptions.ProfileNotFound as e:
         raise SourceError(f"AWS profile {profile!r} not found ({e})") from e
+    except botocore.exceptions.BotoCoreError as e:
+        raise SourceError(f"cannot read the AWS configuration: {e}") from e
+    if credentials is None and not anon:
+        raise SourceError(
+            "no AWS credentials found (environment, ~/.aws/credentials, profile); "
+            "use --storage-option anon=true for public buckets"
+        )
+    return region, credentials
 
 
 def s3_client_config(options: dict[str, Any]) -> dict[str, Any]:
@@ -103,8 +114,8 @@ def s3_client_config(options: dict[str, Any]) -> dict[str, Any]:
     standard AWS configuration; no request is made."""
     _check_options(options)
     anon = _flag("anon", options.get("anon", False))
-    session = _botocore_session(options.get("profile") or None)
-    region = options.get("region") or session.get_config_variable("region") or "us-east-1"
+    default_region, credentials = _aws_defaults(options.get("profile") or None, anon=anon)
+    region = options.get("region") or default_region or "us-east-1"
     endpoint = options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3") or (
         os.environ.get("AWS_ENDPOINT_URL")
     )
@@ -130,12 +141,6 @@ def s3_client_config(options: dict[str, Any]) -> dict[str, Any]:
     if anon:
         config["skip_signature"] = True
     else:
-        credentials = session.get_credentials()
-        if credentials is None:
-            raise SourceError(
-                "no AWS credentials found (environment, ~/.aws/credentials, profile); "
-                "use --storage-option anon=true for public buckets"
-            )
         kwargs["credential_provider"] = BotocoreCredentials(credentials)
     return kwargs
 
