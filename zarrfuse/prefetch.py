@@ -2,8 +2,9 @@
 
 The kernel reads a file at most 1 MiB per request, one request after another; a remote
 store answers each GET only after a round trip. Once reads of an object run sequentially
-(a read starts where the previous one ended), the next ``depth`` windows of ``window`` bytes
-are fetched ahead, concurrently, so later reads find their bytes waiting. A read that is not
+(a read starts where the previous one ended), windows ahead of them are fetched concurrently,
+so later reads find their bytes waiting: growing from 4 reads' worth to ``window`` bytes,
+and up to ``depth`` of them in flight. A read that is not
 sequential (the first one, or after a seek) fetches exactly its own range and drops what was
 fetched ahead: random access pays for nothing it does not use.
 
@@ -84,6 +85,8 @@ class ReadAhead:
         self._windows: list[Window] = []  # contiguous, ascending
         self._expected = -1  # where the next sequential read starts
         self._continuing: dict[int, bool] = {}  # read_nowait's verdicts, for the ``read`` after
+        self._hits = 0  # sequential reads in a row
+        self._ramp = 0  # the size of the next window
         self._lock = threading.Lock()
 
     # --- bookkeeping (under the lock) -----------------------------------------------------
@@ -98,8 +101,16 @@ class ReadAhead:
         self._expected = max(stop, self._expected) if sequential else stop
         if not sequential:
             self._drop(lambda w: True)
+            self._hits, self._ramp = 0, 0
             return False
-        self._drop(lambda w: w.stop <= start)
+        # Ramp up as the kernel does: the first window is 4 reads long, each next one twice
+        # the last, up to the policy's window; one more window in flight per sequential read.
+        # Two reads in a row that then stop (``head``) cost little beyond what they read.
+        self._hits += 1
+        self._ramp = min(self.policy.window, max(2 * self._ramp, stop - start))
+        # Windows well behind are done with; the one just behind may still be waited for by
+        # a read the kernel sent earlier that a worker thread has not served yet.
+        self._drop(lambda w: w.stop + self.policy.window <= start)
         self._schedule(start)
         return True
 
@@ -115,13 +126,13 @@ class ReadAhead:
 
     def _schedule(self, start: int) -> None:
         """Windows from ``start`` (or the end of those in flight) up to ``depth`` ahead."""
-        if self._windows and self._windows[0].start > start:
+        if self._windows and (self._windows[0].start > start or self._windows[-1].stop < start):
             self._drop(lambda w: True)  # a gap before them: start afresh at ``start``
         at = self._windows[-1].stop if self._windows else start
         policy = self.policy
-        horizon = min(self.size, start + policy.depth * policy.window)
+        horizon = min(self.size, start + min(policy.depth, self._hits) * self._ramp)
         while at < horizon:
-            stop = min(at + policy.window, self.size)
+            stop = min(at + self._ramp, self.size)
             if not policy.budget.take(stop - at):
                 break
             self._windows.append(Window(at, stop, policy.pool.submit(self.fetch, at, stop)))
@@ -180,6 +191,7 @@ class ReadAhead:
             self._drop(lambda w: True)
             self._expected = -1
             self._continuing.clear()
+            self._hits, self._ramp = 0, 0
 
 
 def _copy(w: Window, at: int, out: memoryview, data: bytes | memoryview) -> int:
