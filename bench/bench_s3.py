@@ -324,8 +324,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small data, one pass")
     parser.add_argument("--repeat", type=int, default=3, help="fresh-mount passes per measure")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated subset")
+    parser.add_argument("--measures", default=",".join(MEASURES),
+                        help=f"comma-separated subset of {', '.join(MEASURES)}")
     args = parser.parse_args(argv)
     tools = [t for t in args.tools.split(",") if t]
+    measures = [m for m in args.measures.split(",") if m]
+    if not set(measures) <= set(MEASURES) or not set(tools) <= set(TOOLS):
+        parser.error(f"--measures: {', '.join(MEASURES)}; --tools: {', '.join(TOOLS)}")
     missing = [t for t in tools if t != "zarrfuse" and shutil.which(t) is None]
     if missing:
         print(f"bench_s3: {', '.join(missing)} not installed (scripts/dev setup installs them)",
@@ -341,13 +346,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.update(CREDENTIALS)
     load_before = uptime()
     log(f"load before: {load_before}")
-    results: dict[str, dict[str, Figure]] = {m: {t: Figure() for t in tools} for m in MEASURES}
+    results: dict[str, dict[str, Figure]] = {m: {t: Figure() for t in tools} for m in measures}
     with tempfile.TemporaryDirectory(prefix="zarrfuse-bench-s3-") as tmp, S3Server() as server:
         work = Path(tmp)
         log(f"moto S3 at {server.url}; writing the bucket")
         boto_client(server).create_bucket(Bucket=BUCKET)
         make_data(server, layout)
-        for what in MEASURES:
+        for what in measures:
             for n in range(args.repeat):
                 for tool in tools:  # interleaved, so load changes hit every tool alike
                     value, requests, sent, delivered = measure(server, tool, work, what, layout)
@@ -374,7 +379,8 @@ def report(results, tools, layout, load_before, load_after, repeat) -> int:  # t
     header = ["measure", *tools, "ratio vs rclone", "floor", "result"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for what, (label, short) in MEASURES.items():
+    for what in results:
+        label, short = MEASURES[what]
         row = [label] + [f"{results[what][t].median:.3g}" for t in tools]
         ratio_text, floor_text, result = "", "", ""
         if "zarrfuse" in tools and "rclone" in tools:
