@@ -183,6 +183,20 @@ def test_ranged_read_fetches_only_what_it_needs(s3, tmp_path):
     assert counts["GET"] <= 2, counts
 
 
+def test_head_of_a_large_file_fetches_little_more_than_it_reads(s3, tmp_path):
+    data = random_array(s3, "head/a", (16 * MiB,), (16 * MiB,))
+    with mounted(f"s3://{BUCKET}/head/a", tmp_path / "mnt", "--read-only", *endpoint(s3)) as mnt:
+        (chunk,) = chunk_files(mnt)
+        s3.reset()
+        head = subprocess.run(["head", "-c", "65536", chunk], capture_output=True, timeout=30,
+                              check=True).stdout
+        _, sent = s3.snapshot()
+    assert head == data.tobytes()[:65536]
+    # The kernel reads ahead a little and so does the mount once reads look sequential,
+    # growing from the read's size: far from the 16 MiB object or an 8 MiB window.
+    assert sent <= 2 * MiB, sent
+
+
 def test_ranged_read_returns_the_right_bytes(s3, tmp_path):
     data = random_array(s3, "range2/a", (8 * MiB,), (8 * MiB,))
     with mounted(f"s3://{BUCKET}/range2/a", tmp_path / "mnt", "--read-only", *endpoint(s3)) as mnt:
