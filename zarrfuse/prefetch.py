@@ -63,9 +63,9 @@ class Window:
 class ReadAheadPolicy:
     """How far and how wide to read ahead; one per mount, shared by every object's reader.
 
-    ``depth`` windows of ``window`` bytes are kept in flight ahead of sequential reads, fetched
-    by ``pool`` (whose size bounds concurrent GETs) within ``budget``; a wait for a window is
-    abandoned after ``timeout`` seconds.
+    At most ``depth`` windows of at most ``window`` bytes are kept in flight ahead of
+    sequential reads, fetched by ``pool`` (whose size bounds concurrent GETs) within
+    ``budget``; a wait for a window is abandoned after ``timeout`` seconds.
     """
 
     pool: Executor
@@ -103,9 +103,9 @@ class ReadAhead:
             self._drop(lambda w: True)
             self._hits, self._ramp = 0, 0
             return False
-        # Ramp up as the kernel does: the first window is 4 reads long, each next one twice
-        # the last, up to the policy's window; one more window in flight per sequential read.
-        # Two reads in a row that then stop (``head``) cost little beyond what they read.
+        # Ramp up as the kernel does: the first window as long as the read, each next one
+        # twice the last, up to the policy's window; one more window in flight per sequential
+        # read, up to ``depth``. Reads that stop soon (``head``) cost little beyond their own.
         self._hits += 1
         self._ramp = min(self.policy.window, max(2 * self._ramp, stop - start))
         # Windows well behind are done with; the one just behind may still be waited for by
