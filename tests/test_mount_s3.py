@@ -260,10 +260,14 @@ def test_metadata_ttl_shows_objects_written_elsewhere(s3, tmp_path):
         s3.reset()
         assert len(chunk_files(mnt)) == 3
         assert s3.snapshot()[0]["LIST"] == 0  # within the TTL: the cached listing
-        client(s3).put_object(Bucket=BUCKET, Key="ttl/a/c/3", Body=b"\x05")  # another machine
+        assert files_under(mnt / "c") and chunk_files(mnt)[0].read_bytes() != b"\x07"
+        # Another machine adds a chunk and replaces one.
+        client(s3).put_object(Bucket=BUCKET, Key="ttl/a/c/3", Body=b"\x05")
+        client(s3).put_object(Bucket=BUCKET, Key="ttl/a/c/0", Body=b"\x07")
         time.sleep(0.6)
         files = chunk_files(mnt)
         assert len(files) == 4 and files[3].read_bytes() == b"\x05"
+        assert files[0].read_bytes() == b"\x07"
 
 
 # --- writing ----------------------------------------------------------------------------------

@@ -201,7 +201,9 @@ def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> No
     if kernel_timeout is None:
         kernel_timeout = READ_ONLY_TIMEOUT
     ops = FuseOperations(
-        fs, entry_timeout=kernel_timeout, attr_timeout=kernel_timeout, counters=counters
+        fs, entry_timeout=kernel_timeout, attr_timeout=kernel_timeout, counters=counters,
+        # With a TTL, files may change behind a read-only mount: each open reads them anew.
+        keep_cache=config.read_only and config.metadata_ttl is None,
     )
     notifier = notify.Notifier()  # READY=1 / STOPPING=1 to systemd, if it asked
     server = control.ControlServer(
