@@ -116,6 +116,23 @@ def test_urls_are_kept_as_given(source):
     assert parse_mount(source, "/mnt").source == source
 
 
+@pytest.mark.parametrize("source", ["http://host/arr", "https://host/arr"])
+def test_http_sources_mount_read_only(source):
+    assert parse_mount(source, "/mnt").read_only
+    assert not parse_mount("s3://bucket/arr", "/mnt").read_only
+
+
+@pytest.mark.parametrize("text, ttl", [("0", 0.0), ("2.5", 2.5), ("60", 60.0)])
+def test_metadata_ttl(text, ttl):
+    assert parse_mount("/s", "/m", f"--metadata-ttl={text}").metadata_ttl == ttl
+
+
+@pytest.mark.parametrize("text", ["-1", "soon", "inf", "nan"])
+def test_bad_metadata_ttl_is_a_usage_error(text, capsys):
+    assert cli.main(["mount", "/s", "/m", f"--metadata-ttl={text}"]) == 2
+    assert "seconds" in capsys.readouterr().err
+
+
 def test_zip_and_relative_paths_become_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert parse_mount("a.zip", "m").source == str(tmp_path / "a.zip")
@@ -127,6 +144,7 @@ EVERY_FIELD = dict(
     foreground=True, fuse_options=("allow_other", "max_read=1048576"), debug=True,
     log_file="/var/log/z.log", storage_options={"key": "a=b,c", "-x": ""}, verify=True,
     max_chunk_bytes=12345, scratch_mb=0, uid=1234, gid=0, umask=0o027, format="png", cache_mb=7,
+    metadata_ttl=0.25,
 )
 
 

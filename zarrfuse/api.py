@@ -20,7 +20,8 @@ from zarr.storage._common import make_store_path
 
 from zarrfuse.chunk_keys import parse_encoding
 from zarrfuse.concat_parts_store import ConcatPartsStore
-from zarrfuse.errors import ConfigurationError, SourceError
+from zarrfuse.errors import ConfigurationError, SourceError, ZarrFuseError
+from zarrfuse.s3 import is_s3_url, open_s3
 from zarrfuse.transformers import ConcatParts, parse_storage_transformers
 
 __all__ = ["create_array", "open_array", "open_store_path", "read_node_metadata", "wrap_array"]
@@ -58,7 +59,11 @@ async def open_store_path(
             store = ZipStore(zip_path, mode="r" if mode == "r" else "a", read_only=mode == "r")
             await store._ensure_open()
             return StorePath(store)
+        if is_s3_url(source):
+            return open_s3(source, read_only=mode == "r", storage_options=storage_options)
         return await make_store_path(source, mode=mode, storage_options=storage_options)  # type: ignore[arg-type]
+    except ZarrFuseError:
+        raise
     except FileNotFoundError as e:
         raise SourceError(f"{source}: no such store ({e})") from e
     except (ValueError, TypeError) as e:
@@ -142,14 +147,16 @@ def create_array(
     transformer, chunks written now or later (through :func:`open_array`) are split into parts.
     """
     parts: ConcatParts | None = parse_storage_transformers(storage_transformers)
-    if parts is None:
+    if parts is None and not is_s3_url(store):
         return zarr.create_array(store, **kwargs)
-    parts.check_writable()
-    if kwargs.get("zarr_format", 3) != 3:
-        raise ConfigurationError("storage transformers need zarr_format 3")
     storage_options = kwargs.pop("storage_options", None)
     mode = "w" if kwargs.get("overwrite") else "a"
     store_path = sync(open_store_path(store, mode=mode, storage_options=storage_options))
+    if parts is None:  # an s3:// URL: through zarrfuse's S3 client, not fsspec's
+        return zarr.create_array(store_path, **kwargs)
+    parts.check_writable()
+    if kwargs.get("zarr_format", 3) != 3:
+        raise ConfigurationError("storage transformers need zarr_format 3")
     name = kwargs.pop("name", None) or ""
     array_path = "/".join(p for p in (store_path.path, name.strip("/")) if p)
     wrapper = ConcatPartsStore(store_path.store, array_path=array_path, parts=parts)

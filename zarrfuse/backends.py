@@ -1,6 +1,7 @@
 """Raw key I/O for the mount: blocking calls, run by the caller in worker threads.
 
-Two implementations of one small interface. ``LocalBackend`` talks to the directory behind a
+Implementations of one small interface (a third, ``ObjectBackend`` for S3 through obstore,
+lives in ``object_backend``). ``LocalBackend`` talks to the directory behind a
 ``LocalStore`` with plain system calls: a FUSE read must not pay zarr's asyncio round trip
 (140-390 us a call, measured) when a ``pread`` costs 10 us. ``StoreBackend`` serves any other
 zarr Store (zip, fsspec/S3, ...) through ``zarr.core.sync.sync``, which blocks the calling
@@ -21,13 +22,16 @@ from typing import Protocol
 from zarr.abc.store import RangeByteRequest, Store
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
-from zarr.storage import LocalStore
+from zarr.storage import LocalStore, ObjectStore
 
 __all__ = ["Backend", "LocalBackend", "PartReader", "StoreBackend", "backend_for"]
 
 
 class Backend(Protocol):
     """Key-level access to a store. Keys are full store keys, ``/``-separated."""
+
+    stat_by_listing: bool
+    """Whether one chunk's size is better learnt by listing its directory (remote stores)."""
 
     def list_sizes(self, prefix: str) -> dict[str, int]:
         """Objects directly under ``prefix`` (a directory key, "" for the root): name -> size."""
@@ -45,8 +49,14 @@ class Backend(Protocol):
         """Size of one object, None if absent."""
         ...
 
-    def open_reader(self, keys: Sequence[str]) -> PartReader:
-        """Open a chunk's parts for reading; their sizes are fixed from here on."""
+    def open_reader(
+        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
+    ) -> PartReader:
+        """Open a chunk's parts for reading; their sizes are fixed from here on.
+
+        ``sizes`` are the parts' sizes from a fresh listing, if the caller has one: backends
+        that would pay a request per part to learn them take these instead.
+        """
         ...
 
     def read_all(self, key: str) -> bytes | None:
@@ -74,6 +84,10 @@ class PartReader(Protocol):
 
     def read_into(self, part: int, start: int, out: memoryview) -> None:
         """Fill ``out`` from the part at ``start``, waiting for storage as needed."""
+        ...
+
+    def release(self) -> None:
+        """The last user let go (the reader may stay cached): drop read buffers."""
         ...
 
     def close(self) -> None: ...
@@ -123,6 +137,9 @@ class LocalPartReader:
         if got != len(out):
             raise OSError(errno.EIO, f"{self.keys[part]}: short read ({got} of {len(out)} bytes)")
 
+    def release(self) -> None:
+        pass  # the page cache holds what was read
+
     def close(self) -> None:
         for fd in self._fds:
             if fd is not None:
@@ -144,12 +161,17 @@ class StorePartReader:
     def read_into(self, part: int, start: int, out: memoryview) -> None:
         out[:] = self.backend.read(self.keys[part], start, start + len(out))
 
+    def release(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
 
 class LocalBackend:
     """A directory on a local filesystem, as laid out by zarr's ``LocalStore``."""
+
+    stat_by_listing = False
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -185,8 +207,10 @@ class LocalBackend:
             return None
         return st.st_size if stat.S_ISREG(st.st_mode) else None
 
-    def open_reader(self, keys: Sequence[str]) -> PartReader:
-        return LocalPartReader(str(self.root), keys)
+    def open_reader(
+        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
+    ) -> PartReader:
+        return LocalPartReader(str(self.root), keys)  # an open fd's fstat is the truth
 
     def read_all(self, key: str) -> bytes | None:
         try:
@@ -229,6 +253,8 @@ class LocalBackend:
 class StoreBackend:
     """Any zarr Store, driven from worker threads through zarr's own event loop."""
 
+    stat_by_listing = False  # its listings cost a request per entry
+
     def __init__(self, store: Store) -> None:
         self.store = store
         self.prototype = default_buffer_prototype()
@@ -270,7 +296,9 @@ class StoreBackend:
             raise OSError(errno.EIO, f"{key}: asked for {stop - start} bytes, got {got}")
         return buf.to_bytes()
 
-    def open_reader(self, keys: Sequence[str]) -> PartReader:
+    def open_reader(
+        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
+    ) -> PartReader:
         return StorePartReader(self, keys)
 
     def read_all(self, key: str) -> bytes | None:
@@ -326,4 +354,8 @@ def backend_for(store: Store) -> Backend:
     """The fastest backend that serves ``store`` exactly."""
     if isinstance(store, LocalStore):
         return LocalBackend(Path(store.root))
+    if isinstance(store, ObjectStore):
+        from zarrfuse.object_backend import ObjectBackend  # noqa: PLC0415  (needs obstore)
+
+        return ObjectBackend(store.store)
     return StoreBackend(store)

@@ -78,7 +78,7 @@ class ChunkSource:
         )
         self._stats_by_directory: dict[str, tuple[float, int]] = {}
         self._locks: dict[tuple[int, ...], tuple[trio.Lock, list[int]]] = {}
-        self._open_cache = OpenChunkCache(OPEN_CACHE_CHUNKS) if keep_open else None
+        self._open_cache = OpenChunkCache(OPEN_CACHE_CHUNKS, listing_ttl) if keep_open else None
 
     # --- keys ----------------------------------------------------------------------------
 
@@ -152,12 +152,9 @@ class ChunkSource:
             self.counters.cache["size_hit"] += 1
             return known.size
         keys = self.part_keys(coords)
-        directory = self._split(keys[0])[0]
-        listing = self._fresh_listing(directory)
-        if listing is None and self._worth_listing(directory):
-            listing = await self._listing(directory)
-        if listing is not None:
-            return _logical_size(listing.get(self._split(k)[1]) for k in keys)
+        listed = await self._listed_sizes(keys, by_name=True)
+        if listed is not None:
+            return _logical_size(listed)
         self.counters.store["stat"] += len(keys)
         asked = time.monotonic()
         size = _logical_size(await self._run(self._stat_parts, keys))
@@ -187,10 +184,28 @@ class ChunkSource:
     def _stat_parts(self, keys: Sequence[str]) -> list[int | None]:
         return [self.backend.size(k) for k in keys]
 
-    def _open_checked(self, coords: tuple[int, ...]) -> OpenChunk | None:
+    async def _listed_sizes(
+        self, keys: Sequence[str], *, by_name: bool = False
+    ) -> list[int | None] | None:
+        """The parts' sizes from a fresh listing of their directory, listed anew if the
+        backend prefers listing to a request per part, or (``by_name``: a lookup or stat)
+        if the directory has been asked about name by name; None without one."""
+        directory = self._split(keys[0])[0]
+        listing = self._fresh_listing(directory)
+        if listing is None and (
+            self.backend.stat_by_listing or (by_name and self._worth_listing(directory))
+        ):
+            listing = await self._listing(directory)
+        if listing is None:
+            return None
+        return [listing.get(self._split(k)[1]) for k in keys]
+
+    def _open_checked(
+        self, coords: tuple[int, ...], listed: Sequence[int | None] | None
+    ) -> OpenChunk | None:
         keys = self.part_keys(coords)
         self.counters.store["open"] += len(keys)
-        reader = self.backend.open_reader(keys)
+        reader = self.backend.open_reader(keys, listed)
         try:
             sizes = self.parts.checked_sizes(self.chunk_key(coords), keys, reader.sizes)
         except BaseException:
@@ -228,7 +243,8 @@ class ChunkSource:
                 self.counters.cache["open_hit"] += 1
                 return cached
         async with self._locked(coords):
-            opened = await self._run(self._open_checked, coords)
+            listed = await self._listed_sizes(self.part_keys(coords))
+            opened = await self._run(self._open_checked, coords, listed)
         if opened is not None and self._open_cache is not None:
             self._open_cache.adopt(coords, opened)
         return opened
@@ -393,31 +409,48 @@ class OpenChunk:
 
     def close(self) -> None:
         self.users -= 1
-        if self.users <= 0 and not self.cached:
+        if self.users > 0:
+            return
+        if self.cached:
+            self.reader.release()
+        else:
             self.reader.close()
 
 
 class OpenChunkCache:
-    """Recently opened chunks of a read-only mount, shared by every open of the same chunk."""
+    """Recently opened chunks of a read-only mount, shared by every open of the same chunk.
 
-    def __init__(self, capacity: int) -> None:
+    With a TTL (``--metadata-ttl``), an entry older than it is opened afresh: a remote reader
+    holds the sizes it was opened with, and the objects may have been replaced since.
+    """
+
+    def __init__(self, capacity: int, ttl: float | None = None) -> None:
         self.capacity = capacity
-        self._chunks: OrderedDict[tuple[int, ...], OpenChunk] = OrderedDict()
+        self.ttl = ttl
+        self._chunks: OrderedDict[tuple[int, ...], tuple[float, OpenChunk]] = OrderedDict()
 
     def take(self, coords: tuple[int, ...]) -> OpenChunk | None:
-        opened = self._chunks.get(coords)
-        if opened is not None:
-            self._chunks.move_to_end(coords)
-            opened.users += 1
+        entry = self._chunks.get(coords)
+        if entry is None:
+            return None
+        born, opened = entry
+        if self.ttl is not None and time.monotonic() - born >= self.ttl:
+            self._evict(coords)
+            return None
+        self._chunks.move_to_end(coords)
+        opened.users += 1
         return opened
 
     def adopt(self, coords: tuple[int, ...], opened: OpenChunk) -> None:
         if coords in self._chunks:
             return  # another open won the race; this one closes with its only user
         opened.cached = True
-        self._chunks[coords] = opened
+        self._chunks[coords] = (time.monotonic(), opened)
         while len(self._chunks) > self.capacity:
-            _, evicted = self._chunks.popitem(last=False)
-            evicted.cached = False
-            if evicted.users <= 0:
-                evicted.reader.close()
+            self._evict(next(iter(self._chunks)))
+
+    def _evict(self, coords: tuple[int, ...]) -> None:
+        _, evicted = self._chunks.pop(coords)
+        evicted.cached = False
+        if evicted.users <= 0:
+            evicted.reader.close()

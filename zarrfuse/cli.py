@@ -15,6 +15,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from zarrfuse import __version__, daemon, options
 from zarrfuse.config import FORMATS, MountConfig
@@ -24,6 +25,7 @@ from zarrfuse.mountpoint import is_mounted, unmount_or_detach
 __all__ = ["build_parser", "main", "mount_config"]
 
 Handler = Callable[[argparse.Namespace], int]
+T = TypeVar("T")
 
 
 def _positive_int(text: str) -> int:
@@ -53,10 +55,10 @@ def _storage_option(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _argparse_type(parse: Callable[[str], int], name: str) -> Callable[[str], int]:
+def _argparse_type(parse: Callable[[str], T], name: str) -> Callable[[str], T]:
     """``parse`` for argparse: a ConfigurationError becomes its usage error."""
 
-    def convert(text: str) -> int:
+    def convert(text: str) -> T:
         try:
             return parse(text)
         except ConfigurationError as e:
@@ -147,6 +149,12 @@ def _add_mount(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cache-mb", metavar="N", type=_non_negative_int,
         help=f"memory for recently rendered chunks (default: {MountConfig.cache_mb})",
+    )
+    p.add_argument(
+        "--metadata-ttl", metavar="SECONDS",
+        type=_argparse_type(options.parse_seconds, "seconds"),
+        help="trust listings (which chunks exist, their sizes) this long before asking the "
+        "store again (default: for the mount's life if read-only, 1 s if writable)",
     )
     # Set only by the background parent on the daemon it spawns: report readiness here.
     p.add_argument("--ready-fd", type=_ready_fd, help=argparse.SUPPRESS)
@@ -296,7 +304,7 @@ def _missing_paths(args: argparse.Namespace) -> str | None:
 # MountConfig fields that ``zarrfuse mount`` flags set directly (None: not given).
 _FLAG_FIELDS = (
     "suffix", "max_children", "read_only", "debug", "verify", "max_chunk_bytes", "scratch_mb",
-    "uid", "gid", "umask", "format", "cache_mb",
+    "uid", "gid", "umask", "format", "cache_mb", "metadata_ttl",
 )
 
 

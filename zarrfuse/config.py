@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["FORMATS", "MountConfig"]
+__all__ = ["FORMATS", "READ_ONLY_SCHEMES", "MountConfig"]
+
+READ_ONLY_SCHEMES = ("http://", "https://")
+"""Sources that can only be read: HTTP servers take no writes."""
 
 FORMATS = {"tiff": ".tiff", "npy": ".npy", "png": ".png"}
 """Rendered formats and their default file suffixes (``raw`` shows the stored bytes)."""
@@ -45,3 +48,11 @@ class MountConfig:
     """raw: chunk files are the stored bytes; tiff, npy, png: each chunk rendered as an image."""
     cache_mb: int = 256
     """Memory for recently rendered chunks (rendered views)."""
+    metadata_ttl: float | None = None
+    """Seconds a listing (which chunks exist, their sizes) is trusted before it is asked
+    again, here and in the kernel's caches; None: for the mount's life when read-only, 1 s
+    when writable."""
+
+    def __post_init__(self) -> None:
+        if self.source.startswith(READ_ONLY_SCHEMES) and not self.read_only:
+            object.__setattr__(self, "read_only", True)

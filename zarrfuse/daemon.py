@@ -249,6 +249,8 @@ def mount_argv(config: MountConfig) -> list[str]:
         argv.append(f"--format={config.format}")
     if config.cache_mb != MountConfig.cache_mb:
         argv.append(f"--cache-mb={config.cache_mb}")
+    if config.metadata_ttl is not None:
+        argv.append(f"--metadata-ttl={config.metadata_ttl!r}")
     return argv
 
 

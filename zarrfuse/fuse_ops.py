@@ -81,14 +81,17 @@ class FuseOperations(pyfuse3.Operations):
         entry_timeout: float,
         attr_timeout: float,
         counters: Counters | None = None,
+        keep_cache: bool | None = None,
     ) -> None:
+        """``keep_cache``: let the kernel keep a file's pages across opens (default: on
+        read-only mounts, whose files cannot change)."""
         super().__init__()
         self.fs = fs
         self.counters = counters or Counters()
         fs.set_invalidators(self.invalidate, self.invalidate_entry)
         self.entry_timeout = entry_timeout
         self.attr_timeout = attr_timeout
-        self.keep_cache = fs.read_only
+        self.keep_cache = fs.read_only if keep_cache is None else keep_cache
         self._buffers: weakref.WeakKeyDictionary[trio.lowlevel.Task, bytearray] = (
             weakref.WeakKeyDictionary()
         )

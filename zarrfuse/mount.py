@@ -55,6 +55,13 @@ def _fuse_options(config: MountConfig) -> set[str]:
     return options
 
 
+def _metadata_ttl(config: MountConfig) -> float | None:
+    """How long listings are trusted (None: forever); ``--metadata-ttl`` or the default."""
+    if config.metadata_ttl is not None:
+        return config.metadata_ttl
+    return None if config.read_only else WRITABLE_TIMEOUT
+
+
 def build_filesystem(
     config: MountConfig, counters: Counters | None = None
 ) -> tuple[FileSystem, str]:
@@ -69,7 +76,7 @@ def build_filesystem(
         suffix=config.suffix,
         max_children=config.max_children,
         limiter=trio.CapacityLimiter(IO_THREADS),
-        listing_ttl=None if config.read_only else WRITABLE_TIMEOUT,
+        listing_ttl=_metadata_ttl(config),
         counters=counters,
         keep_open=config.read_only,
         rendering=None
@@ -191,11 +198,13 @@ def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> No
     _keep_freed_memory()
     fs, kind = build_filesystem(config, counters)
     prepare_mountpoint(config.mountpoint)
+    kernel_timeout = _metadata_ttl(config)
+    if kernel_timeout is None:
+        kernel_timeout = READ_ONLY_TIMEOUT
     ops = FuseOperations(
-        fs,
-        entry_timeout=READ_ONLY_TIMEOUT if config.read_only else WRITABLE_TIMEOUT,
-        attr_timeout=READ_ONLY_TIMEOUT if config.read_only else WRITABLE_TIMEOUT,
-        counters=counters,
+        fs, entry_timeout=kernel_timeout, attr_timeout=kernel_timeout, counters=counters,
+        # With a TTL, files may change behind a read-only mount: each open reads them anew.
+        keep_cache=config.read_only and config.metadata_ttl is None,
     )
     notifier = notify.Notifier()  # READY=1 / STOPPING=1 to systemd, if it asked
     server = control.ControlServer(

@@ -19,6 +19,7 @@ The words (``NAME`` alone means ``NAME=yes`` for switches):
 ``scratch_mb=N``               ``--scratch-mb``
 ``format=F``                   ``--format`` (raw, tiff, npy, png)
 ``cache_mb=N``                 ``--cache-mb``
+``metadata_ttl=S``             ``--metadata-ttl`` (seconds)
 ``uid=U``, ``gid=G``           ``--uid``, ``--gid`` (numbers or names)
 ``umask=OOO``                  ``--umask`` (octal)
 ``debug``                      ``--debug``
@@ -54,6 +55,7 @@ __all__ = [
     "parse_group",
     "parse_octal_mask",
     "parse_options",
+    "parse_seconds",
     "parse_user",
     "read_config_file",
     "split_option_list",
@@ -177,6 +179,17 @@ def _format(text: str) -> str:
     return text
 
 
+def parse_seconds(text: str) -> float:
+    """A non-negative number of seconds (``metadata_ttl``)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ConfigurationError(f"{text!r}: expected a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise ConfigurationError(f"{text!r}: expected a finite number of seconds >= 0")
+    return value
+
+
 def _nonempty(name: str, text: str) -> str:
     if not text:
         raise ConfigurationError(f"{name}= needs a value")
@@ -195,6 +208,7 @@ _VALUED = {
     "gid": ("gid", lambda n, v: parse_group(v)),
     "umask": ("umask", lambda n, v: parse_octal_mask(v)),
     "log_file": ("log_file", _nonempty),
+    "metadata_ttl": ("metadata_ttl", lambda n, v: parse_seconds(v)),
 }
 _SWITCHES = {"verify": "verify", "debug": "debug", "read_only": "read_only"}
 _KNOWN = {*_VALUED, *_SWITCHES, "ro", "rw", "source", "mountpoint"}

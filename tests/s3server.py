@@ -1,0 +1,152 @@
+"""A loopback S3 server for tests and benchmarks: moto's S3, counting what clients ask.
+
+moto serves S3 from memory in this process (a werkzeug server on 127.0.0.1, a free port).
+A WSGI wrapper counts requests by kind (LIST, GET, HEAD, PUT, DELETE, POST) and per key,
+and the bytes of object bodies sent. ``stop()`` is a real outage: the listening socket is
+closed (new connections are refused) and open keep-alive connections are cut, so clients
+see the errors a crashed server gives; ``start()`` again serves the same data on the same
+port.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import urllib.parse
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from moto.moto_server.threaded_moto_server import MotoRequestHandler
+from moto.server import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import BaseWSGIServer, make_server
+
+__all__ = ["CREDENTIALS", "S3Server"]
+
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+"""Environment for clients of the server (moto accepts any credentials)."""
+
+PIECE = 256 << 10  # bodies are sent (and counted) in pieces of this size
+
+
+def request_kind(method: str, path: str, query: str) -> tuple[str, str]:
+    """("LIST", bucket) / ("GET", "bucket/key") ... for a path-style S3 request."""
+    key = urllib.parse.unquote(path.lstrip("/"))
+    bucket_only = "/" not in key.rstrip("/")
+    if method == "GET" and bucket_only:
+        params = urllib.parse.parse_qs(query, keep_blank_values=True)
+        if not ({"location", "versioning", "acl", "policy", "uploads"} & params.keys()):
+            return "LIST", key.rstrip("/")
+    return method, key
+
+
+class S3Server:
+    """moto's S3 on 127.0.0.1, counting requests; ``url`` is its endpoint."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
+        self.counts: Counter[str] = Counter()
+        self.per_key: Counter[tuple[str, str]] = Counter()
+        self.bytes_sent = 0
+        self._lock = threading.Lock()
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
+        self._app = DomainDispatcherApplication(create_backend_app)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # --- counting ------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+            self.per_key.clear()
+            self.bytes_sent = 0
+
+    def snapshot(self) -> tuple[Counter[str], int]:
+        """The request counts and body bytes sent so far."""
+        with self._lock:
+            return Counter(self.counts), self.bytes_sent
+
+    def _counted(self, body: Iterable[bytes]) -> Iterator[bytes]:
+        try:
+            for chunk in body:
+                for at in range(0, len(chunk), PIECE):
+                    piece = chunk[at : at + PIECE]
+                    yield piece  # resumes once the piece was written to the socket
+                    with self._lock:
+                        self.bytes_sent += len(piece)
+        finally:
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+
+    def _wsgi(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        kind, key = request_kind(
+            environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/"), environ.get("QUERY_STRING", "")
+        )
+        with self._lock:
+            self.counts[kind] += 1
+            self.per_key[kind, key] += 1
+        return self._counted(self._app(environ, start_response))
+
+    # --- serving -------------------------------------------------------------------------
+
+    def start(self) -> S3Server:
+        server = self
+
+        class Handler(MotoRequestHandler):
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._connections.discard(self.connection)
+                super().finish()
+
+        self._server = make_server("127.0.0.1", self.port, self._wsgi, threaded=True,
+                                   request_handler=Handler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """An outage: refuse new connections and cut the open ones."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(10)
+        self._server = None
+
+    def __enter__(self) -> S3Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def client_env() -> dict[str, str]:
+    """This process's environment plus the server's credentials (for subprocesses)."""
+    return {**os.environ, **CREDENTIALS}
