@@ -265,7 +265,8 @@ def test_stats_table_format():
         "pid": 42, "uptime_s": 3725.2,
         "counters": {
             "requests": {"read": 3, "lookup": 10}, "errors": {}, "store_requests": {"read": 2},
-            "request_seconds": {"read": 0.006, "lookup": 0.002}, "cache": {}, "bytes_read": 3 * 2**20, "bytes_written": 0, "store_bytes_read": 100,
+            "request_seconds": {"read": 0.006, "lookup": 0.002}, "cache": {},
+            "bytes_read": 3 * 2**20, "bytes_written": 0, "store_bytes_read": 100,
             "store_bytes_written": 0,
         },
     }

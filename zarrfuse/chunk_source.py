@@ -382,7 +382,9 @@ class KnownSizes:
         self._sizes.move_to_end(coords)
         return known
 
-    def put(self, coords: tuple[int, ...], size: int | None, *, learnt: float | None = None) -> None:
+    def put(
+        self, coords: tuple[int, ...], size: int | None, *, learnt: float | None = None
+    ) -> None:
         """Remember ``size``, unless what is known was learnt later (a stat that raced a
         commit must not overwrite the commit's size with the old one)."""
         learnt = time.monotonic() if learnt is None else learnt
