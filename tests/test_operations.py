@@ -253,6 +253,18 @@ def test_stats_of_a_mountpoint_with_blanks_in_its_name(array_v3, tmp_path):
         assert stats(mnt)["mountpoint"] == str(mnt)
 
 
+@mount_test
+def test_stats_into_a_closed_pipe_is_quiet(array_v3, mountpoint):
+    """``zarrfuse stats | head`` must not end with a complaint about a broken pipe."""
+    with mounted(array_v3, mountpoint) as mnt:
+        child = subprocess.Popen([*ZARRFUSE, "stats", "--json", mnt], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        child.stdout.close()  # no reader left: the child's first write fails with EPIPE
+        _, err = child.communicate(timeout=20)
+        assert child.returncode == 141
+        assert err == b""
+
+
 def test_stats_of_a_directory_that_is_not_a_mount(tmp_path):
     result = run_with_timeout([*ZARRFUSE, "stats", tmp_path], 20, check=False)
     assert result.returncode == 1

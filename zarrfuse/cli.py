@@ -472,6 +472,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _complain("interrupted")
         return 130
+    except BrokenPipeError:
+        # The reader of our output went away (``zarrfuse stats | head``): not an error to
+        # report. Point stdout at /dev/null so Python's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
     except Exception as e:
         if debug:
             traceback.print_exc()
