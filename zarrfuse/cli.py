@@ -222,6 +222,12 @@ def _add_tiff_commands(commands: argparse._SubParsersAction) -> None:
         "--bigtiff", action="store_true", default=None,
         help="write BigTIFF headers (default: only when a shard could exceed 4 GiB)",
     )
+    p.add_argument(
+        "--header-part", action="store_true",
+        help="store each TIFF header in its own .header part: shard files hold pure tile "
+        "bytes and are TIFFs only through a zarrfuse mount (default: header and tiles in the "
+        "shard file, a TIFF on disk)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing DEST")
     p = _source_command(
         commands, "repair-tiff", _repair_tiff,
@@ -399,6 +405,7 @@ def _convert_tiff(args: argparse.Namespace) -> int:
         shard_shape=args.shard_shape,
         compression=args.compression,
         bigtiff=args.bigtiff,
+        header_part=args.header_part,
         overwrite=args.overwrite,
     )
     print(f"{dest}: shape {list(array.shape)}, {array.dtype}, shards {list(array.shards or ())}")
