@@ -4,7 +4,8 @@ A shard is a TIFF header, the tiles, then the shard index. ``concat-parts`` stor
 of two layouts. By default two parts: the shard's own key (``c/.../0.tiff``) holds header and
 tiles, a complete TIFF file on disk; ``.index`` holds the index. With ``header_part`` three:
 ``.header`` (fixed size), the shard's own key (pure tile bytes) and ``.index``; the shard is a
-TIFF only when its parts are assembled (a zarrfuse mount does that). The header is a TIFF file header and one IFD per page whose
+TIFF only when its parts are assembled (a zarrfuse mount does that). The assembled bytes are
+the same in both. The header is a TIFF file header and one IFD per page whose
 TileOffsets/TileByteCounts point at the very inner-chunk bytes that the shard index points at.
 TIFF readers ignore what follows the tiles; zarr's sharding codec reads the index from the end
 and never looks at the header.
