@@ -185,7 +185,9 @@ def _array_arguments(
             "name": "suffix",
             "configuration": {"suffix": suffix, "base_encoding": fanout},
         },
-        "storage_transformers": [{"name": "concat-parts", "configuration": {"parts": layout.parts}}],
+        "storage_transformers": [
+            {"name": "concat-parts", "configuration": {"parts": layout.parts}}
+        ],
     }
 
 
