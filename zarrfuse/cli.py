@@ -197,7 +197,8 @@ def _add_tiff_commands(commands: argparse._SubParsersAction) -> None:
         help="copy an array or a TIFF image into a dual-access array",
         description="Copy SOURCE (any array zarrfuse opens, or a .tif/.tiff file) into a new "
         "array at DEST whose shards are TIFF files (suffix .tiff, concat-parts tiles and "
-        "index). Shows a progress bar on stderr when it is a terminal.",
+        "index, and with --header-part the header too). Shows a progress bar on stderr when "
+        "it is a terminal.",
     )
     p.add_argument("dest", metavar="DEST")
     p.add_argument(
