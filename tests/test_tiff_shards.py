@@ -1,9 +1,11 @@
 """Dual-access arrays: every shard file is a TIFF that real readers (tifffile, Pillow, libtiff's
 tiffinfo) read as the array's region, on disk and through the raw mount; zarr reads the same
-bytes; writes through zarrfuse keep it so."""
+bytes; writes through zarrfuse keep it so. Both parts layouts: header with the tiles (the shard
+file on disk is the TIFF) and header in its own ``.header`` part (the assembled shard is)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from zarrfuse.tiff_arrays import (
     shard_grid,
 )
 from zarrfuse.tiff_shards import CLASSIC_LIMIT, bigtiff_needed
+from zarrfuse.transformers import ConcatParts
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -74,12 +77,47 @@ def tiffinfo_problems(path: Path) -> str:
     return "" if result.returncode == 0 and not result.stderr.strip() else result.stderr or "rc"
 
 
-def check_shards(root: Path, keys_from: zarr.Array, layout, data: np.ndarray) -> int:
+HEADER_PART = pytest.mark.parametrize(
+    "header_part", [False, True], ids=["tiff-file", "header-part"]
+)
+
+
+def stored_bytes(root: Path, key: str, layout) -> bytes:
+    """A shard as stored on disk: its parts' files, concatenated in order."""
+    return b"".join((root / f"{key}{p['key_suffix']}").read_bytes() for p in layout.parts)
+
+
+def write_parts(root: Path, key: str, layout, value: bytes) -> None:
+    """Store ``value`` as the shard's parts, as any concat-parts writer would."""
+    spans = ConcatParts.from_config({"parts": layout.parts}).split(len(value))
+    for part, (start, stop) in zip(layout.parts, spans, strict=True):
+        (root / f"{key}{part['key_suffix']}").write_bytes(value[start:stop])
+
+
+def tiff_file(root: Path, key: str, layout, *, mount: bool = False) -> Path:
+    """The file that is the shard's TIFF: the shard file itself through a mount or with the
+    header in it; with a ``.header`` part on disk, header and tiles concatenated (a copy next
+    to ``root``), after checking the ``.header`` file has the fixed size."""
+    path = root / key
+    if mount or not layout.header_part or not path.exists():
+        return path
+    header = root / f"{key}.header"
+    assert header.stat().st_size == layout.header_size, f"{header} size"
+    assembled = root.with_name(f"{root.name}.assembled") / key
+    assembled.parent.mkdir(parents=True, exist_ok=True)
+    assembled.write_bytes(header.read_bytes() + path.read_bytes())
+    return assembled
+
+
+def check_shards(
+    root: Path, keys_from: zarr.Array, layout, data: np.ndarray, *, mount: bool = False
+) -> int:
     """Every stored shard under ``root`` (keys as ``keys_from`` names them) reads, in every
-    TIFF reader, as its region of ``data``. Returns how many shards were checked."""
+    TIFF reader, as its region of ``data``: the shard file through a mount, its header and
+    tiles assembled on disk (:func:`tiff_file`). Returns how many shards were checked."""
     checked = 0
     for coords in shard_grid(layout):
-        path = root / keys_from.metadata.encode_chunk_key(coords)
+        path = tiff_file(root, keys_from.metadata.encode_chunk_key(coords), layout, mount=mount)
         region = data[layout.region(coords)]
         if not path.exists():
             assert not region.any(), f"shard {coords} is missing but not all fill value"
@@ -96,41 +134,58 @@ def check_shards(root: Path, keys_from: zarr.Array, layout, data: np.ndarray) ->
     return checked
 
 
+@HEADER_PART
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_every_shard_file_on_disk_is_the_tiff_of_its_region(tmp_path, case, compression):
-    array, data = make(tmp_path / "a", case, compression)
+def test_every_shard_file_on_disk_is_the_tiff_of_its_region(
+    tmp_path, case, compression, header_part
+):
+    array, data = make(tmp_path / "a", case, compression, header_part=header_part)
     layout = layout_of(tmp_path / "a")
+    assert layout.header_part is header_part
     assert check_shards(tmp_path / "a", array, layout, data) > 0
     np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
-    page = tifffile.TiffFile(tmp_path / "a" / array.metadata.encode_chunk_key((0,) * data.ndim))
+    key = array.metadata.encode_chunk_key((0,) * data.ndim)
+    headers = sorted(p.name for p in (tmp_path / "a").rglob("*.header"))
+    if header_part:  # every stored shard has its .header file; the tile file alone is no TIFF
+        assert len(headers) == len(list((tmp_path / "a").rglob("*.index"))) > 0
+        with pytest.raises(tifffile.TiffFileError):
+            tifffile.imread(tmp_path / "a" / key)
+    else:
+        assert headers == []
+    page = tifffile.TiffFile(tiff_file(tmp_path / "a", key, layout))
     with page:
         assert page.pages[0].compression == (50000 if compression == "zstd" else 1)
         assert page.byteorder == (">" if case == "big-endian" else "<")
 
 
-def test_absent_tiles_point_at_one_stored_fill_tile(tmp_path):
+@HEADER_PART
+def test_absent_tiles_point_at_one_stored_fill_tile(tmp_path, header_part):
     """zarr leaves all-zero tiles out of a shard; libtiff refuses tiles of 0 bytes, so the
     TIFF view points them at one zero tile stored behind the others."""
     array = create_tiff_array(tmp_path / "a", shape=(64, 64), dtype="uint16",
-                              tile_shape=(16, 16), compression="none")
+                              tile_shape=(16, 16), compression="none", header_part=header_part)
     data = np.zeros((64, 64), "uint16")
     data[16:32, 32:48] = 7
     array[...] = data
-    shard = tmp_path / "a" / array.metadata.encode_chunk_key((0, 0))
+    key = array.metadata.encode_chunk_key((0, 0))
+    shard = tmp_path / "a" / key
     layout = layout_of(tmp_path / "a")
-    with tifffile.TiffFile(shard) as tif:
+    with tifffile.TiffFile(tiff_file(tmp_path / "a", key, layout)) as tif:
         offsets = tif.pages[0].dataoffsets
     assert len(set(offsets)) == 2  # the one stored tile, and the shared fill tile
-    assert shard.stat().st_size == layout.header_size + 2 * 16 * 16 * 2
+    # With a .header part the shard file holds nothing but the tiles.
+    header_in_file = 0 if header_part else layout.header_size
+    assert shard.stat().st_size == header_in_file + 2 * 16 * 16 * 2
     assert check_shards(tmp_path / "a", array, layout, data) == 1
 
 
-def test_rebuilding_is_idempotent_and_refuses_what_is_no_shard(tmp_path):
-    array, data = make(tmp_path / "a", "2d-uint16", "zstd")
+@HEADER_PART
+def test_rebuilding_is_idempotent_and_refuses_what_is_no_shard(tmp_path, header_part):
+    array, data = make(tmp_path / "a", "2d-uint16", "zstd", header_part=header_part)
     layout = layout_of(tmp_path / "a")
     key = array.metadata.encode_chunk_key((1, 1))
-    stored = (tmp_path / "a" / key).read_bytes() + (tmp_path / "a" / f"{key}.index").read_bytes()
+    stored = stored_bytes(tmp_path / "a", key, layout)
     assert layout.shard_bytes_with_header((1, 1), stored) == stored
     # The same shard as zarr writes it (tiles from offset 0) gets the very same bytes.
     zarr_layout = zarr.create_array(zarr.storage.MemoryStore(), shape=(64, 96), dtype="uint16",
@@ -165,8 +220,9 @@ def test_bigtiff_is_chosen_by_size_and_readable(tmp_path):
         assert bigtiff_needed(huge, CLASSIC_LIMIT) is expected
 
 
-def test_writes_through_open_array_keep_every_shard_a_tiff(tmp_path):
-    array, data = make(tmp_path / "a", "3d-pages", "zstd")
+@HEADER_PART
+def test_writes_through_open_array_keep_every_shard_a_tiff(tmp_path, header_part):
+    array, data = make(tmp_path / "a", "3d-pages", "zstd", header_part=header_part)
     again = zarrfuse.open_array(tmp_path / "a", mode="r+")
     data[1:4, 10:35, 5:60] = -5  # crosses shards, pages and tiles, partly
     again[1:4, 10:35, 5:60] = -5
@@ -176,8 +232,9 @@ def test_writes_through_open_array_keep_every_shard_a_tiff(tmp_path):
     np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
 
 
-def test_repair_rebuilds_headers_left_stale_by_other_writers_and_resizes(tmp_path):
-    array, data = make(tmp_path / "a", "2d-uint16", "none")
+@HEADER_PART
+def test_repair_rebuilds_headers_left_stale_by_other_writers_and_resizes(tmp_path, header_part):
+    array, data = make(tmp_path / "a", "2d-uint16", "none", header_part=header_part)
     layout = layout_of(tmp_path / "a")
     key = array.metadata.encode_chunk_key((0, 0))
     # Another Zarr implementation with concat-parts writes zarr's layout, split into parts:
@@ -189,11 +246,10 @@ def test_repair_rebuilds_headers_left_stale_by_other_writers_and_resizes(tmp_pat
     zarr_layout[...] = data[:64, :96]
     plain = zarr.core.sync.sync(zarr_layout.store.get(
         "c/0/0", zarr.core.buffer.default_buffer_prototype())).to_bytes()
-    (tmp_path / "a" / key).write_bytes(plain[: -layout.index_size])
-    (tmp_path / "a" / f"{key}.index").write_bytes(plain[-layout.index_size :])
+    write_parts(tmp_path / "a", key, layout, plain)
     np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
     with pytest.raises(tifffile.TiffFileError):
-        tifffile.imread(tmp_path / "a" / key)
+        tifffile.imread(tiff_file(tmp_path / "a", key, layout))
     stale = run_with_timeout([*ZARRFUSE, "repair-tiff", "--check", tmp_path / "a"], check=False)
     assert stale.returncode == 1 and "9 shards checked, 1 TIFF headers stale" in stale.stdout
     repaired = run_with_timeout([*ZARRFUSE, "repair-tiff", tmp_path / "a"])
@@ -229,6 +285,19 @@ def test_info_says_whether_and_why_not(tmp_path, array_v3):
     result = run_with_timeout([*ZARRFUSE, "info", tmp_path / "tiff"])
     assert "dual-access (shards are TIFF files): yes: classic TIFF" in result.stdout
     assert "3 samples per pixel" in result.stdout and "zstd" in result.stdout
+    assert "header in the shard file: shard files are TIFFs on disk too" in result.stdout
+    make(tmp_path / "parts", "2d-uint8", "none", header_part=True)
+    result = run_with_timeout([*ZARRFUSE, "info", tmp_path / "parts"])
+    assert "files): yes: classic TIFF" in result.stdout
+    assert "header in its own part (.header): shard files are TIFFs only when assembled" in (
+        result.stdout
+    )
+    # Any other parts layout is not dual-access: here the header part without its size.
+    metadata = json.loads((tmp_path / "parts" / "zarr.json").read_text())
+    del metadata["storage_transformers"][0]["configuration"]["parts"][0]["size"]
+    (tmp_path / "parts" / "zarr.json").write_text(json.dumps(metadata))
+    result = run_with_timeout([*ZARRFUSE, "info", tmp_path / "parts"])
+    assert "files): no: its concat-parts parts are [('.header', None)" in result.stdout
     result = run_with_timeout([*ZARRFUSE, "info", array_v3])
     assert "dual-access (shards are TIFF files): no: it has no 'zarrfuse.tiff_shards'" in (
         result.stdout
@@ -270,6 +339,14 @@ def test_cli_converts_an_array_and_a_tiff_file(tmp_path, array_v3):
     layout = layout_of(tmp_path / "photo")
     assert layout.samples and layout.zstd
     check_shards(tmp_path / "photo", photo, layout, rgb)
+    run_with_timeout([*ZARRFUSE, "convert-tiff", tmp_path / "photo.tif", tmp_path / "parts",
+                      "--tile", "32,32", "--shard-shape", "32,64,3", "--header-part"])
+    parts = zarrfuse.open_array(tmp_path / "parts")
+    layout = layout_of(tmp_path / "parts")
+    assert layout.header_part and layout.samples
+    assert len(list((tmp_path / "parts").rglob("*.tiff.header"))) == 4  # edge shards too
+    check_shards(tmp_path / "parts", parts, layout, rgb)
+    np.testing.assert_array_equal(parts[...], rgb)
     again = run_with_timeout([*ZARRFUSE, "convert-tiff", tmp_path / "photo.tif",
                               tmp_path / "photo"], check=False)
     assert again.returncode == 1 and "already there" in again.stderr
@@ -287,31 +364,33 @@ def test_api_converts_with_progress_off(tmp_path):
 
 
 @pytest.mark.fuse
-def test_through_the_raw_mount_shards_read_as_tiffs_and_writes_keep_them(tmp_path):
-    array, data = make(tmp_path / "a", "2d-uint16", "zstd")
-    other, other_data = make(tmp_path / "b", "2d-uint16", "zstd", seed=1)
+@HEADER_PART
+def test_through_the_raw_mount_shards_read_as_tiffs_and_writes_keep_them(tmp_path, header_part):
+    array, data = make(tmp_path / "a", "2d-uint16", "zstd", header_part=header_part)
+    other, other_data = make(tmp_path / "b", "2d-uint16", "zstd", seed=1, header_part=header_part)
     layout = layout_of(tmp_path / "a")
     with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
         shown = zarr.open_array(mnt, mode="r")
         np.testing.assert_array_equal(shown[...], data)
         np.testing.assert_array_equal(zarrfuse.open_array(mnt)[...], data)
-        assert check_shards(mnt, shown, layout, data) == 9
+        assert check_shards(mnt, shown, layout, data, mount=True) == 9
+        assert list(mnt.rglob("*.header")) == []  # parts are hidden: one file per shard
         # zarr writes shards with tiles from offset 0 through the mount: each gets its header.
         writer = zarr.open_array(mnt, mode="r+")
         data[20:100, 50:150] = 4242
         writer[20:100, 50:150] = 4242
-        check_shards(mnt, shown, layout, data)
+        check_shards(mnt, shown, layout, data, mount=True)
         check_shards(tmp_path / "a", array, layout, data)
         # cp of a whole shard of another dual-access array: stored unchanged (already right).
         other_key = other.metadata.encode_chunk_key((1, 1))
         assembled = tmp_path / "shard"
-        assembled.write_bytes((tmp_path / "b" / other_key).read_bytes()
-                              + (tmp_path / "b" / f"{other_key}.index").read_bytes())
+        assembled.write_bytes(stored_bytes(tmp_path / "b", other_key, layout))
         run_with_timeout(["cp", assembled, mnt / shown.metadata.encode_chunk_key((1, 1))])
         key = array.metadata.encode_chunk_key((1, 1))
         assert (tmp_path / "a" / key).read_bytes() == (tmp_path / "b" / other_key).read_bytes()
+        assert stored_bytes(tmp_path / "a", key, layout) == assembled.read_bytes()
         data[layout.region((1, 1))] = other_data[layout.region((1, 1))]
-        check_shards(mnt, shown, layout, data)
+        check_shards(mnt, shown, layout, data, mount=True)
         np.testing.assert_array_equal(zarr.open_array(mnt)[...], data)
         # Bytes that are no shard are refused; the stored shard stays as it was.
         result = run_with_timeout(
@@ -323,20 +402,22 @@ def test_through_the_raw_mount_shards_read_as_tiffs_and_writes_keep_them(tmp_pat
 
 
 @pytest.mark.fuse
-def test_the_raw_mount_of_a_zip_store_shows_the_shards_as_tiffs(tmp_path):
+@HEADER_PART
+def test_the_raw_mount_of_a_zip_store_shows_the_shards_as_tiffs(tmp_path, header_part):
     """A store that is no local directory (read through zarr's Store API): same TIFFs."""
-    array, data = make(tmp_path / "a", "rgb", "zstd")
+    array, data = make(tmp_path / "a", "rgb", "zstd", header_part=header_part)
     zipped = shutil.make_archive(str(tmp_path / "image"), "zip", tmp_path / "a")
     with mounted(zipped, tmp_path / "mnt") as mnt:
         shown = zarr.open_array(mnt, mode="r")
-        assert check_shards(mnt, shown, layout_of(tmp_path / "a"), data) == 4
+        assert check_shards(mnt, shown, layout_of(tmp_path / "a"), data, mount=True) == 4
         np.testing.assert_array_equal(shown[...], data)
 
 
 @pytest.mark.fuse
-def test_writes_through_a_rendered_view_keep_the_shards_tiffs(tmp_path):
+@HEADER_PART
+def test_writes_through_a_rendered_view_keep_the_shards_tiffs(tmp_path, header_part):
     """``--format tiff`` renders inner chunks; writing one rewrites its shard through zarr."""
-    array, data = make(tmp_path / "a", "2d-uint16", "zstd")
+    array, data = make(tmp_path / "a", "2d-uint16", "zstd", header_part=header_part)
     with mounted(tmp_path / "a", tmp_path / "mnt", "--format", "tiff") as mnt:
         chunks = sorted(mnt.rglob("*.tiff"))  # fanout names sort like their coordinates
         assert len(chunks) == 10 * 13

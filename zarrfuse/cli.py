@@ -197,7 +197,8 @@ def _add_tiff_commands(commands: argparse._SubParsersAction) -> None:
         help="copy an array or a TIFF image into a dual-access array",
         description="Copy SOURCE (any array zarrfuse opens, or a .tif/.tiff file) into a new "
         "array at DEST whose shards are TIFF files (suffix .tiff, concat-parts tiles and "
-        "index). Shows a progress bar on stderr when it is a terminal.",
+        "index, and with --header-part the header too). Shows a progress bar on stderr when "
+        "it is a terminal.",
     )
     p.add_argument("dest", metavar="DEST")
     p.add_argument(
@@ -221,6 +222,12 @@ def _add_tiff_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--bigtiff", action="store_true", default=None,
         help="write BigTIFF headers (default: only when a shard could exceed 4 GiB)",
+    )
+    p.add_argument(
+        "--header-part", action="store_true",
+        help="store each TIFF header in its own .header part: shard files hold pure tile "
+        "bytes and are TIFFs only through a zarrfuse mount (default: header and tiles in the "
+        "shard file, a TIFF on disk)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing DEST")
     p = _source_command(
@@ -399,6 +406,7 @@ def _convert_tiff(args: argparse.Namespace) -> int:
         shard_shape=args.shard_shape,
         compression=args.compression,
         bigtiff=args.bigtiff,
+        header_part=args.header_part,
         overwrite=args.overwrite,
     )
     print(f"{dest}: shape {list(array.shape)}, {array.dtype}, shards {list(array.shards or ())}")

@@ -43,6 +43,12 @@ def _summary(layout: TiffShardLayout) -> str:
         f"{layout.samples_per_pixel} sample{'s' if layout.samples_per_pixel != 1 else ''} "
         "per pixel",
         f"header {layout.header_size} bytes",
+        (
+            "header in its own part (.header): shard files are TIFFs only when assembled, "
+            "e.g. through a zarrfuse mount"
+            if layout.header_part
+            else "header in the shard file: shard files are TIFFs on disk too"
+        ),
     ]
     return ", ".join(parts)
 

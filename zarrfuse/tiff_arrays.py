@@ -113,6 +113,7 @@ def create_tiff_array(
     dimension_names: Sequence[str] | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    header_part: bool = False,
 ) -> zarr.Array:
     """Create an empty dual-access array: every shard a Zarr shard and a TIFF file.
 
@@ -120,6 +121,9 @@ def create_tiff_array(
     (RGB: pixels stored whole). ``tile_shape`` is the (Y, X) inner chunk, a TIFF tile;
     ``shard_shape`` covers every axis (default: 1 along leading axes, one page per file).
     ``bigtiff=None`` chooses BigTIFF when a shard could exceed ``bigtiff_threshold`` bytes.
+    ``header_part=True`` stores each shard's TIFF header in its own ``.header`` part: the
+    shard's own file then holds pure tile bytes, a TIFF only as assembled (zarrfuse mount);
+    by default header and tiles share that file, a complete TIFF on disk.
     Write through :func:`zarrfuse.open_array` or a zarrfuse mount to keep shards valid TIFFs.
     """
     shape = tuple(int(n) for n in shape)
@@ -139,6 +143,7 @@ def create_tiff_array(
         zstd=compression == "zstd",
         samples=samples,
         bigtiff=False,
+        header_part=header_part,
     )
     check_geometry(layout)
     if bigtiff is None:
@@ -165,9 +170,8 @@ def _array_arguments(
     layout: TiffShardLayout, endian: str, suffix: str, max_children: int
 ) -> dict[str, Any]:
     """``create_array`` arguments for the layout: TIFF-readable tile codecs, ``.tiff`` keys
-    over fanout, and the index in its own part so the shard's own file is exactly a TIFF."""
+    over fanout, and the index (and maybe the header) in parts of their own."""
     fanout = {"name": "fanout", "configuration": {"max_children": max_children}}
-    parts = [{"key_suffix": ""}, {"key_suffix": ".index", "size": layout.index_size}]
     return {
         "shape": layout.shape,
         "dtype": layout.dtype,
@@ -181,7 +185,9 @@ def _array_arguments(
             "name": "suffix",
             "configuration": {"suffix": suffix, "base_encoding": fanout},
         },
-        "storage_transformers": [{"name": "concat-parts", "configuration": {"parts": parts}}],
+        "storage_transformers": [
+            {"name": "concat-parts", "configuration": {"parts": layout.parts}}
+        ],
     }
 
 

@@ -1,8 +1,11 @@
 """Dual-access arrays: every shard is a Zarr shard and a complete TIFF file, on the same bytes.
 
-A shard is a TIFF header, the tiles, then the shard index. ``concat-parts`` stores it as two
-parts: the shard's own key (``c/.../0.tiff``) holds header and tiles, a complete TIFF file on
-disk; ``.index`` holds the index. The header is a TIFF file header and one IFD per page whose
+A shard is a TIFF header, the tiles, then the shard index. ``concat-parts`` stores it in one
+of two layouts. By default two parts: the shard's own key (``c/.../0.tiff``) holds header and
+tiles, a complete TIFF file on disk; ``.index`` holds the index. With ``header_part`` three:
+``.header`` (fixed size), the shard's own key (pure tile bytes) and ``.index``; the shard is a
+TIFF only when its parts are assembled (a zarrfuse mount does that). The assembled bytes are
+the same in both. The header is a TIFF file header and one IFD per page whose
 TileOffsets/TileByteCounts point at the very inner-chunk bytes that the shard index points at.
 TIFF readers ignore what follows the tiles; zarr's sharding codec reads the index from the end
 and never looks at the header.
@@ -94,6 +97,8 @@ class TiffShardLayout:
     zstd: bool
     samples: bool
     bigtiff: bool
+    header_part: bool = False
+    """The header is stored in its own ``.header`` part, not in the shard's own file."""
 
     # --- geometry ------------------------------------------------------------------------
 
@@ -104,6 +109,15 @@ class TiffShardLayout:
     @property
     def index_size(self) -> int:
         return 16 * math.prod(self.chunks_per_shard) + 4
+
+    @property
+    def parts(self) -> list[dict[str, Any]]:
+        """The ``concat-parts`` parts of this layout. The header part has a fixed size because
+        every shard's header is padded to :attr:`header_size` (edge shards included)."""
+        index = {"key_suffix": ".index", "size": self.index_size}
+        if self.header_part:
+            return [{"key_suffix": ".header", "size": self.header_size}, {"key_suffix": ""}, index]
+        return [{"key_suffix": ""}, index]
 
     @property
     def _flavour(self) -> _Flavour:
@@ -405,14 +419,22 @@ def _inner_codecs(config: dict[str, Any], dtype: np.dtype) -> tuple[str, bool]:
     return ("<" if endian == "little" or dtype.itemsize == 1 else ">"), len(names) == 2
 
 
-def _check_parts(metadata: dict[str, Any], layout: TiffShardLayout) -> None:
+def _header_part(metadata: dict[str, Any], layout: TiffShardLayout) -> bool:
+    """Which of the two parts layouts the array uses (header in its own part or not);
+    ConfigurationError for any other."""
     transformers = metadata.get("storage_transformers") or []
     entry = _only([t for t in transformers if t.get("name") == "concat-parts"], "concat-parts")
     parts = entry.get("configuration", {}).get("parts", [])
     got = [(p.get("key_suffix"), p.get("size")) for p in parts]
-    want = [("", None), (".index", layout.index_size)]
-    if got != want:
-        raise ConfigurationError(f"its concat-parts parts are {got}, not {want}")
+    known = {}
+    for header_part in (False, True):
+        want = dataclasses.replace(layout, header_part=header_part).parts
+        known[header_part] = [(p["key_suffix"], p.get("size")) for p in want]
+        if got == known[header_part]:
+            return header_part
+    raise ConfigurationError(
+        f"its concat-parts parts are {got}, not {known[False]} or {known[True]}"
+    )
 
 
 def _check_suffix(metadata: dict[str, Any]) -> None:
@@ -482,8 +504,7 @@ def tiff_layout(metadata: dict[str, Any]) -> TiffShardLayout:
         bigtiff=bool(declared.get("bigtiff", False)),
     )
     check_geometry(layout)
-    _check_parts(metadata, layout)
-    return layout
+    return dataclasses.replace(layout, header_part=_header_part(metadata, layout))
 
 
 def layout_for(metadata: dict[str, Any]) -> TiffShardLayout | None:
