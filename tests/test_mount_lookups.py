@@ -114,3 +114,40 @@ def test_flat_store_directories_are_not_listed_for_one_name(tmp_path):
         after = counters(mnt)
         assert count(after, "store_requests", "list") == count(before, "store_requests", "list")
         assert count(after, "store_requests", "stat") - count(before, "store_requests", "stat") >= 6
+
+
+@pytest.fixture
+def group_store(tmp_path: Path) -> Path:
+    """A group with one array ``a`` (4 uint8 in chunks of 2)."""
+    path = tmp_path / "group"
+    root = zarr.open_group(path, mode="w")
+    root.create_array("a", shape=(4,), chunks=(2,), dtype="u1", fill_value=0)[:] = [1, 2, 3, 4]
+    return path
+
+
+def shape_shown(mnt: Path, name: str) -> list[int] | None:
+    try:
+        return json.loads((mnt / name / "zarr.json").read_bytes())["shape"]
+    except FileNotFoundError:
+        return None
+
+
+@pytest.mark.parametrize("options", [(), ("--read-only", "--metadata-ttl", "0.5")])
+def test_group_children_follow_the_store_within_the_timeout(group_store, tmp_path, options):
+    with mounted(group_store, tmp_path / "mnt", *options) as mnt:
+        assert sorted(os.listdir(mnt)) == ["a", "zarr.json"]
+        assert shape_shown(mnt, "a") == [4]
+        root = zarr.open_group(group_store, mode="r+")
+        root.create_array("b", shape=(3,), chunks=(3,), dtype="u1", fill_value=0)[:] = [7, 8, 9]
+        root["a"].resize((6,))
+        assert wait_for(lambda: "b" in os.listdir(mnt), timeout=3 * WRITABLE_TIMEOUT)
+        assert wait_for(lambda: shape_shown(mnt, "a") == [6], timeout=3 * WRITABLE_TIMEOUT)
+        assert zarr.open_array(mnt / "b")[:].tolist() == [7, 8, 9]
+
+
+def test_a_read_only_mount_keeps_the_group_it_mounted(group_store, tmp_path):
+    """Without --metadata-ttl a read-only mount trusts what it read for its whole life."""
+    with mounted(group_store, tmp_path / "mnt", "--read-only") as mnt:
+        assert sorted(os.listdir(mnt)) == ["a", "zarr.json"]
+        zarr.open_group(group_store, mode="r+")["a"].resize((6,))
+        assert not wait_for(lambda: shape_shown(mnt, "a") == [6], timeout=1.5)

@@ -7,9 +7,11 @@ mount has applied them) and the chunk source that reads its stored chunks.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +84,16 @@ def _join(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
 
 
+@dataclass(frozen=True)
+class _ChildView:
+    """A group child's ``zarr.json`` as read at ``read_at`` (monotonic), and its view (None:
+    no readable v3 node there)."""
+
+    raw: bytes | None
+    view: ArrayView | GroupView | None
+    read_at: float
+
+
 class Catalog:
     """Builds and caches views; reads ``zarr.json`` documents through the backend."""
 
@@ -105,7 +117,7 @@ class Catalog:
         self._max_children = max_children
         self._limiter = limiter
         self._ttl = listing_ttl
-        self._views: dict[str, ArrayView | GroupView | None] = {}
+        self._children: dict[str, _ChildView] = {}
 
     def view_for(self, path: str, metadata: dict[str, Any]) -> ArrayView | GroupView:
         """A view of the node at ``path`` with parsed ``zarr.json`` ``metadata``; no I/O."""
@@ -113,7 +125,6 @@ class Catalog:
             view: ArrayView | GroupView = GroupView(path, json.dumps(metadata, indent=2).encode())
         else:
             view = self._array_view(path, metadata)
-        self._views[path] = view
         return view
 
     def _array_view(self, path: str, metadata: dict[str, Any]) -> ArrayView:
@@ -182,14 +193,25 @@ class Catalog:
         )
 
     async def open_child(self, group_path: str, name: str) -> ArrayView | GroupView | None:
-        """The child node ``name`` of a group, or None if it is not a readable v3 node."""
+        """The child node ``name`` of a group, or None if it is not a readable v3 node.
+
+        What a child's ``zarr.json`` said is trusted for the metadata TTL (forever on
+        read-only mounts without ``--metadata-ttl``); after it the document is read again, and
+        the view is rebuilt only if the document changed: arrays added to a group, resized
+        or rewritten behind the mount show in the mount.
+        """
         path = _join(group_path, name)
-        if path in self._views:
-            return self._views[path]
+        cached = self._children.get(path)
+        now = time.monotonic()
+        if cached is not None and (self._ttl is None or now - cached.read_at < self._ttl):
+            return cached.view
         self.counters.store["read"] += 1
         raw = await trio.to_thread.run_sync(
             self.backend.read_all, _join(path, "zarr.json"), limiter=self._limiter
         )
+        if cached is not None and raw == cached.raw:
+            self._children[path] = dataclasses.replace(cached, read_at=now)
+            return cached.view
         view = None
         if raw is not None:
             try:
@@ -199,7 +221,7 @@ class Catalog:
                 view = self.view_for(path, metadata)
             except (ValueError, ZarrFuseError) as e:
                 log.warning("skipping %s: %s", path, e)
-        self._views[path] = view
+        self._children[path] = _ChildView(raw, view, now)
         return view
 
     async def child_names(self, group_path: str) -> list[str]:
