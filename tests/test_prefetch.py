@@ -113,3 +113,50 @@ def test_failed_fetch_is_an_error_and_the_next_read_asks_again(pool):
     assert read(ahead, 8 * KiB, 4 * KiB) == OBJECT[8 * KiB : 12 * KiB]
     ahead.close()
     assert ahead.policy.budget.used == 0
+
+
+def test_an_object_shorter_than_listed_is_eio_not_a_crash():
+    """A reader opened with a listed size larger than the object (replaced by a shorter one
+    behind a --metadata-ttl mount) gets EIO from the ranged GET itself."""
+    from obstore.store import MemoryStore  # noqa: PLC0415
+
+    from zarrfuse.object_backend import ObjectBackend  # noqa: PLC0415
+
+    backend = ObjectBackend(MemoryStore())
+    try:
+        backend.write("k", [memoryview(b"0123456789")])
+        assert bytes(backend.read("k", 2, 5)) == b"234"
+        with pytest.raises(OSError) as raised:
+            backend.read("k", 0, 20)
+        assert raised.value.errno == errno.EIO
+    finally:
+        backend.close()
+
+
+def test_dropping_a_window_being_fetched_keeps_its_bytes_counted_until_it_ends():
+    started, release = threading.Event(), threading.Event()
+
+    def slow_fetch(start: int, stop: int) -> bytes:
+        if start >= 64 * KiB:  # windows fetched ahead; the first read is served at once
+            started.set()
+            release.wait(10)
+        return OBJECT[start:stop]
+
+    pool = ThreadPoolExecutor(1)
+    budget = PrefetchBudget(8 << 20)
+    policy = ReadAheadPolicy(pool=pool, budget=budget, window=256 * KiB, depth=2, timeout=10)
+    ahead = ReadAhead(slow_fetch, len(OBJECT), policy)
+    try:
+        out = bytearray(64 * KiB)
+        ahead.read_nowait(0, memoryview(out))  # first read: not sequential
+        ahead.read(0, memoryview(out))
+        ahead.read_nowait(64 * KiB, memoryview(out))  # sequential: windows start
+        assert started.wait(10)
+        ahead.close()  # drops the window whose GET is running
+        assert budget.used > 0
+        release.set()
+        pool.shutdown(wait=True)
+        assert budget.used == 0
+    finally:
+        release.set()
+        pool.shutdown(wait=True)

@@ -72,6 +72,10 @@ class Backend(Protocol):
         """Remove an object; absent is fine."""
         ...
 
+    def close(self) -> None:
+        """Release what the backend holds (threads, connections); called at unmount."""
+        ...
+
 
 class PartReader(Protocol):
     """Open parts of one chunk. ``sizes`` holds None for a part that is absent."""
@@ -249,6 +253,9 @@ class LocalBackend:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             os.unlink(self._path(key))
 
+    def close(self) -> None:
+        pass  # plain system calls: nothing held
+
 
 class StoreBackend:
     """Any zarr Store, driven from worker threads through zarr's own event loop."""
@@ -311,6 +318,9 @@ class StoreBackend:
 
     def delete(self, key: str) -> None:
         sync(self.store.delete(key))
+
+    def close(self) -> None:
+        pass  # the store belongs to zarr's event loop, which closes with the process
 
 
 # Bytes per write system call when storing a part. One 1 MiB write makes the page cache take

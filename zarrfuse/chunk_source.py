@@ -189,10 +189,11 @@ class ChunkSource:
     ) -> list[int | None] | None:
         """The parts' sizes from a fresh listing of their directory, listed anew if the
         backend prefers listing to a request per part, or (``by_name``: a lookup or stat)
-        if the directory has been asked about name by name; None without one."""
+        if the directory has been asked about name by name; None without one. A directory
+        that may hold more than LISTABLE_KEYS keys is never listed for one chunk."""
         directory = self._split(keys[0])[0]
         listing = self._fresh_listing(directory)
-        if listing is None and (
+        if listing is None and self._listable and (
             self.backend.stat_by_listing or (by_name and self._worth_listing(directory))
         ):
             listing = await self._listing(directory)

@@ -235,4 +235,5 @@ def serve(config: MountConfig, on_ready: Callable[[], None] | None = None) -> No
     finally:
         notifier.stopping(f"unmounting {config.mountpoint}")
         pyfuse3.close(unmount=True)
+        fs.namespace.catalog.backend.close()
         log.info("unmounted %s (%s)", config.mountpoint, reason)

@@ -118,8 +118,12 @@ class ReadAhead:
         keep = []
         for w in self._windows:
             if which(w):
-                w.future.cancel()
-                self.policy.budget.give(w.stop - w.start)
+                if w.future.cancel():
+                    self.policy.budget.give(w.stop - w.start)
+                else:  # already fetching: its bytes stay counted until the GET ends
+                    w.future.add_done_callback(
+                        lambda _, n=w.stop - w.start: self.policy.budget.give(n)
+                    )
             else:
                 keep.append(w)
         self._windows = keep
