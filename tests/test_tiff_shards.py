@@ -5,6 +5,7 @@ file on disk is the TIFF) and header in its own ``.header`` part (the assembled 
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 from pathlib import Path
@@ -17,7 +18,8 @@ from PIL import Image
 
 import zarrfuse
 from tests.mounting import ZARRFUSE, mounted, run_with_timeout
-from zarrfuse.errors import ConfigurationError, Exists, WriteRefusedError
+from zarrfuse import tiff_shards
+from zarrfuse.errors import ConfigurationError, Exists, FileTooBig, WriteRefusedError
 from zarrfuse.tiff_arrays import (
     convert_to_tiff_array,
     create_tiff_array,
@@ -254,15 +256,53 @@ def test_repair_rebuilds_headers_left_stale_by_other_writers_and_resizes(tmp_pat
     assert stale.returncode == 1 and "9 shards checked, 1 TIFF headers stale" in stale.stdout
     repaired = run_with_timeout([*ZARRFUSE, "repair-tiff", tmp_path / "a"])
     assert "9 shards checked, 1 TIFF headers rewritten" in repaired.stdout
-    assert repair_tiff_headers(tmp_path / "a", check_only=True) == (9, 0)
+    assert repair_tiff_headers(tmp_path / "a", check_only=True) == (9, 0, [])
     check_shards(tmp_path / "a", array, layout, data)
     # Growing the array changes what the edge shards show: repair rewrites their headers.
     zarrfuse.open_array(tmp_path / "a", mode="r+").resize((150, 230))
     grown = np.zeros((150, 230), data.dtype)
     grown[:, :200] = data
-    checked, rewritten = repair_tiff_headers(tmp_path / "a")
-    assert rewritten == 3
+    checked, rewritten, unreadable = repair_tiff_headers(tmp_path / "a")
+    assert rewritten == 3 and unreadable == []
     check_shards(tmp_path / "a", array, layout_of(tmp_path / "a"), grown)
+
+
+def test_repair_reports_a_corrupt_shard_and_checks_the_others(tmp_path):
+    array, _ = make(tmp_path / "a", "2d-uint16", "none")
+    key = array.metadata.encode_chunk_key((0, 0))
+    index = tmp_path / "a" / f"{key}.index"
+    damaged = bytearray(index.read_bytes())
+    damaged[0] ^= 0xFF  # the index no longer matches its crc32c
+    index.write_bytes(bytes(damaged))
+    found = repair_tiff_headers(tmp_path / "a", check_only=True)
+    assert found.checked == 8 and found.stale == 0
+    assert len(found.unreadable) == 1 and found.unreadable[0].startswith(key)
+    result = run_with_timeout([*ZARRFUSE, "repair-tiff", tmp_path / "a"], check=False)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"FAILED {key}: ") and "crc32c" in result.stderr
+    assert "8 shards checked, 0 TIFF headers rewritten, 1 unreadable" in result.stdout
+    assert index.read_bytes() == bytes(damaged)  # left as it was
+
+
+def test_a_classic_tiff_shard_over_the_limit_is_efbig(tmp_path, monkeypatch):
+    """Classic TIFF offsets end at 4 GiB; a shard past them is 'too big' (EFBIG), shown
+    here with the limit lowered to 100 bytes rather than a 4 GiB shard."""
+    array, _ = make(tmp_path / "a", "2d-uint16", "none")
+    layout = layout_of(tmp_path / "a")
+    key = array.metadata.encode_chunk_key((0, 0))
+    shard = stored_bytes(tmp_path / "a", key, layout)
+    monkeypatch.setattr(tiff_shards, "CLASSIC_LIMIT", 100)
+    with pytest.raises(FileTooBig) as raised:
+        layout.shard_bytes_with_header((0, 0), shard)
+    assert raised.value.errno == errno.EFBIG
+
+
+def test_tile_shape_must_be_two_values(tmp_path):
+    with pytest.raises(ConfigurationError, match="tile_shape must be"):
+        create_tiff_array(tmp_path / "a", shape=(64, 64), dtype="u1", tile_shape=(16, 16, 3))
+    result = run_with_timeout([*ZARRFUSE, "convert-tiff", "--tile", "256", tmp_path / "x",
+                               tmp_path / "y"], check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
 
 
 def test_creation_refuses_what_tiff_cannot_hold(tmp_path):

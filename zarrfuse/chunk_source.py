@@ -296,8 +296,8 @@ class ChunkSource:
         A value that cannot be split, or that the shard layout refuses, is refused
         (WriteRefusedError) before anything is written.
         """
-        if self.shard_layout is not None:
-            views = self.shard_layout.shard_with_header(coords, views)
+        if self.shard_layout is not None:  # CPU work that grows with pages x tiles: a thread
+            views = await self._run(self.shard_layout.shard_with_header, coords, views)
         spans = self.parts.split(sum(len(v) for v in views))
         keys = self.part_keys(coords)
         self.counters.store["write"] += len(keys)

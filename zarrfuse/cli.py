@@ -416,10 +416,13 @@ def _convert_tiff(args: argparse.Namespace) -> int:
 def _repair_tiff(args: argparse.Namespace) -> int:
     from zarrfuse import tiff_arrays  # noqa: PLC0415
 
-    checked, stale = tiff_arrays.repair_tiff_headers(_source(args.source), check_only=args.check)
+    found = tiff_arrays.repair_tiff_headers(_source(args.source), check_only=args.check)
+    for line in found.unreadable:
+        print(f"FAILED {line}", file=sys.stderr)
     done = "stale" if args.check else "rewritten"
-    print(f"{args.source}: {checked} shards checked, {stale} TIFF headers {done}")
-    return 1 if args.check and stale else 0
+    print(f"{args.source}: {found.checked} shards checked, {found.stale} TIFF headers {done}"
+          + (f", {len(found.unreadable)} unreadable" if found.unreadable else ""))
+    return 1 if found.unreadable or (args.check and found.stale) else 0
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import tifffile
@@ -24,7 +24,7 @@ from zarr.core.sync import sync
 from zarr.errors import ContainsArrayError, ContainsGroupError
 
 from zarrfuse.api import create_array, open_array, open_store_path, read_node_metadata
-from zarrfuse.errors import ConfigurationError, Exists
+from zarrfuse.errors import ConfigurationError, Exists, ZarrFuseError
 from zarrfuse.progress import Progress
 from zarrfuse.tiff_shards import (
     ATTRIBUTE,
@@ -132,6 +132,8 @@ def create_tiff_array(
         raise ConfigurationError(f"compression must be 'zstd' or 'none', got {compression!r}")
     if not suffix.lower().endswith(TIFF_SUFFIXES):
         raise ConfigurationError(f"suffix {suffix!r} must end in .tif or .tiff")
+    if len(tile_shape) != 2:
+        raise ConfigurationError(f"tile_shape must be (Y, X), got {tuple(tile_shape)}")
     chunks, shards = _shapes(shape, (int(tile_shape[0]), int(tile_shape[1])), shard_shape, samples)
     byteorder = "<" if endian == "little" or native.itemsize == 1 else ">"
     layout = TiffShardLayout(
@@ -269,13 +271,25 @@ def layout_of(source: Any, storage_options: dict[str, Any] | None = None) -> Tif
     return tiff_layout(sync(read_node_metadata(store_path)))
 
 
+class RepairResult(NamedTuple):
+    """What ``repair_tiff_headers`` found."""
+
+    checked: int
+    stale: int
+    """Shards whose header did not match their index (rewritten unless ``check_only``)."""
+    unreadable: list[str]
+    """``KEY: reason`` for each shard that could not be read or repaired (left as it was)."""
+
+
 def repair_tiff_headers(
     source: Any, *, check_only: bool = False, progress: bool | None = None
-) -> tuple[int, int]:
+) -> RepairResult:
     """Rewrite the TIFF header of every stored shard whose header does not match its index
     (shards written by other Zarr implementations, or edge shards after a resize).
 
-    Returns (shards checked, shards stale); with ``check_only`` nothing is written. Data bytes
+    Returns what it found; with ``check_only`` nothing is written. A shard that cannot be
+    read or repaired (a failed checksum, a missing part) is reported and left as it was; the
+    others are still checked. Data bytes
     stay where they are, except in shards written with tiles from offset 0, which are moved
     behind the header.
     """
@@ -284,19 +298,23 @@ def repair_tiff_headers(
     wrapper = array.store_path.store
     prototype = default_buffer_prototype()
     checked = rewritten = 0
+    unreadable: list[str] = []
     shards = list(shard_grid(layout))
     with Progress(total=len(shards), unit="shard", description="checking", enabled=progress) as bar:
         for coords in shards:
             key = array.store_path.path + "/" if array.store_path.path else ""
             key += array.metadata.encode_chunk_key(coords)
-            value = sync(wrapper.get(key, prototype))
             bar.update()
-            if value is None:
-                continue
-            checked += 1
-            old = value.to_bytes()
-            if layout.shard_bytes_with_header(coords, old) != old:
-                if not check_only:
-                    sync(wrapper.set(key, value))  # the store adds the header
-                rewritten += 1
-    return checked, rewritten
+            try:
+                value = sync(wrapper.get(key, prototype))
+                if value is None:
+                    continue
+                old = value.to_bytes()
+                if layout.shard_bytes_with_header(coords, old) != old:
+                    if not check_only:
+                        sync(wrapper.set(key, value))  # the store adds the header
+                    rewritten += 1
+                checked += 1
+            except ZarrFuseError as e:
+                unreadable.append(f"{key}: {e}")
+    return RepairResult(checked, rewritten, unreadable)

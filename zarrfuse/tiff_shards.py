@@ -31,7 +31,7 @@ import numpy as np
 from numcodecs import Zstd
 
 from zarrfuse.byte_ranges import slice_views
-from zarrfuse.errors import ConfigurationError, WriteRefusedError
+from zarrfuse.errors import ConfigurationError, FileTooBig, WriteRefusedError
 
 __all__ = [
     "ATTRIBUTE",
@@ -245,7 +245,7 @@ class TiffShardLayout:
             offsets = np.where(present, tiles[:, 0], fill_at or 0).tolist()
             counts = np.where(present, tiles[:, 1], len(self.fill_tile)).tolist()
             if not self.bigtiff and max(o + c for o, c in zip(offsets, counts)) > CLASSIC_LIMIT:
-                raise WriteRefusedError(
+                raise FileTooBig(
                     f"shard {tuple(coords)} is over 4 GiB: it needs BigTIFF, but the array's "
                     "header is classic TIFF; nothing was written"
                 )
