@@ -65,6 +65,15 @@ def test_sequential_reads_fetch_windows_ahead(pool):
     assert sizes == [32, 32, 64, 64, 128, 128, 128, 128, 128, 128, 64]
 
 
+def test_reading_to_the_end_gives_the_budget_back_before_close(pool):
+    remote = Remote(OBJECT)
+    ahead = reader(remote, pool)
+    got = b"".join(read(ahead, at, 32 * KiB) for at in range(0, len(OBJECT), 32 * KiB))
+    assert got == OBJECT
+    pool.shutdown(wait=True)  # any GET still running has ended and given its bytes back
+    assert ahead.policy.budget.used == 0
+
+
 def test_two_reads_in_a_row_fetch_little_ahead(pool):
     remote = Remote(OBJECT)
     ahead = reader(remote, pool)

@@ -164,6 +164,8 @@ class ReadAhead:
         if done < stop - start:
             with self._lock:
                 self._continuing[start + done] = sequential
+        elif stop >= self.size:
+            self._done_with_end()
         return done
 
     def read(self, start: int, out: memoryview) -> None:
@@ -188,6 +190,14 @@ class ReadAhead:
             done += _copy(w, start + done, out[done:], data)
         if done < len(out):
             _fill(out[done:], self.fetch(start + done, stop))
+        if stop >= self.size:
+            self._done_with_end()
+
+    def _done_with_end(self) -> None:
+        """The object was read to its end: what is fetched ahead goes back to the budget
+        now, not when the file is closed (a fully read file may stay open for long)."""
+        with self._lock:
+            self._drop(lambda w: True)
 
     def close(self) -> None:
         """Drop everything fetched ahead (the object stays readable)."""
