@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zarrfuse.chunk_keys import FanoutChunkKeyEncoding, SuffixChunkKeyEncoding, parse_encoding
-from zarrfuse.view import ROOT, DirPosition, FanoutTree, view_encoding
+from zarrfuse.view import ROOT, DirPosition, FanoutTree, chunk_region, view_encoding
 
 
 def walk(tree: FanoutTree, pos: DirPosition = ROOT, path: tuple[str, ...] = ("c",)):
@@ -79,3 +79,9 @@ def test_view_encoding_defaults_and_overrides():
     assert view_encoding(own, "", None) == FanoutChunkKeyEncoding(10000)
     assert view_encoding(SuffixChunkKeyEncoding(".npy"), None, None) == SuffixChunkKeyEncoding(
         ".npy", FanoutChunkKeyEncoding(1000))
+
+
+def test_chunk_region_is_clipped_at_the_array_edge():
+    assert chunk_region((0, 1), (4, 3), (10, 5)) == (slice(0, 4), slice(3, 5))
+    assert chunk_region((2,), (4,), (10,)) == (slice(8, 10),)
+    assert chunk_region((), (), ()) == ()

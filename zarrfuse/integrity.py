@@ -31,6 +31,7 @@ from zarrfuse.api import open_array, open_store_path, read_node_metadata
 from zarrfuse.chunk_keys import decode_chunk_key, encode_chunk_key, parse_encoding
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.progress import Progress
+from zarrfuse.view import chunk_region
 
 __all__ = ["Failure", "Report", "find_arrays", "main", "stored_chunks", "verify"]
 
@@ -112,13 +113,6 @@ def stored_chunks(store: Store, path: str, metadata: dict[str, Any]) -> list[tup
     return sorted(found)
 
 
-def _region(coords: tuple[int, ...], chunk_shape: tuple[int, ...], shape: tuple[int, ...]):
-    return tuple(
-        slice(c * n, min((c + 1) * n, size))
-        for c, n, size in zip(coords, chunk_shape, shape, strict=True)
-    )
-
-
 def verify(
     source: str | StorePath,
     *,
@@ -162,7 +156,7 @@ def verify(
             shape = tuple(metadata["shape"])
             for coords in coords_list:
                 key = _join(shown, encode_chunk_key(encoding, coords))
-                work.append((key, array, coords, _region(coords, chunk_shape, shape)))
+                work.append((key, array, coords, chunk_region(coords, chunk_shape, shape)))
             progress.update(len(coords_list))
         report.chunks = len(work)
         progress.reset(len(work), "verifying")

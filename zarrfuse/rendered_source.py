@@ -19,6 +19,7 @@ import trio
 import zarr
 
 from zarrfuse.render import decode, encode, encoded_size
+from zarrfuse.view import chunk_region
 
 __all__ = ["RenderCache", "RenderedSource"]
 
@@ -81,10 +82,7 @@ class RenderedSource:
         self._running: dict[tuple[int, ...], trio.Event] = {}
 
     def region(self, coords: Sequence[int]) -> tuple[slice, ...]:
-        return tuple(
-            slice(c * n, min((c + 1) * n, size))
-            for c, n, size in zip(coords, self.chunk_shape, self.array.shape, strict=True)
-        )
+        return chunk_region(coords, self.chunk_shape, self.array.shape)
 
     def shape_of(self, coords: Sequence[int]) -> tuple[int, ...]:
         return tuple(s.stop - s.start for s in self.region(coords))

@@ -32,6 +32,7 @@ from numcodecs import Zstd
 
 from zarrfuse.byte_ranges import slice_views
 from zarrfuse.errors import ConfigurationError, FileTooBig, WriteRefusedError
+from zarrfuse.view import chunk_region
 
 __all__ = [
     "ATTRIBUTE",
@@ -139,10 +140,7 @@ class TiffShardLayout:
 
     def region(self, coords: Sequence[int]) -> tuple[slice, ...]:
         """The part of the array that shard ``coords`` covers (clipped at the array's edge)."""
-        return tuple(
-            slice(c * s, min((c + 1) * s, n))
-            for c, s, n in zip(coords, self.shard_shape, self.shape, strict=True)
-        )
+        return chunk_region(coords, self.shard_shape, self.shape)
 
     def _image_extent(self, coords: Sequence[int]) -> tuple[int, ...]:
         return tuple(r.stop - r.start for r in self.region(coords))

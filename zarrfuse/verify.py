@@ -16,6 +16,7 @@ from zarr.core.sync import sync
 from zarr.storage import MemoryStore
 
 from zarrfuse.errors import WriteRefusedError
+from zarrfuse.view import chunk_region
 
 __all__ = ["verify_chunk"]
 
@@ -31,10 +32,7 @@ def verify_chunk(metadata: dict[str, Any], coords: tuple[int, ...], data: bytes)
     sync(store.set(key, prototype.buffer.from_bytes(data)))
     array = zarr.open_array(store, mode="r")
     chunk_shape = array.metadata.chunk_grid.chunk_shape  # type: ignore[union-attr]
-    region = tuple(
-        slice(c * n, min((c + 1) * n, size))
-        for c, n, size in zip(coords, chunk_shape, array.shape, strict=True)
-    )
+    region = chunk_region(coords, chunk_shape, array.shape)
     try:
         array[region]
     except Exception as e:

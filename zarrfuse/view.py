@@ -9,6 +9,7 @@ current dimension the group count and the groups already taken. Pure code, no I/
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 from zarrfuse.chunk_keys import FanoutChunkKeyEncoding, SuffixChunkKeyEncoding
 from zarrfuse.errors import ConfigurationError
 
-__all__ = ["DirPosition", "FanoutTree", "view_encoding", "chunk_grid_shape"]
+__all__ = ["DirPosition", "FanoutTree", "chunk_grid_shape", "chunk_region", "view_encoding"]
 
 DEFAULT_MAX_CHILDREN = 1000
 
@@ -40,6 +41,16 @@ def view_encoding(
     )
     final_suffix = own_suffix if suffix is None else suffix
     return SuffixChunkKeyEncoding(final_suffix, fanout) if final_suffix else fanout
+
+
+def chunk_region(
+    coords: Sequence[int], chunk_shape: Sequence[int], shape: Sequence[int]
+) -> tuple[slice, ...]:
+    """The part of an array of ``shape`` that chunk ``coords`` covers, clipped at its edge."""
+    return tuple(
+        slice(c * n, min((c + 1) * n, size))
+        for c, n, size in zip(coords, chunk_shape, shape, strict=True)
+    )
 
 
 def chunk_grid_shape(metadata: dict[str, Any]) -> tuple[int, ...]:
