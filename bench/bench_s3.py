@@ -52,7 +52,7 @@ import zarr  # noqa: E402
 
 import zarrfuse  # noqa: E402
 from tests.s3server import CREDENTIALS, S3Server  # noqa: E402
-from zarrfuse.api import open_store_path  # noqa: E402
+from zarrfuse.api.arrays import open_store_path  # noqa: E402
 
 MiB = 1 << 20
 KiB = 1 << 10

@@ -34,7 +34,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 import zarrfuse
-from zarrfuse.tiff_arrays import convert_to_tiff_array, layout_of, shard_grid
+from zarrfuse.tiff.arrays import convert_to_tiff_array, layout_of, shard_grid
 
 CONVERT_FLOOR = 0.5
 SHAPE = (8192, 4096)  # uint16: 64 MiB of pixels

@@ -5,7 +5,7 @@ A stuck FUSE daemon makes anything that touches its mount (``ls``, ``stat``, eve
 read ``/proc/self/mountinfo`` (which never blocks) to tell whether something is mounted, run
 every command with a timeout, and unmount in ``finally`` with escalating force: ``fusermount3
 -u``, then ``fusermount3 -u -z``, then ``umount -l``, then SIGKILL for a daemon that will not
-exit. They deliberately do not use ``zarrfuse.mountpoint``: the tests check that code.
+exit. They deliberately do not use ``zarrfuse.fuse.mountpoint``: the tests check that code.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Installing zarrfuse registers the ``fanout`` and ``suffix`` chunk key encodings 
 :func:`open_array` and :func:`create_array` add the ``concat-parts`` storage transformer.
 """
 
-from zarrfuse.api import create_array, open_array
-from zarrfuse.tiff_arrays import create_tiff_array
+from zarrfuse.api.arrays import create_array, open_array
+from zarrfuse.tiff.arrays import create_tiff_array
 
 __all__ = ["create_array", "create_tiff_array", "open_array", "__version__"]
 __version__ = "0.1.0"

@@ -2,7 +2,7 @@
 
 import sys
 
-from zarrfuse.cli import main
+from zarrfuse.cli.commands import main
 
 if __name__ == "__main__":
     sys.exit(main())

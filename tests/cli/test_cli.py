@@ -1,0 +1,564 @@
+"""The ``zarrfuse`` command, driven as a user drives it: real processes, real FUSE mounts.
+
+Bad sources and mountpoints must give one line on stderr and leave nothing mounted. Mount
+lifecycle tests check the daemon contract: ``zarrfuse mount`` returns once the mount is live,
+``zarrfuse umount`` and SIGTERM end it cleanly, and a daemon killed with SIGKILL leaves a dead
+mount that neither ``zarrfuse umount`` nor a new ``zarrfuse mount`` is stopped by.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import fields
+from pathlib import Path
+from shutil import which
+
+import pytest
+import zarr
+
+from tests.mounting import (
+    ZARRFUSE,
+    daemon_pid,
+    daemon_pids,
+    force_unmount,
+    is_dead_mount,
+    is_mounted,
+    mounted,
+    mountpoint,  # noqa: F401  (fixture; also in conftest.py, imported here to be explicit)
+    requires_fuse,
+    run_with_timeout,
+    wait_exited,
+    wait_for,
+    wait_mounted,
+    wait_unmounted,
+)
+from zarrfuse.cli import commands as cli
+from zarrfuse.cli import daemon
+from zarrfuse.errors import MountError
+from zarrfuse.fuse.config import MountConfig
+from zarrfuse.fuse.mountpoint import prepare_mountpoint
+
+
+def mount_test(test: Callable) -> Callable:
+    """For a test that mounts: needs FUSE, is marked ``fuse``, and times out rather than hang."""
+    return requires_fuse(pytest.mark.fuse(pytest.mark.timeout(60)(test)))
+
+
+needs_bindfs = pytest.mark.skipif(which("bindfs") is None, reason="needs bindfs")
+
+
+def zarrfuse(
+    *args: str | os.PathLike[str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the ``zarrfuse`` command; its result whatever the exit status."""
+    return run_with_timeout([*ZARRFUSE, *args], 60, check=False, cwd=cwd)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """Exit status 1 and exactly one non-empty ``zarrfuse: ...`` line on stderr."""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1, result
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("zarrfuse: "), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def assert_left_nothing(mnt: Path) -> None:
+    """Nothing mounted at ``mnt`` and no daemon serving it."""
+    assert not is_mounted(mnt)
+    assert daemon_pids(mnt) == []
+
+
+# --- parsing: arguments into a MountConfig --------------------------------------------------
+
+
+def parse_mount(*argv: str) -> MountConfig:
+    return cli.mount_config(cli.build_parser().parse_args(["mount", *argv]))
+
+
+def test_mount_arguments_become_a_frozen_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = parse_mount(
+        "data/arr", "mnt/", "--suffix", ".tiff", "--max-children", "100", "--read-only",
+        "-o", "allow_other, default_permissions", "-o", "ro", "--debug", "--log-file", "z.log",
+        "--storage-option", "endpoint_url=http://127.0.0.1:9000/?a=b",
+        "--storage-option", "anon=true",
+        "--verify", "--max-chunk-bytes", "4096", "--scratch-mb", "0",
+    )
+    assert config == MountConfig(
+        source=str(tmp_path / "data/arr"),
+        mountpoint=str(tmp_path / "mnt"),
+        suffix=".tiff",
+        max_children=100,
+        read_only=True,
+        fuse_options=("allow_other", "default_permissions", "ro"),
+        debug=True,
+        log_file=str(tmp_path / "z.log"),
+        storage_options={"endpoint_url": "http://127.0.0.1:9000/?a=b", "anon": "true"},
+        verify=True,
+        max_chunk_bytes=4096,
+        scratch_mb=0,
+    )
+    with pytest.raises(AttributeError):
+        config.source = "elsewhere"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("source", ["s3://bucket/path/arr", "file:///data/arr", "memory://x"])
+def test_urls_are_kept_as_given(source):
+    assert parse_mount(source, "/mnt").source == source
+
+
+@pytest.mark.parametrize("source", ["http://host/arr", "https://host/arr"])
+def test_http_sources_mount_read_only(source):
+    assert parse_mount(source, "/mnt").read_only
+    assert not parse_mount("s3://bucket/arr", "/mnt").read_only
+
+
+@pytest.mark.parametrize("text, ttl", [("0", 0.0), ("2.5", 2.5), ("60", 60.0)])
+def test_metadata_ttl(text, ttl):
+    assert parse_mount("/s", "/m", f"--metadata-ttl={text}").metadata_ttl == ttl
+
+
+@pytest.mark.parametrize("text", ["-1", "soon", "inf", "nan"])
+def test_bad_metadata_ttl_is_a_usage_error(text, capsys):
+    assert cli.main(["mount", "/s", "/m", f"--metadata-ttl={text}"]) == 2
+    assert "seconds" in capsys.readouterr().err
+
+
+def test_zip_and_relative_paths_become_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert parse_mount("a.zip", "m").source == str(tmp_path / "a.zip")
+    assert parse_mount("../x", "m").source == str(tmp_path.parent / "x")
+
+
+EVERY_FIELD = dict(
+    source="/data/arr", mountpoint="/mnt/a b", suffix="-odd", max_children=250, read_only=True,
+    foreground=True, fuse_options=("allow_other", "max_read=1048576"), debug=True,
+    log_file="/var/log/z.log", storage_options={"key": "a=b,c", "-x": ""}, verify=True,
+    max_chunk_bytes=12345, scratch_mb=0, uid=1234, gid=0, umask=0o027, format="png", cache_mb=7,
+    metadata_ttl=0.25,
+)
+
+
+def test_daemon_command_line_parses_back_to_the_same_config():
+    """The daemon must get the whole config: a new MountConfig field needs a flag."""
+    assert set(EVERY_FIELD) == {f.name for f in fields(MountConfig)}, "add the new field here"
+    config = MountConfig(**EVERY_FIELD)
+    assert parse_mount(*daemon.mount_argv(config)[1:]) == config
+    assert parse_mount(*daemon.mount_argv(MountConfig("/s", "/m"))[1:]) == MountConfig("/s", "/m")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["mount"],
+        ["mount", "src"],
+        ["mount", "src", "mnt", "--max-children", "many"],
+        ["mount", "src", "mnt", "--max-children", "0"],
+        ["mount", "src", "mnt", "--storage-option", "novalue"],
+        ["mount", "src", "mnt", "--scratch-mb", "-1"],
+        ["mount", "src", "mnt", "--no-such-option"],
+        ["umount"],
+        ["unmount", "mnt"],
+    ],
+)
+def test_usage_errors_exit_2(argv, tmp_path):
+    result = zarrfuse(*argv, cwd=tmp_path)
+    assert result.returncode == 2, result
+    assert "usage:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_main_returns_exit_status_without_raising(capsys):
+    assert cli.main(["--version"]) == 0
+    assert cli.main(["mount"]) == 2
+    assert cli.main(["umount", "/nonexistent/zarrfuse-test"]) == 1
+    last_line = capsys.readouterr().err.splitlines()[-1]
+    assert last_line == "zarrfuse: /nonexistent/zarrfuse-test does not exist"
+
+
+# --- bad sources: one line, nothing mounted -------------------------------------------------
+
+
+def _missing(tmp: Path) -> Path:
+    return tmp / "no-such-array"
+
+
+def _no_zarr_json(tmp: Path) -> Path:
+    (tmp / "plain").mkdir()
+    (tmp / "plain" / "data.bin").write_bytes(b"123")
+    return tmp / "plain"
+
+
+def _malformed_json(tmp: Path) -> Path:
+    (tmp / "bad").mkdir()
+    (tmp / "bad" / "zarr.json").write_text("{not json")
+    return tmp / "bad"
+
+
+def _zarr_v2(tmp: Path) -> Path:
+    zarr.create_array(tmp / "v2", shape=(4,), chunks=(2,), dtype="u1", zarr_format=2)
+    return tmp / "v2"
+
+
+def _edited_v3(tmp: Path, edit: Callable[[dict], None]) -> Path:
+    path = tmp / "edited"
+    zarr.create_array(path, shape=(4,), chunks=(2,), dtype="u1")
+    meta = json.loads((path / "zarr.json").read_text())
+    edit(meta)
+    (path / "zarr.json").write_text(json.dumps(meta))
+    return path
+
+
+def _unknown_chunk_key_encoding(tmp: Path) -> Path:
+    return _edited_v3(tmp, lambda m: m.update(chunk_key_encoding={"name": "nonexistent"}))
+
+
+def _unknown_storage_transformer(tmp: Path) -> Path:
+    transformer = {"name": "nonexistent", "configuration": {}}
+    return _edited_v3(tmp, lambda m: m.update(storage_transformers=[transformer]))
+
+
+@pytest.mark.parametrize(
+    ("make_source", "fragment"),
+    [
+        (_missing, "does not exist"),
+        (_no_zarr_json, "zarr.json"),
+        (_malformed_json, "not valid JSON"),
+        (_zarr_v2, "Zarr v3"),
+        (_unknown_chunk_key_encoding, "nonexistent"),
+        (_unknown_storage_transformer, "nonexistent"),
+    ],
+    ids=["missing", "no-zarr-json", "malformed-zarr-json", "zarr-v2", "unknown-encoding",
+         "unknown-transformer"],
+)
+def test_bad_source_is_one_line_and_mounts_nothing(make_source, fragment, tmp_path, mountpoint):
+    source = make_source(tmp_path)
+    started = time.monotonic()
+    result = zarrfuse("mount", source, mountpoint)
+    assert_one_line_error(result, fragment)
+    assert time.monotonic() - started < 20  # refused by the parent, no daemon wait
+    assert_left_nothing(mountpoint)
+
+
+def test_bad_source_in_foreground_is_one_line_too(tmp_path, mountpoint):
+    result = zarrfuse("mount", _malformed_json(tmp_path), mountpoint, "--foreground")
+    assert_one_line_error(result, "not valid JSON")
+    assert_left_nothing(mountpoint)
+
+
+def test_bad_source_with_debug_shows_the_traceback(tmp_path, mountpoint):
+    result = zarrfuse("mount", _missing(tmp_path), mountpoint, "--debug")
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("zarrfuse: ")
+
+
+# --- bad mountpoints ------------------------------------------------------------------------
+
+
+def test_missing_mountpoint(array_v3, tmp_path):
+    result = zarrfuse("mount", array_v3, tmp_path / "nowhere")
+    assert_one_line_error(result, "does not exist")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_mountpoint_that_is_a_file(array_v3, tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = zarrfuse("mount", array_v3, tmp_path / "file")
+    assert_one_line_error(result, "not a directory")
+    assert_left_nothing(tmp_path / "file")
+
+
+@contextmanager
+def bind_mounted(source: Path, target: Path) -> Iterator[Path]:
+    """A plain (non-FUSE) ``mount --bind``, always undone."""
+    run_with_timeout(["mount", "--bind", source, target], 10)
+    try:
+        yield target
+    finally:
+        run_with_timeout(["umount", "-l", target], 10, check=False)
+
+
+@mount_test
+def test_mountpoint_already_mounted_is_refused_and_left_alone(array_v3, tmp_path, mountpoint):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "marker").write_text("bound")
+    with bind_mounted(other, mountpoint):
+        result = zarrfuse("mount", array_v3, mountpoint)
+        assert_one_line_error(result, "already mounted")
+        assert (mountpoint / "marker").read_text() == "bound"  # still the bind mount
+        assert daemon_pids(mountpoint) == []
+    assert not is_mounted(mountpoint)
+
+
+def test_unwritable_log_file_is_one_line(array_v3, tmp_path, mountpoint):
+    result = zarrfuse("mount", array_v3, mountpoint, "--log-file", tmp_path)
+    assert_one_line_error(result, "Is a directory")
+    assert_left_nothing(mountpoint)
+
+
+# --- zarrfuse umount, against FUSE mounts made by bindfs --------------------------------------
+
+
+@contextmanager
+def bindfs_mounted(source: Path, target: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A FUSE mount served by a foreground ``bindfs``; unmounted and stopped on exit."""
+    proc = subprocess.Popen(["bindfs", "-f", str(source), str(target)], stderr=subprocess.DEVNULL)
+    try:
+        assert wait_mounted(target, 10), "bindfs did not mount"
+        yield proc
+    finally:
+        force_unmount(target)
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture
+def plain_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "plain"
+    path.mkdir()
+    (path / "hello").write_text("hello")
+    return path
+
+
+def test_umount_when_not_mounted(mountpoint):
+    assert_one_line_error(zarrfuse("umount", mountpoint), "not mounted")
+
+
+def test_umount_of_a_missing_path(tmp_path):
+    assert_one_line_error(zarrfuse("umount", tmp_path / "nowhere"), "does not exist")
+
+
+@mount_test
+def test_umount_refuses_a_non_fuse_mount(plain_dir, mountpoint):
+    with bind_mounted(plain_dir, mountpoint):
+        assert_one_line_error(zarrfuse("umount", mountpoint), "not a FUSE mount")
+        assert is_mounted(mountpoint)
+
+
+@pytest.mark.parametrize("how", ["live", "busy", "dead"])
+@needs_bindfs
+@mount_test
+def test_umount_of_a_fuse_mount(how, plain_dir, mountpoint):
+    with bindfs_mounted(plain_dir, mountpoint) as bindfs:
+        assert (mountpoint / "hello").read_text() == "hello"
+        holder = None
+        if how == "busy":
+            holder = subprocess.Popen(["sleep", "60"], cwd=mountpoint)
+        if how == "dead":
+            bindfs.kill()
+            bindfs.wait(10)
+            assert is_dead_mount(mountpoint)
+        try:
+            result = zarrfuse("umount", mountpoint)
+            assert result.returncode == 0, result
+            assert not is_mounted(mountpoint)
+            lazily = [f"zarrfuse: {mountpoint} was dead, stuck or busy: detached it lazily"]
+            assert result.stderr.splitlines() == ([] if how == "live" else lazily)
+        finally:
+            if holder is not None:
+                holder.kill()
+                holder.wait(10)
+
+
+@needs_bindfs
+@mount_test
+def test_prepare_mountpoint_detaches_a_dead_mount_and_refuses_a_live_one(plain_dir, mountpoint):
+    with bindfs_mounted(plain_dir, mountpoint) as bindfs:
+        with pytest.raises(MountError, match="already mounted"):
+            prepare_mountpoint(str(mountpoint))
+        bindfs.kill()
+        bindfs.wait(10)
+        assert is_dead_mount(mountpoint)
+        prepare_mountpoint(str(mountpoint))
+        assert not is_mounted(mountpoint)
+        assert os.listdir(mountpoint) == []
+
+
+# --- the mount lifecycle (needs zarrfuse.fuse.mount.serve) ----------------------------------------
+
+
+@pytest.mark.parametrize("form", ["absolute", "relative", "file-url"])
+@mount_test
+def test_mount_ls_and_umount(form, array_v3, tmp_path, mountpoint):
+    source, target, cwd = str(array_v3), str(mountpoint), None
+    if form == "relative":  # the daemon runs in /: the CLI must make both absolute first
+        source, target, cwd = "arr", "mnt", tmp_path
+    if form == "file-url":
+        source = array_v3.as_uri()
+    result = zarrfuse("mount", source, target, cwd=cwd)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == ""
+        assert is_mounted(mountpoint)
+        pid = daemon_pid(mountpoint)
+        listing = run_with_timeout(["ls", mountpoint], 10)
+        assert "zarr.json" in listing.stdout.split()
+        result = zarrfuse("umount", mountpoint)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == ""
+        assert not is_mounted(mountpoint)
+        assert wait_exited(pid, 10), "the daemon did not exit after umount"
+    finally:
+        force_unmount(mountpoint)
+
+
+@mount_test
+def test_mount_zip_store(tmp_path, mountpoint):
+    zipped = zarr.storage.ZipStore(tmp_path / "arr.zip", mode="w")
+    zarr.create_array(zipped, shape=(4,), chunks=(2,), dtype="u1")[:] = 1
+    zipped.close()
+    with mounted(tmp_path / "arr.zip", mountpoint):
+        assert "zarr.json" in os.listdir(mountpoint)
+
+
+@mount_test
+def test_sigterm_to_the_daemon_unmounts(array_v3, mountpoint):
+    with mounted(array_v3, mountpoint):
+        pid = daemon_pid(mountpoint)
+        os.kill(pid, signal.SIGTERM)
+        assert wait_unmounted(mountpoint, 20), "SIGTERM did not unmount"
+        assert wait_exited(pid, 10), "the daemon did not exit after SIGTERM"
+
+
+@contextmanager
+def killed_daemon(source: Path, mnt: Path, *options: str) -> Iterator[None]:
+    """Mount, then SIGKILL the daemon: a dead mount remains. Cleaned up whatever happens."""
+    with mounted(source, mnt, *options):
+        os.listdir(mnt)  # fill the kernel's caches, as real use would
+        pid = daemon_pid(mnt)
+        os.kill(pid, signal.SIGKILL)
+        assert wait_exited(pid, 10)
+        # The kernel drops the connection once the last thread has gone: wait for that.
+        assert wait_for(lambda: is_dead_mount(mnt), 10), "a killed daemon should leave a dead mount"
+        assert is_mounted(mnt)
+        yield
+
+
+@mount_test
+def test_umount_cleans_the_dead_mount_of_a_killed_daemon(array_v3, mountpoint):
+    with killed_daemon(array_v3, mountpoint):
+        result = zarrfuse("umount", mountpoint)
+        assert result.returncode == 0, result.stderr
+        assert not is_mounted(mountpoint)
+        assert os.listdir(mountpoint) == []
+
+
+@pytest.mark.parametrize("options", [(), ("--read-only",)], ids=["writable", "read-only"])
+@mount_test
+def test_dead_mount_does_not_stop_a_new_mount(options, array_v3, mountpoint):
+    """Read-only mounts matter: the kernel caches their attributes, so stat cannot tell."""
+    with killed_daemon(array_v3, mountpoint, *options):
+        with mounted(array_v3, mountpoint, *options):
+            assert "zarr.json" in run_with_timeout(["ls", mountpoint], 10).stdout.split()
+            assert len(daemon_pids(mountpoint)) == 1
+        assert not is_mounted(mountpoint)
+
+
+@mount_test
+def test_mounting_twice_is_refused(array_v3, mountpoint):
+    with mounted(array_v3, mountpoint):
+        pid = daemon_pid(mountpoint)
+        assert_one_line_error(zarrfuse("mount", array_v3, mountpoint), "already mounted")
+        assert daemon_pids(mountpoint) == [pid]
+        assert "zarr.json" in os.listdir(mountpoint)
+
+
+@mount_test
+def test_foreground_serves_until_unmounted(array_v3, tmp_path, mountpoint):
+    log = tmp_path / "fg.log"
+    cmd = [*ZARRFUSE, "mount", str(array_v3), str(mountpoint), "--foreground", f"--log-file={log}"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_mounted(mountpoint, 30), "the foreground mount did not come up"
+        assert daemon_pids(mountpoint) == [proc.pid]
+        assert "zarr.json" in run_with_timeout(["ls", mountpoint], 10).stdout.split()
+        assert zarrfuse("umount", mountpoint).returncode == 0
+        assert proc.wait(20) == 0
+        assert proc.stderr.read() == ""  # everything went to --log-file
+    finally:
+        force_unmount(mountpoint)
+        proc.kill()
+        proc.wait(10)
+    assert " INFO " in log.read_text()
+
+
+@mount_test
+def test_log_file_receives_the_daemon_log(array_v3, tmp_path, mountpoint):
+    log = tmp_path / "logs" / "zarrfuse.log"
+    log.parent.mkdir()
+    with mounted(array_v3, mountpoint, "--log-file", str(log)):
+        os.listdir(mountpoint)
+    assert wait_unmounted(mountpoint)
+    lines = log.read_text().splitlines()
+    assert any(" INFO " in line for line in lines), lines
+
+
+@mount_test
+def test_daemon_failing_before_ready_is_one_line_and_leaves_nothing(array_v3, tmp_path, mountpoint):
+    """The source is fine, so the parent spawns the daemon; the kernel refuses the option."""
+    log = tmp_path / "daemon.log"
+    result = zarrfuse("mount", array_v3, mountpoint, "-o", "no_such_fuse_option", "--log-file", log)
+    assert_one_line_error(result)
+    assert_left_nothing(mountpoint)
+    assert "no_such_fuse_option" in log.read_text()  # libfuse's own complaint
+
+
+# --- a daemon that crashes or hangs once its mount is live ---------------------------------
+
+# Fault injection through Python's startup hook, active only in the spawned daemon (the one
+# process with --ready-fd): replaces the "ok" report with a crash, or with a hang that also
+# blocks the trio loop, so the mount is live but stuck.
+DAEMON_HOOK = """
+import os, sys
+if "--ready-fd" in sys.argv and os.environ.get("ZARRFUSE_TEST_DAEMON"):
+    import signal, time
+    import zarrfuse.cli.daemon
+
+    def ready(self):
+        if os.environ["ZARRFUSE_TEST_DAEMON"] == "crash":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(3600)
+
+    zarrfuse.cli.daemon.ReadyPipe.ready = ready
+"""
+
+
+@pytest.fixture
+def faulty_daemon(tmp_path, monkeypatch) -> Callable[[str], None]:
+    """Makes daemons spawned from here on ``crash`` or ``hang`` when their mount is live."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(DAEMON_HOOK)
+    monkeypatch.setenv("PYTHONPATH", str(hook))
+    return lambda behaviour: monkeypatch.setenv("ZARRFUSE_TEST_DAEMON", behaviour)
+
+
+@mount_test
+def test_daemon_crashing_after_mounting_leaves_nothing(faulty_daemon, array_v3, mountpoint):
+    faulty_daemon("crash")
+    result = zarrfuse("mount", array_v3, mountpoint)
+    assert_one_line_error(result, "was killed by SIGKILL before the mount was live")
+    assert_left_nothing(mountpoint)
+
+
+@mount_test
+def test_daemon_not_reporting_in_time_is_stopped_and_unmounted(faulty_daemon, array_v3, mountpoint):
+    faulty_daemon("hang")
+    config = MountConfig(source=str(array_v3), mountpoint=str(mountpoint))
+    started = time.monotonic()
+    with pytest.raises(MountError, match="did not report a live mount within 3 s"):
+        daemon.mount_in_background(config, timeout=3)
+    assert time.monotonic() - started < 30
+    assert_left_nothing(mountpoint)

@@ -1,0 +1,214 @@
+"""Rendered views: chunks as TIFF, NPY and PNG files that real readers open, and write back."""
+
+from __future__ import annotations
+
+import errno
+import io
+import itertools
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+import zarr
+from PIL import Image
+from zarr.codecs import ZstdCodec
+
+import zarrfuse
+from tests.mounting import daemon_pid, is_mounted, mounted, read_bytes_of, run_with_timeout
+from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding
+
+pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
+
+FANOUT = FanoutChunkKeyEncoding(1000)
+DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128"]
+
+
+def random_data(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    if dtype.startswith("complex"):
+        return (rng.random(shape) + 1j * rng.random(shape)).astype(dtype)
+    if dtype.startswith("float"):
+        return rng.random(shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -1000), min(info.max, 1000), shape).astype(dtype)
+
+
+def chunk_files(array: zarr.Array, mnt: Path, suffix: str):
+    """(path, region) for every chunk of the read-chunk grid."""
+    grid = [range(-(-s // c)) for s, c in zip(array.shape, array.chunks)]
+    for coords in itertools.product(*grid):
+        region = tuple(slice(i * c, min((i + 1) * c, s))
+                       for i, c, s in zip(coords, array.chunks, array.shape))
+        yield mnt / (FANOUT.encode_chunk_key(coords) + suffix), region
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tiff_of_every_dtype(tmp_path, dtype):
+    path = tmp_path / "arr"
+    data = random_data((25, 33), dtype)
+    a = zarr.create_array(path, shape=data.shape, chunks=(10, 10), dtype=dtype,
+                          compressors=[ZstdCodec()])
+    a[:] = data
+    a[10:20, 10:20] = a.fill_value  # a chunk that is not stored renders as the fill value
+    with mounted(path, tmp_path / "mnt", "--format", "tiff", "--read-only") as mnt:
+        assert "zarr.json" not in os.listdir(mnt)
+        for file, region in chunk_files(a, mnt, ".tiff"):
+            raw = file.read_bytes()
+            assert os.stat(file).st_size == len(raw)
+            image = tifffile.imread(io.BytesIO(raw))
+            assert image.dtype == np.dtype(dtype) and image.shape == a[region].shape
+            np.testing.assert_array_equal(image, a[region])
+
+
+@pytest.mark.parametrize("shape, chunks", [((6, 9, 11), (4, 4, 5)), ((3, 4, 9, 11), (2, 3, 4, 5))])
+@pytest.mark.parametrize("fmt", ["tiff", "npy"])
+def test_nd_arrays_keep_their_shape(tmp_path, shape, chunks, fmt):
+    path = tmp_path / "arr"
+    data = random_data(shape, "uint16")
+    a = zarr.create_array(path, shape=shape, chunks=chunks, dtype="uint16")
+    a[:] = data
+    with mounted(path, tmp_path / "mnt", "--format", fmt, "--read-only") as mnt:
+        for file, region in chunk_files(a, mnt, f".{fmt}"):
+            got = tifffile.imread(file) if fmt == "tiff" else np.load(file)
+            np.testing.assert_array_equal(got, data[region])
+        if fmt == "tiff":  # pages over the leading dimensions of a full chunk
+            with tifffile.TiffFile(next(chunk_files(a, mnt, ".tiff"))[0]) as tif:
+                assert len(tif.pages) == int(np.prod(chunks[:-2]))
+                assert tif.pages[0].shape == chunks[-2:]
+
+
+def test_2d_tiff_opens_in_pillow_and_tiffinfo(tmp_path):
+    path = tmp_path / "arr"
+    data = random_data((130, 70), "uint16")
+    a = zarr.create_array(path, shape=data.shape, chunks=(64, 64), dtype="uint16")
+    a[:] = data
+    with mounted(path, tmp_path / "mnt", "--format", "tiff", "--read-only") as mnt:
+        for file, region in chunk_files(a, mnt, ".tiff"):
+            # Pillow's TIFF reader keeps a file it opened itself open; give it ours.
+            with open(file, "rb") as handle, Image.open(handle) as image:
+                np.testing.assert_array_equal(np.asarray(image), data[region])
+            info = run_with_timeout(["tiffinfo", str(file)], 30)
+            assert "Image Width" in info.stdout
+            assert "error" not in (info.stdout + info.stderr).lower()
+            shown = run_with_timeout(["identify", "-format", "%w %h %z\n", str(file)], 30)
+            height, width = data[region].shape
+            assert shown.stdout.split() == [str(width), str(height), "16"]
+
+
+def test_png_gray_16bit_and_rgb(tmp_path):
+    gray_path, rgb_path = tmp_path / "gray", tmp_path / "rgb"
+    gray = zarr.create_array(gray_path, shape=(70, 50), chunks=(32, 32), dtype="uint16")
+    gray[:] = random_data((70, 50), "uint16")
+    rgb = zarr.create_array(rgb_path, shape=(40, 45, 3), chunks=(16, 16, 3), dtype="uint8")
+    rgb[:] = random_data((40, 45, 3), "uint8")
+    for array, store in [(gray, gray_path), (rgb, rgb_path)]:
+        with mounted(store, tmp_path / f"mnt-{store.name}", "--format", "png", "--read-only") as mnt:
+            for file, region in chunk_files(array, mnt, ".png"):
+                assert os.stat(file).st_size == len(file.read_bytes())
+                with open(file, "rb") as handle, Image.open(handle) as image:
+                    np.testing.assert_array_equal(np.asarray(image), array[region])
+
+
+def test_png_refuses_arrays_it_cannot_show(tmp_path):
+    path = tmp_path / "arr"
+    zarr.create_array(path, shape=(10, 10), chunks=(5, 5), dtype="float32")
+    (tmp_path / "mnt").mkdir()
+    result = run_with_timeout(
+        [sys.executable, "-m", "zarrfuse", "mount", str(path), str(tmp_path / "mnt"),
+         "--format", "png"], 60, check=False)
+    assert result.returncode != 0
+    assert not is_mounted(tmp_path / "mnt")
+    assert "png" in result.stderr and "float32" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_sharded_array_one_file_per_inner_chunk(tmp_path):
+    path = tmp_path / "arr"
+    data = random_data((400, 300), "uint8")
+    a = zarr.create_array(path, shape=data.shape, chunks=(100, 100), shards=(400, 300),
+                          dtype="uint8", compressors=None)
+    a[:] = data
+    shard_size = (path / "c/0/0").stat().st_size
+    with mounted(path, tmp_path / "mnt", "--format", "npy", "--read-only") as mnt:
+        assert len(list(mnt.rglob("*.npy"))) == 4 * 3
+        pid = daemon_pid(mnt)
+        before = read_bytes_of(pid)
+        np.testing.assert_array_equal(np.load(mnt / "c/0/002/0/001.npy"), data[200:300, 100:200])
+        fetched = read_bytes_of(pid) - before
+    assert fetched < shard_size / 2, (fetched, shard_size)  # one tile, not the shard
+
+
+def test_ls_l_never_decodes(tmp_path):
+    path = tmp_path / "arr"
+    a = zarr.create_array(path, shape=(100, 10000), chunks=(100, 100), dtype="uint16",
+                          compressors=None)
+    a[:] = 5
+    chunk_bytes = 100 * 100 * 2
+    with mounted(path, tmp_path / "mnt", "--format", "tiff", "--read-only") as mnt:
+        pid = daemon_pid(mnt)
+        before = read_bytes_of(pid)
+        listing = run_with_timeout(["ls", "-l", str(mnt / "c/0/000/0")], 30).stdout
+        # The daemon read only FUSE requests, not one chunk: sizes come from shape and dtype.
+        assert read_bytes_of(pid) - before < chunk_bytes
+        assert listing.count(".tiff") == 100
+
+
+def test_write_back_changes_exactly_that_region(tmp_path):
+    path = tmp_path / "arr"
+    data = random_data((25, 33), "int32")
+    a = zarrfuse.create_array(path, shape=data.shape, chunks=(10, 10), dtype="int32",
+                              fill_value=-1, compressors=[ZstdCodec()])
+    a[:20] = data[:20]  # rows 20..24 stay empty: fill value
+    expected = a[:]
+    with mounted(path, tmp_path / "mnt", "--format", "tiff") as mnt:
+        edited = tifffile.imread(mnt / "c/0/001/0/002.tiff") * 2
+        out = io.BytesIO()
+        tifffile.imwrite(out, edited, photometric="minisblack")
+        (mnt / "c/0/001/0/002.tiff").write_bytes(out.getvalue())
+        expected[10:20, 20:30] = edited
+        # An edge chunk in the empty region, saved through a temp file and a rename.
+        edge = np.full((5, 3), 77, dtype="int32")
+        out = io.BytesIO()
+        tifffile.imwrite(out, edge, photometric="minisblack")
+        tmp = mnt / "c/0/002/0" / ".003.tiff.tmp"
+        tmp.write_bytes(out.getvalue())
+        os.rename(tmp, mnt / "c/0/002/0/003.tiff")
+        expected[20:25, 30:33] = 77
+        np.testing.assert_array_equal(tifffile.imread(mnt / "c/0/001/0/002.tiff"), edited)
+    np.testing.assert_array_equal(zarrfuse.open_array(path)[:], expected)
+
+
+@pytest.mark.parametrize("fmt", ["tiff", "npy", "png"])
+def test_refused_writes_change_nothing(tmp_path, fmt):
+    path = tmp_path / "arr"
+    a = zarr.create_array(path, shape=(20, 20), chunks=(10, 10), dtype="uint8")
+    a[:] = random_data((20, 20), "uint8")
+    before = a[:]
+    wrong = {
+        "wrong shape": np.zeros((5, 10), "uint8"),
+        "wrong dtype": np.zeros((10, 10), "uint16"),
+    }
+    with mounted(path, tmp_path / "mnt", "--format", fmt) as mnt:
+        target = mnt / f"c/0/000/0/001.{fmt}"
+        attempts = [b"not an image at all"]
+        for value in wrong.values():
+            out = io.BytesIO()
+            if fmt == "tiff":
+                tifffile.imwrite(out, value)
+            elif fmt == "npy":
+                np.save(out, value)
+            else:
+                Image.fromarray(value).save(out, format="PNG")
+            attempts.append(out.getvalue())
+        for attempt in attempts:
+            with pytest.raises(OSError) as caught:
+                target.write_bytes(attempt)
+            assert caught.value.errno in (errno.EINVAL, errno.EIO)
+        assert len(target.read_bytes()) == os.stat(target).st_size
+    np.testing.assert_array_equal(zarr.open_array(path)[:], before)

@@ -1,0 +1,65 @@
+"""Encoding chunks as files: exact bytes, exact round trips, sizes that do not depend on values."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import tifffile
+
+from zarrfuse.errors import ConfigurationError, InvalidArgument
+from zarrfuse.filesystem import render
+
+DTYPES = ["bool", "int8", "uint16", "int64", "float16", "float32", "complex128"]
+SHAPES = [(), (1,), (7,), (5, 3), (64, 64), (2, 3, 4, 5), (4, 5, 3)]
+
+
+def sample(shape, dtype):
+    rng = np.random.default_rng(1)
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    return (rng.random(shape) * 100).astype(dtype)
+
+
+@pytest.mark.parametrize("fmt", ["tiff", "npy"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_templated_encoding_is_the_full_encoding(fmt, dtype, shape):
+    """The fast path (template around the values) writes the very bytes tifffile/numpy do."""
+    data = sample(shape, dtype)
+    encoded = render.encode(fmt, data)
+    assert encoded == render._encode(fmt, data)
+    assert len(encoded) == render.encoded_size(fmt, shape, np.dtype(dtype).str)
+    back = render.decode(fmt, encoded, shape, np.dtype(dtype))
+    np.testing.assert_array_equal(back, data)
+
+
+def test_png_sizes_do_not_depend_on_values():
+    for shape in [(5, 7), (64, 3, 3), (9, 9, 4)]:
+        dtype = "uint8"
+        a, b = np.zeros(shape, dtype), sample(shape, "uint8")
+        assert len(render.encode("png", a)) == len(render.encode("png", b)) == render.encoded_size(
+            "png", shape, np.dtype(dtype).str)
+
+
+def test_decode_refuses_other_shapes_dtypes_and_garbage():
+    good = render.encode("tiff", np.zeros((4, 4), "uint16"))
+    with pytest.raises(InvalidArgument, match="shape"):
+        render.decode("tiff", good, (4, 5), np.dtype("uint16"))
+    with pytest.raises(InvalidArgument, match="uint8"):
+        render.decode("tiff", good, (4, 4), np.dtype("uint8"))
+    with pytest.raises(InvalidArgument, match="not a readable"):
+        render.decode("npy", b"garbage", (4, 4), np.dtype("uint16"))
+
+
+@pytest.mark.parametrize("dtype, shape", [("float32", (8, 8)), ("uint8", (8, 8, 2)), ("int16", (8, 8))])
+def test_png_refuses_what_it_cannot_show(dtype, shape):
+    with pytest.raises(ConfigurationError, match="png"):
+        render.check_renderable("png", np.dtype(dtype), shape)
+
+
+def test_multi_page_tiff_keeps_pages_over_leading_dimensions():
+    data = sample((2, 3, 4, 5), "uint16")
+    with tifffile.TiffFile(io.BytesIO(render.encode("tiff", data))) as tif:
+        assert len(tif.pages) == 6 and tif.pages[0].shape == (4, 5)

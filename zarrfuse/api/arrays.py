@@ -1,0 +1,163 @@
+"""The no-mount API: open and create Zarr v3 arrays that use zarrfuse's extensions.
+
+``fanout`` and ``suffix`` need nothing here (zarr finds them through entry points); this module
+exists for ``concat-parts``, which zarr-python refuses, and for clear errors on bad sources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+from typing import Any, Literal
+
+import zarr
+from zarr.abc.store import Store
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+from zarr.storage import StorePath, ZipStore
+from zarr.storage._common import make_store_path
+
+from zarrfuse.api.s3 import is_s3_url, open_s3
+from zarrfuse.errors import ConfigurationError, SourceError, ZarrFuseError
+from zarrfuse.extensions.chunk_keys import parse_encoding
+from zarrfuse.extensions.concat_parts_store import ConcatPartsStore
+from zarrfuse.extensions.transformers import ConcatParts, parse_storage_transformers
+
+__all__ = ["create_array", "open_array", "open_store_path", "read_node_metadata", "wrap_array"]
+
+AccessMode = Literal["r", "r+", "a"]
+
+
+def _local_path(source: Any) -> Any:
+    """``file://`` URLs as plain paths: zarr would open them through fsspec, while a plain
+    path gets a ``LocalStore`` (and the mount its fast local backend)."""
+    if isinstance(source, str) and source.startswith("file://"):
+        return urllib.parse.unquote(urllib.parse.urlparse(source).path)
+    return source
+
+
+def _local_zip(source: Any) -> str | None:
+    """The local path of a ``.zip`` store (zarr's ``make_store_path`` would treat it as a
+    directory), or None."""
+    if isinstance(source, str | os.PathLike) and os.fspath(source).endswith(".zip"):
+        if "://" not in os.fspath(source):
+            if not os.path.isfile(source):
+                raise FileNotFoundError(f"no such zip file: {os.fspath(source)}")
+            return os.fspath(source)
+    return None
+
+
+async def open_store_path(
+    source: Any, *, mode: str = "r", storage_options: dict[str, Any] | None = None
+) -> StorePath:
+    """A zarr ``StorePath`` for a path, URL, ``.zip`` file or Store."""
+    source = _local_path(source)
+    try:
+        zip_path = _local_zip(source)
+        if zip_path is not None:
+            store = ZipStore(zip_path, mode="r" if mode == "r" else "a", read_only=mode == "r")
+            await store._ensure_open()
+            return StorePath(store)
+        if is_s3_url(source):
+            return open_s3(source, read_only=mode == "r", storage_options=storage_options)
+        return await make_store_path(source, mode=mode, storage_options=storage_options)  # type: ignore[arg-type]
+    except ZarrFuseError:
+        raise
+    except FileNotFoundError as e:
+        raise SourceError(f"{source}: no such store ({e})") from e
+    except (ValueError, TypeError) as e:
+        raise SourceError(f"{source}: cannot open as a Zarr store: {e}") from e
+
+
+async def read_node_metadata(store_path: StorePath) -> dict[str, Any]:
+    """The parsed ``zarr.json`` of the node at ``store_path``, checked to be Zarr v3."""
+    where = f"{store_path.store}/{store_path.path}".rstrip("/")
+    raw = await store_path.store.get(
+        f"{store_path.path}/zarr.json" if store_path.path else "zarr.json",
+        default_buffer_prototype(),
+    )
+    if raw is None:
+        raise SourceError(f"{where}: no zarr.json here; not a Zarr v3 array or group")
+    try:
+        document = json.loads(raw.to_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigurationError(f"{where}/zarr.json is not valid JSON: {e}") from e
+    if not isinstance(document, dict):
+        raise ConfigurationError(f"{where}/zarr.json is not a JSON object")
+    if document.get("zarr_format") != 3:
+        raise ConfigurationError(
+            f"{where}/zarr.json: zarr_format is {document.get('zarr_format')!r}, expected 3"
+        )
+    if document.get("node_type") not in ("array", "group"):
+        raise ConfigurationError(
+            f"{where}/zarr.json: node_type is {document.get('node_type')!r}, "
+            "expected 'array' or 'group'"
+        )
+    if document["node_type"] == "array":
+        parse_encoding(document.get("chunk_key_encoding", "default"))
+        parse_storage_transformers(document.get("storage_transformers"))
+    return document
+
+
+def wrap_array(store_path: StorePath, metadata: dict[str, Any], *, writable: bool) -> StorePath:
+    """The store path zarr should open: wrapped in the array's storage transformer, if any."""
+    parts = parse_storage_transformers(metadata.get("storage_transformers"))
+    if parts is None:
+        return store_path
+    if writable:
+        parts.check_writable()
+    store = ConcatPartsStore(
+        store_path.store, array_path=store_path.path, parts=parts, metadata=metadata
+    )
+    return StorePath(store, store_path.path)
+
+
+def open_array(
+    source: str | Store | StorePath | Any,
+    *,
+    mode: AccessMode = "r",
+    storage_options: dict[str, Any] | None = None,
+) -> zarr.Array:
+    """Open any Zarr v3 array, applying a ``concat-parts`` storage transformer if it has one.
+
+    ``source`` is a local path, a URL zarr-python understands (``file://``, ``s3://``, a
+    ``.zip`` file) or a zarr Store. Raises :class:`~zarrfuse.errors.SourceError` or
+    :class:`~zarrfuse.errors.ConfigurationError` with the reason when it cannot.
+    """
+    if mode not in ("r", "r+", "a"):
+        raise ValueError(f"mode must be 'r', 'r+' or 'a', got {mode!r}")
+    store_path = sync(open_store_path(source, mode=mode, storage_options=storage_options))
+    metadata = sync(read_node_metadata(store_path))
+    if metadata["node_type"] != "array":
+        raise SourceError(f"{source}: is a Zarr group, not an array")
+    wrapped = wrap_array(store_path, metadata, writable=mode != "r")
+    return zarr.open_array(wrapped, mode=mode, zarr_format=3)
+
+
+def create_array(
+    store: str | Store | StorePath | Any,
+    *,
+    storage_transformers: list[dict[str, Any]] | None = None,
+    **kwargs: Any,
+) -> zarr.Array:
+    """``zarr.create_array`` plus ``storage_transformers``, written into ``zarr.json``.
+
+    Takes every keyword argument of :func:`zarr.create_array`. With a ``concat-parts``
+    transformer, chunks written now or later (through :func:`open_array`) are split into parts.
+    """
+    parts: ConcatParts | None = parse_storage_transformers(storage_transformers)
+    if parts is None and not is_s3_url(store):
+        return zarr.create_array(store, **kwargs)
+    storage_options = kwargs.pop("storage_options", None)
+    mode = "w" if kwargs.get("overwrite") else "a"
+    store_path = sync(open_store_path(store, mode=mode, storage_options=storage_options))
+    if parts is None:  # an s3:// URL: through zarrfuse's S3 client, not fsspec's
+        return zarr.create_array(store_path, **kwargs)
+    parts.check_writable()
+    if kwargs.get("zarr_format", 3) != 3:
+        raise ConfigurationError("storage transformers need zarr_format 3")
+    name = kwargs.pop("name", None) or ""
+    array_path = "/".join(p for p in (store_path.path, name.strip("/")) if p)
+    wrapper = ConcatPartsStore(store_path.store, array_path=array_path, parts=parts)
+    return zarr.create_array(StorePath(wrapper, array_path), **kwargs)

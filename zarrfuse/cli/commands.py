@@ -1,0 +1,242 @@
+"""The ``zarrfuse`` command: parse arguments into a frozen MountConfig and dispatch.
+
+Nothing happens here beyond parsing and dispatch: mounting lives in ``daemon`` and ``mount``,
+mountpoint handling in ``mountpoint``. Errors become one line on stderr, ``zarrfuse:
+<message>``, and exit status 1 (usage errors: 2). Expected ones (every ZarrFuseError, and
+OSError from bad paths) show just their message; anything else, a bug or a library error
+nobody translated, also its type. ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from zarrfuse.cli import daemon, options, parser
+from zarrfuse.cli.parser import Handler
+from zarrfuse.errors import ConfigurationError, ZarrFuseError
+from zarrfuse.fuse.config import MountConfig
+from zarrfuse.fuse.mountpoint import is_mounted, unmount_or_detach
+
+__all__ = ["build_parser", "main", "mount_config"]
+
+def _split_options(groups: Sequence[str]) -> tuple[str, ...]:
+    return tuple(o.strip() for group in groups for o in group.split(",") if o.strip())
+
+
+def _missing_paths(args: argparse.Namespace) -> str | None:
+    """The usage error of a ``mount`` without SOURCE/MOUNTPOINT and without --config."""
+    if args.config is None and args.mountpoint is None:
+        return "SOURCE and MOUNTPOINT are required (or --config FILE)"
+    return None
+
+
+# MountConfig fields that ``zarrfuse mount`` flags set directly (None: not given).
+_FLAG_FIELDS = (
+    "suffix", "max_children", "read_only", "debug", "verify", "max_chunk_bytes", "scratch_mb",
+    "uid", "gid", "umask", "format", "cache_mb", "metadata_ttl",
+)
+
+
+def mount_config(args: argparse.Namespace) -> MountConfig:
+    """The MountConfig that ``zarrfuse mount`` arguments ask for.
+
+    With ``--config FILE`` the file gives the starting values; every flag given on the command
+    line overrides it (``-o`` and ``--storage-option`` add to it).
+    """
+    file = options.read_config_file(args.config) if args.config else options.ParsedOptions()
+    values = dict(file.values)
+    values.update({k: getattr(args, k) for k in _FLAG_FIELDS if getattr(args, k) is not None})
+    if args.source is not None:
+        values["source"] = args.source
+    if args.mountpoint is not None:
+        values["mountpoint"] = args.mountpoint
+    if args.log_file:
+        values["log_file"] = os.path.abspath(os.path.expanduser(args.log_file))
+    for key in ("source", "mountpoint"):
+        if not values.get(key):
+            raise ConfigurationError(f"{args.config}: no {key} = ... line, and none given")
+    values["source"] = options.absolute_source(values["source"])
+    values["mountpoint"] = os.path.abspath(os.path.expanduser(values["mountpoint"]))
+    return MountConfig(
+        **values,
+        foreground=args.foreground,
+        fuse_options=(*file.fuse_options, *_split_options(args.fuse_options)),
+        storage_options={**file.storage_options, **dict(args.storage_options)},
+    )
+
+
+def _mount(args: argparse.Namespace) -> int:
+    config = mount_config(args)
+    if args.ready_fd is not None:
+        return daemon.serve_as_daemon(config, args.ready_fd)
+    if config.foreground:
+        return daemon.serve_in_foreground(config)
+    daemon.mount_in_background(config)
+    return 0
+
+
+def _umount(args: argparse.Namespace) -> int:
+    if args.mountpoint is not None:
+        path = os.path.abspath(args.mountpoint)
+    else:
+        path = options.read_config_file(args.config).values.get("mountpoint", "")
+        if not path:
+            raise ConfigurationError(f"{args.config}: no mountpoint = ... line")
+    if args.if_mounted and not is_mounted(path):
+        return 0
+    if unmount_or_detach(path):
+        _complain(f"{path} was dead, stuck or busy: detached it lazily")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from zarrfuse.cli import control  # noqa: PLC0415  (keeps trio out of the other commands)
+
+    document = control.request_stats(args.mountpoint)
+    if args.json:
+        print(json.dumps(document, indent=2, sort_keys=True))
+    else:
+        print(control.format_stats(document), end="")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from zarrfuse.cli import integrity  # noqa: PLC0415  (pulls in zarr's codecs)
+
+    return integrity.main(
+        options.absolute_source(args.source), storage_options=dict(args.storage_options) or None, jobs=args.jobs
+    )
+
+
+def _info(args: argparse.Namespace) -> int:
+    from zarrfuse.cli import info  # noqa: PLC0415
+
+    text = info.describe(options.absolute_source(args.source), storage_options=dict(args.storage_options) or None)
+    print(text, end="")
+    return 0
+
+
+def _convert_tiff(args: argparse.Namespace) -> int:
+    from zarrfuse.tiff import arrays as tiff_arrays  # noqa: PLC0415
+
+    dest = options.absolute_source(args.dest)
+    array = tiff_arrays.convert_to_tiff_array(
+        options.absolute_source(args.source),
+        dest,
+        samples=args.samples,
+        tile_shape=args.tile,
+        shard_shape=args.shard_shape,
+        compression=args.compression,
+        bigtiff=args.bigtiff,
+        header_part=args.header_part,
+        overwrite=args.overwrite,
+    )
+    print(f"{dest}: shape {list(array.shape)}, {array.dtype}, shards {list(array.shards or ())}")
+    return 0
+
+
+def _repair_tiff(args: argparse.Namespace) -> int:
+    from zarrfuse.tiff import arrays as tiff_arrays  # noqa: PLC0415
+
+    found = tiff_arrays.repair_tiff_headers(options.absolute_source(args.source), check_only=args.check)
+    for line in found.unreadable:
+        print(f"FAILED {line}", file=sys.stderr)
+    done = "stale" if args.check else "rewritten"
+    print(f"{args.source}: {found.checked} shards checked, {found.stale} TIFF headers {done}"
+          + (f", {len(found.unreadable)} unreadable" if found.unreadable else ""))
+    return 1 if found.unreadable or (args.check and found.stale) else 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from zarrfuse.cli import demo  # only this command needs it, and it pulls in the whole mount
+
+    return demo.run(args.dir)
+
+
+HANDLERS: dict[str, Handler] = {
+    "mount": _mount,
+    "umount": _umount,
+    "stats": _stats,
+    "verify": _verify,
+    "info": _info,
+    "convert-tiff": _convert_tiff,
+    "repair-tiff": _repair_tiff,
+    "demo": _demo,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``zarrfuse`` argument parser, each command bound to its handler here."""
+    return parser.build_parser(HANDLERS)
+
+
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What argparse cannot say: a command missing the operands its options did not give."""
+    handler = getattr(args, "handler", None)
+    if handler is _mount:
+        return _missing_paths(args)
+    if handler is _umount and (args.mountpoint is None) == (args.config is None):
+        return "give MOUNTPOINT or --config FILE (one of them)"
+    return None
+
+
+def _is_mount_helper_call(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is mount.fuse3's ``zarrfuse SOURCE MOUNTPOINT -o OPTIONS``.
+
+    ``mount -t fuse.zarrfuse`` runs ``/sbin/mount.fuse.zarrfuse`` if installed, else
+    mount.fuse3, which runs ``zarrfuse SOURCE MOUNTPOINT -o OPTIONS`` from PATH (always with
+    ``-o``: it adds ``dev,suid`` or ``nosuid,nodev``). The first word is then not a command.
+    """
+    commands = {"mount", "umount", "stats", "verify", "demo", "info", "convert-tiff", "repair-tiff"}
+    return (
+        len(argv) >= 3
+        and argv[0] not in commands
+        and not argv[0].startswith("-")
+        and any(a.startswith("-o") for a in argv[2:])
+    )
+
+
+def _complain(message: str) -> None:
+    print(f"zarrfuse: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``zarrfuse`` command; its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _is_mount_helper_call(argv):
+        from zarrfuse.cli import mount_helper  # noqa: PLC0415
+
+        return mount_helper.main(argv, prog="zarrfuse")
+    arguments = build_parser()
+    try:
+        args = arguments.parse_args(argv)
+        problem = _usage_error(args)
+        if problem:
+            args.usage.error(problem)
+    except SystemExit as e:  # usage error (2), --help or --version (0)
+        return e.code if isinstance(e.code, int) else 2
+    handler: Handler = args.handler
+    debug = getattr(args, "debug", False)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        _complain("interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader of our output went away (``zarrfuse stats | head``): not an error to
+        # report. Point stdout at /dev/null so Python's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        message = daemon.error_message(e)
+        if not isinstance(e, ZarrFuseError | OSError):  # a bug, or an error nobody translated
+            message += "" if debug else " (--debug shows the traceback)"
+        _complain(message)
+        return 1

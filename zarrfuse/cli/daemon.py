@@ -1,0 +1,378 @@
+"""Running a mount: in the foreground, or as a background daemon that reports when it is live.
+
+``zarrfuse mount`` without ``--foreground`` must return only once the mount is live, or fail
+with the reason and leave nothing mounted. The classic way, ``fork()`` after setup, is not
+available: trio, threads and zarr's asyncio loop thread do not survive a fork. So the parent
+spawns a fresh ``python -m zarrfuse mount ... --foreground --ready-fd N`` in its own session
+and waits on a pipe: the child writes ``ok`` once ``serve()`` reports the mount live, or
+``error: <message>`` if it failed before that. EOF with nothing written means it crashed.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import IO
+
+from zarrfuse.errors import MountError, SourceError, ZarrFuseError
+from zarrfuse.fuse.config import MountConfig
+from zarrfuse.fuse.mountpoint import is_mounted, prepare_mountpoint, unmount
+
+__all__ = [
+    "READY_TIMEOUT",
+    "check_source",
+    "error_message",
+    "mount_argv",
+    "mount_in_background",
+    "serve_as_daemon",
+    "serve_in_foreground",
+]
+
+READY_TIMEOUT = 60.0
+"""Seconds the parent waits for the daemon to report; opening a remote store can be slow."""
+_REAP_TIMEOUT = 10.0
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+log = logging.getLogger(__name__)
+
+
+def error_message(exc: BaseException) -> str:
+    """The one line a user sees for ``exc``: its message, or its type too if it is a bug."""
+    if isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    elif isinstance(exc, ZarrFuseError):
+        text = str(exc)
+    elif isinstance(exc, KeyboardInterrupt):
+        text = "interrupted"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split()) or type(exc).__name__
+
+
+# --- checks shared by the foreground and the background path ---------------------------------
+
+
+def check_source(config: MountConfig) -> None:
+    """Open the source and read its ``zarr.json`` as ``serve()`` will, to fail before mounting.
+
+    Uses the same two API functions as ``serve()``, so the error text is the same whichever
+    side finds the problem.
+    """
+    from zarr.core.sync import sync
+
+    from zarrfuse.api.arrays import open_store_path, read_node_metadata
+
+    options = dict(config.storage_options) or None
+    try:
+        store_path = sync(open_store_path(config.source, mode="r", storage_options=options))
+    except ZarrFuseError:
+        raise
+    except Exception as e:  # a missing fsspec backend, credentials, network: still the source
+        raise SourceError(f"{config.source}: cannot open: {error_message(e)}") from e
+    try:
+        sync(read_node_metadata(store_path))
+    except ZarrFuseError:
+        raise
+    except Exception as e:
+        raise SourceError(f"{config.source}: cannot read zarr.json: {error_message(e)}") from e
+    finally:
+        store_path.store.close()
+
+
+FUSE_DEVICE = "/dev/fuse"
+
+
+def check_fuse_device(device: str = FUSE_DEVICE) -> None:
+    """Refuse early, saying why, when this user cannot open the FUSE device.
+
+    libfuse opens it as the calling user, and so does the setuid ``fusermount3`` (it drops to
+    the user's fsuid for that open, so device permissions are respected); all the user would
+    see otherwise is "fuse_session_mount failed". Distributions make it 0666 through udev.
+    """
+    if os.access(device, os.R_OK | os.W_OK):
+        return
+    try:
+        st = os.stat(device)
+    except FileNotFoundError:
+        raise MountError(f"{device} does not exist: is the fuse kernel module loaded?") from None
+    mode = f"{st.st_mode & 0o777:04o}"
+    raise MountError(
+        f"{device} is not readable and writable by uid {os.getuid()} (mode {mode}); "
+        "non-root mounts need it to be 0666, as udev makes it on most systems"
+    )
+
+
+def preflight(config: MountConfig) -> None:
+    """Everything that can be checked before mounting: the mountpoint, the source, the device."""
+    prepare_mountpoint(config.mountpoint)
+    check_source(config)
+    check_fuse_device()
+
+
+def configure_logging(config: MountConfig) -> None:
+    """Log to ``--log-file`` (else stderr): DEBUG with ``--debug``, else INFO."""
+    handler: logging.Handler = (
+        logging.FileHandler(config.log_file) if config.log_file else logging.StreamHandler()
+    )
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    logging.basicConfig(
+        level=logging.DEBUG if config.debug else logging.INFO, handlers=[handler], force=True
+    )
+    logging.captureWarnings(True)
+
+
+def _serve(config: MountConfig, on_ready: Callable[[], None] | None) -> None:
+    """``zarrfuse.fuse.mount.serve``, imported late so the parent never loads pyfuse3."""
+    from zarrfuse.cli.services import OperatingServices  # noqa: PLC0415  (loads trio)
+    from zarrfuse.fuse.mount import serve  # noqa: PLC0415  (loads pyfuse3)
+
+    serve(config, on_ready=on_ready, services=OperatingServices())
+
+
+# --- the foreground path ---------------------------------------------------------------------
+
+
+def serve_in_foreground(config: MountConfig) -> int:
+    """``zarrfuse mount --foreground``: check, mount, serve until unmounted; exit status."""
+    configure_logging(config)
+    live: list[bool] = []
+    try:
+        preflight(config)
+        _serve(config, on_ready=lambda: live.append(True))
+    except BaseException as e:
+        if config.log_file:  # else the log is stderr, where the CLI prints the one line itself
+            _log_failure(e, "serving failed" if live else "mount failed")
+        raise
+    return 0
+
+
+def _log_failure(exc: BaseException, what: str) -> None:
+    """One log line with the reason; the traceback too when it is a bug."""
+    if isinstance(exc, ZarrFuseError | OSError | KeyboardInterrupt):
+        log.error("%s: %s", what, error_message(exc))
+    else:  # the log file is all anyone will see of the daemon: keep the traceback
+        log.exception("%s: %s", what, error_message(exc))
+
+
+class ReadyPipe:
+    """The child's end of the readiness pipe: write one line, then close."""
+
+    def __init__(self, fd: int) -> None:
+        # Not inherited by anything the child spawns (libfuse may run fusermount3, which
+        # with auto_unmount stays alive): a copy held open would keep the parent from EOF.
+        os.set_inheritable(fd, False)
+        self._fd: int | None = fd
+
+    @property
+    def pending(self) -> bool:
+        """Whether nothing has been reported yet."""
+        return self._fd is not None
+
+    def ready(self) -> None:
+        """The ``on_ready`` callback: tell the parent the mount is live."""
+        self._send(b"ok\n")
+
+    def fail(self, message: str) -> None:
+        """Tell the parent why the mount failed."""
+        self._send(b"error: " + " ".join(message.split()).encode("utf-8", "replace") + b"\n")
+
+    def _send(self, line: bytes) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.write(fd, line)
+        except OSError:
+            pass  # the parent is gone (it gave up); nobody is left to tell
+        finally:
+            os.close(fd)
+
+
+def serve_as_daemon(config: MountConfig, ready_fd: int) -> int:
+    """The spawned child: serve, reporting readiness or the first error on ``ready_fd``.
+
+    The parent already ran the preflight checks; ``serve()`` repeats its own.
+    """
+    pipe = ReadyPipe(ready_fd)
+    configure_logging(config)
+    faulthandler.enable()  # a crash leaves a traceback in --log-file
+    try:
+        _serve(config, on_ready=pipe.ready)
+    except BaseException as e:
+        what = "mount failed" if pipe.pending else "serving failed"
+        pipe.fail(error_message(e))  # nothing if the parent already heard "ok"
+        _log_failure(e, what)
+        return 1
+    return 0
+
+
+# --- the background path: the parent --------------------------------------------------------
+
+
+def mount_argv(config: MountConfig) -> list[str]:
+    """The ``mount`` arguments that parse back into ``config`` (values as ``--opt=value``)."""
+    argv = ["mount", config.source, config.mountpoint]
+    if config.suffix is not None:
+        argv.append(f"--suffix={config.suffix}")
+    if config.max_children is not None:
+        argv.append(f"--max-children={config.max_children}")
+    if config.read_only:
+        argv.append("--read-only")
+    if config.foreground:
+        argv.append("--foreground")
+    if config.fuse_options:
+        argv.append("-o" + ",".join(config.fuse_options))
+    if config.debug:
+        argv.append("--debug")
+    if config.log_file is not None:
+        argv.append(f"--log-file={config.log_file}")
+    argv += [f"--storage-option={k}={v}" for k, v in config.storage_options.items()]
+    if config.verify:
+        argv.append("--verify")
+    if config.max_chunk_bytes is not None:
+        argv.append(f"--max-chunk-bytes={config.max_chunk_bytes}")
+    if config.scratch_mb != MountConfig.scratch_mb:
+        argv.append(f"--scratch-mb={config.scratch_mb}")
+    if config.uid is not None:
+        argv.append(f"--uid={config.uid}")
+    if config.gid is not None:
+        argv.append(f"--gid={config.gid}")
+    if config.umask != MountConfig.umask:
+        argv.append(f"--umask={config.umask:03o}")
+    if config.format != MountConfig.format:
+        argv.append(f"--format={config.format}")
+    if config.cache_mb != MountConfig.cache_mb:
+        argv.append(f"--cache-mb={config.cache_mb}")
+    if config.metadata_ttl is not None:
+        argv.append(f"--metadata-ttl={config.metadata_ttl!r}")
+    return argv
+
+
+def _spawn(config: MountConfig, ready_fd: int) -> subprocess.Popen[bytes]:
+    """Start the daemon in its own session, detached from our terminal and files."""
+    argv = [sys.executable, "-m", "zarrfuse", *mount_argv(config)]
+    if not config.foreground:
+        argv.append("--foreground")
+    argv += ["--ready-fd", str(ready_fd)]
+    log_file: IO[bytes] | None = open(config.log_file, "ab") if config.log_file else None
+    try:
+        return subprocess.Popen(
+            argv,
+            pass_fds=(ready_fd,),
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log_file if log_file is not None else subprocess.DEVNULL,
+            cwd="/",
+        )
+    finally:
+        if log_file is not None:
+            log_file.close()
+
+
+def _read_report(fd: int, deadline: float) -> bytes | None:
+    """The child's first line (b"" if it closed the pipe without one); None on timeout."""
+    data = b""
+    while b"\n" not in data:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.partition(b"\n")[0]
+
+
+def _reap(child: subprocess.Popen[bytes]) -> int:
+    """The child's exit status, killing its whole session if it does not exit soon."""
+    try:
+        return child.wait(timeout=_REAP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        _kill(child)
+        try:
+            return child.wait(timeout=_REAP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return -signal.SIGKILL  # unkillable (blocked in the kernel): abandon it
+
+
+def _kill(child: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's session (it is its own process group leader)."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _clean_mountpoint(mountpoint: str) -> None:
+    """Detach whatever the failed daemon left mounted; the preflight found it empty."""
+    if is_mounted(mountpoint):
+        log.debug("detaching what the failed daemon left at %s", mountpoint)
+        unmount(mountpoint, lazy=True)
+
+
+def _describe_exit(status: int) -> str:
+    if status < 0:
+        try:
+            return f"was killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"was killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+def mount_in_background(config: MountConfig, timeout: float = READY_TIMEOUT) -> None:
+    """``zarrfuse mount``: return once the daemon's mount is live, else raise and clean up.
+
+    Raises the preflight's error, the daemon's reported error (as ZarrFuseError), or
+    MountError if the daemon crashed or did not report within ``timeout`` seconds.
+    """
+    preflight(config)
+    read_fd, write_fd = os.pipe()
+    try:
+        child = _spawn(config, write_fd)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)  # only the child may hold the write end, or EOF never comes
+    try:
+        report = _read_report(read_fd, time.monotonic() + timeout)
+    except BaseException:  # Ctrl-C while waiting: take the half-made mount down with us
+        _kill(child)
+        _reap(child)
+        _clean_mountpoint(config.mountpoint)
+        raise
+    finally:
+        os.close(read_fd)
+    _conclude(config, child, report, timeout)
+
+
+def _conclude(
+    config: MountConfig, child: subprocess.Popen[bytes], report: bytes | None, timeout: float
+) -> None:
+    """Act on the child's report: return if live, else stop it, clean up and raise."""
+    if report == b"ok":
+        return  # the daemon lives on in its own session; never waited for
+    if report is None:
+        _kill(child)
+        _reap(child)
+        _clean_mountpoint(config.mountpoint)
+        raise MountError(
+            f"the mount daemon did not report a live mount within {timeout:g} s; stopped it"
+        )
+    status = _reap(child)
+    _clean_mountpoint(config.mountpoint)
+    text = report.decode("utf-8", "replace")
+    if text.startswith("error: "):
+        raise ZarrFuseError(text.removeprefix("error: "))
+    where = f"see {config.log_file}" if config.log_file else "rerun with --foreground or --log-file"
+    raise MountError(
+        f"the mount daemon {_describe_exit(status)} before the mount was live ({where})"
+    )

@@ -1,0 +1,93 @@
+"""``zarrfuse info``: what an array or group is, and whether its shards are TIFF files.
+
+Reads only ``zarr.json`` documents; never a chunk.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from zarr.core.sync import sync
+from zarr.storage import StorePath
+
+from zarrfuse.api.arrays import open_store_path, read_node_metadata
+from zarrfuse.errors import ZarrFuseError
+from zarrfuse.tiff.layout import TiffShardLayout, tiff_layout
+
+__all__ = ["describe", "dual_access_line"]
+
+
+def dual_access_line(metadata: dict[str, Any]) -> str:
+    """One line: whether the array is dual-access, with its TIFF layout or the reason not."""
+    try:
+        layout = tiff_layout(metadata)
+    except (ZarrFuseError, KeyError, TypeError, ValueError, AttributeError) as e:
+        hint = "zarrfuse convert-tiff makes a dual-access copy"
+        return f"dual-access (shards are TIFF files): no: {e} ({hint})"
+    return f"dual-access (shards are TIFF files): yes: {_summary(layout)}"
+
+
+def _summary(layout: TiffShardLayout) -> str:
+    nlead = len(layout.shape) - (3 if layout.samples else 2)
+    tile = layout.tile_shape[nlead : nlead + 2]
+    pages = 1
+    for n in layout.shard_shape[:nlead]:
+        pages *= n
+    parts = [
+        f"{'BigTIFF' if layout.bigtiff else 'classic TIFF'}",
+        "II (little endian)" if layout.byteorder == "<" else "MM (big endian)",
+        f"tiles {tile[0]}x{tile[1]}",
+        "zstd (TIFF compression 50000)" if layout.zstd else "uncompressed",
+        f"{pages} page{'s' if pages != 1 else ''} per file",
+        f"{layout.samples_per_pixel} sample{'s' if layout.samples_per_pixel != 1 else ''} "
+        "per pixel",
+        f"header {layout.header_size} bytes",
+        (
+            "header in its own part (.header): shard files are TIFFs only when assembled, "
+            "e.g. through a zarrfuse mount"
+            if layout.header_part
+            else "header in the shard file: shard files are TIFFs on disk too"
+        ),
+    ]
+    return ", ".join(parts)
+
+
+def _array_lines(where: str, metadata: dict[str, Any]) -> list[str]:
+    codecs = [c.get("name") if isinstance(c, dict) else c for c in metadata.get("codecs", [])]
+    chunk_shape = metadata.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
+    encoding = metadata.get("chunk_key_encoding", "default")
+    transformers = metadata.get("storage_transformers") or []
+    return [
+        f"{where}: Zarr v3 array, shape {metadata.get('shape')}, {metadata.get('data_type')}",
+        f"  chunk shape {chunk_shape}, codecs {codecs}",
+        f"  chunk key encoding {json.dumps(encoding)}",
+        f"  storage transformers {json.dumps(transformers) if transformers else 'none'}",
+        f"  {dual_access_line(metadata)}",
+    ]
+
+
+async def _walk(store_path: StorePath, where: str, lines: list[str]) -> None:
+    """Describe the node at ``store_path`` and, for a group, every node below it."""
+    metadata = await read_node_metadata(store_path)
+    if metadata["node_type"] == "array":
+        lines.extend(_array_lines(where, metadata))
+        return
+    lines.append(f"{where}: Zarr v3 group")
+    prefix = f"{store_path.path}/" if store_path.path else ""
+    names = sorted([name async for name in store_path.store.list_dir(prefix)])
+    for name in names:
+        child = StorePath(store_path.store, f"{prefix}{name}")
+        if await store_path.store.exists(f"{prefix}{name}/zarr.json"):
+            try:
+                await _walk(child, f"{where.rstrip('/')}/{name}", lines)
+            except ZarrFuseError as e:
+                lines.append(f"{where.rstrip('/')}/{name}: skipped: {e}")
+
+
+def describe(source: Any, *, storage_options: dict[str, Any] | None = None) -> str:
+    """What ``zarrfuse info SOURCE`` prints: the node(s) and their dual-access answer."""
+    store_path = sync(open_store_path(source, storage_options=storage_options))
+    lines: list[str] = []
+    sync(_walk(store_path, str(source), lines))
+    return "\n".join(lines) + "\n"

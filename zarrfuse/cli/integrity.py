@@ -1,0 +1,195 @@
+"""``zarrfuse verify SOURCE``: decode every stored chunk with zarr, report the ones that fail.
+
+What "stored" means: the keys a listing of the array's store finds that decode, strictly, as
+chunk keys of its chunk key encoding and lie in its grid (for sharded arrays: shards). Part
+files of ``concat-parts`` arrays are listed as their logical chunk (zarrfuse's store wrapper
+does that), so a chunk with a missing or mis-sized part fails with the reason. Temp files and
+other keys are not chunks and are skipped.
+
+How a chunk is checked: zarr reads the chunk's region of the array, which fetches the stored
+bytes and runs the array's whole codec chain on them (decompression, checksums such as
+``crc32c``, every inner chunk of a shard). A chunk whose codecs carry no checksum and whose
+bytes have the right length cannot be told from a good one; that is the codecs' limit.
+
+For a group, every array below it is checked (child nodes are found as the mount finds them:
+subdirectories holding a Zarr v3 ``zarr.json``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+from zarr.abc.store import Store
+from zarr.core.sync import sync
+from zarr.storage import StorePath
+
+from zarrfuse.api.arrays import open_array, open_store_path, read_node_metadata
+from zarrfuse.api.regions import chunk_region
+from zarrfuse.errors import ZarrFuseError
+from zarrfuse.extensions.chunk_keys import decode_chunk_key, encode_chunk_key, parse_encoding
+from zarrfuse.progress import Progress
+
+__all__ = ["Failure", "Report", "find_arrays", "main", "stored_chunks", "verify"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One chunk (or array) that did not decode, and why."""
+
+    where: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"FAILED {self.where}: {self.reason}"
+
+
+@dataclass
+class Report:
+    arrays: int = 0
+    chunks: int = 0
+    failures: list[Failure] = field(default_factory=list)
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def find_arrays(store_path: StorePath) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
+    """``(path, metadata, error)`` of the array at ``store_path`` or of every array below the
+    group there; ``error`` names a child that could not be read."""
+    metadata = sync(read_node_metadata(store_path))
+    if metadata["node_type"] == "array":
+        yield store_path.path, metadata, None
+        return
+    store = store_path.store
+    prefix = f"{store_path.path}/" if store_path.path else ""
+
+    async def names() -> list[str]:
+        return sorted([n async for n in store.list_dir(prefix)])
+
+    for name in sync(names()):
+        if name == "zarr.json":
+            continue
+        child = StorePath(store, _join(store_path.path, name))
+        if not sync(store.exists(f"{child.path}/zarr.json")):
+            continue
+        try:
+            yield from find_arrays(child)
+        except ZarrFuseError as e:
+            yield child.path, None, str(e)
+
+
+def stored_chunks(store: Store, path: str, metadata: dict[str, Any]) -> list[tuple[int, ...]]:
+    """Grid coordinates of the chunks (shards) stored for the array at ``path``, sorted."""
+    encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
+    shape = tuple(metadata["shape"])
+    chunk_shape = tuple(metadata["chunk_grid"]["configuration"]["chunk_shape"])
+    grid = tuple(math.ceil(s / c) if c else 0 for s, c in zip(shape, chunk_shape, strict=True))
+    prefix = f"{path}/" if path else ""
+
+    async def keys() -> list[str]:
+        return [k async for k in store.list_prefix(prefix)]
+
+    found = set()
+    for key in sync(keys()):
+        relative = key[len(prefix) :]
+        if relative == "zarr.json":
+            continue
+        try:
+            coords = decode_chunk_key(encoding, relative, len(shape))
+        except ValueError:
+            continue  # not a chunk key: a temp file, a part file, a stray key
+        if all(c < n for c, n in zip(coords, grid, strict=True)):
+            found.add(coords)
+    return sorted(found)
+
+
+def verify(
+    source: str | StorePath,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    jobs: int = 8,
+    progress: Progress | None = None,
+) -> Report:
+    """Decode every stored chunk under ``source``; a Report of what failed.
+
+    Raises SourceError/ConfigurationError if ``source`` itself cannot be opened.
+    """
+    report = Report()
+    progress = progress or Progress(enabled=False)
+    if isinstance(source, StorePath):
+        root = source
+    else:
+        root = sync(open_store_path(source, mode="r", storage_options=storage_options))
+
+    def found(failure: Failure) -> None:
+        report.failures.append(failure)
+        if progress.enabled:  # shown as it comes, above the bar; else sorted at the end
+            progress.write(str(failure))
+
+    try:
+        work: list[tuple[str, Any, tuple[int, ...], tuple[slice, ...]]] = []
+        progress.set_description("listing chunks")
+        for path, metadata, error in find_arrays(root):
+            shown = path[len(root.path) :].strip("/") if root.path else path
+            if metadata is None:
+                found(Failure(shown or ".", error or "unreadable"))
+                continue
+            report.arrays += 1
+            try:
+                array = open_array(StorePath(root.store, path))
+                encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
+                coords_list = stored_chunks(array.store_path.store, path, metadata)
+            except Exception as e:  # noqa: BLE001  (an unreadable array is a finding, too)
+                found(Failure(shown or ".", _reason(e)))
+                continue
+            chunk_shape = tuple(metadata["chunk_grid"]["configuration"]["chunk_shape"])
+            shape = tuple(metadata["shape"])
+            for coords in coords_list:
+                key = _join(shown, encode_chunk_key(encoding, coords))
+                work.append((key, array, coords, chunk_region(coords, chunk_shape, shape)))
+            progress.update(len(coords_list))
+        report.chunks = len(work)
+        progress.reset(len(work), "verifying")
+
+        def check(item: tuple[str, Any, tuple[int, ...], tuple[slice, ...]]) -> Failure | None:
+            key, array, _, region = item
+            try:
+                array[region]
+            except Exception as e:  # noqa: BLE001
+                return Failure(key, _reason(e))
+            return None
+
+        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="zarrfuse-verify") as pool:
+            futures = [pool.submit(check, item) for item in work]
+            for future in as_completed(futures):
+                failure = future.result()
+                if failure is not None:
+                    found(failure)
+                progress.update()
+    finally:
+        root.store.close()
+    report.failures.sort(key=lambda f: f.where)
+    return report
+
+
+def main(source: str, *, storage_options: dict[str, Any] | None = None, jobs: int = 8) -> int:
+    """The ``zarrfuse verify`` command: 0 if every chunk decodes, 1 otherwise."""
+    with Progress(unit="chunk", description="listing chunks") as progress:
+        shown_live = progress.enabled
+        report = verify(source, storage_options=storage_options, jobs=jobs, progress=progress)
+    if not shown_live:
+        for failure in report.failures:
+            print(failure)
+    arrays = f"{report.arrays} array{'s' if report.arrays != 1 else ''}"
+    print(f"verified {report.chunks} chunks of {arrays}: {len(report.failures)} failed")
+    return 1 if report.failures else 0

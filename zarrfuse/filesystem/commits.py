@@ -1,0 +1,181 @@
+"""Storing what writers wrote: open writers per chunk, size limits, verification, commits.
+
+A chunk file opened for writing gets its own buffer (the chunk's bytes, or nothing with
+O_TRUNC). ``flush`` (close) and ``fsync`` commit it: checked against the size limit, verified
+if asked, split into parts and stored, each part replaced atomically. Readers opened before a
+commit keep the version they opened; after the commit returns the kernel's cache of the file
+is dropped, so every new reader sees the new bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import trio
+
+from zarrfuse.errors import FileTooBig, ZarrFuseError
+from zarrfuse.filesystem.catalog import ArrayView
+from zarrfuse.filesystem.namespace import ChunkFile, Namespace, Node
+from zarrfuse.filesystem.verify import verify_chunk
+from zarrfuse.filesystem.write_buffer import WriteBuffer
+
+__all__ = ["ChunkWriter", "Committer", "OpenWriters", "WriteOptions"]
+
+log = logging.getLogger(__name__)
+
+# A chunk file may be this much larger than the decoded chunk before EFBIG: codecs can
+# expand incompressible data a little, and sharding adds an index.
+SIZE_LIMIT_SLACK = 1 << 20
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """How a writable mount treats writes."""
+
+    verify: bool = False
+    max_chunk_bytes: int | None = None
+    """Largest chunk file accepted (EFBIG beyond); None: twice the decoded chunk + slack."""
+    scratch_bytes: int = 512 << 20
+    """Total bytes of scratch (temp) files held in memory; 0 refuses scratch files."""
+
+
+@dataclass(eq=False)
+class ChunkWriter:
+    """A chunk opened for writing: a private buffer committed on flush/fsync."""
+
+    node: ChunkFile
+    data: WriteBuffer
+    dirty: bool
+    serial: int = 0
+    """Order of the last change among all writers: the newest writer's size is shown."""
+    committing: trio.Event | None = None
+    """Set while the buffer is being stored: changes wait, so the commit needs no copy."""
+
+    async def settled(self) -> None:
+        if self.committing is not None:
+            await self.committing.wait()
+
+
+class OpenWriters:
+    """The writers of each chunk, so a chunk's name and size show before its first commit."""
+
+    def __init__(self) -> None:
+        self._by_chunk: dict[ChunkFile, list[ChunkWriter]] = {}
+        self._serials = itertools.count(1)
+
+    def open(self, node: ChunkFile, data: WriteBuffer, *, dirty: bool) -> ChunkWriter:
+        writer = ChunkWriter(node, data, dirty=dirty, serial=next(self._serials))
+        self._by_chunk.setdefault(node, []).append(writer)
+        return writer
+
+    def changed(self, writer: ChunkWriter) -> None:
+        """``writer``'s buffer changed: it is dirty and now the newest."""
+        writer.dirty = True
+        writer.serial = next(self._serials)
+
+    def close(self, writer: ChunkWriter) -> None:
+        writers = self._by_chunk.get(writer.node)
+        if writers is not None:
+            writers.remove(writer)
+            if not writers:
+                del self._by_chunk[writer.node]
+
+    def size(self, node: ChunkFile) -> int | None:
+        """The size the newest writer of ``node`` gave it; None if nobody writes it."""
+        writers = self._by_chunk.get(node)
+        if not writers:
+            return None
+        return len(max(writers, key=lambda w: w.serial).data)
+
+    def chunks(self) -> list[ChunkFile]:
+        return list(self._by_chunk)
+
+
+class Committer:
+    """Stores chunk files: checks, verification, parts; then drops the kernel's caches."""
+
+    def __init__(self, namespace: Namespace, options: WriteOptions) -> None:
+        self.namespace = namespace
+        self.options = options
+        self._invalidate: Callable[[int], Awaitable[None]] | None = None
+        self._invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
+
+    def set_invalidators(
+        self,
+        inode: Callable[[int], Awaitable[None]],
+        entry: Callable[[int, str], Awaitable[None]],
+    ) -> None:
+        """How to drop the kernel's cache of an inode, or of a name (from the FUSE adapter)."""
+        self._invalidate = inode
+        self._invalidate_entry = entry
+
+    def size_limit(self, array: ArrayView) -> int | None:
+        if self.options.max_chunk_bytes is not None:
+            return self.options.max_chunk_bytes
+        if array.decoded_chunk_bytes is None:
+            return None
+        return 2 * array.decoded_chunk_bytes + array.source.parts.fixed_size + SIZE_LIMIT_SLACK
+
+    def check_size(self, node: ChunkFile, size: int) -> None:
+        limit = self.size_limit(node.array)
+        if limit is not None and size > limit:
+            raise FileTooBig(
+                f"chunk {node.coords} of {node.array.path or '/'} would be {size} bytes, over "
+                f"the limit of {limit} (--max-chunk-bytes)"
+            )
+
+    async def commit(self, node: ChunkFile, data: WriteBuffer, *, durable: bool) -> None:
+        """Store ``data`` as the chunk (checks, verification, parts), then drop kernel caches.
+        ``data`` must not change until this returns."""
+        self.check_size(node, len(data))
+        views = data.pieces()
+        if node.array.rendered is not None:
+            await node.array.rendered.write(node.coords, b"".join(views))
+        else:
+            if self.options.verify:
+                await trio.to_thread.run_sync(
+                    verify_chunk, node.array.metadata, node.coords, b"".join(views)
+                )
+            await node.array.source.commit(node.coords, views, durable=durable)
+            log.debug("committed chunk %s of %s (%d bytes)", node.coords, node.array.path,
+                      len(data))
+        await self.drop_cache(node)
+
+    async def commit_writer(self, writer: ChunkWriter, *, durable: bool) -> None:
+        """Commit a writer's buffer; its changes wait meanwhile. A refused commit leaves the
+        writer dirty and makes the kernel show the stored chunk again; the error is raised
+        for close() or fsync() to return."""
+        await writer.settled()
+        writer.committing = trio.Event()
+        try:
+            await self.commit(writer.node, writer.data, durable=durable)
+        except ZarrFuseError as e:
+            log.error("refused to store chunk %s: %s", writer.node.coords, e)
+            await self.show_stored_state(writer.node)
+            raise
+        finally:
+            writer.committing.set()
+            writer.committing = None
+        writer.dirty = False
+
+    async def drop_cache(self, node: Node) -> None:
+        inode = self.namespace.known_inode(node)
+        if inode is not None and self._invalidate is not None:
+            await self._invalidate(inode)
+
+    async def show_stored_state(self, node: ChunkFile) -> None:
+        """After writes that were not committed, make the kernel show the stored chunk again:
+        it had taken the writer's size (O_TRUNC, writes past the end) as the file's. A chunk
+        that is not stored at all loses its name too, before close() returns."""
+        await self.drop_cache(node)
+        if node.array.rendered is not None:
+            return  # every chunk of a rendered view exists
+        if await node.array.source.size(node.coords) is not None:
+            return
+        parent, name = self.namespace.parent_of(node)
+        parent_inode = self.namespace.known_inode(parent)
+        if parent_inode is not None and self._invalidate_entry is not None:
+            await self._invalidate_entry(parent_inode, name)

@@ -1,0 +1,276 @@
+"""The mount's names: nodes, their inodes and lookup counts, and path <-> chunk coordinates.
+
+A node is a value (group, array root, fanout directory, chunk file, metadata file), so the same
+path always maps to the same inode while the kernel remembers it. Inodes are handed out on
+first use and dropped when the kernel's lookup count falls to zero (``forget``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
+from zarrfuse.filesystem.catalog import ArrayView, Catalog, GroupView
+from zarrfuse.filesystem.view import ROOT, DirPosition
+
+__all__ = [
+    "ArrayRoot",
+    "ChunkFile",
+    "Entry",
+    "FanoutDir",
+    "GroupDir",
+    "MetadataFile",
+    "NotAChunk",
+    "ScratchFile",
+    "Namespace",
+    "Node",
+    "NotFound",
+]
+
+ROOT_INODE = 1  # FUSE_ROOT_ID
+METADATA_NAME = "zarr.json"
+
+
+@dataclass(frozen=True)
+class GroupDir:
+    group: GroupView
+
+
+@dataclass(frozen=True)
+class ArrayRoot:
+    array: ArrayView
+
+
+@dataclass(frozen=True)
+class FanoutDir:
+    array: ArrayView
+    pos: DirPosition
+
+
+@dataclass(frozen=True)
+class ChunkFile:
+    array: ArrayView
+    coords: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ScratchFile:
+    """A temporary file (an editor's or rsync's) held by the daemon, never stored."""
+
+    directory: GroupDir | ArrayRoot | FanoutDir
+    name: str
+
+
+@dataclass(frozen=True)
+class MetadataFile:
+    owner: ArrayView | GroupView
+
+    @property
+    def data(self) -> bytes:
+        return self.owner.metadata_json
+
+
+Node = GroupDir | ArrayRoot | FanoutDir | ChunkFile | MetadataFile | ScratchFile
+DIRECTORY_NODES = (GroupDir, ArrayRoot, FanoutDir)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A named node and, for files, its size."""
+
+    name: str
+    node: Node
+    size: int = 0
+
+
+class Namespace:
+    """Resolves names to nodes and keeps the inode table."""
+
+    def __init__(self, root: Node, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._by_node: dict[Node, int] = {root: ROOT_INODE}
+        self._by_inode: dict[int, Node] = {ROOT_INODE: root}
+        self._lookups: dict[int, int] = {}
+        self._next_inode = ROOT_INODE + 1
+
+    # --- inodes --------------------------------------------------------------------------
+
+    def inode_of(self, node: Node) -> int:
+        inode = self._by_node.get(node)
+        if inode is None:
+            inode = self._next_inode
+            self._next_inode += 1
+            self._by_node[node] = inode
+            self._by_inode[inode] = node
+        return inode
+
+    def node(self, inode: int) -> Node:
+        try:
+            return self._by_inode[inode]
+        except KeyError:
+            raise NotFound(f"unknown inode {inode}") from None
+
+    def remember(self, inode: int) -> None:
+        """The kernel now holds one more reference (lookup, create, accepted readdir entry)."""
+        self._lookups[inode] = self._lookups.get(inode, 0) + 1
+
+    def forget(self, inode: int, count: int) -> None:
+        left = self._lookups.get(inode, 0) - count
+        if left > 0:
+            self._lookups[inode] = left
+            return
+        self._lookups.pop(inode, None)
+        if inode != ROOT_INODE:
+            node = self._by_inode.pop(inode, None)
+            if node is not None and self._by_node.get(node) == inode:
+                del self._by_node[node]
+
+    def known_inode(self, node: Node) -> int | None:
+        """The inode the kernel may hold for ``node``, without handing out a new one."""
+        return self._by_node.get(node)
+
+    def rebind(self, inode: int, node: Node) -> None:
+        """After a rename the kernel keeps the moved file's inode: make it mean ``node``."""
+        old = self._by_inode.get(inode)
+        if old is not None and self._by_node.get(old) == inode:
+            del self._by_node[old]
+        self._by_inode[inode] = node
+        self._by_node[node] = inode
+
+    @property
+    def inode_count(self) -> int:
+        return len(self._by_inode)
+
+    # --- names ---------------------------------------------------------------------------
+
+    async def size(self, node: Node) -> int:
+        """Current size of a file node; NotFound if a chunk is no longer stored."""
+        if isinstance(node, MetadataFile):
+            return len(node.data)
+        if isinstance(node, ChunkFile):
+            if node.array.rendered is not None:
+                return node.array.rendered.size(node.coords)
+            size = await node.array.source.size(node.coords)
+            if size is None:
+                raise NotFound(f"chunk {node.coords} of {node.array.path or '/'} is not stored")
+            return size
+        return 0
+
+    async def lookup(self, parent: Node, name: str) -> Entry:
+        """The entry ``name`` in directory ``parent``; NotFound if there is none."""
+        if isinstance(parent, GroupDir):
+            if name == METADATA_NAME:
+                return Entry(name, MetadataFile(parent.group), len(parent.group.metadata_json))
+            child = await self.catalog.open_child(parent.group.path, name)
+            if child is None:
+                raise NotFound(f"{name!r}: no such node")
+            return Entry(name, GroupDir(child) if isinstance(child, GroupView) else ArrayRoot(child))
+        if isinstance(parent, ArrayRoot):
+            array = parent.array
+            if name == METADATA_NAME and array.rendered is None:
+                return Entry(name, MetadataFile(array), len(array.metadata_json))
+            if not array.tree.has_chunks:
+                raise NotFound(f"{name!r}: the array has no chunks")
+            chunk = self.chunk_named(parent, name)
+            if chunk is not None:
+                return Entry(name, chunk, await self.size(chunk))
+            if array.tree.grid and name == "c":
+                return Entry(name, FanoutDir(array, ROOT))
+            raise NotFound(f"{name!r}: not part of the array")
+        if isinstance(parent, FanoutDir):
+            return await self._lookup_fanout(parent, name)
+        raise ZarrFuseError(f"{name!r}: parent is not a directory")  # pragma: no cover
+
+    def parent_of(self, chunk: ChunkFile) -> tuple[Node, str]:
+        """The directory that shows ``chunk``, and the chunk's name in it."""
+        array = chunk.array
+        if not chunk.coords:
+            return ArrayRoot(array), _scalar_name(array)
+        *path, name = array.tree.encoding.encode_chunk_key(chunk.coords).split("/")[1:]
+        pos = ROOT
+        for part in path:
+            child = array.tree.child(pos, part)
+            assert isinstance(child, DirPosition)
+            pos = child
+        return FanoutDir(array, pos), name + array.suffix
+
+    def chunk_named(self, parent: Node, name: str) -> ChunkFile | None:
+        """The chunk file ``name`` would be in ``parent`` (stored or not), None if the name
+        is not chunk-like there; NotAChunk if it is chunk-like but outside the grid."""
+        if isinstance(parent, ArrayRoot):
+            array = parent.array
+            if not array.tree.grid and name == _scalar_name(array):
+                return ChunkFile(array, ())
+            return None
+        if not isinstance(parent, FanoutDir) or not parent.array.tree.is_leaf(parent.pos):
+            return None
+        array, pos = parent.array, parent.pos
+        if not name.endswith(array.suffix):
+            return None
+        stem = name[: len(name) - len(array.suffix)] if array.suffix else name
+        if not stem or not stem.isascii() or not stem.isdigit():
+            return None
+        coordinate = array.tree.child(pos, stem)
+        if not isinstance(coordinate, int):
+            raise NotAChunk(f"{name!r} is not a chunk of the grid in this directory")
+        return ChunkFile(array, (*pos.done, coordinate))
+
+    async def _lookup_fanout(self, parent: FanoutDir, name: str) -> Entry:
+        array, pos = parent.array, parent.pos
+        if array.tree.is_leaf(pos):
+            try:
+                chunk = self.chunk_named(parent, name)
+            except NotAChunk:
+                chunk = None
+            if chunk is None:
+                raise NotFound(f"{name!r}: not a chunk of the grid")
+            return Entry(name, chunk, await self.size(chunk))
+        child = array.tree.child(pos, name)
+        if not isinstance(child, DirPosition):
+            raise NotFound(f"{name!r}: not a directory of the grid")
+        return Entry(name, FanoutDir(array, child))
+
+    async def list(self, directory: Node) -> list[Entry]:
+        """Every entry of a directory, in a stable order."""
+        if isinstance(directory, GroupDir):
+            group = directory.group
+            entries = [Entry(METADATA_NAME, MetadataFile(group), len(group.metadata_json))]
+            for name in await self.catalog.child_names(group.path):
+                entries.append(await self.lookup(directory, name))
+            return entries
+        if isinstance(directory, ArrayRoot):
+            array = directory.array
+            entries = []
+            if array.rendered is None:  # a rendered view is not a Zarr array: no zarr.json
+                entries.append(Entry(METADATA_NAME, MetadataFile(array), len(array.metadata_json)))
+            if array.tree.has_chunks and array.tree.grid:
+                entries.append(Entry("c", FanoutDir(array, ROOT)))
+            elif array.tree.has_chunks:
+                scalar = ChunkFile(array, ())
+                with contextlib.suppress(NotFound):
+                    entries.append(Entry(_scalar_name(array), scalar, await self.size(scalar)))
+            return entries
+        if isinstance(directory, FanoutDir):
+            array, pos = directory.array, directory.pos
+            if not array.tree.is_leaf(pos):
+                return [
+                    Entry(name, FanoutDir(array, child))
+                    for name in array.tree.child_names(pos)
+                    if isinstance(child := array.tree.child(pos, name), DirPosition)
+                ]
+            lo, hi = array.tree.leaf_range(pos)
+            if array.rendered is not None:  # every chunk of the grid renders
+                stored = {c: array.rendered.size((*pos.done, c)) for c in range(lo, hi + 1)}
+            else:
+                stored = await array.source.stored_sizes(pos.done, lo, hi)
+            return [
+                Entry(array.tree.file_name(c) + array.suffix, ChunkFile(array, (*pos.done, c)), size)
+                for c, size in sorted(stored.items())
+            ]
+        raise NotFound("not a directory")
+
+
+def _scalar_name(array: ArrayView) -> str:
+    """The file name of the one chunk of a 0-dimensional array (key ``c`` plus the suffix)."""
+    return "c" + array.suffix

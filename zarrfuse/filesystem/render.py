@@ -1,0 +1,131 @@
+"""Decoded chunks as image files, and back: TIFF (tifffile), NPY (numpy), PNG (Pillow).
+
+Pure functions, no I/O. Every format is written uncompressed, so a file's size depends only on
+the chunk's shape and data type: ``stat`` and ``ls -l`` know it without decoding the chunk.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+
+import numpy as np
+import tifffile
+from PIL import Image
+
+from zarrfuse.errors import ConfigurationError, InvalidArgument
+from zarrfuse.filesystem.formats import FORMATS
+
+__all__ = ["FORMATS", "check_renderable", "decode", "encode", "encoded_size"]
+
+
+
+def _png_mode(dtype: np.dtype, shape: tuple[int, ...]) -> bool:
+    if len(shape) == 2:
+        return dtype in (np.dtype("uint8"), np.dtype("uint16"))
+    return len(shape) == 3 and dtype == np.dtype("uint8") and shape[-1] in (3, 4)
+
+
+def check_renderable(fmt: str, dtype: np.dtype, chunk_shape: tuple[int, ...]) -> None:
+    """Refuse arrays a format cannot show (PNG: 2-D uint8/uint16, 8-bit RGB/RGBA)."""
+    if fmt not in FORMATS:
+        raise ConfigurationError(f"unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
+    if dtype.hasobject:
+        raise ConfigurationError(f"{fmt}: variable-size data type {dtype} cannot be rendered")
+    if fmt == "png" and not _png_mode(dtype, chunk_shape):
+        raise ConfigurationError(
+            f"png shows 2-D uint8/uint16 chunks and 8-bit RGB/RGBA chunks (last dimension 3 or "
+            f"4, whole in each chunk); this array has {dtype} chunks of shape {chunk_shape}: "
+            "use --format tiff or npy"
+        )
+
+
+def encode(fmt: str, data: np.ndarray) -> bytes:
+    """The file showing ``data`` (one chunk, already cropped to the array bounds).
+
+    Where the format keeps the values as one contiguous run (single-page TIFF, NPY), the
+    bytes around it are the same for every chunk of a shape and dtype; they are taken from a
+    template written once by tifffile/numpy, and only the values are copied in.
+    """
+    layout = _layout(fmt, data.shape, data.dtype.str)
+    if layout is not None:
+        prefix, suffix = layout
+        return b"".join((prefix, np.ascontiguousarray(data).tobytes(), suffix))
+    return _encode(fmt, data)
+
+
+def _encode(fmt: str, data: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    if fmt == "tiff":
+        # minisblack keeps a trailing 3 or 4 from being read as RGB; leading dimensions
+        # become pages, and tifffile's shape description restores the exact shape (also for
+        # 0-d and 1-d chunks, written as one row: tifffile fails on some of those as they are).
+        shape = data.shape
+        image = data if data.ndim >= 2 else data.reshape(1, -1)
+        tifffile.imwrite(out, image, photometric="minisblack", metadata={"shape": list(shape)})
+    elif fmt == "npy":
+        np.save(out, data, allow_pickle=False)
+    elif fmt == "png":
+        Image.fromarray(data).save(out, format="PNG", compress_level=0)
+    else:
+        raise ConfigurationError(f"unknown format {fmt!r}")
+    return out.getvalue()
+
+
+def decode(fmt: str, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The chunk a written file holds; InvalidArgument (EINVAL) unless it has exactly
+    ``shape`` and ``dtype``."""
+    try:
+        if fmt == "tiff":
+            value = tifffile.imread(io.BytesIO(data))
+        elif fmt == "npy":
+            value = np.load(io.BytesIO(data), allow_pickle=False)
+        else:
+            with Image.open(io.BytesIO(data)) as image:
+                value = np.asarray(image)
+    except Exception as e:  # every decoder has its own error types
+        raise InvalidArgument(f"not a readable {fmt} file: {type(e).__name__}: {e}") from e
+    if value.shape != shape or value.dtype != dtype:
+        raise InvalidArgument(
+            f"the {fmt} file holds {value.dtype} of shape {value.shape}; this chunk is {dtype} "
+            f"of shape {shape}"
+        )
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def encoded_size(fmt: str, shape: tuple[int, ...], dtype: str) -> int:
+    """Size of the file for any chunk of ``shape`` and ``dtype``: the same for every value."""
+    return len(_encode(fmt, np.zeros(shape, dtype=np.dtype(dtype))))
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(fmt: str, shape: tuple[int, ...], dtype: str) -> tuple[bytes, bytes] | None:
+    """(prefix, suffix) around the values in every file of this shape and dtype, or None.
+
+    Found by writing two chunks whose every value byte differs (zeros, and 0xA5 bytes or
+    True) and checking that the files differ exactly in one run of ``nbytes`` bytes that
+    holds the values as stored in memory. Anything else (PNG checksums, multi-page TIFF
+    with IFDs between pages) gets None: those are encoded in full every time.
+    """
+    if fmt == "png":
+        return None
+    kind = np.dtype(dtype)
+    zeros = np.zeros(shape, dtype=kind)
+    if kind == np.dtype(bool):
+        probe = np.ones(shape, dtype=kind)
+    else:
+        probe = np.frombuffer(b"\xa5" * zeros.nbytes, dtype=kind).reshape(shape)
+    blank, marked = _encode(fmt, zeros), _encode(fmt, probe)
+    values = probe.tobytes()
+    if len(blank) != len(marked) or not values:
+        return None
+    start = next((i for i, (a, b) in enumerate(zip(blank, marked)) if a != b), None)
+    if start is None:
+        return None
+    end = start + len(values)
+    if marked[start:end] != values or blank[:start] != marked[:start]:
+        return None
+    if blank[end:] != marked[end:] or blank[start:end] != zeros.tobytes():
+        return None
+    return blank[:start], blank[end:]

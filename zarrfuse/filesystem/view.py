@@ -1,0 +1,137 @@
+"""The view of an array: which chunk key encoding the mount shows, and its directory tree.
+
+The tree is derived from the chunk grid alone (never from listing the store), so every
+directory the grid can have exists and mounting costs nothing however many chunks there are.
+A directory is a position in a fanout key: the coordinates completed so far, and within the
+current dimension the group count and the groups already taken. Pure code, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zarr.core.chunk_key_encodings import ChunkKeyEncoding
+
+from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding, SuffixChunkKeyEncoding
+
+__all__ = ["DirPosition", "FanoutTree", "view_encoding"]
+
+DEFAULT_MAX_CHILDREN = 1000
+
+
+def view_encoding(
+    array_encoding: ChunkKeyEncoding, suffix: str | None, max_children: int | None
+) -> ChunkKeyEncoding:
+    """The encoding the mount shows: suffix over fanout.
+
+    Taken from the array's own encoding where it is fanout- or suffix-based, else fanout with
+    ``max_children`` 1000 and no suffix; ``suffix`` and ``max_children`` override.
+    """
+    own_suffix = ""
+    base = array_encoding
+    if isinstance(base, SuffixChunkKeyEncoding):
+        own_suffix, base = base.suffix, base.base_encoding
+    own_children = base.max_children if isinstance(base, FanoutChunkKeyEncoding) else None
+    fanout = FanoutChunkKeyEncoding(
+        max_children if max_children is not None else own_children or DEFAULT_MAX_CHILDREN
+    )
+    final_suffix = own_suffix if suffix is None else suffix
+    return SuffixChunkKeyEncoding(final_suffix, fanout) if final_suffix else fanout
+
+
+@dataclass(frozen=True)
+class DirPosition:
+    """A directory below ``c``: completed coordinates and progress within the next one.
+
+    ``count`` is None at the level that names the group count; otherwise ``prefix`` is the
+    value of the ``taken`` groups already chosen for the current coordinate.
+    """
+
+    done: tuple[int, ...] = ()
+    count: int | None = None
+    prefix: int = 0
+    taken: int = 0
+
+
+ROOT = DirPosition()
+
+
+@dataclass(frozen=True)
+class FanoutTree:
+    """The directory tree of fanout keys for one chunk grid."""
+
+    grid: tuple[int, ...]
+    encoding: FanoutChunkKeyEncoding
+
+    @property
+    def width(self) -> int:
+        return self.encoding.group_width
+
+    @property
+    def has_chunks(self) -> bool:
+        return all(n > 0 for n in self.grid)
+
+    def _groups(self, value: int) -> int:
+        return max(1, -(-len(str(value)) // self.width))
+
+    def _span(self, pos: DirPosition) -> tuple[int, int]:
+        """Range of group values that are children of ``pos`` (which is at group level)."""
+        assert pos.count is not None
+        dim = len(pos.done)
+        w = self.width
+        lo = 0 if pos.count == 0 else 10 ** (w * pos.count)
+        hi = min(self.grid[dim] - 1, 10 ** (w * (pos.count + 1)) - 1)
+        scale = 10 ** (w * (pos.count - pos.taken))
+        base = pos.prefix * 10**w
+        return max(0, lo // scale - base), min(10**w - 1, hi // scale - base)
+
+    def is_leaf(self, pos: DirPosition) -> bool:
+        """True where the children are chunk files (last group of the last dimension)."""
+        return (
+            pos.count is not None
+            and len(pos.done) == len(self.grid) - 1
+            and pos.taken == pos.count
+        )
+
+    def leaf_range(self, pos: DirPosition) -> tuple[int, int]:
+        """Inclusive range of the last coordinate of the chunks in leaf directory ``pos``."""
+        vmin, vmax = self._span(pos)
+        base = pos.prefix * 10**self.width
+        return base + vmin, base + vmax
+
+    def file_name(self, coordinate: int) -> str:
+        """Name of a chunk file in its leaf directory, without the view suffix."""
+        return str(coordinate % 10**self.width).zfill(self.width)
+
+    def child_names(self, pos: DirPosition) -> list[str]:
+        """Names of the children of ``pos``, in order (for leaves: every possible chunk)."""
+        if pos.count is None:
+            top = self._groups(self.grid[len(pos.done)] - 1)
+            return [str(n) for n in range(top)]
+        vmin, vmax = self._span(pos)
+        return [str(v).zfill(self.width) for v in range(vmin, vmax + 1)]
+
+    def child(self, pos: DirPosition, name: str) -> DirPosition | int | None:
+        """The child called ``name``: a directory position, or for leaves the last coordinate.
+
+        None where the grid has no such child; checks are exact, so ``007`` and ``7`` differ.
+        """
+        if pos.count is None:
+            if not name.isascii() or not name.isdigit() or (name != "0" and name[0] == "0"):
+                return None
+            count = int(name)
+            if count >= self._groups(self.grid[len(pos.done)] - 1):
+                return None
+            return DirPosition(pos.done, count, 0, 0)
+        if len(name) != self.width or not name.isascii() or not name.isdigit():
+            return None
+        value = int(name)
+        vmin, vmax = self._span(pos)
+        if not vmin <= value <= vmax:
+            return None
+        combined = pos.prefix * 10**self.width + value
+        if pos.taken < pos.count:
+            return DirPosition(pos.done, pos.count, combined, pos.taken + 1)
+        if len(pos.done) == len(self.grid) - 1:
+            return combined
+        return DirPosition((*pos.done, combined))

@@ -1,0 +1,55 @@
+"""The mount configuration: what the command line (or fstab, or a unit file) asked for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["READ_ONLY_SCHEMES", "MountConfig"]
+
+READ_ONLY_SCHEMES = ("http://", "https://")
+"""Sources that can only be read: HTTP servers take no writes."""
+
+
+@dataclass(frozen=True)
+class MountConfig:
+    """Everything a mount needs to know, parsed once and never changed.
+
+    ``suffix`` and ``max_children`` override the view encoding that zarrfuse derives from each
+    array's own chunk key encoding (None: derive). ``fuse_options`` are extra ``-o`` options
+    passed to the kernel (``allow_other``, ...).
+    """
+
+    source: str
+    mountpoint: str
+    suffix: str | None = None
+    max_children: int | None = None
+    read_only: bool = False
+    foreground: bool = False
+    fuse_options: tuple[str, ...] = ()
+    debug: bool = False
+    log_file: str | None = None
+    storage_options: dict[str, str] = field(default_factory=dict)
+    verify: bool = False
+    """Decode every chunk with the array's codecs before storing it; refuse what fails."""
+    max_chunk_bytes: int | None = None
+    """Largest chunk file a write may make (EFBIG beyond); None: derived from the chunk."""
+    scratch_mb: int = 512
+    """Memory for temporary files (rsync's, editors'); 0 refuses them."""
+    uid: int | None = None
+    """Owner shown for every file and directory; None: the mounting user."""
+    gid: int | None = None
+    """Group shown for every file and directory; None: the mounting user's group."""
+    umask: int = 0o022
+    """Permission bits removed from 0o777 (directories) and 0o666 (files)."""
+    format: str = "raw"
+    """raw: chunk files are the stored bytes; tiff, npy, png: each chunk rendered as an image."""
+    cache_mb: int = 256
+    """Memory for recently rendered chunks (rendered views)."""
+    metadata_ttl: float | None = None
+    """Seconds a listing (which chunks exist, their sizes) is trusted before it is asked
+    again, here and in the kernel's caches; None: for the mount's life when read-only, 1 s
+    when writable."""
+
+    def __post_init__(self) -> None:
+        if self.source.startswith(READ_ONLY_SCHEMES) and not self.read_only:
+            object.__setattr__(self, "read_only", True)

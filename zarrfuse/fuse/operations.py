@@ -1,0 +1,322 @@
+"""The pyfuse3 adapter: decode names, call ``fs``, build pyfuse3 types, map errors.
+
+This is the only module that imports pyfuse3 for request handling, and the one place where
+errors become ``FUSEError``. In pyfuse3 any other exception escaping a handler ends the main
+loop and leaves a dead mount ("Transport endpoint is not connected"), so every handler maps
+unexpected exceptions to EIO and logs them, and the mount keeps serving.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
+
+import pyfuse3
+import trio
+
+from zarrfuse.errors import NotFound, ZarrFuseError
+from zarrfuse.filesystem.counters import Counters
+from zarrfuse.filesystem.fs import Attributes, FileSystem
+
+__all__ = ["FuseOperations"]
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_QUIET_ERRNOS = frozenset({errno.ENOENT})
+
+
+def _fuse_errors(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Turn every exception into a FUSEError with the right errno, logging why."""
+
+    name = handler.__name__
+
+    @functools.wraps(handler)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        counters: Counters = args[0].counters  # type: ignore[attr-defined]
+        counters.requests[name] += 1
+        started = time.perf_counter()
+        try:
+            return await handler(*args, **kwargs)
+        except pyfuse3.FUSEError as e:
+            counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
+            raise
+        except ZarrFuseError as e:
+            level = logging.DEBUG if e.errno in _QUIET_ERRNOS else logging.WARNING
+            log.log(level, "%s: %s", name, e)
+            counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
+            raise pyfuse3.FUSEError(e.errno) from None
+        except OSError as e:
+            log.warning("%s: store error: %s", name, e)
+            counters.errors[errno.errorcode.get(e.errno or errno.EIO, "EIO")] += 1
+            raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
+        except Exception:
+            log.exception("%s: unexpected error; answering EIO", name)
+            counters.errors["EIO"] += 1
+            raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            counters.request_seconds[name] += time.perf_counter() - started
+
+    return wrapper
+
+
+class FuseOperations(pyfuse3.Operations):
+    """Translates pyfuse3 requests into ``FileSystem`` calls."""
+
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        *,
+        entry_timeout: float,
+        attr_timeout: float,
+        counters: Counters | None = None,
+        keep_cache: bool | None = None,
+    ) -> None:
+        """``keep_cache``: let the kernel keep a file's pages across opens (default: on
+        read-only mounts, whose files cannot change)."""
+        super().__init__()
+        self.fs = fs
+        self.counters = counters or Counters()
+        fs.set_invalidators(self.invalidate, self.invalidate_entry)
+        self.entry_timeout = entry_timeout
+        self.attr_timeout = attr_timeout
+        self.keep_cache = fs.read_only if keep_cache is None else keep_cache
+        self._buffers: weakref.WeakKeyDictionary[trio.lowlevel.Task, bytearray] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _entry(self, a: Attributes) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = a.inode
+        entry.generation = 0
+        entry.entry_timeout = self.entry_timeout
+        entry.attr_timeout = self.attr_timeout
+        entry.st_mode = a.mode
+        entry.st_nlink = 2 if a.is_dir else 1
+        entry.st_uid = a.uid
+        entry.st_gid = a.gid
+        entry.st_rdev = 0
+        entry.st_size = a.size
+        entry.st_blksize = 1 << 20
+        entry.st_blocks = -(-a.size // 512)
+        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = a.time_ns
+        return entry
+
+    @_fuse_errors
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        try:
+            return self._entry(await self.fs.lookup(parent_inode, os.fsdecode(name)))
+        except NotFound:
+            return self._negative_entry()
+
+    def _negative_entry(self) -> pyfuse3.EntryAttributes:
+        """"No such name", which the kernel may remember for the entry timeout.
+
+        Answering ENOENT is never remembered: ``cp`` alone then asks three times per new
+        file (stat, lstat, and the lookup before create), each a round trip to this daemon.
+        The kernel drops a remembered absence itself when a file is created or renamed here.
+        """
+        self.counters.cache["negative_entry"] += 1
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = 0
+        entry.entry_timeout = self.entry_timeout
+        return entry
+
+    @_fuse_errors
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        return self._entry(await self.fs.getattr(inode))
+
+    async def forget(self, inode_list: Any) -> None:
+        for inode, count in inode_list:
+            try:
+                self.fs.forget(inode, count)
+            except Exception:  # forget must never raise
+                log.exception("forget(%d, %d) failed", inode, count)
+
+    @_fuse_errors
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        return await self.fs.opendir(inode)
+
+    @_fuse_errors
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        for name, attributes, next_id in await self.fs.readdir(fh, start_id):
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), self._entry(attributes), next_id):
+                break
+            self.fs.remember(attributes.inode)
+
+    @_fuse_errors
+    async def releasedir(self, fh: int) -> None:
+        self.fs.releasedir(fh)
+
+    def _file_info(self, handle: int) -> pyfuse3.FileInfo:
+        if self.fs.is_writer(handle):
+            return pyfuse3.FileInfo(fh=handle, direct_io=True, keep_cache=False)
+        return pyfuse3.FileInfo(fh=handle, keep_cache=self.keep_cache)
+
+    @_fuse_errors
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        return self._file_info(await self.fs.open(inode, flags))
+
+    async def invalidate(self, inode: int) -> None:
+        """Drop the kernel's cached attributes and pages of ``inode`` (after a commit).
+
+        Called on the trio thread: it blocks only with writeback caching, which is off.
+        """
+        try:
+            pyfuse3.invalidate_inode(inode, False)
+        except OSError as e:
+            if e.errno != errno.ENOENT:  # ENOENT: the kernel holds nothing for it
+                log.warning("invalidating inode %d: %s", inode, e)
+
+    async def invalidate_entry(self, parent_inode: int, name: str) -> None:
+        """Drop the kernel's cached entry ``name`` in ``parent_inode``.
+
+        Runs in a worker thread: the call blocks until related requests finish, and the trio
+        thread must stay free to serve them.
+        """
+        try:
+            await trio.to_thread.run_sync(
+                pyfuse3.invalidate_entry, parent_inode, os.fsencode(name)
+            )
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                log.warning("invalidating entry %r in inode %d: %s", name, parent_inode, e)
+
+    def _reply_buffer(self, size: int) -> memoryview:
+        """A buffer owned by the current pyfuse3 worker task.
+
+        pyfuse3 copies a read's answer to the kernel as soon as the handler returns, before
+        that task takes another request, so each task can reuse one buffer for all its reads.
+        """
+        task = trio.lowlevel.current_task()
+        buffer = self._buffers.get(task)
+        if buffer is None or len(buffer) < size:
+            buffer = self._buffers[task] = bytearray(size)
+        return memoryview(buffer)[:size]
+
+    @_fuse_errors
+    async def read(self, fh: int, off: int, size: int) -> memoryview:
+        out = self._reply_buffer(size)
+        count = await self.fs.read_into(fh, off, out)
+        self.counters.bytes_read += count
+        return out[:count]
+
+    @_fuse_errors
+    async def release(self, fh: int) -> None:
+        await self.fs.release(fh)
+
+    @_fuse_errors
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        count = await self.fs.write(fh, off, buf)
+        self.counters.bytes_written += count
+        return count
+
+    @_fuse_errors
+    async def flush(self, fh: int) -> None:
+        await self.fs.flush(fh)
+
+    @_fuse_errors
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        await self.fs.flush(fh, durable=True)
+
+    @_fuse_errors
+    async def setattr(
+        self,
+        inode: int,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: int | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        return self._entry(
+            await self.fs.setattr(
+                inode,
+                size=attr.st_size if fields.update_size else None,
+                mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
+                handle=fh,
+            )
+        )
+
+    @_fuse_errors
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        handle, attributes = await self.fs.create(parent_inode, os.fsdecode(name), flags)
+        return self._file_info(handle), self._entry(attributes)
+
+    @_fuse_errors
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self.fs.unlink(parent_inode, os.fsdecode(name))
+
+    @_fuse_errors
+    async def mkdir(
+        self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        return self._entry(await self.fs.mkdir(parent_inode, os.fsdecode(name)))
+
+    @_fuse_errors
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self.fs.rmdir(parent_inode, os.fsdecode(name))
+
+    @_fuse_errors
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        await self.fs.rename(
+            parent_inode_old,
+            os.fsdecode(name_old),
+            parent_inode_new,
+            os.fsdecode(name_new),
+            flags,
+        )
+
+    # Links, symlinks and special files have no place in a chunk grid.
+    async def symlink(self, *args: Any) -> pyfuse3.EntryAttributes:
+        log.debug("symlink refused: not a chunk")
+        raise pyfuse3.FUSEError(errno.EPERM)
+
+    async def link(self, *args: Any) -> pyfuse3.EntryAttributes:
+        log.debug("link refused: not a chunk")
+        raise pyfuse3.FUSEError(errno.EPERM)
+
+    async def mknod(self, *args: Any) -> pyfuse3.EntryAttributes:
+        log.debug("mknod refused: not a chunk")
+        raise pyfuse3.FUSEError(errno.EPERM)
+
+    @_fuse_errors
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        info = self.fs.statfs()
+        data = pyfuse3.StatvfsData()
+        data.f_bsize = data.f_frsize = info.block_size
+        data.f_blocks = data.f_bfree = data.f_bavail = info.blocks
+        data.f_files = info.files
+        data.f_ffree = data.f_favail = 0
+        data.f_namemax = info.name_max
+        return data
+
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        # ENOSYS makes the kernel stop asking for the rest of the mount's life: without it,
+        # `ls -l` sends one getxattr per entry.
+        raise pyfuse3.FUSEError(errno.ENOSYS)
+
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+        raise pyfuse3.FUSEError(errno.ENOSYS)

@@ -1,0 +1,29 @@
+"""Storage for the mount: raw key I/O on a local directory, S3, or any zarr Store.
+
+Nothing here knows about FUSE or the filesystem above; the filesystem talks to the
+``Backend`` interface (``base``) and never to a store directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from zarr.abc.store import Store
+from zarr.storage import LocalStore, ObjectStore
+
+from zarrfuse.storage.base import Backend, PartReader
+from zarrfuse.storage.local import LocalBackend
+from zarrfuse.storage.stores import StoreBackend
+
+__all__ = ["Backend", "PartReader", "backend_for"]
+
+
+def backend_for(store: Store) -> Backend:
+    """The fastest backend that serves ``store`` exactly."""
+    if isinstance(store, LocalStore):
+        return LocalBackend(Path(store.root))
+    if isinstance(store, ObjectStore):
+        from zarrfuse.storage.objects import ObjectBackend  # noqa: PLC0415  (needs obstore)
+
+        return ObjectBackend(store.store)
+    return StoreBackend(store)

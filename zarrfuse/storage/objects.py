@@ -1,0 +1,176 @@
+"""Raw key I/O on an object store (S3) through obstore, for the mount's worker threads.
+
+Requests cost a network round trip, so this backend asks as little as it can: a directory
+listing is one LIST (paged by the server, 1000 keys a page) that brings every object's size;
+opening a chunk whose sizes a listing already gave costs nothing; a read is one ranged GET,
+and sequential reads fetch ahead (``prefetch``). obstore's blocking calls release the GIL,
+so worker threads and the read-ahead pool wait in parallel. Errors become ``OSError`` with
+EIO and the store's reason, after obstore's bounded retries (``s3``).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import obstore
+from obstore.exceptions import NotFoundError
+
+from zarrfuse.storage.base import PartReader
+from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
+
+__all__ = ["ObjectBackend", "ObjectPartReader"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+NOT_FOUND = (NotFoundError, FileNotFoundError)
+"""What obstore raises for a missing object (its runtime class is the builtin one)."""
+
+# Sequential reads keep up to PREFETCH_DEPTH windows of PREFETCH_WINDOW bytes in flight;
+# all reads of a mount together hold at most PREFETCH_BUDGET bytes ahead, and at most
+# PREFETCH_REQUESTS ranged GETs run at once. 8 MiB windows: one GET per 8 kernel reads.
+PREFETCH_WINDOW = 8 << 20
+PREFETCH_DEPTH = 4
+PREFETCH_BUDGET = 256 << 20
+PREFETCH_REQUESTS = 8
+# A window waited for longer than this is abandoned with EIO (obstore's own timeouts and
+# retry window end sooner; this only guards against a lost wake-up).
+PREFETCH_WAIT = 120.0
+
+
+def _request(what: str, call: Callable[[], T]) -> T:
+    """Run one obstore call; store errors other than "not found" become EIO with the reason."""
+    try:
+        return call()
+    except NOT_FOUND:
+        raise
+    except Exception as e:
+        if isinstance(e, OSError) and e.errno is not None:
+            raise
+        reason = " ".join(str(e).split("\n\nDebug source")[0].split())
+        log.warning("%s failed: %s", what, reason)
+        raise OSError(errno.EIO, f"{what}: {reason}") from e
+
+
+class ObjectPartReader:
+    """Parts of one chunk on an object store; reads are ranged GETs, sequential ones ahead."""
+
+    def __init__(
+        self, backend: ObjectBackend, keys: Sequence[str], sizes: Sequence[int | None]
+    ) -> None:
+        self.backend = backend
+        self.keys = list(keys)
+        self.sizes = tuple(sizes)
+        self._ahead = [
+            None if size is None else backend.read_ahead(key, size)
+            for key, size in zip(self.keys, self.sizes, strict=True)
+        ]
+
+    def _part(self, part: int) -> ReadAhead:
+        ahead = self._ahead[part]
+        if ahead is None:
+            raise OSError(errno.EIO, f"{self.keys[part]}: part is absent")
+        return ahead
+
+    def read_into_nowait(self, part: int, start: int, out: memoryview) -> int:
+        return self._part(part).read_nowait(start, out)
+
+    def read_into(self, part: int, start: int, out: memoryview) -> None:
+        self._part(part).read(start, out)
+
+    def release(self) -> None:
+        for ahead in self._ahead:
+            if ahead is not None:
+                ahead.close()
+
+    def close(self) -> None:
+        self.release()
+
+
+class ObjectBackend:
+    """An obstore ``ObjectStore`` (S3), keys relative to its root."""
+
+    stat_by_listing = True
+    """A LIST costs about what a HEAD does and answers for every sibling: the chunk source
+    learns one chunk's size by listing its directory (cached), not by asking for it."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.read_ahead_policy = ReadAheadPolicy(
+            pool=ThreadPoolExecutor(PREFETCH_REQUESTS, thread_name_prefix="zarrfuse-fetch"),
+            budget=PrefetchBudget(PREFETCH_BUDGET),
+            window=PREFETCH_WINDOW,
+            depth=PREFETCH_DEPTH,
+            timeout=PREFETCH_WAIT,
+        )
+
+    def close(self) -> None:
+        """At unmount: drop queued read-ahead GETs instead of running them before exit."""
+        self.read_ahead_policy.pool.shutdown(wait=False, cancel_futures=True)
+
+    def _listing(self, prefix: str) -> dict[str, Any]:
+        prefix = prefix.strip("/")
+        return _request(
+            f"LIST {prefix or '/'}",
+            lambda: obstore.list_with_delimiter(self.store, f"{prefix}/" if prefix else None),
+        )
+
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        found = self._listing(prefix)
+        return {meta["path"].rpartition("/")[2]: meta["size"] for meta in found["objects"]}
+
+    def list_subdirs(self, prefix: str) -> list[str]:
+        return [p.rstrip("/").rpartition("/")[2] for p in self._listing(prefix)["common_prefixes"]]
+
+    def size(self, key: str) -> int | None:
+        try:
+            return _request(f"HEAD {key}", lambda: obstore.head(self.store, key))["size"]
+        except NOT_FOUND:
+            return None
+
+    def read(self, key: str, start: int, stop: int) -> bytes | memoryview:
+        """Bytes ``[start, stop)`` of ``key``: one ranged GET (none for an empty range)."""
+        if stop <= start:
+            return b""
+        data = _request(
+            f"GET {key} bytes {start}-{stop - 1}",
+            lambda: obstore.get_range(self.store, key, start=start, end=stop),
+        )
+        if len(data) != stop - start:  # the object was replaced by a shorter one
+            raise OSError(
+                errno.EIO, f"{key}: asked for {stop - start} bytes, got {len(data)}"
+            )
+        return memoryview(data)
+
+    def read_ahead(self, key: str, size: int) -> ReadAhead:
+        return ReadAhead(
+            lambda start, stop: self.read(key, start, stop), size, self.read_ahead_policy
+        )
+
+    def open_reader(
+        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
+    ) -> PartReader:
+        if sizes is None:
+            sizes = [self.size(k) for k in keys]
+        return ObjectPartReader(self, keys, sizes)
+
+    def read_all(self, key: str) -> bytes | None:
+        try:
+            result = _request(f"GET {key}", lambda: obstore.get(self.store, key).bytes())
+        except NOT_FOUND:
+            return None
+        return result.to_bytes()
+
+    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> None:
+        # One PUT of the whole part: S3 replaces the object atomically, readers see the old
+        # or the new bytes. A PUT is durable once it succeeds, so ``durable`` asks nothing more.
+        data = b"".join(pieces)
+        _request(f"PUT {key}", lambda: obstore.put(self.store, key, data, use_multipart=False))
+
+    def delete(self, key: str) -> None:
+        _request(f"DELETE {key}", lambda: obstore.delete(self.store, key))

@@ -1,0 +1,320 @@
+"""Creating, converting to and repairing dual-access arrays (shards that are TIFF files).
+
+The layout itself (headers, index shifting) is ``tiff_shards``; this module makes the
+``zarr.json`` that declares it, copies data in shard by shard, and rewrites stale headers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import math
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import tifffile
+import zarr
+from zarr.codecs import BytesCodec, ZstdCodec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+from zarr.errors import ContainsArrayError, ContainsGroupError
+
+from zarrfuse.api.arrays import create_array, open_array, open_store_path, read_node_metadata
+from zarrfuse.errors import ConfigurationError, Exists, ZarrFuseError
+from zarrfuse.progress import Progress
+from zarrfuse.tiff.layout import (
+    ATTRIBUTE,
+    CLASSIC_LIMIT,
+    TIFF_SUFFIXES,
+    TILE_MULTIPLE,
+    TiffShardLayout,
+    bigtiff_needed,
+    check_geometry,
+    tiff_layout,
+)
+
+__all__ = [
+    "convert_to_tiff_array",
+    "create_tiff_array",
+    "layout_of",
+    "open_source",
+    "repair_tiff_headers",
+    "shard_grid",
+]
+
+Compression = Literal["zstd", "none"]
+DEFAULT_TILE = 256
+DEFAULT_TILES_PER_SHARD_SIDE = 16
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return max(multiple, -(-n // multiple) * multiple)
+
+
+def _shapes(
+    shape: tuple[int, ...],
+    tile: tuple[int, int],
+    shard_shape: Sequence[int] | None,
+    samples: bool,
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Inner chunk (tile) and shard shapes over all axes: 1 along leading axes, whole along
+    the samples axis; by default a shard is 16x16 tiles, or the image if smaller."""
+    nlead = len(shape) - (3 if samples else 2)
+    if nlead < 0:
+        raise ConfigurationError(
+            f"a dual-access array needs {'3 (Y, X, samples)' if samples else '2'} dimensions "
+            f"at least; got shape {list(shape)}"
+        )
+    if any(t <= 0 or t % TILE_MULTIPLE for t in tile):
+        raise ConfigurationError(
+            f"tile shape {list(tile)}: TIFF tile sides must be positive multiples of "
+            f"{TILE_MULTIPLE}"
+        )
+    chunks = (1,) * nlead + tuple(tile) + ((shape[-1],) if samples else ())
+    if shard_shape is None:
+        plane = tuple(
+            min(_round_up(n, t), t * DEFAULT_TILES_PER_SHARD_SIDE)
+            for n, t in zip(shape[nlead : nlead + 2], tile, strict=True)
+        )
+        shards = (1,) * nlead + plane + ((shape[-1],) if samples else ())
+    else:
+        shards = tuple(shard_shape)
+        if len(shards) != len(shape):
+            raise ConfigurationError(
+                f"shard shape {list(shards)} has {len(shards)} dimensions, the array "
+                f"{len(shape)}"
+            )
+        if any(s <= 0 or s % c for s, c in zip(shards, chunks, strict=True)):
+            raise ConfigurationError(
+                f"shard shape {list(shards)} is not a multiple of the tile shape {list(chunks)}"
+            )
+    return chunks, shards
+
+
+def create_tiff_array(
+    store: Any,
+    *,
+    shape: Sequence[int],
+    dtype: Any,
+    tile_shape: Sequence[int] = (DEFAULT_TILE, DEFAULT_TILE),
+    shard_shape: Sequence[int] | None = None,
+    compression: Compression = "zstd",
+    samples: bool = False,
+    bigtiff: bool | None = None,
+    bigtiff_threshold: int = CLASSIC_LIMIT,
+    endian: Literal["little", "big"] = "little",
+    suffix: str = ".tiff",
+    max_children: int = 1000,
+    attributes: dict[str, Any] | None = None,
+    dimension_names: Sequence[str] | None = None,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    header_part: bool = False,
+) -> zarr.Array:
+    """Create an empty dual-access array: every shard a Zarr shard and a TIFF file.
+
+    Axes are ``[*leading, Y, X]``, or ``[*leading, Y, X, samples]`` with ``samples=True``
+    (RGB: pixels stored whole). ``tile_shape`` is the (Y, X) inner chunk, a TIFF tile;
+    ``shard_shape`` covers every axis (default: 1 along leading axes, one page per file).
+    ``bigtiff=None`` chooses BigTIFF when a shard could exceed ``bigtiff_threshold`` bytes.
+    ``header_part=True`` stores each shard's TIFF header in its own ``.header`` part: the
+    shard's own file then holds pure tile bytes, a TIFF only as assembled (zarrfuse mount);
+    by default header and tiles share that file, a complete TIFF on disk.
+    Write through :func:`zarrfuse.open_array` or a zarrfuse mount to keep shards valid TIFFs.
+    """
+    shape = tuple(int(n) for n in shape)
+    native = np.dtype(dtype)
+    if compression not in ("zstd", "none"):
+        raise ConfigurationError(f"compression must be 'zstd' or 'none', got {compression!r}")
+    if not suffix.lower().endswith(TIFF_SUFFIXES):
+        raise ConfigurationError(f"suffix {suffix!r} must end in .tif or .tiff")
+    if len(tile_shape) != 2:
+        raise ConfigurationError(f"tile_shape must be (Y, X), got {tuple(tile_shape)}")
+    chunks, shards = _shapes(shape, (int(tile_shape[0]), int(tile_shape[1])), shard_shape, samples)
+    byteorder = "<" if endian == "little" or native.itemsize == 1 else ">"
+    layout = TiffShardLayout(
+        shape=shape,
+        shard_shape=shards,
+        tile_shape=chunks,
+        dtype=native.newbyteorder(byteorder),
+        byteorder=byteorder,
+        zstd=compression == "zstd",
+        samples=samples,
+        bigtiff=False,
+        header_part=header_part,
+    )
+    check_geometry(layout)
+    if bigtiff is None:
+        bigtiff = bigtiff_needed(layout, bigtiff_threshold)
+    layout = dataclasses.replace(layout, bigtiff=bigtiff)
+    attributes = {**(attributes or {}), ATTRIBUTE: {"samples": samples, "bigtiff": bigtiff}}
+    try:
+        return create_array(
+            store,
+            **_array_arguments(layout, endian, suffix, max_children),
+            attributes=attributes,
+            dimension_names=dimension_names,
+            overwrite=overwrite,
+            storage_options=storage_options,
+        )
+    except (ContainsArrayError, ContainsGroupError) as e:
+        raise Exists(
+            f"{store}: an array or group is already there (--overwrite, overwrite=True, "
+            "replaces it)"
+        ) from e
+
+
+def _array_arguments(
+    layout: TiffShardLayout, endian: str, suffix: str, max_children: int
+) -> dict[str, Any]:
+    """``create_array`` arguments for the layout: TIFF-readable tile codecs, ``.tiff`` keys
+    over fanout, and the index (and maybe the header) in parts of their own."""
+    fanout = {"name": "fanout", "configuration": {"max_children": max_children}}
+    return {
+        "shape": layout.shape,
+        "dtype": layout.dtype,
+        "chunks": layout.tile_shape,
+        "shards": layout.shard_shape,
+        "fill_value": 0,
+        "serializer": BytesCodec(endian=endian),  # type: ignore[arg-type]
+        "compressors": [ZstdCodec()] if layout.zstd else None,
+        "filters": None,
+        "chunk_key_encoding": {
+            "name": "suffix",
+            "configuration": {"suffix": suffix, "base_encoding": fanout},
+        },
+        "storage_transformers": [
+            {"name": "concat-parts", "configuration": {"parts": layout.parts}}
+        ],
+    }
+
+
+def shard_grid(layout: TiffShardLayout) -> Iterator[tuple[int, ...]]:
+    """Every shard's grid coordinates, in C order."""
+    counts = [math.ceil(n / s) for n, s in zip(layout.shape, layout.shard_shape, strict=True)]
+    return itertools.product(*(range(c) for c in counts))
+
+
+def _is_tiff_file(source: Any) -> bool:
+    return (
+        isinstance(source, str | os.PathLike)
+        and os.fspath(source).lower().endswith(TIFF_SUFFIXES)
+        and os.path.isfile(source)
+    )
+
+
+@contextlib.contextmanager
+def open_source(source: Any) -> Iterator[tuple[zarr.Array, bool | None]]:
+    """A readable array for ``source`` (a TIFF file or anything zarrfuse opens) and whether
+    its last axis holds samples (known for TIFF files, None otherwise)."""
+    if not _is_tiff_file(source):
+        yield open_array(source), None
+        return
+    try:
+        tif = tifffile.TiffFile(source)
+    except (tifffile.TiffFileError, ValueError) as e:
+        raise ConfigurationError(f"{os.fspath(source)}: not a readable TIFF file: {e}") from e
+    with tif:
+        series = tif.series[0]
+        with series.aszarr() as store:
+            yield zarr.open_array(store, mode="r"), series.axes.endswith("S")
+
+
+def convert_to_tiff_array(
+    source: Any,
+    dest: Any,
+    *,
+    samples: bool | None = None,
+    progress: bool | None = None,
+    jobs: int = 4,
+    **create: Any,
+) -> zarr.Array:
+    """Copy ``source`` (a TIFF file, or any array zarrfuse opens) into a new dual-access
+    array at ``dest``, shard by shard, with a progress bar on a terminal.
+
+    ``samples`` defaults to what the TIFF file says (RGB: yes), else False. ``jobs`` shards
+    are copied at once (decoding and encoding release the GIL). Other keyword arguments go
+    to :func:`create_tiff_array`.
+    """
+    with open_source(source) as (src, detected):
+        use_samples = samples if samples is not None else bool(detected)
+        dest_array = create_tiff_array(
+            dest, shape=src.shape, dtype=src.dtype, samples=use_samples, **create
+        )
+        layout = layout_of(dest)
+        shards = list(shard_grid(layout))
+        with (
+            Progress(
+                total=len(shards), unit="shard", description="converting", enabled=progress
+            ) as bar,
+            ThreadPoolExecutor(jobs) as pool,
+        ):
+
+            def copy(coords: tuple[int, ...]) -> None:
+                region = layout.region(coords)
+                dest_array[region] = src[region]
+                bar.update()
+
+            for _ in pool.map(copy, shards):  # raises the first failure
+                pass
+    return dest_array
+
+
+def layout_of(source: Any, storage_options: dict[str, Any] | None = None) -> TiffShardLayout:
+    """The TIFF layout of the dual-access array at ``source``; ConfigurationError saying why
+    not when it is not one."""
+    store_path = sync(open_store_path(source, storage_options=storage_options))
+    return tiff_layout(sync(read_node_metadata(store_path)))
+
+
+class RepairResult(NamedTuple):
+    """What ``repair_tiff_headers`` found."""
+
+    checked: int
+    stale: int
+    """Shards whose header did not match their index (rewritten unless ``check_only``)."""
+    unreadable: list[str]
+    """``KEY: reason`` for each shard that could not be read or repaired (left as it was)."""
+
+
+def repair_tiff_headers(
+    source: Any, *, check_only: bool = False, progress: bool | None = None
+) -> RepairResult:
+    """Rewrite the TIFF header of every stored shard whose header does not match its index
+    (shards written by other Zarr implementations, or edge shards after a resize).
+
+    Returns what it found; with ``check_only`` nothing is written. A shard that cannot be
+    read or repaired (a failed checksum, a missing part) is reported and left as it was; the
+    others are still checked. Data bytes
+    stay where they are, except in shards written with tiles from offset 0, which are moved
+    behind the header.
+    """
+    layout = layout_of(source)  # says why when it is not dual-access
+    array = open_array(source, mode="r" if check_only else "r+")
+    wrapper = array.store_path.store
+    prototype = default_buffer_prototype()
+    checked = rewritten = 0
+    unreadable: list[str] = []
+    shards = list(shard_grid(layout))
+    with Progress(total=len(shards), unit="shard", description="checking", enabled=progress) as bar:
+        for coords in shards:
+            key = array.store_path.path + "/" if array.store_path.path else ""
+            key += array.metadata.encode_chunk_key(coords)
+            bar.update()
+            try:
+                value = sync(wrapper.get(key, prototype))
+                if value is None:
+                    continue
+                old = value.to_bytes()
+                if layout.shard_bytes_with_header(coords, old) != old:
+                    if not check_only:
+                        sync(wrapper.set(key, value))  # the store adds the header
+                    rewritten += 1
+                checked += 1
+            except ZarrFuseError as e:
+                unreadable.append(f"{key}: {e}")
+    return RepairResult(checked, rewritten, unreadable)
