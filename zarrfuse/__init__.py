@@ -7,5 +7,5 @@ Installing zarrfuse registers the ``fanout`` and ``suffix`` chunk key encodings 
 from zarrfuse.api.arrays import create_array, open_array
 from zarrfuse.tiff.arrays import create_tiff_array
 
-__all__ = ["create_array", "create_tiff_array", "open_array", "__version__"]
+__all__ = ["__version__", "create_array", "create_tiff_array", "open_array"]
 __version__ = "0.1.0"

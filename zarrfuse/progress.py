@@ -31,7 +31,8 @@ _MIN_INTERVAL = 0.1
 def _duration(seconds: float) -> str:
     seconds = int(seconds)
     hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
+    minutes = f"{rest // 60:02d}:{rest % 60:02d}"
+    return f"{hours}:{minutes}" if hours else minutes
 
 
 class Progress:

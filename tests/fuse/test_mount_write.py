@@ -278,3 +278,14 @@ def test_new_chunk_is_listed_while_open_and_after_close(crc_array, tmp_path):
             f.write(encoded_chunk(np.full((4, 4), 3, dtype="u1")))
         assert sorted(os.listdir(leaf)) == ["000", "001"]
         assert sorted(os.listdir(mnt / "c/0/000/0")) == ["000", "001"]  # other leaves unchanged
+
+
+def test_scratch_file_reopened_with_o_trunc_is_emptied(crc_array, tmp_path):
+    """``echo a > .x.tmp; echo b > .x.tmp``: the second open truncates, it is no EIO."""
+    with mounted(crc_array, tmp_path / "mnt") as mnt:
+        scratch = mnt / "c/0/000/0/.x.tmp"
+        scratch.write_bytes(b"first, longer contents")
+        scratch.write_bytes(b"second")  # O_WRONLY | O_CREAT | O_TRUNC on an existing file
+        assert scratch.read_bytes() == b"second"
+        assert scratch.stat().st_size == 6
+        scratch.unlink()

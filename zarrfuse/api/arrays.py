@@ -40,11 +40,13 @@ def _local_path(source: Any) -> Any:
 def _local_zip(source: Any) -> str | None:
     """The local path of a ``.zip`` store (zarr's ``make_store_path`` would treat it as a
     directory), or None."""
-    if isinstance(source, str | os.PathLike) and os.fspath(source).endswith(".zip"):
-        if "://" not in os.fspath(source):
-            if not os.path.isfile(source):
-                raise FileNotFoundError(f"no such zip file: {os.fspath(source)}")
-            return os.fspath(source)
+    if not isinstance(source, str | os.PathLike):
+        return None
+    path = os.fspath(source)
+    if path.endswith(".zip") and "://" not in path:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no such zip file: {path}")
+        return path
     return None
 
 

@@ -109,20 +109,24 @@ def _verify(args: argparse.Namespace) -> int:
     from zarrfuse.cli import integrity  # noqa: PLC0415  (pulls in zarr's codecs)
 
     return integrity.main(
-        options.absolute_source(args.source), storage_options=dict(args.storage_options) or None, jobs=args.jobs
+        options.absolute_source(args.source),
+        storage_options=dict(args.storage_options) or None,
+        jobs=args.jobs,
     )
 
 
 def _info(args: argparse.Namespace) -> int:
-    from zarrfuse.cli import info  # noqa: PLC0415
+    from zarrfuse.cli import info  # noqa: PLC0415  (pulls in zarr and the TIFF layout)
 
-    text = info.describe(options.absolute_source(args.source), storage_options=dict(args.storage_options) or None)
+    text = info.describe(
+        options.absolute_source(args.source), storage_options=dict(args.storage_options) or None
+    )
     print(text, end="")
     return 0
 
 
 def _convert_tiff(args: argparse.Namespace) -> int:
-    from zarrfuse.tiff import arrays as tiff_arrays  # noqa: PLC0415
+    from zarrfuse.tiff import arrays as tiff_arrays  # noqa: PLC0415  (tifffile, imagecodecs)
 
     dest = options.absolute_source(args.dest)
     array = tiff_arrays.convert_to_tiff_array(
@@ -141,9 +145,11 @@ def _convert_tiff(args: argparse.Namespace) -> int:
 
 
 def _repair_tiff(args: argparse.Namespace) -> int:
-    from zarrfuse.tiff import arrays as tiff_arrays  # noqa: PLC0415
+    from zarrfuse.tiff import arrays as tiff_arrays  # noqa: PLC0415  (tifffile, imagecodecs)
 
-    found = tiff_arrays.repair_tiff_headers(options.absolute_source(args.source), check_only=args.check)
+    found = tiff_arrays.repair_tiff_headers(
+        options.absolute_source(args.source), check_only=args.check
+    )
     for line in found.unreadable:
         print(f"FAILED {line}", file=sys.stderr)
     done = "stale" if args.check else "rewritten"
@@ -153,7 +159,7 @@ def _repair_tiff(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from zarrfuse.cli import demo  # only this command needs it, and it pulls in the whole mount
+    from zarrfuse.cli import demo  # noqa: PLC0415  (only this command needs it; loads the mount)
 
     return demo.run(args.dir)
 
@@ -232,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # report. Point stdout at /dev/null so Python's final flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001  (every failure becomes the one-line error)
         if debug:
             traceback.print_exc()
         message = daemon.error_message(e)

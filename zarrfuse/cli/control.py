@@ -26,6 +26,7 @@ about any user's mount: it looks in that user's directories (the user is the mou
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -97,10 +98,8 @@ def socket_dirs(uid: int | None = None, environ: dict[str, str] | None = None) -
 
 def _private_dir(path: str) -> None:
     """Make ``path`` a directory only we can enter; refuse one that is not ours."""
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise MountError(f"{path} is not a directory")
@@ -137,7 +136,7 @@ def _client_candidates(mountpoint: str) -> list[tuple[str, int | None]]:
     """(socket path, uid that must own it) to try for ``mountpoint``: our own directories;
     root also the directories of the user who made the mount (mountinfo's ``user_id=``)."""
     name = socket_name(mountpoint)
-    found = [(os.path.join(d, name), None) for d in socket_dirs()]
+    found: list[tuple[str, int | None]] = [(os.path.join(d, name), None) for d in socket_dirs()]
     owner = mount_owner(mountpoint)
     if os.getuid() == 0 and owner not in (None, 0):
         for directory in (f"/run/user/{owner}/zarrfuse", f"/tmp/zarrfuse-{owner}"):
@@ -165,10 +164,8 @@ class ControlServer:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
             try:
                 _private_dir(directory)
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(temp)
-                except FileNotFoundError:
-                    pass
                 sock.bind(temp)
                 os.chmod(temp, 0o600)
                 sock.listen(16)
@@ -211,14 +208,11 @@ class ControlServer:
             payload = (json.dumps(self._describe(), sort_keys=True) + "\n").encode()
             with trio.move_on_after(SEND_TIMEOUT):
                 await stream.send_all(payload)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001  (a failed answer must not end the mount)
             log.debug("control socket: client went away: %s", e)
         finally:
-            with trio.CancelScope(shield=True):
-                try:
-                    await stream.aclose()
-                except Exception:  # noqa: BLE001
-                    pass
+            with trio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await stream.aclose()  # a client gone away: nothing to tell it
 
 
 def _remove_if_ours(path: str, inode: int) -> None:

@@ -10,6 +10,7 @@ and waits on a pipe: the child writes ``ok`` once ``serve()`` reports the mount 
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import logging
 import os
@@ -65,9 +66,12 @@ def check_source(config: MountConfig) -> None:
     Uses the same two API functions as ``serve()``, so the error text is the same whichever
     side finds the problem.
     """
-    from zarr.core.sync import sync
+    from zarr.core.sync import sync  # noqa: PLC0415  (zarr is slow to import; mount only)
 
-    from zarrfuse.api.arrays import open_store_path, read_node_metadata
+    from zarrfuse.api.arrays import (  # noqa: PLC0415  (as above)
+        open_store_path,
+        read_node_metadata,
+    )
 
     options = dict(config.storage_options) or None
     try:
@@ -205,7 +209,7 @@ def serve_as_daemon(config: MountConfig, ready_fd: int) -> int:
     faulthandler.enable()  # a crash leaves a traceback in --log-file
     try:
         _serve(config, on_ready=pipe.ready)
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001  (the parent must hear of any failure, then exit)
         what = "mount failed" if pipe.pending else "serving failed"
         pipe.fail(error_message(e))  # nothing if the parent already heard "ok"
         _log_failure(e, what)
@@ -261,7 +265,10 @@ def _spawn(config: MountConfig, ready_fd: int) -> subprocess.Popen[bytes]:
     if not config.foreground:
         argv.append("--foreground")
     argv += ["--ready-fd", str(ready_fd)]
-    log_file: IO[bytes] | None = open(config.log_file, "ab") if config.log_file else None
+    # Closed in the finally below, once the child holds its own copy.
+    log_file: IO[bytes] | None = (
+        open(config.log_file, "ab") if config.log_file else None  # noqa: SIM115
+    )
     try:
         return subprocess.Popen(
             argv,
@@ -305,10 +312,8 @@ def _reap(child: subprocess.Popen[bytes]) -> int:
 
 def _kill(child: subprocess.Popen[bytes]) -> None:
     """SIGKILL the child's session (it is its own process group leader)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _clean_mountpoint(mountpoint: str) -> None:

@@ -27,7 +27,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from zarrfuse.cli import daemon, options
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
+from zarrfuse.fuse.config import MountConfig
 
 __all__ = ["main", "parse"]
 
@@ -54,10 +56,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
-def parse(argv: Sequence[str], prog: str = "mount.fuse.zarrfuse"):  # noqa: ANN201
+def parse(
+    argv: Sequence[str], prog: str = "mount.fuse.zarrfuse"
+) -> tuple[MountConfig, argparse.Namespace]:
     """The helper's arguments as ``(MountConfig, namespace)``; raises ConfigurationError."""
-    from zarrfuse.cli import options
-
     args = _parser(prog).parse_intermixed_args(list(argv))
     if args.namespace is not None:
         raise ConfigurationError("-N (mounting in another namespace) is not supported")
@@ -88,14 +90,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         print(f"{prog}: mounting {config.source} at {config.mountpoint}", file=sys.stderr)
     if args.fake:
         return 0
-    from zarrfuse.cli import daemon
-
     try:
         daemon.mount_in_background(config)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_FAILURE
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001  (every failure becomes mount(8)'s one line)
         if debug:
             traceback.print_exc()
         print(f"{prog}: {daemon.error_message(e)}", file=sys.stderr)

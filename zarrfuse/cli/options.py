@@ -101,7 +101,9 @@ def split_option_list(text: str) -> list[str]:
 
     Double quotes group (as libmount allows in fstab); they are removed.
     """
-    options, current, quoted, touched = [], [], False, False
+    options: list[str] = []
+    current: list[str] = []
+    quoted = touched = False
     for char in text:
         if char == '"':
             quoted, touched = not quoted, True
@@ -250,7 +252,8 @@ def parse_options(options: Iterable[str], *, allow_paths: bool = False) -> Parse
             target, convert = _VALUED[name]
             parsed.values[target] = convert(name, value)
         elif name.startswith(STORAGE_OPTION_PREFIX[:-1]):
-            key = name[len(STORAGE_OPTION_PREFIX) :] if name.startswith(STORAGE_OPTION_PREFIX) else ""
+            prefixed = name.startswith(STORAGE_OPTION_PREFIX)
+            key = name[len(STORAGE_OPTION_PREFIX) :] if prefixed else ""
             if not key or not sep:
                 raise ConfigurationError(
                     f"{option!r}: storage options are written storage_option.KEY=VALUE"
@@ -302,9 +305,9 @@ def read_config_file(path: str) -> ParsedOptions:
         parsed.ignored += one.ignored
     base = os.path.dirname(os.path.abspath(path))
     for key in ("source", "mountpoint", "log_file"):
-        value = parsed.values.get(key)
-        if value is not None and "://" not in value:
-            parsed.values[key] = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+        given = parsed.values.get(key)
+        if given is not None and "://" not in given:
+            parsed.values[key] = os.path.normpath(os.path.join(base, os.path.expanduser(given)))
     return parsed
 
 

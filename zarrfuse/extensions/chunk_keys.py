@@ -102,7 +102,7 @@ class FanoutChunkKeyEncoding(ChunkKeyEncoding):
     ``max_children`` entries, and keys sort in the order of their coordinate tuples.
     """
 
-    name: ClassVar[Literal["fanout"]] = "fanout"  # type: ignore[assignment]
+    name: ClassVar[Literal["fanout"]] = "fanout"
     max_children: int = 1000
 
     def __post_init__(self) -> None:
@@ -174,7 +174,7 @@ class SuffixChunkKeyEncoding(ChunkKeyEncoding):
     (``/``, ``\\``, NUL, ``..``) are refused.
     """
 
-    name: ClassVar[Literal["suffix"]] = "suffix"  # type: ignore[assignment]
+    name: ClassVar[Literal["suffix"]] = "suffix"
     suffix: str
     base_encoding: ChunkKeyEncoding = field(default_factory=DefaultChunkKeyEncoding)
 
@@ -265,7 +265,10 @@ def keys_per_directory(encoding: ChunkKeyEncoding, grid: tuple[int, ...]) -> int
 
 
 def parse_encoding(data: Any) -> ChunkKeyEncoding:
-    """A chunk key encoding from its JSON (dict or name); unknown or invalid -> ConfigurationError."""
+    """A chunk key encoding from its JSON (dict or name).
+
+    Unknown or invalid encodings raise ConfigurationError.
+    """
     if isinstance(data, str):
         data = {"name": data}
     try:

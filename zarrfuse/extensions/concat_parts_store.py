@@ -179,7 +179,10 @@ class ConcatPartsStore(WrapperStore[Store]):
         self.parts.checked_sizes(
             chunk_key,
             keys,
-            [(p.size or 0) if there else None for p, there in zip(self.parts.parts, present, strict=True)],
+            [
+                (p.size or 0) if there else None
+                for p, there in zip(self.parts.parts, present, strict=True)
+            ],
         )
 
     def _check_sized(self, chunk_key: str, key: str, expected: int | None, got: int) -> None:
@@ -201,9 +204,8 @@ class ConcatPartsStore(WrapperStore[Store]):
         keys = self.part_keys(chunk_key)
         unsized = [k for k, p in zip(keys, self.parts.parts, strict=True) if p.size is None]
         try:
-            found = dict(
-                zip(unsized, await asyncio.gather(*(self._store.getsize(k) for k in unsized)))
-            )
+            sizes = await asyncio.gather(*(self._store.getsize(k) for k in unsized))
+            found = dict(zip(unsized, sizes, strict=True))
         except FileNotFoundError:
             await self._missing_or_error(chunk_key, keys)
             return None

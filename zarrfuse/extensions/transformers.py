@@ -31,7 +31,9 @@ def _parse_part(data: Any) -> Part:
         raise ConfigurationError(f"concat-parts: a part must be an object, got {data!r}")
     unknown = set(data) - {"key_suffix", "size"}
     if unknown:
-        raise ConfigurationError(f"concat-parts: part {data!r} has unknown members {sorted(unknown)}")
+        raise ConfigurationError(
+            f"concat-parts: part {data!r} has unknown members {sorted(unknown)}"
+        )
     if "key_suffix" not in data:
         raise ConfigurationError(f"concat-parts: part {data!r} has no 'key_suffix'")
     suffix = data["key_suffix"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import trio
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
@@ -25,6 +25,8 @@ from zarrfuse.filesystem.counters import Counters
 from zarrfuse.storage.base import Backend, PartReader
 
 __all__ = ["ChunkSource", "OpenChunk", "ShardLayout"]
+
+T = TypeVar("T")
 
 SINGLE_PART = ConcatParts((Part(""),))
 LISTING_CACHE_DIRS = 256
@@ -97,7 +99,7 @@ class ChunkSource:
 
     # --- listings ------------------------------------------------------------------------
 
-    async def _run(self, fn, *args):  # type: ignore[no-untyped-def]
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
     def _fresh_listing(self, directory: str) -> dict[str, int] | None:

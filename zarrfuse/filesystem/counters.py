@@ -7,7 +7,7 @@ makes each increment atomic enough for monitoring (a rare lost update is accepta
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 __all__ = ["Counters"]
@@ -19,7 +19,7 @@ class Counters:
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
         """FUSE requests by operation (lookup, read, write, ...)."""
-        self.request_seconds: Counter[str] = Counter()
+        self.request_seconds: defaultdict[str, float] = defaultdict(float)
         """Time spent answering FUSE requests, by operation (wall clock in the daemon)."""
         self.errors: Counter[str] = Counter()
         """FUSE errors answered, by errno name (ENOENT, EIO, ...)."""

@@ -268,7 +268,7 @@ class FileSystem:
             parent, name = self.namespace.parent_of(chunk)
             if parent == directory and name not in known:
                 entries.append(Entry(name, chunk, self.writers.size(chunk) or 0))
-        for key in self.scratch.keys():
+        for key in self.scratch.names():
             if isinstance(key, ScratchFile) and key.directory == directory:
                 entries.append(Entry(key.name, key, await self._size(key)))
         return entries
@@ -333,7 +333,7 @@ class FileSystem:
         if isinstance(node, ScratchFile):
             scratch = self._scratch(node)
             if flags & os.O_TRUNC:
-                scratch.data.clear()
+                scratch.data.truncate(0)
             return self._register(ScratchHandle(node))
         if isinstance(node, MetadataFile):
             if writing:

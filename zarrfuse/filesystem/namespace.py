@@ -21,11 +21,11 @@ __all__ = [
     "FanoutDir",
     "GroupDir",
     "MetadataFile",
-    "NotAChunk",
-    "ScratchFile",
     "Namespace",
     "Node",
+    "NotAChunk",
     "NotFound",
+    "ScratchFile",
 ]
 
 ROOT_INODE = 1  # FUSE_ROOT_ID
@@ -165,7 +165,8 @@ class Namespace:
             child = await self.catalog.open_child(parent.group.path, name)
             if child is None:
                 raise NotFound(f"{name!r}: no such node")
-            return Entry(name, GroupDir(child) if isinstance(child, GroupView) else ArrayRoot(child))
+            node = GroupDir(child) if isinstance(child, GroupView) else ArrayRoot(child)
+            return Entry(name, node)
         if isinstance(parent, ArrayRoot):
             array = parent.array
             if name == METADATA_NAME and array.rendered is None:
@@ -265,7 +266,9 @@ class Namespace:
             else:
                 stored = await array.source.stored_sizes(pos.done, lo, hi)
             return [
-                Entry(array.tree.file_name(c) + array.suffix, ChunkFile(array, (*pos.done, c)), size)
+                Entry(
+                    array.tree.file_name(c) + array.suffix, ChunkFile(array, (*pos.done, c)), size
+                )
                 for c, size in sorted(stored.items())
             ]
         raise NotFound("not a directory")

@@ -120,7 +120,7 @@ def _layout(fmt: str, shape: tuple[int, ...], dtype: str) -> tuple[bytes, bytes]
     values = probe.tobytes()
     if len(blank) != len(marked) or not values:
         return None
-    start = next((i for i, (a, b) in enumerate(zip(blank, marked)) if a != b), None)
+    start = next((i for i, (a, b) in enumerate(zip(blank, marked, strict=True)) if a != b), None)
     if start is None:
         return None
     end = start + len(values)

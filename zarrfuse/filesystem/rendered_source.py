@@ -133,7 +133,7 @@ class RenderedSource:
     async def _prefetch(self, coords: tuple[int, ...]) -> None:
         try:
             await self.render(coords)
-        except Exception:  # a guess; the real read of this chunk reports its errors
+        except Exception:  # noqa: BLE001  (a guess; the real read of this chunk reports errors)
             pass
         finally:
             self._prefetching = False

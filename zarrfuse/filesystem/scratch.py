@@ -61,7 +61,8 @@ class ScratchArea:
     def move(self, old: object, new: object) -> None:
         self._files[new] = self._files.pop(old)
 
-    def keys(self) -> list[object]:
+    def names(self) -> list[object]:
+        """The keys of every scratch file, as a list (files may come and go meanwhile)."""
         return list(self._files)
 
     def reserve(self, old_size: int, new_size: int) -> None:

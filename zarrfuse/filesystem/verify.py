@@ -31,8 +31,8 @@ def verify_chunk(metadata: dict[str, Any], coords: tuple[int, ...], data: bytes)
     sync(store.set("zarr.json", prototype.buffer.from_bytes(json.dumps(document).encode())))
     sync(store.set(key, prototype.buffer.from_bytes(data)))
     array = zarr.open_array(store, mode="r")
-    chunk_shape = array.metadata.chunk_grid.chunk_shape  # type: ignore[union-attr]
-    region = chunk_region(coords, chunk_shape, array.shape)
+    stored_shape = array.shards or array.chunks  # one stored object: the shard, if sharded
+    region = chunk_region(coords, stored_shape, array.shape)
     try:
         array[region]
     except Exception as e:

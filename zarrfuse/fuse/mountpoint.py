@@ -13,6 +13,7 @@ external command runs with a timeout. None of these functions can hang.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -167,10 +168,9 @@ def _run(cmd: list[str], timeout: float = COMMAND_TIMEOUT) -> tuple[int | None, 
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        try:
+        # Blocked in the kernel even after SIGKILL: abandon it rather than hang.
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass  # blocked in the kernel even after SIGKILL: abandon it rather than hang
         return None, f"{' '.join(cmd)} did not finish within {timeout:g} s"
     return proc.returncode, " ".join(err.split())
 

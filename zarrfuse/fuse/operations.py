@@ -14,7 +14,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
@@ -34,7 +34,9 @@ R = TypeVar("R")
 _QUIET_ERRNOS = frozenset({errno.ENOENT})
 
 
-def _fuse_errors(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+def _fuse_errors(
+    handler: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
     """Turn every exception into a FUSEError with the right errno, logging why."""
 
     name = handler.__name__
@@ -153,7 +155,8 @@ class FuseOperations(pyfuse3.Operations):
     @_fuse_errors
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         for name, attributes, next_id in await self.fs.readdir(fh, start_id):
-            if not pyfuse3.readdir_reply(token, os.fsencode(name), self._entry(attributes), next_id):
+            entry = self._entry(attributes)
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, next_id):
                 break
             self.fs.remember(attributes.inode)
 
@@ -208,7 +211,8 @@ class FuseOperations(pyfuse3.Operations):
         return memoryview(buffer)[:size]
 
     @_fuse_errors
-    async def read(self, fh: int, off: int, size: int) -> memoryview:
+    # pyfuse3 replies with any buffer; a memoryview of the reply buffer spares a copy per read.
+    async def read(self, fh: int, off: int, size: int) -> memoryview:  # type: ignore[override]
         out = self._reply_buffer(size)
         count = await self.fs.read_into(fh, off, out)
         self.counters.bytes_read += count

@@ -90,10 +90,8 @@ class LocalBackend:
             with os.scandir(self._path(prefix)) as entries:
                 for entry in entries:
                     if entry.is_file(follow_symlinks=False):
-                        try:
+                        with contextlib.suppress(FileNotFoundError):  # removed while listing
                             out[entry.name] = entry.stat(follow_symlinks=False).st_size
-                        except FileNotFoundError:
-                            pass  # removed while listing
         except (FileNotFoundError, NotADirectoryError):
             pass
         return out

@@ -14,10 +14,13 @@ import errno
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import obstore
 from obstore.exceptions import NotFoundError
+
+if TYPE_CHECKING:  # types only: obstore declares them in its stubs
+    from obstore import ListResult, ObjectMeta
 
 from zarrfuse.storage.base import PartReader
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
@@ -113,7 +116,7 @@ class ObjectBackend:
         """At unmount: drop queued read-ahead GETs instead of running them before exit."""
         self.read_ahead_policy.pool.shutdown(wait=False, cancel_futures=True)
 
-    def _listing(self, prefix: str) -> dict[str, Any]:
+    def _listing(self, prefix: str) -> ListResult[Sequence[ObjectMeta]]:
         prefix = prefix.strip("/")
         return _request(
             f"LIST {prefix or '/'}",

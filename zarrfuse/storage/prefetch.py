@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Executor, Future
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["PrefetchBudget", "ReadAhead", "ReadAheadPolicy", "Window"]
 
@@ -121,12 +122,14 @@ class ReadAhead:
                 if w.future.cancel():
                     self.policy.budget.give(w.stop - w.start)
                 else:  # already fetching: its bytes stay counted until the GET ends
-                    w.future.add_done_callback(
-                        lambda _, n=w.stop - w.start: self.policy.budget.give(n)
-                    )
+                    w.future.add_done_callback(self._give_back_when_done(w.stop - w.start))
             else:
                 keep.append(w)
         self._windows = keep
+
+    def _give_back_when_done(self, nbytes: int) -> Callable[[Future[Any]], None]:
+        """A done-callback that returns ``nbytes`` to the budget when a GET ends."""
+        return lambda _: self.policy.budget.give(nbytes)
 
     def _schedule(self, start: int) -> None:
         """Windows from ``start`` (or the end of those in flight) up to ``depth`` ahead."""

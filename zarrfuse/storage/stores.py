@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 from collections.abc import Sequence
 
@@ -52,10 +53,8 @@ class StoreBackend:
         out = {}
         for name in names:
             key = f"{prefix}/{name}" if prefix else name
-            try:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):  # a sub-prefix
                 out[name] = await self.store.getsize(key)
-            except (FileNotFoundError, IsADirectoryError):
-                pass  # a sub-prefix, not an object
         return out
 
     def list_sizes(self, prefix: str) -> dict[str, int]:

@@ -180,7 +180,7 @@ def _array_arguments(
         "chunks": layout.tile_shape,
         "shards": layout.shard_shape,
         "fill_value": 0,
-        "serializer": BytesCodec(endian=endian),  # type: ignore[arg-type]
+        "serializer": BytesCodec(endian=endian),
         "compressors": [ZstdCodec()] if layout.zstd else None,
         "filters": None,
         "chunk_key_encoding": {

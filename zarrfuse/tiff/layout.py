@@ -24,7 +24,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 import google_crc32c
 import numpy as np
@@ -210,7 +210,8 @@ class TiffShardLayout:
         lead_shape = tuple(extent[: self._nlead])
         for page in range(self._pages(extent)):
             lead = np.unravel_index(page, lead_shape) if lead_shape else ()
-            tiles = index[(*lead, slice(0, down), slice(0, across))]
+            where: tuple[int | slice, ...] = (*map(int, lead), slice(0, down), slice(0, across))
+            tiles = index[where]
             yield tiles.reshape(down * across, -1, 2)[:, 0, :]  # one chunk along samples
 
     def has_missing_tiles(self, coords: Sequence[int], index: np.ndarray) -> bool:
@@ -243,7 +244,8 @@ class TiffShardLayout:
                 raise AssertionError("absent tiles but no fill tile")
             offsets = np.where(present, tiles[:, 0], fill_at or 0).tolist()
             counts = np.where(present, tiles[:, 1], len(self.fill_tile)).tolist()
-            if not self.bigtiff and max(o + c for o, c in zip(offsets, counts)) > CLASSIC_LIMIT:
+            end = max(o + c for o, c in zip(offsets, counts, strict=True))
+            if not self.bigtiff and end > CLASSIC_LIMIT:
                 raise FileTooBig(
                     f"shard {tuple(coords)} is over 4 GiB: it needs BigTIFF, but the array's "
                     "header is classic TIFF; nothing was written"
@@ -405,7 +407,7 @@ def _sharding(metadata: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _inner_codecs(config: dict[str, Any], dtype: np.dtype) -> tuple[str, bool]:
+def _inner_codecs(config: dict[str, Any], dtype: np.dtype) -> tuple[Literal["<", ">"], bool]:
     """Byte order and whether tiles are zstd frames; refuses codecs TIFF readers cannot undo."""
     inner = [_named(c) for c in config.get("codecs", [])]
     names = [n for n, _ in inner]
