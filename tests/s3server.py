@@ -17,6 +17,7 @@ import threading
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from typing import Any
 
 from moto.moto_server.threaded_moto_server import MotoRequestHandler
@@ -93,7 +94,8 @@ class S3Server:
 
     def _wsgi(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         kind, key = request_kind(
-            environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/"), environ.get("QUERY_STRING", "")
+            environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/"),
+            environ.get("QUERY_STRING", ""),
         )
         with self._lock:
             self.counts[kind] += 1
@@ -132,10 +134,8 @@ class S3Server:
         with self._lock:
             connections = list(self._connections)
         for conn in connections:
-            try:
+            with suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if self._thread is not None:
             self._thread.join(10)
         self._server = None
