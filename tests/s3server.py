@@ -10,6 +10,7 @@ port.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -17,20 +18,24 @@ import threading
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
+import boto3
+from moto.core.authorization import enable_iam_authentication
 from moto.moto_server.threaded_moto_server import MotoRequestHandler
 from moto.server import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-__all__ = ["CREDENTIALS", "S3Server"]
+__all__ = ["CREDENTIALS", "S3Server", "iam_user", "signatures_checked"]
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
-"""Environment for clients of the server (moto accepts any credentials)."""
+"""Environment for clients of the server (moto accepts any credentials, unless
+``signatures_checked``)."""
 
 PIECE = 256 << 10  # bodies are sent (and counted) in pieces of this size
 
@@ -93,7 +98,8 @@ class S3Server:
 
     def _wsgi(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         kind, key = request_kind(
-            environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/"), environ.get("QUERY_STRING", "")
+            environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/"),
+            environ.get("QUERY_STRING", ""),
         )
         with self._lock:
             self.counts[kind] += 1
@@ -132,10 +138,8 @@ class S3Server:
         with self._lock:
             connections = list(self._connections)
         for conn in connections:
-            try:
+            with suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if self._thread is not None:
             self._thread.join(10)
         self._server = None
@@ -150,3 +154,31 @@ class S3Server:
 def client_env() -> dict[str, str]:
     """This process's environment plus the server's credentials (for subprocesses)."""
     return {**os.environ, **CREDENTIALS}
+
+
+def iam_user(server: S3Server, name: str) -> tuple[str, str]:
+    """A new IAM user allowed everything on S3; its access key id and secret.
+
+    Call it before ``signatures_checked`` (creating the user is itself an unsigned request).
+    """
+    iam = boto3.client("iam", endpoint_url=server.url, region_name="us-east-1",
+                       aws_access_key_id="setup", aws_secret_access_key="setup")
+    iam.create_user(UserName=name)
+    iam.put_user_policy(UserName=name, PolicyName="s3", PolicyDocument=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+    }))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    return key["AccessKeyId"], key["SecretAccessKey"]
+
+
+@contextmanager
+def signatures_checked() -> Iterator[None]:
+    """While inside, moto checks every request's SigV4 signature against the IAM users'
+    keys (an unknown key id, a wrong secret or a stray session token get 403), as AWS does.
+
+    moto's switch is process-wide: it holds for every server in this process, and for
+    requests mount daemons send them.
+    """
+    with enable_iam_authentication():
+        yield
