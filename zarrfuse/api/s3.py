@@ -250,9 +250,8 @@ class StaticCredentials:
 def _aws_defaults(profile: str | None, *, credentials: bool) -> tuple[str | None, Any]:
     """The region the AWS configuration gives, and its credentials if ``credentials``
     (else None: anonymous, or given as storage options)."""
-    # Imported here: only s3:// sources need botocore.
-    import botocore.exceptions
-    import botocore.session
+    import botocore.exceptions  # noqa: PLC0415  (only s3:// sources need botocore)
+    import botocore.session  # noqa: PLC0415  (as above)
 
     try:
         session = botocore.session.Session(profile=profile)
@@ -327,7 +326,7 @@ def open_s3(
 ) -> StorePath:
     """A zarr ``StorePath`` for ``url`` on an obstore-backed ``ObjectStore`` rooted at the
     bucket (the path inside it is the store path)."""
-    from obstore.store import S3Store  # on first use: only s3:// sources need obstore
+    from obstore.store import S3Store  # noqa: PLC0415  (only s3:// sources need obstore)
 
     bucket, path = split_s3_url(url)
     store = S3Store(bucket, **s3_client_config(storage_options))
