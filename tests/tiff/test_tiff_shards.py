@@ -339,13 +339,13 @@ def test_info_says_whether_and_why_not(tmp_path, array_v3):
     result = run_with_timeout([*ZARRFUSE, "info", tmp_path / "parts"])
     assert "files): no: its concat-parts parts are [('.header', None)" in result.stdout
     result = run_with_timeout([*ZARRFUSE, "info", array_v3])
-    assert "dual-access (shards are TIFF files): no: it has no 'zarrfuse.tiff.layout'" in (
+    assert "dual-access (shards are TIFF files): no: it has no 'zarrfuse.tiff_shards'" in (
         result.stdout
     )
     # Declared, but its codecs are not TIFF's: the reason names them.
     plain = zarrfuse.create_array(
         tmp_path / "crc", shape=(32, 32), dtype="u1", chunks=(16, 16), shards=(32, 32),
-        compressors=[zarr.codecs.GzipCodec()], attributes={"zarrfuse.tiff.layout": {}},
+        compressors=[zarr.codecs.GzipCodec()], attributes={"zarrfuse.tiff_shards": {}},
         chunk_key_encoding={"name": "suffix", "configuration": {"suffix": ".tiff"}},
     )
     assert plain.shape == (32, 32)

@@ -45,7 +45,7 @@ __all__ = [
     "tiff_layout",
 ]
 
-ATTRIBUTE = "zarrfuse.tiff.layout"
+ATTRIBUTE = "zarrfuse.tiff_shards"  # a name stored in zarr.json: never renamed with modules
 """The attribute that declares an array dual-access: ``{"samples": bool, "bigtiff": bool}``
 (``samples``: the last axis holds the samples of a pixel, e.g. RGB)."""
 EMPTY = 2**64 - 1
