@@ -1,5 +1,15 @@
 """Dual-access arrays: Zarr arrays whose shards are also valid tiled TIFF files.
 
 Built on ``extensions`` and ``api``; importing it registers the chunk finisher that gives
-every shard written through the concat-parts store its TIFF header.
+every shard written through the concat-parts store its TIFF header. The public functions
+are importable from here.
 """
+
+from zarrfuse.tiff.arrays import (
+    convert_to_tiff_array,
+    create_tiff_array,
+    layout_of,
+    repair_tiff_headers,
+)
+
+__all__ = ["convert_to_tiff_array", "create_tiff_array", "layout_of", "repair_tiff_headers"]
