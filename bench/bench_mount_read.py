@@ -47,6 +47,8 @@ from pathlib import Path
 import numpy as np
 import zarr
 
+import zarrfuse
+
 MiB = 1 << 20
 KiB = 1 << 10
 MB = 1e6
@@ -513,7 +515,8 @@ class Mounts:
         for m in reversed(self.live):
             try:
                 m.unmount()
-            except Exception as e:  # keep unmounting the others
+            # last-ditch cleanup: whatever one unmount raises, keep unmounting the others
+            except Exception as e:  # noqa: BLE001  (see above: leave no mount behind)
                 print(f"!! unmount {m.mountpoint}: {e}", flush=True)
         self.live.clear()
 
@@ -663,7 +666,7 @@ def bench_sequential(seq: SeqData, mounts: Mounts, mnt: Path, args, res: Results
         for name in files:
             p = os.path.join(dirpath, name)
             seen[os.path.relpath(p, zf.mountpoint)] = os.path.getsize(p)
-    expect = {v: n for v, n in zip(seq.views, seq.sizes, strict=True)}
+    expect = dict(zip(seq.views, seq.sizes, strict=True))
     seen = {k: v for k, v in seen.items() if not k.endswith("zarr.json")}
     if seen != expect:
         raise RuntimeError(f"zarrfuse view differs: {len(seen)} files seen, {len(expect)} expected")
@@ -799,7 +802,7 @@ def bench_listing(root: Path, n_chunks: int, mounts: Mounts, mnt: Path, args,
                         counts[cls.kind] = count_find(m.mountpoint)
                 finally:
                     mounts.drop(m)
-    for kind, (files, dirs) in counts.items():
+    for kind, (files, _dirs) in counts.items():
         if files != n_chunks + 1:  # + zarr.json
             raise RuntimeError(f"{kind}: find saw {files} files, expected {n_chunks + 1}")
     res.note(f"  find saw {n_chunks} chunk files + zarr.json in each; directories: "
@@ -879,7 +882,7 @@ def bench_heads(root: Path, views: list[str], shard_size: int, mounts: Mounts, m
             delivered / MiB, "delivered", "MiB",
             f"<= 2x + {len(views)} x {ra} KiB RA = {allowance / MiB:.1f} MiB",
             got <= allowance, "{:.2f}")
-    bgot, bra, _ = out["bindfs"]
+    bgot, _bra, _ = out["bindfs"]
     res.add(f"4. first {head // KiB} KiB of {len(views)} shards: fetched (MiB)", got / MiB,
             bgot / MiB, "bindfs fetched", "MiB", "-", None, "{:.2f}")
 
@@ -887,8 +890,6 @@ def bench_heads(root: Path, views: list[str], shard_size: int, mounts: Mounts, m
 def zarrfuse_revision() -> str:
     """The commit the measured zarrfuse came from, and whether its sources differ from it
     (the package is installed editable: mounts run whatever the working tree holds)."""
-    import zarrfuse
-
     src = Path(zarrfuse.__file__).resolve().parent
     try:
         head = run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],

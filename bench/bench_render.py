@@ -104,7 +104,8 @@ def main() -> int:
         image = make_image(work / "image.zarr")
         make_wide(work / "wide.zarr")
         in_process = statistics.median(in_process_rate(image) for _ in range(args.repeat))
-        mounted = statistics.median(mount_rate(work / "image.zarr", mnt) for _ in range(args.repeat))
+        mounted = statistics.median(
+            mount_rate(work / "image.zarr", mnt) for _ in range(args.repeat))
         ls_rendered = statistics.median(
             ls_time(work / "wide.zarr", mnt, "--format", "tiff") for _ in range(args.repeat))
         ls_raw = statistics.median(ls_time(work / "wide.zarr", mnt) for _ in range(args.repeat))
@@ -117,7 +118,8 @@ def main() -> int:
               f"(zarr decode + tifffile encode, in process) | {read_ratio:.2f}x | >= "
               f"{READ_FLOOR}x | {'PASS' if read_ratio >= READ_FLOOR else 'MISS'} |")
         print(f"| ls -l of 1000 rendered files (s) | {ls_rendered:.3f} | {ls_raw:.3f} (raw view) "
-              f"| {ls_ratio:.2f}x | <= {LS_FLOOR}x | {'PASS' if ls_ratio <= LS_FLOOR else 'MISS'} |")
+              f"| {ls_ratio:.2f}x | <= {LS_FLOOR}x "
+              f"| {'PASS' if ls_ratio <= LS_FLOOR else 'MISS'} |")
         return 0 if read_ratio >= READ_FLOOR and ls_ratio <= LS_FLOOR else 1
     finally:
         subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True, timeout=30)

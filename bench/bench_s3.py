@@ -47,12 +47,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-import obstore  # noqa: E402
-import zarr  # noqa: E402
+import obstore  # noqa: E402  (after the sys.path insert above)
+import zarr  # noqa: E402  (after the sys.path insert above)
 
-import zarrfuse  # noqa: E402
-from tests.s3server import CREDENTIALS, S3Server  # noqa: E402
-from zarrfuse.api.arrays import open_store_path  # noqa: E402
+import zarrfuse  # noqa: E402  (after the sys.path insert above)
+from tests.s3server import CREDENTIALS, S3Server  # noqa: E402  (after the sys.path insert above)
+from zarrfuse.api.arrays import open_store_path  # noqa: E402  (after the sys.path insert above)
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -144,7 +144,8 @@ def make_data(server: S3Server, layout: Layout) -> None:
 
     items: list[tuple[str, bytes | memoryview]] = []
     items += [(f"seq/c/{i}/0", blobs[i % len(blobs)]) for i in range(layout.seq_files)]
-    items += [(f"ls/c/{r}/{c}", bytes([(r + c) % 255 + 1])) for r in range(rows) for c in range(cols)]
+    items += [(f"ls/c/{r}/{c}", bytes([(r + c) % 255 + 1]))
+              for r in range(rows) for c in range(cols)]
     items += [(f"shards/c/{i}/0", first_shard) for i in range(1, layout.shards)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(put, items))
@@ -183,7 +184,7 @@ def mount(tool: str, server: S3Server, where: Path) -> Iterator[Path]:
     where.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **CREDENTIALS}
     proc: subprocess.Popen | None = None
-    log_file = open(where.parent / f"{tool}.log", "ab")  # noqa: SIM115
+    log_file = open(where.parent / f"{tool}.log", "ab")  # noqa: SIM115  (open until unmounted, below)
     try:
         if tool == "zarrfuse":
             subprocess.run(
@@ -272,7 +273,9 @@ class Figure:
         return statistics.median(self.values)
 
 
-def measure(server: S3Server, tool: str, work: Path, what: str, layout: Layout) -> tuple[float, Counter[str], int, int]:
+def measure(
+    server: S3Server, tool: str, work: Path, what: str, layout: Layout
+) -> tuple[float, Counter[str], int, int]:
     """One fresh-mount pass of ``what``; (value, requests, bytes sent, bytes delivered)."""
     with mount(tool, server, work / f"mnt-{tool}") as mnt:
         if what == "seq":
@@ -366,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def boto_client(server: S3Server):  # type: ignore[no-untyped-def]
-    import boto3  # noqa: PLC0415
+    import boto3  # noqa: PLC0415  (a dev-only dependency, loaded only when needed)
 
     return boto3.client("s3", endpoint_url=server.url, region_name="us-east-1")
 

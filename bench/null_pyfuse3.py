@@ -39,10 +39,10 @@ class NullFileSystem(pyfuse3.Operations):
             entry.st_size = self.sizes[inode]
         return entry
 
-    async def getattr(self, inode, ctx=None):  # noqa: ANN001, ANN201
+    async def getattr(self, inode, ctx=None):
         return self._entry(inode)
 
-    async def lookup(self, parent_inode, name, ctx=None):  # noqa: ANN001, ANN201
+    async def lookup(self, parent_inode, name, ctx=None):
         inode = self.inodes.get(name)
         if inode is None:
             absent = pyfuse3.EntryAttributes()
@@ -50,25 +50,25 @@ class NullFileSystem(pyfuse3.Operations):
             return absent
         return self._entry(inode)
 
-    async def create(self, parent_inode, name, mode, flags, ctx):  # noqa: ANN001, ANN201
+    async def create(self, parent_inode, name, mode, flags, ctx):
         inode = self.inodes.setdefault(name, len(self.inodes) + 2)
         self.sizes[inode] = 0
         return pyfuse3.FileInfo(fh=inode, direct_io=True), self._entry(inode)
 
-    async def write(self, fh, off, buf):  # noqa: ANN001, ANN201
+    async def write(self, fh, off, buf):
         self.sizes[fh] = max(self.sizes[fh], off + len(buf))
         return len(buf)
 
-    async def flush(self, fh):  # noqa: ANN001, ANN201
+    async def flush(self, fh):
         pass
 
-    async def release(self, fh):  # noqa: ANN001, ANN201
+    async def release(self, fh):
         pass
 
-    async def opendir(self, inode, ctx):  # noqa: ANN001, ANN201
+    async def opendir(self, inode, ctx):
         return inode
 
-    async def releasedir(self, fh):  # noqa: ANN001, ANN201
+    async def releasedir(self, fh):
         pass
 
 

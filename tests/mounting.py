@@ -18,7 +18,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -78,10 +78,8 @@ def run_with_timeout(
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _quietly(cmd: list[str], timeout: float = UNMOUNT_TIMEOUT) -> bool:
@@ -96,10 +94,8 @@ def _quietly(cmd: list[str], timeout: float = UNMOUNT_TIMEOUT) -> bool:
         return proc.wait(timeout) == 0
     except subprocess.TimeoutExpired:
         proc.kill()
-        try:
+        with suppress(subprocess.TimeoutExpired):
             proc.wait(2)
-        except subprocess.TimeoutExpired:
-            pass
         return False
 
 
@@ -230,11 +226,10 @@ def _stop_daemons(mountpoint: Path) -> None:
     """After unmounting: daemons should exit by themselves; kill any that do not."""
     for pid in daemon_pids(mountpoint):
         if not wait_exited(pid):
-            warnings.warn(f"daemon {pid} for {mountpoint} did not exit after unmount; killing it")
-            try:
+            warnings.warn(f"daemon {pid} for {mountpoint} did not exit after unmount; killing it",
+                          stacklevel=1)
+            with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @contextmanager
@@ -250,10 +245,8 @@ def mounted(
     """
     mnt = Path(mountpoint).absolute()
     mnt.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with suppress(FileExistsError):  # mkdir(exist_ok=True) would stat it, failing on a dead mount
         mnt.mkdir()
-    except FileExistsError:  # mkdir(exist_ok=True) would stat it, and fail on a dead mount
-        pass
     try:
         result = run_with_timeout(
             [*ZARRFUSE, "mount", os.fspath(source), str(mnt), *extra_args], timeout, check=False
@@ -265,7 +258,7 @@ def mounted(
         yield mnt
     finally:
         if not force_unmount(mnt):
-            warnings.warn(f"could not unmount {mnt}")
+            warnings.warn(f"could not unmount {mnt}", stacklevel=1)
         _stop_daemons(mnt)
 
 

@@ -9,6 +9,7 @@ python3-seccomp), hence run by the system Python, not the test venv. Names libse
 not know on this architecture are skipped, as systemd skips them.
 """
 
+import contextlib
 import errno
 import os
 import sys
@@ -23,10 +24,9 @@ def main() -> None:
     allowed = seccomp.SyscallFilter(defaction=action)
     with open(list_file) as f:
         for name in {line.strip() for line in f if line.strip()}:
-            try:
+            # unknown to libseccomp, or not a syscall on this architecture: skipped
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
                 allowed.add_rule(seccomp.ALLOW, name)
-            except (ValueError, RuntimeError, OSError):
-                pass  # unknown to libseccomp, or not a syscall on this architecture
     allowed.load()
     os.execvp(command[0], command)
 

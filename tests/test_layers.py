@@ -40,15 +40,15 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("zarrfuse"))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.startswith("zarrfuse"):
-                folder = PACKAGE.parent / node.module.replace(".", "/")
-                submodules = {a.name for a in node.names if (folder / f"{a.name}.py").exists()}
-                # ``from zarrfuse.cli import control`` imports the submodule, not the
-                # package's face; anything else is taken from the module named.
-                found.update(f"{node.module}.{name}" for name in submodules)
-                if len(submodules) < len(node.names):
-                    found.add(node.module)
+        elif (isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+              and node.module.startswith("zarrfuse")):
+            folder = PACKAGE.parent / node.module.replace(".", "/")
+            submodules = {a.name for a in node.names if (folder / f"{a.name}.py").exists()}
+            # ``from zarrfuse.cli import control`` imports the submodule, not the
+            # package's face; anything else is taken from the module named.
+            found.update(f"{node.module}.{name}" for name in submodules)
+            if len(submodules) < len(node.names):
+                found.add(node.module)
     return found
 
 
@@ -93,7 +93,7 @@ def test_no_import_cycles():
         state[module] = 1
         for nxt in sorted(graph[module]):
             if state.get(nxt) == 1:
-                cycle = path[path.index(nxt):] + [nxt] if nxt in path else [module, nxt]
+                cycle = [*path[path.index(nxt):], nxt] if nxt in path else [module, nxt]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt, [*path, nxt])

@@ -30,7 +30,6 @@ from tests.mounting import (
     is_dead_mount,
     is_mounted,
     mounted,
-    mountpoint,  # noqa: F401  (fixture; also in conftest.py, imported here to be explicit)
     requires_fuse,
     run_with_timeout,
     wait_exited,
@@ -139,13 +138,13 @@ def test_zip_and_relative_paths_become_absolute(tmp_path, monkeypatch):
     assert parse_mount("../x", "m").source == str(tmp_path.parent / "x")
 
 
-EVERY_FIELD = dict(
-    source="/data/arr", mountpoint="/mnt/a b", suffix="-odd", max_children=250, read_only=True,
-    foreground=True, fuse_options=("allow_other", "max_read=1048576"), debug=True,
-    log_file="/var/log/z.log", storage_options={"key": "a=b,c", "-x": ""}, verify=True,
-    max_chunk_bytes=12345, scratch_mb=0, uid=1234, gid=0, umask=0o027, format="png", cache_mb=7,
-    metadata_ttl=0.25,
-)
+EVERY_FIELD = {
+    "source": "/data/arr", "mountpoint": "/mnt/a b", "suffix": "-odd", "max_children": 250,
+    "read_only": True, "foreground": True, "fuse_options": ("allow_other", "max_read=1048576"),
+    "debug": True, "log_file": "/var/log/z.log", "storage_options": {"key": "a=b,c", "-x": ""},
+    "verify": True, "max_chunk_bytes": 12345, "scratch_mb": 0, "uid": 1234, "gid": 0,
+    "umask": 0o027, "format": "png", "cache_mb": 7, "metadata_ttl": 0.25,
+}
 
 
 def test_daemon_command_line_parses_back_to_the_same_config():

@@ -29,7 +29,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from zarr.codecs import Crc32cCodec
 
+import zarrfuse
 from tests.mounting import (
     ZARRFUSE,
     daemon_pid,
@@ -561,10 +563,6 @@ def test_verify_names_a_corrupted_chunk(array_v3):
 
 
 def test_verify_a_group_with_sharded_and_concat_parts_arrays(tmp_path):
-    from zarr.codecs import Crc32cCodec
-
-    import zarrfuse
-
     root = tmp_path / "group"
     group = zarr.open_group(root, mode="w")
     group.create_array("plain", shape=(10,), chunks=(3,), dtype="i4")[:] = np.arange(10)
@@ -640,10 +638,9 @@ def test_progress_bar_lines():
 
 
 def test_progress_bar_is_silent_off_a_terminal(tmp_path, capsys):
-    with open(tmp_path / "err", "w") as stream:
-        with Progress(total=3, stream=stream) as bar:
-            bar.update(3)
-            bar.write("a result")
+    with open(tmp_path / "err", "w") as stream, Progress(total=3, stream=stream) as bar:
+        bar.update(3)
+        bar.write("a result")
     assert (tmp_path / "err").read_text() == ""
     assert capsys.readouterr().out == "a result\n"
 

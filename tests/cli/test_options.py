@@ -211,7 +211,8 @@ def test_mount_helper_arguments(tmp_path, monkeypatch):
 
 
 def test_mount_helper_fake_mount_does_nothing(tmp_path):
-    assert mount_helper.main([str(tmp_path / "nowhere"), str(tmp_path / "m"), "-f", "-o", "ro"]) == 0
+    argv = [str(tmp_path / "nowhere"), str(tmp_path / "m"), "-f", "-o", "ro"]
+    assert mount_helper.main(argv) == 0
     assert not (tmp_path / "m").exists()
 
 

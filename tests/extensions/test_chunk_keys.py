@@ -1,4 +1,4 @@
-"""Tests for zarrfuse.extensions.chunk_keys: the fanout and suffix encodings and strict key decoding.
+"""Tests for zarrfuse.extensions.chunk_keys: the fanout and suffix encodings, strict decoding.
 
 A mounted filesystem maps every path back to exactly one chunk (or to none), so these tests
 pin down the spec tables, the configuration rules, the zarr entry-point integration, and that

@@ -1,4 +1,7 @@
-"""The concat-parts storage transformer: configuration, byte ranges, parts on disk, spec examples."""
+"""The concat-parts storage transformer.
+
+Configuration, byte ranges, parts on disk, spec examples.
+"""
 
 from __future__ import annotations
 
@@ -114,7 +117,8 @@ def layout_and_request(draw):
     parts = draw(layouts)
     # At most one unsized part, so the layout is also writable.
     unsized = draw(st.one_of(st.none(), st.integers(0, len(parts) - 1)))
-    config = [(s if i != 0 else "", None if i == unsized else n) for i, (s, n, _) in enumerate(parts)]
+    config = [(s if i != 0 else "", None if i == unsized else n)
+              for i, (s, n, _) in enumerate(parts)]
     sizes = [n for _, n, _ in parts]
     total = sum(sizes)
     kind = draw(st.sampled_from(["none", "range", "offset", "suffix"]))
@@ -141,14 +145,12 @@ def reference_slice(data: bytes, request) -> bytes:
 
 
 @pytest.mark.parametrize("backend", ["memory", "local", "object-like"])
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=layout_and_request(), seed=st.integers(0, 2**32 - 1))
 def test_byte_ranges_match_slicing(backend, case, seed, tmp_path_factory):
     config, sizes, request = case
-    if backend == "memory":
-        inner = MemoryStore()
-    else:
-        inner = LocalStore(tmp_path_factory.mktemp("parts"))
+    inner = MemoryStore() if backend == "memory" else LocalStore(tmp_path_factory.mktemp("parts"))
     if backend == "object-like":
         inner = ObjectStoreLike(inner)
     parts = ConcatParts.from_config(concat_parts(*config)[0]["configuration"])
@@ -166,7 +168,8 @@ def test_byte_ranges_match_slicing(backend, case, seed, tmp_path_factory):
 
 def test_part_key_is_full_encoded_key_plus_key_suffix(tmp_path):
     encoding = {"name": "suffix", "configuration": {
-        "suffix": ".tiff", "base_encoding": {"name": "fanout", "configuration": {"max_children": 1000}}}}
+        "suffix": ".tiff",
+        "base_encoding": {"name": "fanout", "configuration": {"max_children": 1000}}}}
     a = zarrfuse.create_array(
         tmp_path, shape=(4000, 2000), chunks=(1, 1), dtype="u1", fill_value=0,
         chunk_key_encoding=encoding, compressors=None,
@@ -320,7 +323,7 @@ def test_spec_example_sharding_header_index(tmp_path):
     chunk_requests = [(k, r) for k, r, _ in counting.requests if not k.endswith("zarr.json")]
     assert len(chunk_requests) == 2
     assert ("c/0/0.index", None) in chunk_requests
-    (tiles_key, tiles_range), = [(k, r) for k, r in chunk_requests if k == "c/0/0"]
+    (_tiles_key, tiles_range), = [(k, r) for k, r in chunk_requests if k == "c/0/0"]
     assert isinstance(tiles_range, RangeByteRequest)
     assert tiles_range.end - tiles_range.start == 500 * 500
     np.testing.assert_array_equal(b[9500:10000, 5000:5500], corner)
@@ -328,7 +331,7 @@ def test_spec_example_sharding_header_index(tmp_path):
 
 
 def test_open_array_errors(tmp_path):
-    with pytest.raises(zarrfuse.errors.SourceError, match="no zarr.json"):
+    with pytest.raises(zarrfuse.errors.SourceError, match=r"no zarr\.json"):
         zarrfuse.open_array(tmp_path)
     (tmp_path / "zarr.json").write_text("{not json")
     with pytest.raises(ConfigurationError, match="not valid JSON"):

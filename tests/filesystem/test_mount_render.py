@@ -41,10 +41,10 @@ def random_data(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray
 
 def chunk_files(array: zarr.Array, mnt: Path, suffix: str):
     """(path, region) for every chunk of the read-chunk grid."""
-    grid = [range(-(-s // c)) for s, c in zip(array.shape, array.chunks)]
+    grid = [range(-(-s // c)) for s, c in zip(array.shape, array.chunks, strict=True)]
     for coords in itertools.product(*grid):
         region = tuple(slice(i * c, min((i + 1) * c, s))
-                       for i, c, s in zip(coords, array.chunks, array.shape))
+                       for i, c, s in zip(coords, array.chunks, array.shape, strict=True))
         yield mnt / (FANOUT.encode_chunk_key(coords) + suffix), region
 
 
@@ -108,7 +108,8 @@ def test_png_gray_16bit_and_rgb(tmp_path):
     rgb = zarr.create_array(rgb_path, shape=(40, 45, 3), chunks=(16, 16, 3), dtype="uint8")
     rgb[:] = random_data((40, 45, 3), "uint8")
     for array, store in [(gray, gray_path), (rgb, rgb_path)]:
-        with mounted(store, tmp_path / f"mnt-{store.name}", "--format", "png", "--read-only") as mnt:
+        mnt_path = tmp_path / f"mnt-{store.name}"
+        with mounted(store, mnt_path, "--format", "png", "--read-only") as mnt:
             for file, region in chunk_files(array, mnt, ".png"):
                 assert os.stat(file).st_size == len(file.read_bytes())
                 with open(file, "rb") as handle, Image.open(handle) as image:

@@ -53,7 +53,9 @@ def test_decode_refuses_other_shapes_dtypes_and_garbage():
         render.decode("npy", b"garbage", (4, 4), np.dtype("uint16"))
 
 
-@pytest.mark.parametrize("dtype, shape", [("float32", (8, 8)), ("uint8", (8, 8, 2)), ("int16", (8, 8))])
+@pytest.mark.parametrize(
+    "dtype, shape", [("float32", (8, 8)), ("uint8", (8, 8, 2)), ("int16", (8, 8))]
+)
 def test_png_refuses_what_it_cannot_show(dtype, shape):
     with pytest.raises(ConfigurationError, match="png"):
         render.check_renderable("png", np.dtype(dtype), shape)

@@ -22,7 +22,8 @@ operations = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
-@given(initial=st.binary(max_size=100), ops=operations, cut=st.tuples(st.integers(0, 500), st.integers(0, 500)))
+@given(initial=st.binary(max_size=100), ops=operations,
+       cut=st.tuples(st.integers(0, 500), st.integers(0, 500)))
 def test_buffer_matches_bytearray(initial, ops, cut):
     model, buffer = bytearray(initial), WriteBuffer(initial)
     for op in ops:

@@ -54,7 +54,8 @@ def test_an_absent_name_is_asked_about_once(row_array, tmp_path):
             assert not (leaf / "007").exists()
         after = counters(mnt)
         assert count(after, "requests", "lookup") - count(before, "requests", "lookup") == 1
-        negatives = count(after, "cache", "negative_entry") - count(before, "cache", "negative_entry")
+        negatives = (count(after, "cache", "negative_entry")
+                     - count(before, "cache", "negative_entry"))
         assert negatives == 1
         # The kernel forgets the absence when the file is created through the mount.
         (leaf / "007").write_bytes(bytes(range(16)))

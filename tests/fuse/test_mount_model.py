@@ -7,6 +7,7 @@ test kills the daemon with SIGKILL in the middle of heavy writing and checks the
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -59,10 +60,7 @@ def test_random_operations_match_the_model(tmp_path):
             def __init__(self) -> None:
                 super().__init__()
                 for path in paths:  # every example starts from no stored chunks
-                    try:
-                        path.unlink()
-                    except FileNotFoundError:
-                        pass
+                    path.unlink(missing_ok=True)
                 self.stored: list[bytes | None] = [None] * CHUNKS
                 self.open: dict[int, tuple[int, bytearray, bool]] = {}
 
@@ -147,10 +145,8 @@ def test_random_operations_match_the_model(tmp_path):
 
             def teardown(self):
                 for fd in list(self.open):
-                    try:
+                    with contextlib.suppress(OSError):
                         os.close(fd)
-                    except OSError:
-                        pass
 
         run_state_machine_as_test(
             WriteModel,

@@ -18,11 +18,14 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
 import zarrfuse
 from tests.mounting import daemon_pid, mounted, read_bytes_of, run_with_timeout
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding, SuffixChunkKeyEncoding
+from zarrfuse.fuse.config import MountConfig
+from zarrfuse.fuse.mount import serve
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
 HEADER_INDEX = [{"name": "concat-parts", "configuration": {"parts": [
-    {"key_suffix": ".header", "size": 64}, {"key_suffix": ""}, {"key_suffix": ".index", "size": 1604}]}}]
+    {"key_suffix": ".header", "size": 64}, {"key_suffix": ""},
+    {"key_suffix": ".index", "size": 1604}]}}]
 
 
 def files_under(root: Path) -> dict[str, Path]:
@@ -32,7 +35,8 @@ def files_under(root: Path) -> dict[str, Path]:
 def expected_view(source: zarr.Array, store_root: Path, encoding, parts=("",)) -> dict[str, bytes]:
     """Every stored chunk's view path and logical bytes (parts concatenated), from the store."""
     out = {}
-    grid = [len(range(0, s, c)) for s, c in zip(source.shape, source.metadata.chunk_grid.chunk_shape)]
+    chunk_shape = source.metadata.chunk_grid.chunk_shape
+    grid = [len(range(0, s, c)) for s, c in zip(source.shape, chunk_shape, strict=True)]
     for coords in np.ndindex(*grid):
         key = source.metadata.encode_chunk_key(coords)
         paths = [store_root / (key + p) for p in parts]
@@ -55,7 +59,7 @@ def array_2d(tmp_path) -> tuple[Path, np.ndarray]:
 
 
 def test_array_listing_sizes_and_bytes(array_2d, tmp_path):
-    path, data = array_2d
+    path, _data = array_2d
     source = zarr.open_array(path)
     expected = expected_view(source, path, FanoutChunkKeyEncoding(1000))
     assert len(expected) == 3 * 4 - 1
@@ -88,7 +92,8 @@ def test_zarr_through_the_mount_equals_source(array_2d, tmp_path):
     path, data = array_2d
     with mounted(path, tmp_path / "mnt") as mnt:
         meta = json.loads((mnt / "zarr.json").read_text())
-        assert meta["chunk_key_encoding"] == {"name": "fanout", "configuration": {"max_children": 1000}}
+        assert meta["chunk_key_encoding"] == {
+            "name": "fanout", "configuration": {"max_children": 1000}}
         assert "storage_transformers" not in meta
         np.testing.assert_array_equal(zarr.open_array(mnt, mode="r")[:], data)
         np.testing.assert_array_equal(zarrfuse.open_array(mnt)[:], data)
@@ -100,7 +105,8 @@ def test_find_and_cp_with_suffix_and_small_fanout(array_2d, tmp_path):
     expected = expected_view(zarr.open_array(path), path, encoding)
     with mounted(path, tmp_path / "mnt", "--suffix", ".bin", "--max-children", "100") as mnt:
         found = run_with_timeout(["find", str(mnt), "-type", "f", "-name", "*.bin"], 30)
-        assert sorted(Path(p).relative_to(mnt).as_posix() for p in found.stdout.split()) == sorted(expected)
+        names = sorted(Path(p).relative_to(mnt).as_posix() for p in found.stdout.split())
+        assert names == sorted(expected)
         run_with_timeout(["cp", "-r", str(mnt), str(tmp_path / "copy")], 60)
     copied = files_under(tmp_path / "copy")
     assert {k: v.read_bytes() for k, v in copied.items() if k != "zarr.json"} == expected
@@ -112,13 +118,14 @@ def test_find_and_cp_with_suffix_and_small_fanout(array_2d, tmp_path):
 
 def test_no_directory_exceeds_max_children(tmp_path):
     path = tmp_path / "arr"
-    a = zarr.create_array(path, shape=(2500,), chunks=(1,), dtype="u1", compressors=None, fill_value=0)
+    a = zarr.create_array(path, shape=(2500,), chunks=(1,), dtype="u1", compressors=None,
+                          fill_value=0)
     a[:] = 1
     with mounted(path, tmp_path / "mnt", "--max-children", "100") as mnt:
         sizes = {d: len(os.listdir(d)) for d in [mnt / "c" / "1", mnt / "c/1/24", mnt / "c/0"]}
         assert sizes[mnt / "c/0"] == 100 and sizes[mnt / "c/1/24"] == 100
         total = 0
-        for root, dirs, files in os.walk(mnt):
+        for _root, dirs, files in os.walk(mnt):
             assert len(dirs) + len(files) <= 100
             total += len(files)
         assert total == 2500 + 1  # chunks and zarr.json
@@ -150,7 +157,8 @@ def test_sharded_array_shows_shards(tmp_path):
     expected = expected_view(a, path, FanoutChunkKeyEncoding(1000))
     assert len(expected) == 4  # 2 x 2 shards
     with mounted(path, tmp_path / "mnt", "--read-only") as mnt:
-        assert {k: v.read_bytes() for k, v in files_under(mnt).items() if k != "zarr.json"} == expected
+        chunks = {k: v.read_bytes() for k, v in files_under(mnt).items() if k != "zarr.json"}
+        assert chunks == expected
         np.testing.assert_array_equal(zarr.open_array(mnt)[:], data)
 
 
@@ -165,7 +173,8 @@ def test_concat_parts_sharding_example(tmp_path):
     expected = expected_view(a, path, FanoutChunkKeyEncoding(1000), parts=(".header", "", ".index"))
     assert len(expected) == 4
     with mounted(path, tmp_path / "mnt", "--read-only") as mnt:
-        assert {k: v.read_bytes() for k, v in files_under(mnt).items() if k != "zarr.json"} == expected
+        chunks = {k: v.read_bytes() for k, v in files_under(mnt).items() if k != "zarr.json"}
+        assert chunks == expected
         through = zarr.open_array(mnt)
         np.testing.assert_array_equal(through[4700:5300, 4600:5300], block)
         assert through[0:100, 0:100].sum() == 0
@@ -262,7 +271,7 @@ def test_concurrent_readers(array_2d, tmp_path):
             try:
                 for _ in range(20):
                     assert (mnt / name).read_bytes() == expected[name]
-            except Exception as e:  # pragma: no cover - reported below
+            except Exception as e:  # pragma: no cover  # noqa: BLE001  (any failure fails the test below)
                 errors.append(e)
         threads = [threading.Thread(target=reader, args=(n,)) for n in expected]
         for t in threads:
@@ -278,9 +287,6 @@ def test_huge_grid_mounts_fast(tmp_path):
     path = tmp_path / "arr"
     a = zarr.create_array(path, shape=(10**8,), chunks=(1,), dtype="u1", compressors=None)
     a[12_345_678] = 7
-    from zarrfuse.fuse.config import MountConfig
-    from zarrfuse.fuse.mount import serve
-
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     ready = threading.Event()

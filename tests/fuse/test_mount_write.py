@@ -24,7 +24,8 @@ HEADER_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def encoded_chunk(value: np.ndarray) -> bytes:
@@ -203,9 +204,10 @@ def test_parallel_writers_and_last_commit_wins(tmp_path):
             t.start()
         for t in threads:
             t.join(60)
-        # Two handles on one chunk: each commits its own complete buffer.
+        # Two handles on one chunk: each commits its own complete buffer, so the last to close
+        # wins (closed by hand, in order: a with-block would close f2 first).
         target = mnt / "c/0/000/0/000"
-        f1, f2 = open(target, "r+b"), open(target, "r+b")
+        f1, f2 = open(target, "r+b"), open(target, "r+b")  # noqa: SIM115  (see above)
         f1.write(b"\xaa" * (1 << 16))
         f2.write(b"\xbb" * (1 << 16))
         f1.close()
@@ -255,7 +257,7 @@ def test_read_only_mount_refuses_every_write(crc_array, tmp_path):
         leaf = mnt / "c/0/000/0"
         for attempt in [
             lambda: (leaf / "000").write_bytes(b"x"),
-            lambda: open(leaf / "000", "r+b"),
+            lambda: open(leaf / "000", "r+b"),  # noqa: SIM115  (must fail: EROFS, nothing to close)
             lambda: os.unlink(leaf / "000"),
             lambda: os.truncate(leaf / "000", 1),
             lambda: (leaf / ".tmp").write_bytes(b"x"),

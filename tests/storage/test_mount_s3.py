@@ -105,7 +105,8 @@ def test_credentials_from_a_profile_in_the_aws_files(s3, tmp_path, monkeypatch):
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-role lookups
-    (tmp_path / "credentials").write_text("[zf]\naws_access_key_id = a\naws_secret_access_key = b\n")
+    (tmp_path / "credentials").write_text(
+        "[zf]\naws_access_key_id = a\naws_secret_access_key = b\n")
     (tmp_path / "config").write_text("[profile zf]\nregion = eu-west-1\n")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))

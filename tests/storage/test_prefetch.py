@@ -127,9 +127,9 @@ def test_failed_fetch_is_an_error_and_the_next_read_asks_again(pool):
 def test_an_object_shorter_than_listed_is_eio_not_a_crash():
     """A reader opened with a listed size larger than the object (replaced by a shorter one
     behind a --metadata-ttl mount) gets EIO from the ranged GET itself."""
-    from obstore.store import MemoryStore  # noqa: PLC0415
+    from obstore.store import MemoryStore  # noqa: PLC0415  (only this test needs obstore)
 
-    from zarrfuse.storage.objects import ObjectBackend  # noqa: PLC0415
+    from zarrfuse.storage.objects import ObjectBackend  # noqa: PLC0415  (as above)
 
     backend = ObjectBackend(MemoryStore())
     try:

@@ -212,7 +212,7 @@ def test_bigtiff_is_chosen_by_size_and_readable(tmp_path):
     with tifffile.TiffFile(tmp_path / "big" / array.metadata.encode_chunk_key((0, 0))) as tif:
         assert tif.is_bigtiff
     check_shards(tmp_path / "big", array, layout, data)
-    small, _ = make(tmp_path / "small", "2d-uint16", "zstd")
+    _small, _ = make(tmp_path / "small", "2d-uint16", "zstd")
     assert not layout_of(tmp_path / "small").bigtiff
     # The decision without writing 4 GiB: 64k x 64k uint8 tiles reach 4 GiB, 32k x 32k not.
     for side, expected in ((65536, True), (32768, False)):
@@ -262,7 +262,7 @@ def test_repair_rebuilds_headers_left_stale_by_other_writers_and_resizes(tmp_pat
     zarrfuse.open_array(tmp_path / "a", mode="r+").resize((150, 230))
     grown = np.zeros((150, 230), data.dtype)
     grown[:, :200] = data
-    checked, rewritten, unreadable = repair_tiff_headers(tmp_path / "a")
+    _checked, rewritten, unreadable = repair_tiff_headers(tmp_path / "a")
     assert rewritten == 3 and unreadable == []
     check_shards(tmp_path / "a", array, layout_of(tmp_path / "a"), grown)
 
@@ -445,7 +445,7 @@ def test_through_the_raw_mount_shards_read_as_tiffs_and_writes_keep_them(tmp_pat
 @HEADER_PART
 def test_the_raw_mount_of_a_zip_store_shows_the_shards_as_tiffs(tmp_path, header_part):
     """A store that is no local directory (read through zarr's Store API): same TIFFs."""
-    array, data = make(tmp_path / "a", "rgb", "zstd", header_part=header_part)
+    _array, data = make(tmp_path / "a", "rgb", "zstd", header_part=header_part)
     zipped = shutil.make_archive(str(tmp_path / "image"), "zip", tmp_path / "a")
     with mounted(zipped, tmp_path / "mnt") as mnt:
         shown = zarr.open_array(mnt, mode="r")
