@@ -13,7 +13,8 @@ from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import open_store_path, read_node_metadata
 from zarrfuse.errors import ZarrFuseError
-from zarrfuse.tiff.layout import TiffShardLayout, tiff_layout
+from zarrfuse.tiff.layout import TiffShardLayout
+from zarrfuse.tiff.metadata import tiff_layout
 
 __all__ = ["describe", "dual_access_line"]
 

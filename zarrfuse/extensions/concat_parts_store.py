@@ -5,60 +5,35 @@ reads assemble the chunk from its parts (``key + key_suffix``, in order), writes
 deletes remove every part, and listings show logical chunk keys only. The array's ``zarr.json``
 is served without ``storage_transformers`` (zarr-python refuses arrays that have them, and the
 wrapper has already applied it) and written back with them. Keys outside the array pass through.
+Reading a chunk from its parts is the base class ``ConcatPartsReads`` (``concat_parts_reads``);
+the finisher a chunk gets before it is written comes from ``chunk_finishers``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
-from zarr.abc.store import ByteRequest, RangeByteRequest, Store, SuffixByteRequest
+from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 from zarr.storage import WrapperStore
 
 from zarrfuse.errors import ChunkKeyError, PartsError
-from zarrfuse.extensions.byte_ranges import absolute_span, pieces_for_span
+from zarrfuse.extensions.byte_ranges import absolute_span
+from zarrfuse.extensions.chunk_finishers import ChunkFinisher, chunk_finisher_for
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, parse_encoding
+from zarrfuse.extensions.concat_parts_reads import ConcatPartsReads
 from zarrfuse.extensions.transformers import ConcatParts
 
-__all__ = ["ChunkFinisher", "ConcatPartsStore", "register_chunk_finisher"]
+__all__ = ["ConcatPartsStore"]
 
 _METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
 
 
-class ChunkFinisher(Protocol):
-    """Completes a chunk value before its parts are stored (a dual-access array's shard
-    gets its TIFF header, which zarr does not write)."""
-
-    def shard_bytes_with_header(self, coords: Sequence[int], value: bytes) -> bytes: ...
-
-
-_FINISHERS: list[Callable[[dict[str, Any]], ChunkFinisher | None]] = []
-
-
-def register_chunk_finisher(finisher_for: Callable[[dict[str, Any]], ChunkFinisher | None]) -> None:
-    """Let a layer built on this one (``zarrfuse.tiff``) finish the chunks of the arrays it
-    recognises: ``finisher_for(metadata)`` returns a finisher, or None for other arrays.
-
-    The extensions stay free of what builds on them; ``import zarrfuse`` registers the TIFF
-    finisher, so every user of the package gets it.
-    """
-    if finisher_for not in _FINISHERS:
-        _FINISHERS.append(finisher_for)
-
-
-def _finisher_for(metadata: dict[str, Any]) -> ChunkFinisher | None:
-    for finisher_for in _FINISHERS:
-        finisher = finisher_for(metadata)
-        if finisher is not None:
-            return finisher
-    return None
-
-
-class ConcatPartsStore(WrapperStore[Store]):
+class ConcatPartsStore(ConcatPartsReads, WrapperStore[Store]):
     """Applies a ``concat-parts`` configuration to the chunks of the array at ``array_path``."""
 
     def __init__(
@@ -107,17 +82,13 @@ class ConcatPartsStore(WrapperStore[Store]):
         """Learn keys and layout from the array's stored ``zarr.json`` (with transformers)."""
         self._encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
         self._ndim = len(metadata.get("shape", ()))
-        self._finisher = _finisher_for(metadata)
+        self._finisher = chunk_finisher_for(metadata)
 
     def _is_chunk_key(self, key: str) -> bool:
         if not key.startswith(self._prefix):
             return False
         relative = key[len(self._prefix) :]
         return relative != "" and relative not in _METADATA_NAMES
-
-    def part_keys(self, chunk_key: str) -> list[str]:
-        """The store keys of a chunk's parts, in concatenation order."""
-        return [chunk_key + p.key_suffix for p in self.parts.parts]
 
     async def _ensure_encoding(self) -> ChunkKeyEncoding:
         if self._encoding is None:
@@ -170,130 +141,7 @@ class ConcatPartsStore(WrapperStore[Store]):
             self._learn_metadata(document)
         return value.from_bytes(json.dumps(document, indent=2).encode())
 
-    # --- reading -------------------------------------------------------------------------
-
-    async def _missing_or_error(self, chunk_key: str, keys: list[str]) -> None:
-        """Called when a needed part is absent: None if the whole chunk is absent, else raise."""
-        present = await asyncio.gather(*(self._store.exists(k) for k in keys))
-        # Only presence is known here: present parts count as their configured size.
-        self.parts.checked_sizes(
-            chunk_key,
-            keys,
-            [
-                (p.size or 0) if there else None
-                for p, there in zip(self.parts.parts, present, strict=True)
-            ],
-        )
-
-    def _check_sized(self, chunk_key: str, key: str, expected: int | None, got: int) -> None:
-        if expected is not None and got != expected:
-            raise PartsError(
-                f"chunk {chunk_key!r}: part {key!r} has {got} bytes where {expected} are expected"
-            )
-
-    async def _get_whole(self, chunk_key: str, prototype: BufferPrototype) -> Buffer | None:
-        keys = self.part_keys(chunk_key)
-        buffers = await asyncio.gather(*(self._store.get(k, prototype) for k in keys))
-        sizes = [None if b is None else len(b) for b in buffers]
-        if self.parts.checked_sizes(chunk_key, keys, sizes) is None:
-            return None
-        return prototype.buffer.from_bytes(b"".join(b.to_bytes() for b in buffers if b))
-
-    async def part_sizes(self, chunk_key: str) -> tuple[int, ...] | None:
-        """Every part's size, asking the store only for unsized parts; None if chunk absent."""
-        keys = self.part_keys(chunk_key)
-        unsized = [k for k, p in zip(keys, self.parts.parts, strict=True) if p.size is None]
-        try:
-            sizes = await asyncio.gather(*(self._store.getsize(k) for k in unsized))
-            found = dict(zip(unsized, sizes, strict=True))
-        except FileNotFoundError:
-            await self._missing_or_error(chunk_key, keys)
-            return None
-        return tuple(
-            found[k] if p.size is None else p.size
-            for k, p in zip(keys, self.parts.parts, strict=True)
-        )
-
-    async def _read_pieces(
-        self,
-        chunk_key: str,
-        sizes: tuple[int, ...],
-        start: int,
-        stop: int,
-        prototype: BufferPrototype,
-    ) -> Buffer | None:
-        keys = self.part_keys(chunk_key)
-        pieces = pieces_for_span(sizes, start, stop)
-        if not pieces:
-            return prototype.buffer.from_bytes(b"")
-
-        async def fetch(piece_part: int, lo: int, hi: int) -> Buffer | None:
-            whole = lo == 0 and hi == sizes[piece_part]
-            request = None if whole else RangeByteRequest(lo, hi)
-            return await self._store.get(keys[piece_part], prototype, request)
-
-        buffers = await asyncio.gather(*(fetch(*p) for p in pieces))
-        for piece, buf in zip(pieces, buffers, strict=True):
-            if buf is None:
-                await self._missing_or_error(chunk_key, keys)
-                return None
-            self._check_sized(chunk_key, keys[piece.part], piece.stop - piece.start, len(buf))
-        return prototype.buffer.from_bytes(b"".join(b.to_bytes() for b in buffers if b))
-
-    async def _get_fast(
-        self, chunk_key: str, prototype: BufferPrototype, byte_range: ByteRequest
-    ) -> Buffer | None:
-        """Serve requests that fall in one region of known layout without asking for sizes.
-
-        The layout is only partly known without a size request: the sized parts before the
-        single unsized part have known offsets from the start, those after it from the end.
-        Returns None when the request needs the full layout.
-        """
-        sizes = self.parts.sizes
-        if sizes.count(None) != 1:
-            return None
-        unsized = sizes.index(None)
-        head = sum(s for s in sizes[:unsized] if s is not None)
-        tail = sum(s for s in sizes[unsized + 1 :] if s is not None)
-        keys = self.part_keys(chunk_key)
-        if isinstance(byte_range, SuffixByteRequest) and 0 < byte_range.suffix <= tail:
-            # Entirely in the trailing sized parts: offsets from the end are known.
-            tail_sizes = [s for s in sizes[unsized + 1 :] if s is not None]
-            start = tail - byte_range.suffix
-            head_sizes = (0,) * (unsized + 1)
-            return await self._read_pieces(
-                chunk_key, (*head_sizes, *tail_sizes), start, tail, prototype
-            )
-        if isinstance(byte_range, RangeByteRequest) and byte_range.end > byte_range.start:
-            if byte_range.end <= head:
-                known = tuple(s or 0 for s in sizes[:unsized])
-                return await self._read_pieces(
-                    chunk_key, known, byte_range.start, byte_range.end, prototype
-                )
-            if byte_range.start >= head:
-                # Optimistic: a full answer from the unsized part proves the range lies in it.
-                request = RangeByteRequest(byte_range.start - head, byte_range.end - head)
-                try:
-                    buf = await self._store.get(keys[unsized], prototype, request)
-                except (OSError, ValueError):
-                    return None  # e.g. an object store refusing a range past the end
-                if buf is not None and len(buf) == byte_range.end - byte_range.start:
-                    return buf
-        return None
-
-    async def _get_chunk(
-        self, chunk_key: str, prototype: BufferPrototype, byte_range: ByteRequest | None
-    ) -> Buffer | None:
-        if byte_range is None:
-            return await self._get_whole(chunk_key, prototype)
-        fast = await self._get_fast(chunk_key, prototype, byte_range)
-        if fast is not None:
-            return fast
-        sizes = await self.part_sizes(chunk_key)
-        if sizes is None:
-            return None
-        start, stop = absolute_span(byte_range, sum(sizes))
-        return await self._read_pieces(chunk_key, sizes, start, stop, prototype)
+    # --- reading (a chunk's parts: ConcatPartsReads) -------------------------------------
 
     async def get(
         self,

@@ -39,7 +39,7 @@ from zarrfuse.filesystem.render import FORMATS, check_renderable
 from zarrfuse.filesystem.rendered_source import RenderCache, RenderedSource
 from zarrfuse.filesystem.view import FanoutTree, view_encoding
 from zarrfuse.storage.base import Backend
-from zarrfuse.tiff.layout import layout_for
+from zarrfuse.tiff.metadata import layout_for
 
 __all__ = ["ArrayView", "Catalog", "GroupView", "Rendering"]
 

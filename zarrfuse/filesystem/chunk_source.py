@@ -4,6 +4,7 @@ A chunk is one or more parts (``concat-parts``); its logical size is the sum of 
 its bytes are the parts laid end to end. Which chunks exist is learnt by listing the store
 directory that holds them, once per directory (cached), never with a request per chunk.
 Backend calls block, so they run in worker threads; the trio thread never waits on storage.
+The per-chunk caches (sizes learnt one by one, chunks kept open) are ``chunk_caches``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import trio
@@ -21,10 +21,11 @@ from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 from zarrfuse.extensions.byte_ranges import pieces_for_span, slice_views
 from zarrfuse.extensions.chunk_keys import encode_chunk_key
 from zarrfuse.extensions.transformers import ConcatParts, Part
+from zarrfuse.filesystem.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
 from zarrfuse.filesystem.counters import Counters
 from zarrfuse.storage.base import Backend, PartReader
 
-__all__ = ["ChunkSource", "OpenChunk", "ShardLayout"]
+__all__ = ["ChunkSource", "ShardLayout"]
 
 T = TypeVar("T")
 
@@ -40,7 +41,8 @@ LISTABLE_KEYS = 4096
 
 class ShardLayout(Protocol):
     """Rewrites a chunk value before it is stored, e.g. a TIFF header for dual-access shards
-    (``tiff_shards.TiffShardLayout``). Given by whoever opens the array; must be idempotent."""
+    (``zarrfuse.tiff.layout.TiffShardLayout``). Given by whoever opens the array; must be
+    idempotent."""
 
     def shard_with_header(
         self, coords: Sequence[int], views: Sequence[memoryview]
@@ -356,106 +358,3 @@ def _logical_size(sizes: Iterable[int | None]) -> int | None:
 def _read_rest(reader: PartReader, pending: list[tuple[int, int, memoryview]]) -> None:
     for part, start, view in pending:
         reader.read_into(part, start, view)
-
-
-@dataclass(frozen=True)
-class KnownSize:
-    """A chunk's logical size (None: not stored) as learnt at ``learnt`` (monotonic)."""
-
-    size: int | None
-    learnt: float
-
-
-class KnownSizes:
-    """Chunk sizes learnt one chunk at a time, each trusted for ``ttl`` seconds (None:
-    forever, for read-only mounts); the least recently used are dropped past ``capacity``."""
-
-    def __init__(self, capacity: int, ttl: float | None) -> None:
-        self.capacity = capacity
-        self.ttl = ttl
-        self._sizes: OrderedDict[tuple[int, ...], KnownSize] = OrderedDict()
-
-    def get(self, coords: tuple[int, ...]) -> KnownSize | None:
-        known = self._sizes.get(coords)
-        if known is None:
-            return None
-        if self.ttl is not None and time.monotonic() - known.learnt >= self.ttl:
-            del self._sizes[coords]
-            return None
-        self._sizes.move_to_end(coords)
-        return known
-
-    def put(
-        self, coords: tuple[int, ...], size: int | None, *, learnt: float | None = None
-    ) -> None:
-        """Remember ``size``, unless what is known was learnt later (a stat that raced a
-        commit must not overwrite the commit's size with the old one)."""
-        learnt = time.monotonic() if learnt is None else learnt
-        known = self._sizes.get(coords)
-        if known is not None and known.learnt > learnt:
-            return
-        self._sizes[coords] = KnownSize(size, learnt)
-        self._sizes.move_to_end(coords)
-        while len(self._sizes) > self.capacity:
-            self._sizes.popitem(last=False)
-
-
-@dataclass
-class OpenChunk:
-    """A chunk opened for reading: its parts' reader and their checked sizes.
-
-    ``close`` releases one user; the reader itself closes when no user and no cache holds it.
-    """
-
-    reader: PartReader
-    sizes: tuple[int, ...]
-    users: int = 1
-    cached: bool = False
-
-    def close(self) -> None:
-        self.users -= 1
-        if self.users > 0:
-            return
-        if self.cached:
-            self.reader.release()
-        else:
-            self.reader.close()
-
-
-class OpenChunkCache:
-    """Recently opened chunks of a read-only mount, shared by every open of the same chunk.
-
-    With a TTL (``--metadata-ttl``), an entry older than it is opened afresh: a remote reader
-    holds the sizes it was opened with, and the objects may have been replaced since.
-    """
-
-    def __init__(self, capacity: int, ttl: float | None = None) -> None:
-        self.capacity = capacity
-        self.ttl = ttl
-        self._chunks: OrderedDict[tuple[int, ...], tuple[float, OpenChunk]] = OrderedDict()
-
-    def take(self, coords: tuple[int, ...]) -> OpenChunk | None:
-        entry = self._chunks.get(coords)
-        if entry is None:
-            return None
-        born, opened = entry
-        if self.ttl is not None and time.monotonic() - born >= self.ttl:
-            self._evict(coords)
-            return None
-        self._chunks.move_to_end(coords)
-        opened.users += 1
-        return opened
-
-    def adopt(self, coords: tuple[int, ...], opened: OpenChunk) -> None:
-        if coords in self._chunks:
-            return  # another open won the race; this one closes with its only user
-        opened.cached = True
-        self._chunks[coords] = (time.monotonic(), opened)
-        while len(self._chunks) > self.capacity:
-            self._evict(next(iter(self._chunks)))
-
-    def _evict(self, coords: tuple[int, ...]) -> None:
-        _, evicted = self._chunks.pop(coords)
-        evicted.cached = False
-        if evicted.users <= 0:
-            evicted.reader.close()

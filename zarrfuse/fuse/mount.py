@@ -20,10 +20,11 @@ from zarr.core.sync import sync
 
 from zarrfuse.api.arrays import open_store_path, read_node_metadata
 from zarrfuse.errors import MountError
+from zarrfuse.filesystem.attributes import Ownership
 from zarrfuse.filesystem.catalog import ArrayView, Catalog, Rendering
 from zarrfuse.filesystem.commits import WriteOptions
 from zarrfuse.filesystem.counters import Counters
-from zarrfuse.filesystem.fs import FileSystem, Ownership
+from zarrfuse.filesystem.fs import FileSystem
 from zarrfuse.filesystem.namespace import ArrayRoot, GroupDir, Namespace
 from zarrfuse.filesystem.rendered_source import RenderCache
 from zarrfuse.fuse.config import MountConfig

@@ -21,8 +21,9 @@ import pyfuse3
 import trio
 
 from zarrfuse.errors import NotFound, ZarrFuseError
+from zarrfuse.filesystem.attributes import Attributes
 from zarrfuse.filesystem.counters import Counters
-from zarrfuse.filesystem.fs import Attributes, FileSystem
+from zarrfuse.filesystem.fs import FileSystem
 
 __all__ = ["FuseOperations"]
 

@@ -1,7 +1,8 @@
 """Creating, converting to and repairing dual-access arrays (shards that are TIFF files).
 
-The layout itself (headers, index shifting) is ``tiff_shards``; this module makes the
-``zarr.json`` that declares it, copies data in shard by shard, and rewrites stale headers.
+The layout itself (headers, index shifting) is ``layout`` and ``metadata``; this module
+makes the ``zarr.json`` that declares it, copies data in shard by shard, and rewrites stale
+headers.
 """
 
 from __future__ import annotations
@@ -27,15 +28,13 @@ from zarrfuse.api.arrays import create_array, open_array, open_store_path, read_
 from zarrfuse.errors import ConfigurationError, Exists, ZarrFuseError
 from zarrfuse.progress import Progress
 from zarrfuse.tiff.layout import (
-    ATTRIBUTE,
     CLASSIC_LIMIT,
-    TIFF_SUFFIXES,
     TILE_MULTIPLE,
     TiffShardLayout,
     bigtiff_needed,
     check_geometry,
-    tiff_layout,
 )
+from zarrfuse.tiff.metadata import ATTRIBUTE, TIFF_SUFFIXES, tiff_layout
 
 __all__ = [
     "convert_to_tiff_array",

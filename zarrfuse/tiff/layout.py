@@ -13,6 +13,8 @@ and never looks at the header.
 zarr writes a shard as inner chunks from offset 0 followed by the index; :meth:`TiffShardLayout.
 shard_with_header` turns that into the layout above (prepend the header, shift every index
 offset by its size). This module knows nothing about FUSE or stores: it maps bytes to bytes.
+The IFD bytes themselves are written by ``ifd``; recognising a dual-access array from its
+``zarr.json`` (and registering the chunk finisher) is ``metadata``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 import google_crc32c
 import numpy as np
@@ -33,53 +35,32 @@ from numcodecs import Zstd
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.errors import ConfigurationError, FileTooBig, WriteRefusedError
 from zarrfuse.extensions.byte_ranges import slice_views
-from zarrfuse.extensions.concat_parts_store import register_chunk_finisher
+from zarrfuse.tiff.ifd import (
+    ASCII,
+    BIGTIFF,
+    CLASSIC,
+    COMPRESSION_ZSTD,
+    LONG,
+    SAMPLE_FORMATS,
+    SHORT,
+    Flavour,
+    ifd_length,
+    write_ifd,
+)
 
 __all__ = [
-    "ATTRIBUTE",
+    "CLASSIC_LIMIT",
     "EMPTY",
+    "TILE_MULTIPLE",
     "TiffShardLayout",
     "bigtiff_needed",
     "check_geometry",
-    "layout_for",
-    "tiff_layout",
 ]
 
-ATTRIBUTE = "zarrfuse.tiff_shards"  # a name stored in zarr.json: never renamed with modules
-"""The attribute that declares an array dual-access: ``{"samples": bool, "bigtiff": bool}``
-(``samples``: the last axis holds the samples of a pixel, e.g. RGB)."""
 EMPTY = 2**64 - 1
 """Offset and length of an inner chunk absent from a shard (the sharding spec's marker)."""
-TIFF_SUFFIXES = (".tif", ".tiff")
 TILE_MULTIPLE = 16  # the TIFF spec: tile width and length are multiples of 16
 CLASSIC_LIMIT = 2**32 - 1
-
-_ZSTD = 50000  # TIFF Compression value for Zstandard (libtiff, tifffile, GDAL)
-_SHORT, _LONG, _ASCII, _LONG8 = 3, 4, 2, 16
-_TYPE_SIZES = {_SHORT: 2, _LONG: 4, _ASCII: 1, _LONG8: 8}
-_TYPE_CODES = {_SHORT: "H", _LONG: "I", _LONG8: "Q"}
-_SAMPLE_FORMATS = {"u": 1, "i": 2, "f": 3}
-
-
-@dataclass(frozen=True)
-class _Flavour:
-    """Classic TIFF or BigTIFF: sizes of the fixed structures and the offset type."""
-
-    bigtiff: bool
-    file_header: int
-    entry: int
-    count_field: int
-    inline: int
-    """Values of at most this many bytes sit in the entry itself."""
-    offset_type: int
-
-
-_CLASSIC = _Flavour(False, file_header=8, entry=12, count_field=2, inline=4, offset_type=_LONG)
-_BIGTIFF = _Flavour(True, file_header=16, entry=20, count_field=8, inline=8, offset_type=_LONG8)
-
-
-def _pad_even(n: int) -> int:
-    return n + (n & 1)  # TIFF: IFDs and out-of-line values start on a word boundary
 
 
 @dataclass(frozen=True)
@@ -122,8 +103,8 @@ class TiffShardLayout:
         return [{"key_suffix": ""}, index]
 
     @property
-    def _flavour(self) -> _Flavour:
-        return _BIGTIFF if self.bigtiff else _CLASSIC
+    def _flavour(self) -> Flavour:
+        return BIGTIFF if self.bigtiff else CLASSIC
 
     @property
     def _nlead(self) -> int:
@@ -171,27 +152,27 @@ class TiffShardLayout:
         y, x = self._nlead, self._nlead + 1
         rgb = spp in (3, 4) and self.dtype.kind == "u"
         entries: list[tuple[int, int, Any]] = [
-            (256, _LONG, [extent[x]]),
-            (257, _LONG, [extent[y]]),
-            (258, _SHORT, [self.dtype.itemsize * 8] * spp),
-            (259, _SHORT, [_ZSTD if self.zstd else 1]),
-            (262, _SHORT, [2 if rgb else 1]),  # RGB or MinIsBlack
+            (256, LONG, [extent[x]]),
+            (257, LONG, [extent[y]]),
+            (258, SHORT, [self.dtype.itemsize * 8] * spp),
+            (259, SHORT, [COMPRESSION_ZSTD if self.zstd else 1]),
+            (262, SHORT, [2 if rgb else 1]),  # RGB or MinIsBlack
         ]
         description = self._description(extent) if page == 0 else None
         if description is not None:
-            entries.append((270, _ASCII, description))
+            entries.append((270, ASCII, description))
         entries += [
-            (277, _SHORT, [spp]),
-            (284, _SHORT, [1]),  # contiguous samples: a tile holds whole pixels
-            (322, _LONG, [self.tile_shape[x]]),
-            (323, _LONG, [self.tile_shape[y]]),
+            (277, SHORT, [spp]),
+            (284, SHORT, [1]),  # contiguous samples: a tile holds whole pixels
+            (322, LONG, [self.tile_shape[x]]),
+            (323, LONG, [self.tile_shape[y]]),
             (324, flavour.offset_type, offsets),
             (325, flavour.offset_type, counts),
         ]
         extra = spp - (3 if rgb else 1)
         if extra > 0:  # 4th sample of RGB: unassociated alpha; others: unspecified
-            entries.append((338, _SHORT, [2 if rgb else 0] + [0] * (extra - 1)))
-        entries.append((339, _SHORT, [_SAMPLE_FORMATS[self.dtype.kind]] * spp))
+            entries.append((338, SHORT, [2 if rgb else 0] + [0] * (extra - 1)))
+        entries.append((339, SHORT, [SAMPLE_FORMATS[self.dtype.kind]] * spp))
         return entries
 
     def _header_length(self, extent: Sequence[int]) -> int:
@@ -201,7 +182,7 @@ class TiffShardLayout:
         length = flavour.file_header
         for page in range(self._pages(extent)):
             entries = self._entries(extent, page, zeros, zeros)
-            length += _ifd_length(entries, flavour)
+            length += ifd_length(entries, flavour)
         return length
 
     def _page_tiles(self, extent: Sequence[int], index: np.ndarray) -> Iterator[np.ndarray]:
@@ -251,7 +232,7 @@ class TiffShardLayout:
                     "header is classic TIFF; nothing was written"
                 )
             entries = self._entries(extent, page, offsets, counts)
-            _write_ifd(out, entries, flavour, order, last=page == len(pages) - 1)
+            write_ifd(out, entries, flavour, order, last=page == len(pages) - 1)
         if len(out) > self.header_size:
             raise AssertionError(f"TIFF header of {len(out)} bytes over {self.header_size}")
         return bytes(out) + bytes(self.header_size - len(out))
@@ -330,130 +311,13 @@ class TiffShardLayout:
         return b"".join(self.shard_with_header(coords, [memoryview(value)]))
 
 
-def _value_bytes(typ: int, values: Any, order: str) -> bytes:
-    if typ == _ASCII:
-        return bytes(values)
-    return struct.pack(f"{order}{len(values)}{_TYPE_CODES[typ]}", *values)
-
-
-def _ifd_length(entries: list[tuple[int, int, Any]], flavour: _Flavour) -> int:
-    length = flavour.count_field + len(entries) * flavour.entry + flavour.inline
-    for typ, values in ((t, v) for _, t, v in entries):
-        nbytes = _TYPE_SIZES[typ] * len(values)
-        if nbytes > flavour.inline:
-            length += _pad_even(nbytes)
-    return length
-
-
-def _write_ifd(
-    out: bytearray,
-    entries: list[tuple[int, int, Any]],
-    flavour: _Flavour,
-    order: str,
-    *,
-    last: bool,
-) -> None:
-    """Append one IFD (entries, next-IFD pointer, then out-of-line values) to ``out``."""
-    start = len(out)
-    values_at = start + flavour.count_field + len(entries) * flavour.entry + flavour.inline
-    count_code = "Q" if flavour.bigtiff else "H"
-    offset_code = "Q" if flavour.bigtiff else "I"
-    table = bytearray(struct.pack(order + count_code, len(entries)))
-    spill = bytearray()
-    for tag, typ, values in entries:
-        data = _value_bytes(typ, values, order)
-        table += struct.pack(f"{order}HH{offset_code}", tag, typ, len(values))
-        if len(data) <= flavour.inline:
-            table += data + bytes(flavour.inline - len(data))
-        else:
-            table += struct.pack(order + offset_code, values_at + len(spill))
-            spill += data + bytes(_pad_even(len(data)) - len(data))
-    next_ifd = 0 if last else values_at + len(spill)
-    table += struct.pack(order + offset_code, next_ifd)
-    out += table + spill
-
-
-# --- recognising a dual-access array ---------------------------------------------------------
-
-
-def _only(items: list[Any], what: str) -> Any:
-    if len(items) != 1:
-        raise ConfigurationError(f"{what}: expected exactly one, found {len(items)}")
-    return items[0]
-
-
-def _named(codec: Any) -> tuple[str, dict[str, Any]]:
-    if isinstance(codec, str):
-        return codec, {}
-    return codec.get("name", ""), codec.get("configuration") or {}
-
-
-def _sharding(metadata: dict[str, Any]) -> dict[str, Any]:
-    codecs = [_named(c) for c in metadata.get("codecs", [])]
-    if [name for name, _ in codecs] != ["sharding_indexed"]:
-        raise ConfigurationError(
-            f"its codecs are {[n for n, _ in codecs]}, not one sharding_indexed codec"
-        )
-    config = codecs[0][1]
-    if config.get("index_location", "end") != "end":
-        raise ConfigurationError("its shard index is at the start; TIFF needs it at the end")
-    index_codecs = [_named(c) for c in config.get("index_codecs", [])]
-    if [n for n, _ in index_codecs] != ["bytes", "crc32c"] or index_codecs[0][1].get(
-        "endian", "little"
-    ) != "little":
-        raise ConfigurationError(
-            "its shard index codecs are not [bytes (little endian), crc32c], zarr's default"
-        )
-    return config
-
-
-def _inner_codecs(config: dict[str, Any], dtype: np.dtype) -> tuple[Literal["<", ">"], bool]:
-    """Byte order and whether tiles are zstd frames; refuses codecs TIFF readers cannot undo."""
-    inner = [_named(c) for c in config.get("codecs", [])]
-    names = [n for n, _ in inner]
-    if names not in (["bytes"], ["bytes", "zstd"]):
-        raise ConfigurationError(
-            f"its inner codecs are {names}; TIFF readers decode only [bytes] (uncompressed) "
-            "and [bytes, zstd]"
-        )
-    endian = inner[0][1].get("endian", "little")
-    return ("<" if endian == "little" or dtype.itemsize == 1 else ">"), len(names) == 2
-
-
-def _header_part(metadata: dict[str, Any], layout: TiffShardLayout) -> bool:
-    """Which of the two parts layouts the array uses (header in its own part or not);
-    ConfigurationError for any other."""
-    transformers = metadata.get("storage_transformers") or []
-    entry = _only([t for t in transformers if t.get("name") == "concat-parts"], "concat-parts")
-    parts = entry.get("configuration", {}).get("parts", [])
-    got = [(p.get("key_suffix"), p.get("size")) for p in parts]
-    known = {}
-    for header_part in (False, True):
-        want = dataclasses.replace(layout, header_part=header_part).parts
-        known[header_part] = [(p["key_suffix"], p.get("size")) for p in want]
-        if got == known[header_part]:
-            return header_part
-    raise ConfigurationError(
-        f"its concat-parts parts are {got}, not {known[False]} or {known[True]}"
-    )
-
-
-def _check_suffix(metadata: dict[str, Any]) -> None:
-    name, config = _named(metadata.get("chunk_key_encoding", "default"))
-    suffix = config.get("suffix", "") if name == "suffix" else ""
-    if not suffix.lower().endswith(TIFF_SUFFIXES):
-        raise ConfigurationError(
-            "its chunk keys do not end in .tif or .tiff (chunk_key_encoding 'suffix')"
-        )
-
-
 def check_geometry(layout: TiffShardLayout) -> None:
     """ConfigurationError unless TIFF can hold this geometry and data type."""
     ndim = len(layout.shape)
     need = 3 if layout.samples else 2
     if ndim < need:
         raise ConfigurationError(f"it has {ndim} dimensions; TIFF images need at least {need}")
-    if layout.dtype.kind not in _SAMPLE_FORMATS:
+    if layout.dtype.kind not in SAMPLE_FORMATS:
         raise ConfigurationError(f"its data type {layout.dtype} has no TIFF sample format")
     nlead = layout._nlead
     if any(t != 1 for t in layout.tile_shape[:nlead]):
@@ -473,49 +337,6 @@ def check_geometry(layout: TiffShardLayout) -> None:
         raise ConfigurationError("its samples axis is split over inner chunks or shards")
 
 
-def tiff_layout(metadata: dict[str, Any]) -> TiffShardLayout:
-    """The TIFF layout of a dual-access array's ``zarr.json``; ConfigurationError saying why
-    the array is not dual-access otherwise."""
-    if metadata.get("node_type") != "array":
-        raise ConfigurationError("it is not an array")
-    declared = (metadata.get("attributes") or {}).get(ATTRIBUTE)
-    if not isinstance(declared, dict):
-        raise ConfigurationError(f"it has no {ATTRIBUTE!r} attribute")
-    _check_suffix(metadata)
-    config = _sharding(metadata)
-    grid = metadata.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
-    try:
-        dtype = np.dtype(metadata.get("data_type"))
-    except TypeError as e:
-        raise ConfigurationError(f"its data type {metadata.get('data_type')!r}: {e}") from e
-    if metadata.get("fill_value") not in (0, 0.0, False, "0"):
-        raise ConfigurationError(
-            f"its fill value is {metadata.get('fill_value')!r}; TIFF readers show missing "
-            "tiles as 0"
-        )
-    byteorder, zstd = _inner_codecs(config, dtype)
-    layout = TiffShardLayout(
-        shape=tuple(metadata["shape"]),
-        shard_shape=tuple(grid),
-        tile_shape=tuple(config["chunk_shape"]),
-        dtype=dtype.newbyteorder(byteorder),
-        byteorder=byteorder,
-        zstd=zstd,
-        samples=bool(declared.get("samples", False)),
-        bigtiff=bool(declared.get("bigtiff", False)),
-    )
-    check_geometry(layout)
-    return dataclasses.replace(layout, header_part=_header_part(metadata, layout))
-
-
-def layout_for(metadata: dict[str, Any]) -> TiffShardLayout | None:
-    """The layout if the array is dual-access, else None (the writes then need no header)."""
-    try:
-        return tiff_layout(metadata)
-    except (ConfigurationError, KeyError, TypeError, ValueError, AttributeError):
-        return None
-
-
 def bigtiff_needed(layout: TiffShardLayout, threshold: int = CLASSIC_LIMIT) -> bool:
     """Whether the largest possible shard of ``layout`` (as classic TIFF) can exceed
     ``threshold`` bytes: every tile stored, zstd's worst-case expansion included."""
@@ -524,7 +345,3 @@ def bigtiff_needed(layout: TiffShardLayout, threshold: int = CLASSIC_LIMIT) -> b
     classic = dataclasses.replace(layout, bigtiff=False)
     largest = classic.header_size + math.prod(layout.chunks_per_shard) * bound
     return largest + classic.index_size > threshold
-
-
-# Shards of dual-access arrays get their TIFF header whenever the concat-parts store writes them.
-register_chunk_finisher(layout_for)

@@ -1,0 +1,44 @@
+"""Chunk finishers: how layers above the extensions complete chunk values before storage.
+
+``ConcatPartsStore`` asks :func:`chunk_finisher_for` for a finisher when it learns an array's
+``zarr.json``; ``zarrfuse.tiff`` registers the one that gives dual-access shards their TIFF
+header. The registry sits apart from the store so that each has one job, and the extensions
+still know nothing of the layers that build on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+__all__ = ["ChunkFinisher", "chunk_finisher_for", "register_chunk_finisher"]
+
+
+class ChunkFinisher(Protocol):
+    """Completes a chunk value before its parts are stored (a dual-access array's shard
+    gets its TIFF header, which zarr does not write)."""
+
+    def shard_bytes_with_header(self, coords: Sequence[int], value: bytes) -> bytes: ...
+
+
+_FINISHERS: list[Callable[[dict[str, Any]], ChunkFinisher | None]] = []
+
+
+def register_chunk_finisher(finisher_for: Callable[[dict[str, Any]], ChunkFinisher | None]) -> None:
+    """Let a layer built on this one (``zarrfuse.tiff``) finish the chunks of the arrays it
+    recognises: ``finisher_for(metadata)`` returns a finisher, or None for other arrays.
+
+    The extensions stay free of what builds on them; ``import zarrfuse`` registers the TIFF
+    finisher, so every user of the package gets it.
+    """
+    if finisher_for not in _FINISHERS:
+        _FINISHERS.append(finisher_for)
+
+
+def chunk_finisher_for(metadata: dict[str, Any]) -> ChunkFinisher | None:
+    """The finisher of the first registered layer that recognises the array, else None."""
+    for finisher_for in _FINISHERS:
+        finisher = finisher_for(metadata)
+        if finisher is not None:
+            return finisher
+    return None

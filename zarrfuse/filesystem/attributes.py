@@ -1,0 +1,53 @@
+"""What ``stat`` and ``statfs`` show: a node's attributes, the filesystem's figures, and the
+ownership (uid, gid, umask) every node is shown with.
+
+Plain values handed from :class:`~zarrfuse.filesystem.fs.FileSystem` to the FUSE adapter,
+which turns them into pyfuse3's types; kept apart so both sides can name them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+__all__ = ["NAME_MAX", "Attributes", "Ownership", "StatFs"]
+
+NAME_MAX = 255
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """Who owns everything in the mount, and which permission bits are withheld."""
+
+    uid: int
+    gid: int
+    umask: int = 0o022
+
+    @classmethod
+    def of_process(cls) -> Ownership:
+        return cls(os.getuid(), os.getgid())
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """What ``stat`` shows for a node."""
+
+    inode: int
+    mode: int
+    size: int
+    uid: int
+    gid: int
+    time_ns: int
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+
+@dataclass(frozen=True)
+class StatFs:
+    block_size: int
+    blocks: int
+    files: int
+    name_max: int = NAME_MAX

@@ -1,0 +1,46 @@
+"""What an open file handle of the mount holds: one kind of record per kind of open file.
+
+:class:`~zarrfuse.filesystem.fs.FileSystem` keeps one per handle number it gives the kernel;
+writers are ``commits.ChunkWriter``, and :data:`OpenFile` is any of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zarrfuse.filesystem.chunk_caches import OpenChunk
+from zarrfuse.filesystem.commits import ChunkWriter
+from zarrfuse.filesystem.namespace import ChunkFile, MetadataFile, ScratchFile
+
+__all__ = ["ChunkReader", "MetadataReader", "OpenFile", "RenderedReader", "ScratchHandle"]
+
+
+@dataclass
+class ChunkReader:
+    node: ChunkFile
+    chunk: OpenChunk
+
+
+@dataclass
+class MetadataReader:
+    node: MetadataFile
+
+    @property
+    def data(self) -> bytes:
+        return self.node.data
+
+
+@dataclass
+class RenderedReader:
+    """A rendered chunk: its image file, rendered once at open."""
+
+    node: ChunkFile
+    data: bytes
+
+
+@dataclass
+class ScratchHandle:
+    node: ScratchFile
+
+
+OpenFile = ChunkReader | MetadataReader | RenderedReader | ChunkWriter | ScratchHandle

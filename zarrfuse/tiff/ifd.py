@@ -1,0 +1,96 @@
+"""TIFF's binary structures: tag value types, classic TIFF or BigTIFF, one IFD as bytes.
+
+:class:`~zarrfuse.tiff.layout.TiffShardLayout` decides which entries each page of a shard's
+header gets; this module only measures and writes them, so the byte-level rules of the format
+(inline or out-of-line values, word alignment, offset sizes) sit in one place.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ASCII",
+    "BIGTIFF",
+    "CLASSIC",
+    "COMPRESSION_ZSTD",
+    "LONG",
+    "LONG8",
+    "SAMPLE_FORMATS",
+    "SHORT",
+    "Flavour",
+    "ifd_length",
+    "write_ifd",
+]
+
+COMPRESSION_ZSTD = 50000  # TIFF Compression value for Zstandard (libtiff, tifffile, GDAL)
+SHORT, LONG, ASCII, LONG8 = 3, 4, 2, 16  # TIFF field types
+_TYPE_SIZES = {SHORT: 2, LONG: 4, ASCII: 1, LONG8: 8}
+_TYPE_CODES = {SHORT: "H", LONG: "I", LONG8: "Q"}
+SAMPLE_FORMATS = {"u": 1, "i": 2, "f": 3}
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """Classic TIFF or BigTIFF: sizes of the fixed structures and the offset type."""
+
+    bigtiff: bool
+    file_header: int
+    entry: int
+    count_field: int
+    inline: int
+    """Values of at most this many bytes sit in the entry itself."""
+    offset_type: int
+
+
+CLASSIC = Flavour(False, file_header=8, entry=12, count_field=2, inline=4, offset_type=LONG)
+BIGTIFF = Flavour(True, file_header=16, entry=20, count_field=8, inline=8, offset_type=LONG8)
+
+
+def _pad_even(n: int) -> int:
+    return n + (n & 1)  # TIFF: IFDs and out-of-line values start on a word boundary
+
+
+def _value_bytes(typ: int, values: Any, order: str) -> bytes:
+    if typ == ASCII:
+        return bytes(values)
+    return struct.pack(f"{order}{len(values)}{_TYPE_CODES[typ]}", *values)
+
+
+def ifd_length(entries: list[tuple[int, int, Any]], flavour: Flavour) -> int:
+    length = flavour.count_field + len(entries) * flavour.entry + flavour.inline
+    for typ, values in ((t, v) for _, t, v in entries):
+        nbytes = _TYPE_SIZES[typ] * len(values)
+        if nbytes > flavour.inline:
+            length += _pad_even(nbytes)
+    return length
+
+
+def write_ifd(
+    out: bytearray,
+    entries: list[tuple[int, int, Any]],
+    flavour: Flavour,
+    order: str,
+    *,
+    last: bool,
+) -> None:
+    """Append one IFD (entries, next-IFD pointer, then out-of-line values) to ``out``."""
+    start = len(out)
+    values_at = start + flavour.count_field + len(entries) * flavour.entry + flavour.inline
+    count_code = "Q" if flavour.bigtiff else "H"
+    offset_code = "Q" if flavour.bigtiff else "I"
+    table = bytearray(struct.pack(order + count_code, len(entries)))
+    spill = bytearray()
+    for tag, typ, values in entries:
+        data = _value_bytes(typ, values, order)
+        table += struct.pack(f"{order}HH{offset_code}", tag, typ, len(values))
+        if len(data) <= flavour.inline:
+            table += data + bytes(flavour.inline - len(data))
+        else:
+            table += struct.pack(order + offset_code, values_at + len(spill))
+            spill += data + bytes(_pad_even(len(data)) - len(data))
+    next_ifd = 0 if last else values_at + len(spill)
+    table += struct.pack(order + offset_code, next_ifd)
+    out += table + spill
