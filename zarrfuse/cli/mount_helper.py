@@ -27,6 +27,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from zarrfuse.cli import extras
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
 
 __all__ = ["main", "parse"]
@@ -82,6 +83,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return 0 if e.code == 0 else EXIT_USAGE
     except ZarrFuseError as e:
         print(f"{prog}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    missing = extras.missing_mount_extra()
+    if missing:
+        print(f"{prog}: {missing}", file=sys.stderr)
         return EXIT_USAGE
     debug = config.debug
     if args.verbose:
