@@ -95,7 +95,7 @@ def _umount(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from zarrfuse.cli import control  # noqa: PLC0415  (keeps trio out of the other commands)
+    from zarrfuse.cli import control  # here: keeps trio out of the other commands
 
     document = control.request_stats(args.mountpoint)
     if args.json:
@@ -106,23 +106,27 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from zarrfuse.cli import integrity  # noqa: PLC0415  (pulls in zarr's codecs)
+    from zarrfuse.cli import integrity  # here: pulls in zarr's codecs
 
     return integrity.main(
-        options.absolute_source(args.source), storage_options=dict(args.storage_options) or None, jobs=args.jobs
+        options.absolute_source(args.source),
+        storage_options=dict(args.storage_options) or None,
+        jobs=args.jobs,
     )
 
 
 def _info(args: argparse.Namespace) -> int:
-    from zarrfuse.cli import info  # noqa: PLC0415
+    from zarrfuse.cli import info
 
-    text = info.describe(options.absolute_source(args.source), storage_options=dict(args.storage_options) or None)
+    text = info.describe(
+        options.absolute_source(args.source), storage_options=dict(args.storage_options) or None
+    )
     print(text, end="")
     return 0
 
 
 def _convert_tiff(args: argparse.Namespace) -> int:
-    from zarrfuse.tiff import arrays as tiff_arrays  # noqa: PLC0415
+    from zarrfuse.tiff import arrays as tiff_arrays
 
     dest = options.absolute_source(args.dest)
     array = tiff_arrays.convert_to_tiff_array(
@@ -141,9 +145,11 @@ def _convert_tiff(args: argparse.Namespace) -> int:
 
 
 def _repair_tiff(args: argparse.Namespace) -> int:
-    from zarrfuse.tiff import arrays as tiff_arrays  # noqa: PLC0415
+    from zarrfuse.tiff import arrays as tiff_arrays
 
-    found = tiff_arrays.repair_tiff_headers(options.absolute_source(args.source), check_only=args.check)
+    found = tiff_arrays.repair_tiff_headers(
+        options.absolute_source(args.source), check_only=args.check
+    )
     for line in found.unreadable:
         print(f"FAILED {line}", file=sys.stderr)
     done = "stale" if args.check else "rewritten"
@@ -214,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zarrfuse`` command; its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if _is_mount_helper_call(argv):
-        from zarrfuse.cli import mount_helper  # noqa: PLC0415
+        from zarrfuse.cli import mount_helper
 
         return mount_helper.main(argv, prog="zarrfuse")
     arguments = build_parser()
@@ -241,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # report. Point stdout at /dev/null so Python's final flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001  (the command's last resort: any error is one line)
         if debug:
             traceback.print_exc()
         message = daemon.error_message(e)

@@ -26,9 +26,13 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from zarrfuse.cli import extras
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
+
+if TYPE_CHECKING:
+    from zarrfuse.fuse.config import MountConfig
 
 __all__ = ["main", "parse"]
 
@@ -55,7 +59,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
-def parse(argv: Sequence[str], prog: str = "mount.fuse.zarrfuse"):  # noqa: ANN201
+def parse(
+    argv: Sequence[str], prog: str = "mount.fuse.zarrfuse"
+) -> tuple[MountConfig, argparse.Namespace]:
     """The helper's arguments as ``(MountConfig, namespace)``; raises ConfigurationError."""
     from zarrfuse.cli import options
 
@@ -100,7 +106,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_FAILURE
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001  (mount(8) shows our stderr: any error is one line)
         if debug:
             traceback.print_exc()
         print(f"{prog}: {daemon.error_message(e)}", file=sys.stderr)
