@@ -40,15 +40,19 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("zarrfuse"))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.startswith("zarrfuse"):
-                folder = PACKAGE.parent / node.module.replace(".", "/")
-                submodules = {a.name for a in node.names if (folder / f"{a.name}.py").exists()}
-                # ``from zarrfuse.cli import control`` imports the submodule, not the
-                # package's face; anything else is taken from the module named.
-                found.update(f"{node.module}.{name}" for name in submodules)
-                if len(submodules) < len(node.names):
-                    found.add(node.module)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.startswith("zarrfuse")
+        ):
+            folder = PACKAGE.parent / node.module.replace(".", "/")
+            submodules = {a.name for a in node.names if (folder / f"{a.name}.py").exists()}
+            # ``from zarrfuse.cli import control`` imports the submodule, not the
+            # package's face; anything else is taken from the module named.
+            found.update(f"{node.module}.{name}" for name in submodules)
+            if len(submodules) < len(node.names):
+                found.add(node.module)
     return found
 
 
@@ -93,7 +97,7 @@ def test_no_import_cycles():
         state[module] = 1
         for nxt in sorted(graph[module]):
             if state.get(nxt) == 1:
-                cycle = path[path.index(nxt):] + [nxt] if nxt in path else [module, nxt]
+                cycle = [*path[path.index(nxt) :], nxt] if nxt in path else [module, nxt]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt, [*path, nxt])
@@ -110,7 +114,8 @@ def test_the_no_mount_api_loads_neither_pyfuse3_nor_trio():
     code = (
         "import sys, zarrfuse, zarrfuse.extensions.chunk_keys, "
         "zarrfuse.extensions.concat_parts_store, zarrfuse.api, zarrfuse.tiff.arrays, "
-        "zarrfuse.cli.commands, zarrfuse.cli.info, zarrfuse.cli.integrity\n"
+        "zarrfuse.cli.commands, zarrfuse.cli.info, zarrfuse.cli.integrity, "
+        "zarrfuse.cli.mount_helper, zarrfuse.cli.extras\n"
         "print(sorted(m for m in ('pyfuse3', 'trio') if m in sys.modules))"
     )
     out = subprocess.run(
