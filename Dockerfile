@@ -11,7 +11,7 @@
 # shared mount, as it is on systemd hosts). `docker stop` sends SIGTERM: zarrfuse unmounts
 # cleanly and exits. Arguments after the image name are `zarrfuse mount` arguments.
 
-# --- build: pyfuse3 has no wheels and compiles against libfuse3 --------------------------------
+# --- build: the mount extra's pyfuse3 has no wheels and compiles against libfuse3 -----------
 FROM python:3.11-slim-bookworm AS build
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev pkg-config libfuse3-dev \
@@ -19,7 +19,7 @@ RUN apt-get update \
 COPY pyproject.toml README.md /src/
 COPY zarrfuse /src/zarrfuse
 RUN python -m venv /opt/zarrfuse \
-    && /opt/zarrfuse/bin/pip install --no-cache-dir /src
+    && /opt/zarrfuse/bin/pip install --no-cache-dir '/src[mount]'
 
 # --- run: the venv, libfuse3 and fusermount3; no compiler ---------------------------------------
 FROM python:3.11-slim-bookworm

@@ -110,7 +110,8 @@ def test_the_no_mount_api_loads_neither_pyfuse3_nor_trio():
     code = (
         "import sys, zarrfuse, zarrfuse.extensions.chunk_keys, "
         "zarrfuse.extensions.concat_parts_store, zarrfuse.api, zarrfuse.tiff.arrays, "
-        "zarrfuse.cli.commands, zarrfuse.cli.info, zarrfuse.cli.integrity\n"
+        "zarrfuse.cli.commands, zarrfuse.cli.info, zarrfuse.cli.integrity, "
+        "zarrfuse.cli.mount_helper, zarrfuse.cli.extras\n"
         "print(sorted(m for m in ('pyfuse3', 'trio') if m in sys.modules))"
     )
     out = subprocess.run(

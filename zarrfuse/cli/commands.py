@@ -16,7 +16,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from zarrfuse.cli import daemon, options, parser
+from zarrfuse.cli import daemon, extras, options, parser
 from zarrfuse.cli.parser import Handler
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
 from zarrfuse.fuse.config import MountConfig
@@ -176,6 +176,11 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
+# The commands that mount or talk to a mount: without the mount extra they stop before
+# anything else, saying what to install (the mount(8) helper path checks in mount_helper).
+NEEDS_MOUNT_EXTRA: tuple[Handler, ...] = (_mount, _stats, _demo)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``zarrfuse`` argument parser, each command bound to its handler here."""
     return parser.build_parser(HANDLERS)
@@ -215,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zarrfuse`` command; its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if _is_mount_helper_call(argv):
-        from zarrfuse.cli import mount_helper  # noqa: PLC0415
+        from zarrfuse.cli import mount_helper  # noqa: PLC0415  (only fstab's calls need it)
 
         return mount_helper.main(argv, prog="zarrfuse")
     arguments = build_parser()
@@ -227,6 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # usage error (2), --help or --version (0)
         return e.code if isinstance(e.code, int) else 2
     handler: Handler = args.handler
+    missing = extras.missing_mount_extra() if handler in NEEDS_MOUNT_EXTRA else None
+    if missing:
+        _complain(missing)
+        return 1
     debug = getattr(args, "debug", False)
     try:
         return handler(args)

@@ -27,7 +27,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from zarrfuse.cli import daemon, options
+from zarrfuse.cli import daemon, extras, options
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
 from zarrfuse.fuse.config import MountConfig
 
@@ -84,6 +84,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return 0 if e.code == 0 else EXIT_USAGE
     except ZarrFuseError as e:
         print(f"{prog}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    missing = extras.missing_mount_extra()
+    if missing:
+        print(f"{prog}: {missing}", file=sys.stderr)
         return EXIT_USAGE
     debug = config.debug
     if args.verbose:
