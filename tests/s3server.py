@@ -22,6 +22,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import boto3
+import pytest
 from moto.core.authorization import enable_iam_authentication
 from moto.moto_server.threaded_moto_server import MotoRequestHandler
 from moto.server import DomainDispatcherApplication, create_backend_app
@@ -181,4 +182,16 @@ def signatures_checked() -> Iterator[None]:
     requests mount daemons send them.
     """
     with enable_iam_authentication():
+        yield
+
+
+@contextmanager
+def aws_environment(values: dict[str, str]) -> Iterator[None]:
+    """The AWS variables ``values`` set, and none that would send a client elsewhere (a
+    profile, an endpoint): what a test's S3 clients, and the daemons it starts, find."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in values.items():
+            mp.setenv(name, value)
+        for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+            mp.delenv(name, raising=False)
         yield

@@ -21,7 +21,7 @@ import pytest
 
 import zarrfuse
 from tests.mounting import ZARRFUSE, mounted, requires_fuse, run_with_timeout
-from tests.s3server import S3Server, iam_user, signatures_checked
+from tests.s3server import S3Server, aws_environment, iam_user, signatures_checked
 from zarrfuse.api.s3 import StaticCredentials, normalize_storage_options, s3_client_config
 from zarrfuse.errors import ConfigurationError
 
@@ -172,17 +172,12 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in WRONG_ENV.items():
-            mp.setenv(name, value)
-        for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-            mp.delenv(name, raising=False)
-        with S3Server() as s3:
-            key, secret = iam_user(s3, "zarrfuse-options")
-            boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1",
-                         aws_access_key_id=key, aws_secret_access_key=secret,
-                         aws_session_token="").create_bucket(Bucket=BUCKET)
-            yield Server(s3, key, secret)
+    with aws_environment(WRONG_ENV), S3Server() as s3:
+        key, secret = iam_user(s3, "zarrfuse-options")
+        boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1",
+                     aws_access_key_id=key, aws_secret_access_key=secret,
+                     aws_session_token="").create_bucket(Bucket=BUCKET)
+        yield Server(s3, key, secret)
 
 
 @pytest.fixture

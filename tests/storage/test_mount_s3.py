@@ -21,7 +21,7 @@ import zarr
 
 import zarrfuse
 from tests.mounting import mounted, requires_fuse, run_with_timeout
-from tests.s3server import CREDENTIALS, S3Server
+from tests.s3server import CREDENTIALS, S3Server, aws_environment
 from zarrfuse.api import arrays as api
 from zarrfuse.errors import ConfigurationError, SourceError
 
@@ -35,14 +35,9 @@ MiB = 1 << 20
 def s3() -> Iterator[S3Server]:
     """One server for the module, with a bucket; credentials in the environment (the
     mount daemons inherit it, and find them there as on any machine)."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in CREDENTIALS.items():
-            mp.setenv(name, value)
-        for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-            mp.delenv(name, raising=False)
-        with S3Server() as server:
-            client(server).create_bucket(Bucket=BUCKET)
-            yield server
+    with aws_environment(CREDENTIALS), S3Server() as server:
+        client(server).create_bucket(Bucket=BUCKET)
+        yield server
 
 
 def client(server: S3Server):  # type: ignore[no-untyped-def]
