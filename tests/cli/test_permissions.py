@@ -1,0 +1,220 @@
+"""Who sees what: ownership and modes (--uid, --gid, --umask), allow_other, and mounting as a
+user other than root. Every mount is real, unmounted in teardown, and times out rather than
+hangs."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.cli.operating import REPO, chunk_files, mount_test, stats
+from tests.mounting import (
+    daemon_pid,
+    daemon_pids,
+    force_unmount,
+    is_mounted,
+    mounted,
+    requires_fuse,
+    run_with_timeout,
+    wait_exited,
+    wait_unmounted,
+)
+from zarrfuse.cli import control
+
+# --- ownership and modes --------------------------------------------------------------------
+
+
+def stat_of(path: Path) -> tuple[str, int, int]:
+    """(octal mode, uid, gid) as stat(1) prints them."""
+    mode, uid, gid = run_with_timeout(["stat", "-c", "%a %u %g", path], 10).stdout.split()
+    return mode, int(uid), int(gid)
+
+
+@pytest.mark.parametrize(
+    ("args", "dir_mode", "file_mode"),
+    [
+        ((), "755", "644"),
+        (("--umask", "027"), "750", "640"),
+        (("--umask", "0"), "777", "666"),
+        (("--umask", "002", "--read-only"), "555", "444"),
+    ],
+    ids=["default", "027", "000", "read-only"],
+)
+@mount_test
+def test_modes_follow_umask_as_seen_by_stat(args, dir_mode, file_mode, array_v3, mountpoint):
+    with mounted(array_v3, mountpoint, *args) as mnt:
+        chunk = chunk_files(mnt)[0]
+        assert stat_of(mnt)[0] == dir_mode
+        assert stat_of(chunk.parent)[0] == dir_mode
+        assert stat_of(chunk)[0] == file_mode
+        assert stat_of(mnt / "zarr.json")[0] == file_mode.replace("6", "4")  # never writable
+
+
+@mount_test
+def test_uid_and_gid_as_seen_by_stat(array_v3, mountpoint):
+    with mounted(array_v3, mountpoint, "--uid", "1234", "--gid", "2345") as mnt:
+        for path in (mnt, mnt / "zarr.json", chunk_files(mnt)[0]):
+            assert stat_of(path)[1:] == (1234, 2345), path
+    with mounted(array_v3, mountpoint) as mnt:  # default: the mounting user
+        assert stat_of(chunk_files(mnt)[0])[1:] == (os.getuid(), os.getgid())
+
+
+# --- other users: allow_other, and mounting as non-root --------------------------------------
+
+needs_useradd = pytest.mark.skipif(
+    shutil.which("useradd") is None or shutil.which("runuser") is None or os.geteuid() != 0,
+    reason="needs root, useradd and runuser",
+)
+
+
+@pytest.fixture(scope="module")
+def other_user() -> Iterator[pwd.struct_passwd]:
+    """A throw-away user (removed afterwards)."""
+    if shutil.which("useradd") is None or shutil.which("runuser") is None or os.geteuid() != 0:
+        pytest.skip("needs root, useradd and runuser")
+    name = f"zft{os.getpid() % 100000}"
+    subprocess.run(["userdel", name], capture_output=True)
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                   check=True, capture_output=True)
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        uid = pwd.getpwnam(name).pw_uid
+        subprocess.run(["userdel", name], capture_output=True)
+        shutil.rmtree(f"/tmp/zarrfuse-{uid}", ignore_errors=True)  # its control socket dir
+
+
+@pytest.fixture
+def shared_dir(other_user) -> Iterator[Path]:
+    """A directory everyone can enter (pytest's tmp_path is root-only), owned by the user."""
+    path = Path(tempfile.mkdtemp(prefix="zarrfuse-ops-", dir="/tmp"))
+    path.chmod(0o755)
+    os.chown(path, other_user.pw_uid, other_user.pw_gid)
+    try:
+        yield path
+    finally:
+        for mnt in path.glob("*mnt*"):
+            if is_mounted(mnt):
+                force_unmount(mnt)
+            for pid in daemon_pids(mnt):
+                if not wait_exited(pid):
+                    os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def as_user(user: pwd.struct_passwd, *cmd, **kwargs) -> subprocess.CompletedProcess[str]:
+    return run_with_timeout(["runuser", "-u", user.pw_name, "--", *cmd], 60, check=False, **kwargs)
+
+
+def copy_for(user: pwd.struct_passwd, source: Path, where: Path) -> Path:
+    target = where / source.name
+    shutil.copytree(source, target)
+    for p in [target, *target.rglob("*")]:
+        os.chown(p, user.pw_uid, user.pw_gid)
+    return target
+
+
+@requires_fuse
+@pytest.mark.fuse
+@pytest.mark.timeout(90)
+def test_allow_other_lets_other_users_in(other_user, shared_dir, array_v3):
+    mnt = shared_dir / "mnt"
+    mnt.mkdir()
+    with mounted(array_v3, mnt):  # root's mount, without allow_other: only root gets in
+        denied = as_user(other_user, "stat", "-c", "%a", mnt)
+        assert denied.returncode != 0 and "Permission denied" in denied.stderr
+    with mounted(array_v3, mnt, "-o", "allow_other", "--umask", "077"):
+        assert as_user(other_user, "stat", "-c", "%a", mnt).stdout.strip() == "700"
+        # default_permissions: the kernel applies the modes zarrfuse shows
+        refused = as_user(other_user, "ls", mnt)
+        assert refused.returncode != 0 and "Permission denied" in refused.stderr
+    with mounted(array_v3, mnt, "-o", "allow_other", "--uid", str(other_user.pw_uid)):
+        listing = as_user(other_user, "ls", mnt)
+        assert listing.returncode == 0 and "zarr.json" in listing.stdout.split()
+
+
+def user_zarrfuse(user: pwd.struct_passwd) -> list[str]:
+    """How ``user`` runs this checkout's zarrfuse: this Python if it can execute it, else the
+    system Python of the same version with the venv's packages on PYTHONPATH (the test venv may
+    live under /root, which other users cannot enter)."""
+    if as_user(user, sys.executable, "-c", "import zarrfuse").returncode == 0:
+        return [sys.executable, "-m", "zarrfuse"]
+    system = "/usr/bin/python3"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    probe = as_user(user, system, "-c", "import sys; print('%d.%d' % sys.version_info[:2])")
+    if probe.returncode != 0 or probe.stdout.strip() != version:
+        pytest.skip(f"no Python {version} that {user.pw_name} can run zarrfuse with")
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    command = ["env", f"PYTHONPATH={REPO}:{site}", system, "-m", "zarrfuse"]
+    if as_user(user, *command, "--version").returncode != 0:
+        pytest.skip(f"{user.pw_name} cannot import zarrfuse from {REPO} and {site}")
+    return command
+
+
+@contextmanager
+def fuse_device_mode(mode: int) -> Iterator[None]:
+    """/dev/fuse with ``mode`` for the test (as udev would set it), restored afterwards."""
+    old = stat.S_IMODE(os.stat("/dev/fuse").st_mode)
+    os.chmod("/dev/fuse", mode)
+    try:
+        yield
+    finally:
+        os.chmod("/dev/fuse", old)
+
+
+@requires_fuse
+@pytest.mark.fuse
+@pytest.mark.timeout(120)
+def test_non_root_user_mounts_and_unmounts(other_user, shared_dir, array_v3):
+    """Through the setuid fusermount3, on a directory the user owns, as on any Debian host.
+
+    libfuse and fusermount3 both open /dev/fuse with the user's own rights. Debian's udev makes
+    it 0666; where it is 0600 (no udev, as in some VMs and containers) no user can mount, and
+    zarrfuse says so in one line. Both cases are checked by setting the mode for the test.
+    """
+    zarrfuse = user_zarrfuse(other_user)
+    source = copy_for(other_user, array_v3, shared_dir)
+    mnt = shared_dir / "mnt"
+    mnt.mkdir()
+    os.chown(mnt, other_user.pw_uid, other_user.pw_gid)
+
+    with fuse_device_mode(0o600):
+        refused = as_user(other_user, *zarrfuse, "mount", source, mnt)
+        assert refused.returncode == 1
+        assert refused.stderr.strip() == (
+            f"zarrfuse: /dev/fuse is not readable and writable by uid {other_user.pw_uid} "
+            "(mode 0600); non-root mounts need it to be 0666, as udev makes it on most systems"
+        )
+        assert not is_mounted(mnt)
+
+    with fuse_device_mode(0o666):
+        try:
+            result = as_user(other_user, *zarrfuse, "mount", source, mnt, "--umask", "077")
+            assert result.returncode == 0, result.stderr
+            assert is_mounted(mnt)
+            listing = as_user(other_user, "stat", "-c", "%a %u %n", mnt / "zarr.json")
+            assert listing.stdout.split() == ["400", str(other_user.pw_uid), str(mnt / "zarr.json")]
+            # Without allow_other not even root may look inside a user's FUSE mount.
+            with pytest.raises(PermissionError):
+                os.stat(mnt / "zarr.json")
+            user_stats = as_user(other_user, *zarrfuse, "stats", "--json", mnt)
+            assert json.loads(user_stats.stdout)["mountpoint"] == str(mnt)
+            assert control.mount_owner(str(mnt)) == other_user.pw_uid
+            assert stats(mnt)["pid"] == daemon_pid(mnt)  # root finds the user's socket too
+            unmounted = as_user(other_user, "fusermount3", "-u", mnt)
+            assert unmounted.returncode == 0, unmounted.stderr
+            assert wait_unmounted(mnt)
+        finally:
+            force_unmount(mnt)
