@@ -203,10 +203,9 @@ def _is_mount_helper_call(argv: Sequence[str]) -> bool:
     mount.fuse3, which runs ``zarrfuse SOURCE MOUNTPOINT -o OPTIONS`` from PATH (always with
     ``-o``: it adds ``dev,suid`` or ``nosuid,nodev``). The first word is then not a command.
     """
-    commands = {"mount", "umount", "stats", "verify", "demo", "info", "convert-tiff", "repair-tiff"}
     return (
         len(argv) >= 3
-        and argv[0] not in commands
+        and argv[0] not in HANDLERS
         and not argv[0].startswith("-")
         and any(a.startswith("-o") for a in argv[2:])
     )
