@@ -8,6 +8,7 @@ mount has applied them) and the chunk source that reads its stored chunks.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -37,6 +38,7 @@ from zarrfuse.filesystem.chunk_source import ChunkSource
 from zarrfuse.filesystem.counters import Counters
 from zarrfuse.filesystem.render import FORMATS, check_renderable
 from zarrfuse.filesystem.rendered_source import RenderCache, RenderedSource
+from zarrfuse.filesystem.verify import ChunkCheck, checker_for_document
 from zarrfuse.filesystem.view import FanoutTree, view_encoding
 from zarrfuse.storage.base import Backend
 from zarrfuse.tiff.metadata import layout_for
@@ -60,6 +62,11 @@ class ArrayView:
     """Bytes of one decoded chunk (shard, for sharded arrays); None for variable-size types."""
     rendered: RenderedSource | None = None
     """For rendered views (tiff, npy, png): the array's chunks as image files."""
+
+    @functools.cached_property
+    def checker(self) -> ChunkCheck:
+        """How a written chunk is checked before it is stored; built on the first commit."""
+        return checker_for_document(self.metadata)
 
 
 @dataclass(frozen=True)
