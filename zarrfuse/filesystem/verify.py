@@ -114,14 +114,14 @@ class DecodeCheck:
         value = prototype.buffer.from_bytes(b"".join(views))
         try:
             sync(self.pipeline.decode([(value, spec)]))
-        except Exception as e:  # noqa: BLE001  (any codec's failure means: refused)
+        except Exception as e:  # any codec's failure means: refused
             raise _refused(coords, f"does not decode with the array's codecs ({self.codecs}): "
                                    f"{type(e).__name__}: {e}") from e
 
 
 def _codec_names(metadata: ArrayMetadata) -> str:
     if isinstance(metadata, ArrayV3Metadata):
-        return ", ".join(str(c.to_dict()["name"]) for c in metadata.codecs)  # type: ignore[index]
+        return ", ".join(str(c.to_dict()["name"]) for c in metadata.codecs)
     codecs = [*(metadata.filters or ()), *([metadata.compressor] if metadata.compressor else [])]
     return ", ".join(json.dumps(c.get_config()) for c in codecs) or "no filters or compressor"
 
