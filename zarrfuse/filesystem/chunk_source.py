@@ -144,6 +144,32 @@ class ChunkSource:
                     found[c] = size
         return found
 
+    async def listed_keys(
+        self, directory: str, chunk_at: Callable[[str], tuple[int, ...] | None]
+    ) -> tuple[list[str], dict[tuple[int, ...], int]]:
+        """One store directory (relative to the array) as the source layout lists it: its
+        subdirectory names, and the chunks whose key's last name ``chunk_at`` recognises
+        among its files (parts joined: coords -> logical size)."""
+        store_directory = (self._prefix + directory).rstrip("/")
+        listing = await self._listing(store_directory)
+        self.counters.store["list"] += 1
+        subdirs = await self._run(self.backend.list_subdirs, store_directory)
+        suffixes = [p.key_suffix for p in self.parts.parts]
+        parts: dict[tuple[int, ...], list[int | None]] = {}
+        for name, size in listing.items():
+            for index, suffix in enumerate(suffixes):
+                if not name.endswith(suffix):
+                    continue
+                coords = chunk_at(name[: len(name) - len(suffix)] if suffix else name)
+                if coords is not None:
+                    parts.setdefault(coords, [None] * len(suffixes))[index] = size
+        chunks: dict[tuple[int, ...], int] = {}
+        for coords, sizes in parts.items():
+            logical = _logical_size(sizes)
+            if logical is not None:
+                chunks[coords] = logical
+        return sorted(subdirs), chunks
+
     async def size(self, coords: tuple[int, ...]) -> int | None:
         """Logical size of one chunk, None if it is not stored.
 

@@ -20,6 +20,7 @@ __all__ = [
     "Entry",
     "FanoutDir",
     "GroupDir",
+    "KeyDir",
     "MetadataFile",
     "Namespace",
     "Node",
@@ -58,21 +59,32 @@ class ChunkFile:
 class ScratchFile:
     """A temporary file (an editor's or rsync's) held by the daemon, never stored."""
 
-    directory: GroupDir | ArrayRoot | FanoutDir
+    directory: GroupDir | ArrayRoot | FanoutDir | KeyDir
     name: str
 
 
 @dataclass(frozen=True)
+class KeyDir:
+    """A directory of an array's own keys (source layout): the names below the array."""
+
+    array: ArrayView
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class MetadataFile:
+    """A metadata document the node shows (``zarr.json``, ``.zarray``, ...)."""
+
     owner: ArrayView | GroupView
+    name: str = METADATA_NAME
 
     @property
     def data(self) -> bytes:
-        return self.owner.metadata_json
+        return self.owner.documents[self.name]
 
 
-Node = GroupDir | ArrayRoot | FanoutDir | ChunkFile | MetadataFile | ScratchFile
-DIRECTORY_NODES = (GroupDir, ArrayRoot, FanoutDir)
+Node = GroupDir | ArrayRoot | FanoutDir | KeyDir | ChunkFile | MetadataFile | ScratchFile
+DIRECTORY_NODES = (GroupDir, ArrayRoot, FanoutDir, KeyDir)
 
 
 @dataclass(frozen=True)
@@ -160,8 +172,9 @@ class Namespace:
     async def lookup(self, parent: Node, name: str) -> Entry:
         """The entry ``name`` in directory ``parent``; NotFound if there is none."""
         if isinstance(parent, GroupDir):
-            if name == METADATA_NAME:
-                return Entry(name, MetadataFile(parent.group), len(parent.group.metadata_json))
+            if name in parent.group.documents:
+                document = MetadataFile(parent.group, name)
+                return Entry(name, document, len(document.data))
             child = await self.catalog.open_child(parent.group.path, name)
             if child is None:
                 raise NotFound(f"{name!r}: no such node")
@@ -169,8 +182,11 @@ class Namespace:
             return Entry(name, node)
         if isinstance(parent, ArrayRoot):
             array = parent.array
-            if name == METADATA_NAME and array.rendered is None:
-                return Entry(name, MetadataFile(array), len(array.metadata_json))
+            if name in array.documents:
+                document = MetadataFile(array, name)
+                return Entry(name, document, len(document.data))
+            if array.keys is not None:
+                return await self._lookup_key(array, (), name)
             if not array.tree.has_chunks:
                 raise NotFound(f"{name!r}: the array has no chunks")
             chunk = self.chunk_named(parent, name)
@@ -181,11 +197,16 @@ class Namespace:
             raise NotFound(f"{name!r}: not part of the array")
         if isinstance(parent, FanoutDir):
             return await self._lookup_fanout(parent, name)
+        if isinstance(parent, KeyDir):
+            return await self._lookup_key(parent.array, parent.names, name)
         raise ZarrFuseError(f"{name!r}: parent is not a directory")  # pragma: no cover
 
     def parent_of(self, chunk: ChunkFile) -> tuple[Node, str]:
         """The directory that shows ``chunk``, and the chunk's name in it."""
         array = chunk.array
+        if array.keys is not None:
+            *names, name = array.keys.path(chunk.coords)
+            return (KeyDir(array, tuple(names)) if names else ArrayRoot(array)), name
         if not chunk.coords:
             return ArrayRoot(array), _scalar_name(array)
         *path, name = array.tree.encoding.encode_chunk_key(chunk.coords).split("/")[1:]
@@ -199,6 +220,10 @@ class Namespace:
     def chunk_named(self, parent: Node, name: str) -> ChunkFile | None:
         """The chunk file ``name`` would be in ``parent`` (stored or not), None if the name
         is not chunk-like there; NotAChunk if it is chunk-like but outside the grid."""
+        if isinstance(parent, ArrayRoot | KeyDir) and parent.array.keys is not None:
+            names = parent.names if isinstance(parent, KeyDir) else ()
+            coords = parent.array.keys.chunk_at((*names, name))
+            return None if coords is None else ChunkFile(parent.array, coords)
         if isinstance(parent, ArrayRoot):
             array = parent.array
             if not array.tree.grid and name == _scalar_name(array):
@@ -232,19 +257,57 @@ class Namespace:
             raise NotFound(f"{name!r}: not a directory of the grid")
         return Entry(name, FanoutDir(array, child))
 
+    async def _lookup_key(self, array: ArrayView, names: tuple[str, ...], name: str) -> Entry:
+        """``name`` in a directory of the array's own keys (source layout)."""
+        assert array.keys is not None
+        path = (*names, name)
+        if array.keys.is_directory(path):
+            return Entry(name, KeyDir(array, path))
+        try:
+            coords = array.keys.chunk_at(path)
+        except NotAChunk:
+            coords = None
+        if coords is None:
+            raise NotFound(f"{name!r}: not a chunk key of the array")
+        chunk = ChunkFile(array, coords)
+        return Entry(name, chunk, await self.size(chunk))
+
+    async def _list_keys(self, array: ArrayView, names: tuple[str, ...]) -> list[Entry]:
+        """A directory of the array's own keys, as the store lists it."""
+        keys = array.keys
+        assert keys is not None
+
+        def chunk_at(name: str) -> tuple[int, ...] | None:
+            try:
+                return keys.chunk_at((*names, name))
+            except NotAChunk:
+                return None
+
+        subdirs, chunks = await array.source.listed_keys("/".join(names), chunk_at)
+        entries = [
+            Entry(name, KeyDir(array, (*names, name)))
+            for name in subdirs
+            if keys.is_directory((*names, name))
+        ]
+        entries += [
+            Entry(keys.path(coords)[-1], ChunkFile(array, coords), size)
+            for coords, size in chunks.items()
+        ]
+        return sorted(entries, key=lambda e: e.name)
+
     async def list(self, directory: Node) -> list[Entry]:
         """Every entry of a directory, in a stable order."""
         if isinstance(directory, GroupDir):
             group = directory.group
-            entries = [Entry(METADATA_NAME, MetadataFile(group), len(group.metadata_json))]
+            entries = _documents(group)
             for name in await self.catalog.child_names(group.path):
                 entries.append(await self.lookup(directory, name))
             return entries
         if isinstance(directory, ArrayRoot):
             array = directory.array
-            entries = []
-            if array.rendered is None:  # a rendered view is not a Zarr array: no zarr.json
-                entries.append(Entry(METADATA_NAME, MetadataFile(array), len(array.metadata_json)))
+            entries = _documents(array)  # none in rendered views: they are not Zarr arrays
+            if array.keys is not None:
+                return entries + await self._list_keys(array, ())
             if array.tree.has_chunks and array.tree.grid:
                 entries.append(Entry("c", FanoutDir(array, ROOT)))
             elif array.tree.has_chunks:
@@ -271,7 +334,17 @@ class Namespace:
                 )
                 for c, size in sorted(stored.items())
             ]
+        if isinstance(directory, KeyDir):
+            return await self._list_keys(directory.array, directory.names)
         raise NotFound("not a directory")
+
+
+def _documents(owner: ArrayView | GroupView) -> list[Entry]:
+    return [
+        Entry(name, document, len(document.data))
+        for name in sorted(owner.documents)
+        if (document := MetadataFile(owner, name))
+    ]
 
 
 def _scalar_name(array: ArrayView) -> str:
