@@ -172,3 +172,12 @@ def test_malformed_v2_document_is_refused_with_its_name(tmp_path):
         [*ZARRFUSE, "mount", tmp_path / "bad.zarr", tmp_path / "mnt"], 30, check=False)
     assert result.returncode != 0
     assert ".zarray is not valid JSON" in result.stderr
+
+
+def test_rendered_view_of_a_v2_array_decodes_its_chunks(tmp_path):
+    data = np.arange(12 * 10, dtype="<u2").reshape(12, 10)
+    _v2(tmp_path / "a.zarr", shape=data.shape, chunks=(6, 5), dtype="<u2",
+        compressors=numcodecs.Zlib(), order="F")[:] = data
+    with mounted(tmp_path / "a.zarr", tmp_path / "mnt", "--read-only", "--format", "npy") as mnt:
+        assert not (mnt / "zarr.json").exists() and not (mnt / ".zarray").exists()
+        np.testing.assert_array_equal(np.load(mnt / "c/0/001/0/001.npy"), data[6:, 5:])
