@@ -38,7 +38,7 @@ from zarrfuse.filesystem.counters import Counters
 from zarrfuse.filesystem.render import FORMATS, check_renderable
 from zarrfuse.filesystem.rendered_source import RenderCache, RenderedSource
 from zarrfuse.filesystem.view import FanoutTree, view_encoding
-from zarrfuse.storage.base import Backend
+from zarrfuse.storage.base import Backend, Document
 from zarrfuse.tiff.metadata import layout_for
 
 __all__ = ["ArrayView", "Catalog", "GroupView", "Rendering"]
@@ -60,6 +60,9 @@ class ArrayView:
     """Bytes of one decoded chunk (shard, for sharded arrays); None for variable-size types."""
     rendered: RenderedSource | None = None
     """For rendered views (tiff, npy, png): the array's chunks as image files."""
+    metadata_time_ns: int = 0
+    """The stored ``zarr.json``'s time: the array's directories show it, and so do the
+    chunks of a rendered view that are not stored."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ class GroupView:
 
     path: str
     metadata_json: bytes
+    metadata_time_ns: int = 0
+    """The stored ``zarr.json``'s time, which the group's directory shows."""
 
 
 def _join(*parts: str) -> str:
@@ -90,7 +95,7 @@ class _ChildView:
     """A group child's ``zarr.json`` as read at ``read_at`` (monotonic), and its view (None:
     no readable v3 node there)."""
 
-    raw: bytes | None
+    raw: Document | None
     view: ArrayView | GroupView | None
     read_at: float
 
@@ -120,13 +125,23 @@ class Catalog:
         self._ttl = listing_ttl
         self._children: dict[str, _ChildView] = {}
 
-    def view_for(self, path: str, metadata: dict[str, Any]) -> ArrayView | GroupView:
-        """A view of the node at ``path`` with parsed ``zarr.json`` ``metadata``; no I/O."""
+    def view_for(
+        self, path: str, metadata: dict[str, Any], metadata_time_ns: int = 0
+    ) -> ArrayView | GroupView:
+        """A view of the node at ``path`` with parsed ``zarr.json`` ``metadata``, stored at
+        ``metadata_time_ns``; no I/O."""
         if metadata.get("node_type") == "group":
             view: ArrayView | GroupView = GroupView(path, json.dumps(metadata, indent=2).encode())
         else:
             view = self._array_view(path, metadata)
+        view.metadata_time_ns = metadata_time_ns
         return view
+
+    def metadata_time_ns(self, path: str) -> int:
+        """The time of the node's stored ``zarr.json`` (0 if it is gone). Blocks: for the
+        mount's root, before the mount serves."""
+        document = self.backend.read_document(_join(path, "zarr.json"))
+        return 0 if document is None else document.mtime_ns
 
     def _array_view(self, path: str, metadata: dict[str, Any]) -> ArrayView:
         encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
@@ -208,18 +223,22 @@ class Catalog:
             return cached.view
         self.counters.store["read"] += 1
         raw = await trio.to_thread.run_sync(
-            self.backend.read_all, _join(path, "zarr.json"), limiter=self._limiter
+            self.backend.read_document, _join(path, "zarr.json"), limiter=self._limiter
         )
-        if cached is not None and raw == cached.raw:
-            self._children[path] = dataclasses.replace(cached, read_at=now)
+        if cached is not None and raw is not None and cached.raw is not None and (
+            raw.data == cached.raw.data
+        ):
+            if cached.view is not None:  # the same document, perhaps rewritten: its new time
+                cached.view.metadata_time_ns = raw.mtime_ns
+            self._children[path] = dataclasses.replace(cached, raw=raw, read_at=now)
             return cached.view
         view = None
         if raw is not None:
             try:
-                metadata = json.loads(raw)
+                metadata = json.loads(raw.data)
                 if not isinstance(metadata, dict) or metadata.get("zarr_format") != 3:
                     raise ConfigurationError("not a Zarr v3 node")
-                view = self.view_for(path, metadata)
+                view = self.view_for(path, metadata, raw.mtime_ns)
             except (ValueError, ZarrFuseError) as e:
                 log.warning("skipping %s: %s", path, e)
         self._children[path] = _ChildView(raw, view, now)

@@ -134,6 +134,7 @@ class Committer:
         views = data.pieces()
         if node.array.rendered is not None:
             await node.array.rendered.write(node.coords, b"".join(views))
+            node.array.source.forget(node.array.rendered.stored_coords(node.coords))
         else:
             if self.options.verify:
                 await trio.to_thread.run_sync(

@@ -126,7 +126,9 @@ def build_filesystem(
             cache=RenderCache(config.cache_mb << 20),
         ),
     )
-    view = catalog.view_for(store_path.path, metadata)
+    view = catalog.view_for(
+        store_path.path, metadata, catalog.metadata_time_ns(store_path.path)
+    )
     root = ArrayRoot(view) if isinstance(view, ArrayView) else GroupDir(view)
     kind = "array" if isinstance(view, ArrayView) else "group"
     options = WriteOptions(
