@@ -90,6 +90,10 @@ class OpenWriters:
             return None
         return len(max(writers, key=lambda w: w.serial).data)
 
+    def dirty(self, node: ChunkFile) -> bool:
+        """Whether a writer of ``node`` holds changes not yet committed."""
+        return any(w.dirty for w in self._by_chunk.get(node, ()))
+
     def chunks(self) -> list[ChunkFile]:
         return list(self._by_chunk)
 

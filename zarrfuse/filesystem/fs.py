@@ -65,7 +65,7 @@ class FileSystem(ReadingFileSystem):
         if (
             isinstance(node, ChunkFile)
             and node.array.rendered is None
-            and self.writers.size(node) is None
+            and not self.writers.dirty(node)  # its commit will set the time anew
             and await node.array.source.set_time(node.coords, mtime_ns)
         ):
             self._times.pop(node, None)
