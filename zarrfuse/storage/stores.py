@@ -62,7 +62,8 @@ class StoreBackend:
         """Size and time in one request: fsspec's ``info``, else zarr's ``getsize``."""
         try:
             if isinstance(self.store, FsspecStore):
-                info = await self.store.fs._info(f"{self.store.path.rstrip('/')}/{key}")
+                root = self.store.path.rstrip("/")
+                info = await self.store.fs._info(f"{root}/{key}" if root else key)
                 if info.get("type") == "directory":
                     return None
                 return Stat(int(info["size"]), _info_time(info) or self.fallback_time_ns)
