@@ -48,7 +48,7 @@ from zarrfuse.filesystem.render import FORMATS, check_renderable
 from zarrfuse.filesystem.rendered_source import RenderCache, RenderedSource
 from zarrfuse.filesystem.source_keys import SourceKeys
 from zarrfuse.filesystem.view import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
-from zarrfuse.storage.base import Backend
+from zarrfuse.storage.base import Backend, Document
 from zarrfuse.tiff.metadata import layout_for
 
 __all__ = ["ArrayView", "Catalog", "GroupView", "Rendering"]
@@ -74,6 +74,9 @@ class ArrayView:
     keys: SourceKeys | None = None
     """Source layout of a ``default``/``v2`` encoded array: files at its own keys, not
     ``tree`` (which then only knows the grid)."""
+    metadata_time_ns: int = 0
+    """The time of the stored metadata (the newest document): the array's documents and
+    directories show it, and so do the chunks of a rendered view that are not stored."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ class GroupView:
 
     path: str
     documents: Documents
+    metadata_time_ns: int = 0
+    """The time of the stored metadata (the newest document), which the group shows."""
 
 
 def _join(*parts: str) -> str:
@@ -114,6 +119,8 @@ class _Loaded:
     """A node read from the store, with its consolidated members (groups that have them)."""
 
     node: StoredNode
+    time_ns: int
+    """The newest of the node's stored documents."""
     members: dict[str, StoredNode | None] | None = None
 
     @property
@@ -152,37 +159,42 @@ class Catalog:
 
     # --- reading nodes (blocking: run in worker threads, or before mounting) ------------
 
-    def read_node(self, path: str) -> StoredNode | None:
-        """The node stored at ``path``; None if there is none. Blocking.
-
-        Raises ZarrFuseError for documents that are malformed or unsupported.
-        """
-        where = path or "/"
-        v3 = self.backend.read_all(_join(path, V3_NAME))
+    def _read_documents(self, path: str) -> dict[str, Document | None]:
+        """The node's stored documents: ``zarr.json``, else the v2 ones. Blocking."""
+        v3 = self.backend.read_document(_join(path, V3_NAME))
         if v3 is not None:
-            return parse_node(where, {V3_NAME: v3})
-        raw = {name: self.backend.read_all(_join(path, name)) for name in V2_NAMES}
-        if raw[".zarray"] is None and raw[".zgroup"] is None:
+            return {V3_NAME: v3}
+        return {name: self.backend.read_document(_join(path, name)) for name in V2_NAMES}
+
+    def read_node(self, path: str) -> tuple[StoredNode, int] | None:
+        """The node stored at ``path`` and its time (the newest document's); None if there
+        is none. Blocking. Raises ZarrFuseError for documents that are malformed or
+        unsupported."""
+        documents = self._read_documents(path)
+        if not any(documents.get(name) for name in (V3_NAME, ".zarray", ".zgroup")):
             return None
-        return parse_node(where, raw)
+        node = parse_node(path or "/", {n: d.data if d else None for n, d in documents.items()})
+        return node, max(d.mtime_ns for d in documents.values() if d is not None)
 
     def load(self, path: str, node: StoredNode | None = None) -> _Loaded | None:
         """The node at ``path`` (``node`` if already read) and, for a group with
         consolidated metadata, each member's node (None where unreadable). Blocking."""
-        node = node if node is not None else self.read_node(path)
-        if node is None:
+        read = self.read_node(path)
+        if read is None:
             return None
+        node = node if node is not None else read[0]
         paths = member_paths(node) if node.node_type == "group" else None
         if paths is None:
-            return _Loaded(node)
+            return _Loaded(node, read[1])
         members: dict[str, StoredNode | None] = {}
         for member in paths:
             try:
-                members[member] = self.read_node(_join(path, member))
+                found = self.read_node(_join(path, member))
             except ZarrFuseError as e:
                 log.warning("consolidated member %s left out: %s", _join(path, member), e)
-                members[member] = None
-        return _Loaded(node, members)
+                found = None
+            members[member] = None if found is None else found[0]
+        return _Loaded(node, read[1], members)
 
     # --- building views (no I/O) ---------------------------------------------------------
 
@@ -190,7 +202,9 @@ class Catalog:
         """The view of a node read by :meth:`load`."""
         node = loaded.node
         if node.node_type == "array":
-            return self._array_view(path, node)
+            view = self._array_view(path, node)
+            view.metadata_time_ns = loaded.time_ns
+            return view
         members = None
         if loaded.members is not None:
             members = {
@@ -198,7 +212,7 @@ class Catalog:
                 for member, stored in loaded.members.items()
             }
         documents = {} if self._rendering else group_documents(node, self.layout, members)
-        return GroupView(path, documents)
+        return GroupView(path, documents, loaded.time_ns)
 
     def _documents_of(self, path: str, node: StoredNode | None) -> Documents | None:
         """What a consolidated member shows (None: it is not shown)."""
@@ -312,6 +326,8 @@ class Catalog:
             loaded = None
         raw = loaded.raw if loaded is not None else (None,)
         if cached is not None and raw == cached.raw:
+            if cached.view is not None and loaded is not None:  # rewritten, same bytes
+                cached.view.metadata_time_ns = loaded.time_ns
             self._children[path] = dataclasses.replace(cached, read_at=now)
             return cached.view
         view = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
 from zarrfuse.filesystem.catalog import ArrayView, Catalog, GroupView
 from zarrfuse.filesystem.view import ROOT, DirPosition
+from zarrfuse.storage.base import Stat
 
 __all__ = [
     "ArrayRoot",
@@ -89,11 +90,12 @@ DIRECTORY_NODES = (GroupDir, ArrayRoot, FanoutDir, KeyDir)
 
 @dataclass(frozen=True)
 class Entry:
-    """A named node and, for files, its size."""
+    """A named node and, for files, its size and time (None: the node's fixed time)."""
 
     name: str
     node: Node
     size: int = 0
+    mtime_ns: int | None = None
 
 
 class Namespace:
@@ -156,18 +158,59 @@ class Namespace:
 
     # --- names ---------------------------------------------------------------------------
 
+    @staticmethod
+    def fixed_time(node: Node) -> int:
+        """The time of a node that has no stored object of its own: that of its array's or
+        group's ``zarr.json`` (directories, metadata files, unstored chunks of a rendered
+        view). Stable across remounts, and moved only by rewriting the document."""
+        if isinstance(node, GroupDir):
+            return node.group.metadata_time_ns
+        if isinstance(node, MetadataFile):
+            return node.owner.metadata_time_ns
+        if isinstance(node, ScratchFile):
+            return Namespace.fixed_time(node.directory)
+        return node.array.metadata_time_ns
+
+    async def stat(self, node: Node) -> Stat:
+        """Current size and time of a node; NotFound if a chunk is no longer stored."""
+        if isinstance(node, MetadataFile):
+            return Stat(len(node.data), node.owner.metadata_time_ns)
+        if not isinstance(node, ChunkFile):
+            return Stat(0, self.fixed_time(node))
+        array = node.array
+        if array.rendered is not None:  # the stored chunk's (shard's) time, if it is stored
+            stored = await array.source.stat(array.rendered.stored_coords(node.coords))
+            mtime_ns = array.metadata_time_ns if stored is None else stored.mtime_ns
+            return Stat(array.rendered.size(node.coords), mtime_ns)
+        stat = await array.source.stat(node.coords)
+        if stat is None:
+            raise NotFound(f"chunk {node.coords} of {array.path or '/'} is not stored")
+        return stat
+
     async def size(self, node: Node) -> int:
         """Current size of a file node; NotFound if a chunk is no longer stored."""
-        if isinstance(node, MetadataFile):
-            return len(node.data)
-        if isinstance(node, ChunkFile):
-            if node.array.rendered is not None:
-                return node.array.rendered.size(node.coords)
-            size = await node.array.source.size(node.coords)
-            if size is None:
-                raise NotFound(f"chunk {node.coords} of {node.array.path or '/'} is not stored")
-            return size
-        return 0
+        return (await self.stat(node)).size
+
+    async def _file_entry(self, name: str, node: ChunkFile) -> Entry:
+        stat = await self.stat(node)
+        return Entry(name, node, stat.size, stat.mtime_ns)
+
+    async def _rendered_stats(
+        self, array: ArrayView, done: tuple[int, ...], lo: int, hi: int
+    ) -> dict[int, Stat]:
+        """Every chunk ``(*done, c)`` of a rendered leaf directory, timed by the stored chunk
+        that holds it (one listing of the stored chunks, as for a raw view)."""
+        rendered = array.rendered
+        assert rendered is not None
+        per = rendered.per_stored[-1]
+        *stored_done, first = rendered.stored_coords((*done, lo))
+        stored = await array.source.stored_stats(tuple(stored_done), first, hi // per)
+        out = {}
+        for c in range(lo, hi + 1):
+            holder = stored.get(c // per)
+            mtime_ns = array.metadata_time_ns if holder is None else holder.mtime_ns
+            out[c] = Stat(rendered.size((*done, c)), mtime_ns)
+        return out
 
     async def lookup(self, parent: Node, name: str) -> Entry:
         """The entry ``name`` in directory ``parent``; NotFound if there is none."""
@@ -191,7 +234,7 @@ class Namespace:
                 raise NotFound(f"{name!r}: the array has no chunks")
             chunk = self.chunk_named(parent, name)
             if chunk is not None:
-                return Entry(name, chunk, await self.size(chunk))
+                return await self._file_entry(name, chunk)
             if array.tree.grid and name == "c":
                 return Entry(name, FanoutDir(array, ROOT))
             raise NotFound(f"{name!r}: not part of the array")
@@ -251,7 +294,7 @@ class Namespace:
                 chunk = None
             if chunk is None:
                 raise NotFound(f"{name!r}: not a chunk of the grid")
-            return Entry(name, chunk, await self.size(chunk))
+            return await self._file_entry(name, chunk)
         child = array.tree.child(pos, name)
         if not isinstance(child, DirPosition):
             raise NotFound(f"{name!r}: not a directory of the grid")
@@ -269,8 +312,7 @@ class Namespace:
             coords = None
         if coords is None:
             raise NotFound(f"{name!r}: not a chunk key of the array")
-        chunk = ChunkFile(array, coords)
-        return Entry(name, chunk, await self.size(chunk))
+        return await self._file_entry(name, ChunkFile(array, coords))
 
     async def _list_keys(self, array: ArrayView, names: tuple[str, ...]) -> list[Entry]:
         """A directory of the array's own keys, as the store lists it."""
@@ -290,8 +332,8 @@ class Namespace:
             if keys.is_directory((*names, name))
         ]
         entries += [
-            Entry(keys.path(coords)[-1], ChunkFile(array, coords), size)
-            for coords, size in chunks.items()
+            Entry(keys.path(coords)[-1], ChunkFile(array, coords), stat.size, stat.mtime_ns)
+            for coords, stat in chunks.items()
         ]
         return sorted(entries, key=lambda e: e.name)
 
@@ -313,7 +355,7 @@ class Namespace:
             elif array.tree.has_chunks:
                 scalar = ChunkFile(array, ())
                 with contextlib.suppress(NotFound):
-                    entries.append(Entry(_scalar_name(array), scalar, await self.size(scalar)))
+                    entries.append(await self._file_entry(_scalar_name(array), scalar))
             return entries
         if isinstance(directory, FanoutDir):
             array, pos = directory.array, directory.pos
@@ -325,14 +367,17 @@ class Namespace:
                 ]
             lo, hi = array.tree.leaf_range(pos)
             if array.rendered is not None:  # every chunk of the grid renders
-                stored = {c: array.rendered.size((*pos.done, c)) for c in range(lo, hi + 1)}
+                stored = await self._rendered_stats(array, pos.done, lo, hi)
             else:
-                stored = await array.source.stored_sizes(pos.done, lo, hi)
+                stored = await array.source.stored_stats(pos.done, lo, hi)
             return [
                 Entry(
-                    array.tree.file_name(c) + array.suffix, ChunkFile(array, (*pos.done, c)), size
+                    array.tree.file_name(c) + array.suffix,
+                    ChunkFile(array, (*pos.done, c)),
+                    stat.size,
+                    stat.mtime_ns,
                 )
-                for c, size in sorted(stored.items())
+                for c, stat in sorted(stored.items())
             ]
         if isinstance(directory, KeyDir):
             return await self._list_keys(directory.array, directory.names)
