@@ -130,7 +130,8 @@ READERS = [
     Reader("tensorstore", knows_fanout=False),
     Reader("xarray-consolidated", knows_fanout=True, applies=lambda name: "xarray" in name),
     Reader("xarray", knows_fanout=True, applies=lambda name: "xarray" in name),
-    Reader("ngff-zarr", knows_fanout=True, applies=lambda name: name.startswith("ome-")),
+    # ngff-zarr reads zarr.json through zarrista (Rust), not zarr-python: no fanout there.
+    Reader("ngff-zarr", knows_fanout=False, applies=lambda name: name.startswith("ome-")),
 ]
 
 UNSUPPORTED = {

@@ -22,6 +22,15 @@ CELLS = [pytest.param(reader, layout, name, id=f"{reader.name}-{layout}-{name}")
          if reader.applies(name)]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _mount_what_is_selected(request: pytest.FixtureRequest, mounts) -> None:
+    """Every mount the selected tests of this module need, made in parallel up front."""
+    keys = {(item.callspec.params["name"], item.callspec.params["layout"])
+            for item in request.session.items
+            if item.module is request.module and hasattr(item, "callspec")}
+    mounts.prepare(keys)
+
+
 @pytest.mark.parametrize(("reader", "layout", "name"), CELLS)
 def test_reader_through_mount(reader: Reader, layout: str, name: str, datasets, mounts,
                               read_with) -> None:
