@@ -15,7 +15,8 @@ from tests.conformance.expect import assert_reads, assert_refuses
 from tests.conformance.readers import READERS, Reader
 from tests.conformance.writers import WRITERS
 
-pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
+# 300 s: the first test may build the plugin-free venv and makes every mount up front.
+pytestmark = [pytest.mark.fuse, pytest.mark.timeout(300)]
 
 CELLS = [pytest.param(reader, layout, name, id=f"{reader.name}-{layout}-{name}")
          for name in WRITERS for layout in ("fanout", "source") for reader in READERS

@@ -15,6 +15,9 @@ from tests.conformance.readers import READERS, Reader
 from tests.conformance.results import equal
 from tests.conformance.writers import WRITERS
 
+# The first test here may build the plugin-free venv (a minute on a cold pip cache).
+pytestmark = pytest.mark.timeout(300)
+
 CELLS = [pytest.param(reader, name, id=f"{reader.name}-{name}")
          for name in WRITERS for reader in READERS if reader.applies(name)]
 
