@@ -93,7 +93,10 @@ class PlainZarr:
     def __init__(self, python: Path, timeout: float = 60.0) -> None:
         self.timeout = timeout
         self.proc = subprocess.Popen(
-            [str(python), "-c", READER_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            # -I: no PYTHON* variables and not the working directory on sys.path, whose
+            # zarrfuse.egg-info (a checkout's) would register the plugins after all.
+            [str(python), "-I", "-c", READER_SCRIPT], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             text=True, start_new_session=True,
         )
         self._expect("ready")
