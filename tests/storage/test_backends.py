@@ -1,4 +1,5 @@
-"""LocalBackend's part writes: every byte lands, in order, whatever the pieces look like."""
+"""Backends: LocalBackend's part writes land every byte, in order, whatever the pieces look
+like; every backend tells each object's time along with its size."""
 
 from __future__ import annotations
 
@@ -7,8 +8,13 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+from zarr.storage import FsspecStore, ZipStore
 
+from zarrfuse.storage.base import Stat
 from zarrfuse.storage.local import WRITE_STEP, LocalBackend
+from zarrfuse.storage.stores import StoreBackend
 
 piece_sizes = st.sampled_from([0, 1, 7, 4096, WRITE_STEP - 1, WRITE_STEP, WRITE_STEP + 3, 3 << 20])
 
@@ -27,3 +33,25 @@ def test_write_of_more_pieces_than_one_writev_takes(tmp_path: Path):
     pieces = [os.urandom(3) for _ in range(3 * os.sysconf("SC_IOV_MAX") + 5)]
     LocalBackend(tmp_path).write("k", [memoryview(p) for p in pieces])
     assert (tmp_path / "k").read_bytes() == b"".join(pieces)
+
+
+def test_local_write_returns_the_stored_time_and_listings_carry_it(tmp_path: Path):
+    backend = LocalBackend(tmp_path)
+    written = backend.write("c/0", [memoryview(b"abc")])
+    assert written == os.stat(tmp_path / "c/0").st_mtime_ns
+    assert backend.list_stats("c") == {"0": Stat(3, written)} and backend.stat("c/0") == Stat(
+        3, written)
+    assert backend.set_mtime("c/0", 10**18) and backend.stat("c/0") == Stat(3, 10**18)
+
+
+def test_other_stores_give_their_own_times_or_a_stable_one(tmp_path: Path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d/k").write_bytes(b"xy")
+    os.utime(tmp_path / "d/k", ns=(1, 1_500_000_000_000_000_000))
+    fsspec_store = FsspecStore.from_url(f"file://{tmp_path}")
+    assert StoreBackend(fsspec_store).list_stats("d") == {"k": Stat(2, 1_500_000_000_000_000_000)}
+    with ZipStore(tmp_path / "a.zip", mode="w") as zipped:
+        sync(zipped.set("d/k", default_buffer_prototype().buffer.from_bytes(b"xyz")))
+    zip_time = os.stat(tmp_path / "a.zip").st_mtime_ns
+    backend = StoreBackend(sync(ZipStore.open(tmp_path / "a.zip", mode="r")))
+    assert backend.stat("d/k") == Stat(3, zip_time) and not backend.set_mtime("d/k", 5)

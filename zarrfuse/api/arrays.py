@@ -6,7 +6,6 @@ exists for ``concat-parts``, which zarr-python refuses, and for clear errors on 
 
 from __future__ import annotations
 
-import json
 import os
 import urllib.parse
 from typing import Any, Literal
@@ -18,13 +17,20 @@ from zarr.core.sync import sync
 from zarr.storage import StorePath, ZipStore
 from zarr.storage._common import make_store_path
 
+from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
 from zarrfuse.api.s3 import is_s3_url, open_s3
 from zarrfuse.errors import ConfigurationError, SourceError, ZarrFuseError
-from zarrfuse.extensions.chunk_keys import parse_encoding
 from zarrfuse.extensions.concat_parts_store import ConcatPartsStore
 from zarrfuse.extensions.transformers import ConcatParts, parse_storage_transformers
 
-__all__ = ["create_array", "open_array", "open_store_path", "read_node_metadata", "wrap_array"]
+__all__ = [
+    "create_array",
+    "open_array",
+    "open_store_path",
+    "read_node",
+    "read_node_metadata",
+    "wrap_array",
+]
 
 AccessMode = Literal["r", "r+", "a"]
 
@@ -72,34 +78,25 @@ async def open_store_path(
         raise SourceError(f"{source}: cannot open as a Zarr store: {e}") from e
 
 
-async def read_node_metadata(store_path: StorePath) -> dict[str, Any]:
-    """The parsed ``zarr.json`` of the node at ``store_path``, checked to be Zarr v3."""
+async def read_node(store_path: StorePath) -> StoredNode:
+    """The node at ``store_path``: its ``zarr.json``, else its Zarr v2 documents."""
     where = f"{store_path.store}/{store_path.path}".rstrip("/")
-    raw = await store_path.store.get(
-        f"{store_path.path}/zarr.json" if store_path.path else "zarr.json",
-        default_buffer_prototype(),
-    )
-    if raw is None:
-        raise SourceError(f"{where}: no zarr.json here; not a Zarr v3 array or group")
-    try:
-        document = json.loads(raw.to_bytes())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigurationError(f"{where}/zarr.json is not valid JSON: {e}") from e
-    if not isinstance(document, dict):
-        raise ConfigurationError(f"{where}/zarr.json is not a JSON object")
-    if document.get("zarr_format") != 3:
-        raise ConfigurationError(
-            f"{where}/zarr.json: zarr_format is {document.get('zarr_format')!r}, expected 3"
-        )
-    if document.get("node_type") not in ("array", "group"):
-        raise ConfigurationError(
-            f"{where}/zarr.json: node_type is {document.get('node_type')!r}, "
-            "expected 'array' or 'group'"
-        )
-    if document["node_type"] == "array":
-        parse_encoding(document.get("chunk_key_encoding", "default"))
-        parse_storage_transformers(document.get("storage_transformers"))
-    return document
+    prototype = default_buffer_prototype()
+
+    async def get(name: str) -> bytes | None:
+        key = f"{store_path.path}/{name}" if store_path.path else name
+        found = await store_path.store.get(key, prototype)
+        return None if found is None else found.to_bytes()
+
+    v3 = await get(V3_NAME)
+    if v3 is not None:
+        return parse_node(where, {V3_NAME: v3})
+    return parse_node(where, {name: await get(name) for name in V2_NAMES})
+
+
+async def read_node_metadata(store_path: StorePath) -> dict[str, Any]:
+    """The node's metadata as one v3-shaped document (v2 nodes converted; see ``nodes``)."""
+    return (await read_node(store_path)).metadata
 
 
 def wrap_array(store_path: StorePath, metadata: dict[str, Any], *, writable: bool) -> StorePath:
@@ -121,7 +118,7 @@ def open_array(
     mode: AccessMode = "r",
     storage_options: dict[str, Any] | None = None,
 ) -> zarr.Array:
-    """Open any Zarr v3 array, applying a ``concat-parts`` storage transformer if it has one.
+    """Open any Zarr array, v3 or v2, applying a ``concat-parts`` storage transformer if any.
 
     ``source`` is a local path, a URL zarr-python understands (``file://``, ``s3://``, a
     ``.zip`` file) or a zarr Store. Raises :class:`~zarrfuse.errors.SourceError` or
@@ -130,10 +127,12 @@ def open_array(
     if mode not in ("r", "r+", "a"):
         raise ValueError(f"mode must be 'r', 'r+' or 'a', got {mode!r}")
     store_path = sync(open_store_path(source, mode=mode, storage_options=storage_options))
-    metadata = sync(read_node_metadata(store_path))
-    if metadata["node_type"] != "array":
+    node = sync(read_node(store_path))
+    if node.node_type != "array":
         raise SourceError(f"{source}: is a Zarr group, not an array")
-    wrapped = wrap_array(store_path, metadata, writable=mode != "r")
+    if node.zarr_format == 2:
+        return zarr.open_array(store_path, mode=mode, zarr_format=2)
+    wrapped = wrap_array(store_path, node.metadata, writable=mode != "r")
     return zarr.open_array(wrapped, mode=mode, zarr_format=3)
 
 

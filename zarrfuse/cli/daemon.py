@@ -252,6 +252,8 @@ def mount_argv(config: MountConfig) -> list[str]:
         argv.append(f"--umask={config.umask:03o}")
     if config.format != MountConfig.format:
         argv.append(f"--format={config.format}")
+    if config.layout != MountConfig.layout:
+        argv.append(f"--layout={config.layout}")
     if config.cache_mb != MountConfig.cache_mb:
         argv.append(f"--cache-mb={config.cache_mb}")
     if config.metadata_ttl is not None:

@@ -28,6 +28,7 @@ from zarr.core.sync import sync
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import open_array, open_store_path, read_node_metadata
+from zarrfuse.api.nodes import V2_NAMES, V3_NAME
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, encode_chunk_key, parse_encoding
@@ -77,10 +78,11 @@ def find_arrays(store_path: StorePath) -> Iterator[tuple[str, dict[str, Any] | N
         return sorted([n async for n in store.list_dir(prefix)])
 
     for name in sync(names()):
-        if name == "zarr.json":
+        if name in (V3_NAME, *V2_NAMES):
             continue
         child = StorePath(store, _join(store_path.path, name))
-        if not sync(store.exists(f"{child.path}/zarr.json")):
+        if not any(sync(store.exists(f"{child.path}/{doc}"))
+                   for doc in (V3_NAME, ".zarray", ".zgroup")):
             continue
         try:
             yield from find_arrays(child)
@@ -102,7 +104,7 @@ def stored_chunks(store: Store, path: str, metadata: dict[str, Any]) -> list[tup
     found = set()
     for key in sync(keys()):
         relative = key[len(prefix) :]
-        if relative == "zarr.json":
+        if relative in (V3_NAME, *V2_NAMES):
             continue
         try:
             coords = decode_chunk_key(encoding, relative, len(shape))

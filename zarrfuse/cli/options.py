@@ -19,6 +19,7 @@ The words (``NAME`` alone means ``NAME=yes`` for switches):
 ``scratch_mb=N``               ``--scratch-mb``
 ``format=F``                   ``--format`` (raw, tiff, npy, png)
 ``cache_mb=N``                 ``--cache-mb``
+``layout=L``                   ``--layout`` (fanout, source)
 ``metadata_ttl=S``             ``--metadata-ttl`` (seconds)
 ``uid=U``, ``gid=G``           ``--uid``, ``--gid`` (numbers or names)
 ``umask=OOO``                  ``--umask`` (octal)
@@ -189,6 +190,12 @@ def _format(text: str) -> str:
     return text
 
 
+def _layout(text: str) -> str:
+    if text not in ("fanout", "source"):
+        raise ConfigurationError(f"layout={text}: choose fanout or source")
+    return text
+
+
 def parse_seconds(text: str) -> float:
     """A non-negative number of seconds (``metadata_ttl``)."""
     try:
@@ -214,6 +221,7 @@ _VALUED = {
     "scratch_mb": ("scratch_mb", _non_negative),
     "format": ("format", lambda n, v: _format(v)),
     "cache_mb": ("cache_mb", _non_negative),
+    "layout": ("layout", lambda n, v: _layout(v)),
     "uid": ("uid", lambda n, v: parse_user(v)),
     "gid": ("gid", lambda n, v: parse_group(v)),
     "umask": ("umask", lambda n, v: parse_octal_mask(v)),

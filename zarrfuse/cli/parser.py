@@ -142,6 +142,11 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
         "rendered as an image file, readable and writable",
     )
     p.add_argument(
+        "--layout", choices=("fanout", "source"), default=None,
+        help="fanout: chunk files named with a suffix in a fanout tree (default); source: at "
+        "each array's own keys, readable by every Zarr implementation (raw format only)",
+    )
+    p.add_argument(
         "--cache-mb", metavar="N", type=_non_negative_int,
         help=f"memory for recently rendered chunks (default: {MountConfig.cache_mb})",
     )

@@ -1,18 +1,19 @@
-"""The Zarr hierarchy as the mount shows it: one view per array or group, built from zarr.json.
+"""The Zarr hierarchy as the mount shows it: one view per array or group, built from its
+stored metadata documents (v3 ``zarr.json`` or v2 ``.zarray``/``.zgroup``...).
 
-An ``ArrayView`` holds what the mount needs to present an array: its directory tree, the
-view's file suffix, the ``zarr.json`` it shows (view encoding, no storage transformers: the
-mount has applied them) and the chunk source that reads its stored chunks.
+An ``ArrayView`` holds what the mount needs to present an array: its directory tree (the
+fanout view's, or in the source layout the array's own keys), the view's file suffix, the
+metadata documents it shows (``documents``) and the chunk source that reads its chunks.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import wrap_array
+from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
 from zarrfuse.api.regions import chunk_grid_shape
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
 from zarrfuse.extensions.chunk_keys import (
@@ -36,11 +38,19 @@ from zarrfuse.extensions.chunk_keys import (
 from zarrfuse.extensions.transformers import parse_storage_transformers
 from zarrfuse.filesystem.chunk_source import ChunkSource
 from zarrfuse.filesystem.counters import Counters
+from zarrfuse.filesystem.documents import (
+    Documents,
+    Layout,
+    array_documents,
+    group_documents,
+    member_paths,
+)
 from zarrfuse.filesystem.render import FORMATS, check_renderable
 from zarrfuse.filesystem.rendered_source import RenderCache, RenderedSource
+from zarrfuse.filesystem.source_keys import SourceKeys
 from zarrfuse.filesystem.verify import ChunkCheck, checker_for_document
-from zarrfuse.filesystem.view import FanoutTree, view_encoding
-from zarrfuse.storage.base import Backend
+from zarrfuse.filesystem.view import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
+from zarrfuse.storage.base import Backend, Document
 from zarrfuse.tiff.metadata import layout_for
 
 __all__ = ["ArrayView", "Catalog", "GroupView", "Rendering"]
@@ -55,13 +65,20 @@ class ArrayView:
     path: str
     tree: FanoutTree
     suffix: str
-    metadata_json: bytes
+    documents: Documents
     source: ChunkSource
     metadata: dict[str, Any]
+    """The array's v3-shaped document as zarr reads it (no storage transformers)."""
     decoded_chunk_bytes: int | None
     """Bytes of one decoded chunk (shard, for sharded arrays); None for variable-size types."""
     rendered: RenderedSource | None = None
     """For rendered views (tiff, npy, png): the array's chunks as image files."""
+    keys: SourceKeys | None = None
+    """Source layout of a ``default``/``v2`` encoded array: files at its own keys, not
+    ``tree`` (which then only knows the grid)."""
+    metadata_time_ns: int = 0
+    """The time of the stored metadata (the newest document): the array's documents and
+    directories show it, and so do the chunks of a rendered view that are not stored."""
 
     @functools.cached_property
     def checker(self) -> ChunkCheck:
@@ -82,10 +99,12 @@ class Rendering:
 
 @dataclass(eq=False)
 class GroupView:
-    """One group as mounted: its own zarr.json, shown unchanged."""
+    """One group as mounted, with the documents it shows."""
 
     path: str
-    metadata_json: bytes
+    documents: Documents
+    metadata_time_ns: int = 0
+    """The time of the stored metadata (the newest document), which the group shows."""
 
 
 def _join(*parts: str) -> str:
@@ -94,12 +113,28 @@ def _join(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class _ChildView:
-    """A group child's ``zarr.json`` as read at ``read_at`` (monotonic), and its view (None:
-    no readable v3 node there)."""
+    """A group child's stored documents as read at ``read_at`` (monotonic), and its view
+    (None: no readable node there)."""
 
-    raw: bytes | None
+    raw: tuple[Mapping[str, bytes] | None, ...]
     view: ArrayView | GroupView | None
     read_at: float
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """A node read from the store, with its consolidated members (groups that have them)."""
+
+    node: StoredNode
+    time_ns: int
+    """The newest of the node's stored documents."""
+    members: dict[str, StoredNode | None] | None = None
+
+    @property
+    def raw(self) -> tuple[Mapping[str, bytes] | None, ...]:
+        """Everything read, to tell whether anything changed since."""
+        members = self.members or {}
+        return (self.node.raw, *(m.raw if m else None for _, m in sorted(members.items())))
 
 
 class Catalog:
@@ -116,8 +151,10 @@ class Catalog:
         counters: Counters | None = None,
         rendering: Rendering | None = None,
         keep_open: bool = False,
+        layout: Layout = "fanout",
     ) -> None:
         self.backend = backend
+        self.layout: Layout = layout
         self.counters = counters or Counters()
         self._rendering = rendering
         self._keep_open = keep_open
@@ -127,15 +164,86 @@ class Catalog:
         self._ttl = listing_ttl
         self._children: dict[str, _ChildView] = {}
 
-    def view_for(self, path: str, metadata: dict[str, Any]) -> ArrayView | GroupView:
-        """A view of the node at ``path`` with parsed ``zarr.json`` ``metadata``; no I/O."""
-        if metadata.get("node_type") == "group":
-            view: ArrayView | GroupView = GroupView(path, json.dumps(metadata, indent=2).encode())
-        else:
-            view = self._array_view(path, metadata)
-        return view
+    # --- reading nodes (blocking: run in worker threads, or before mounting) ------------
 
-    def _array_view(self, path: str, metadata: dict[str, Any]) -> ArrayView:
+    def _read_documents(self, path: str) -> dict[str, Document | None]:
+        """The node's stored documents: ``zarr.json``, else the v2 ones. Blocking."""
+        v3 = self.backend.read_document(_join(path, V3_NAME))
+        if v3 is not None:
+            return {V3_NAME: v3}
+        return {name: self.backend.read_document(_join(path, name)) for name in V2_NAMES}
+
+    def read_node(self, path: str) -> tuple[StoredNode, int] | None:
+        """The node stored at ``path`` and its time (the newest document's); None if there
+        is none. Blocking. Raises ZarrFuseError for documents that are malformed or
+        unsupported."""
+        documents = self._read_documents(path)
+        if not any(documents.get(name) for name in (V3_NAME, ".zarray", ".zgroup")):
+            return None
+        node = parse_node(path or "/", {n: d.data if d else None for n, d in documents.items()})
+        return node, max(d.mtime_ns for d in documents.values() if d is not None)
+
+    def load(self, path: str, node: StoredNode | None = None) -> _Loaded | None:
+        """The node at ``path`` (``node`` if already read) and, for a group with
+        consolidated metadata, each member's node (None where unreadable). Blocking."""
+        read = self.read_node(path)
+        if read is None:
+            return None
+        node = node if node is not None else read[0]
+        paths = member_paths(node) if node.node_type == "group" else None
+        if paths is None:
+            return _Loaded(node, read[1])
+        members: dict[str, StoredNode | None] = {}
+        for member in paths:
+            try:
+                found = self.read_node(_join(path, member))
+            except ZarrFuseError as e:
+                log.warning("consolidated member %s left out: %s", _join(path, member), e)
+                found = None
+            members[member] = None if found is None else found[0]
+        return _Loaded(node, read[1], members)
+
+    # --- building views (no I/O) ---------------------------------------------------------
+
+    def view_for(self, path: str, loaded: _Loaded) -> ArrayView | GroupView:
+        """The view of a node read by :meth:`load`."""
+        node = loaded.node
+        if node.node_type == "array":
+            view = self._array_view(path, node)
+            view.metadata_time_ns = loaded.time_ns
+            return view
+        members = None
+        if loaded.members is not None:
+            members = {
+                member: self._documents_of(_join(path, member), stored)
+                for member, stored in loaded.members.items()
+            }
+        documents = {} if self._rendering else group_documents(node, self.layout, members)
+        return GroupView(path, documents, loaded.time_ns)
+
+    def _documents_of(self, path: str, node: StoredNode | None) -> Documents | None:
+        """What a consolidated member shows (None: it is not shown)."""
+        if node is None:
+            return None
+        if node.node_type == "group":
+            return group_documents(node, self.layout, None)
+        try:
+            return array_documents(node, self.layout, self._shown_encoding(path, node))
+        except ZarrFuseError as e:
+            log.warning("consolidated member %s left out: %s", path, e)
+            return None
+
+    def _shown_encoding(self, path: str, node: StoredNode) -> dict[str, Any]:
+        own = parse_encoding(node.metadata.get("chunk_key_encoding", "default"))
+        suffix = self._suffix
+        if self._rendering is not None and suffix is None:
+            suffix = FORMATS[self._rendering.fmt]
+        if self.layout == "source":
+            return own.to_dict()
+        return view_encoding(own, suffix, self._max_children).to_dict()
+
+    def _array_view(self, path: str, node: StoredNode) -> ArrayView:
+        metadata = node.metadata
         encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
         parts = parse_storage_transformers(metadata.get("storage_transformers"))
         shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
@@ -150,17 +258,16 @@ class Catalog:
             else math.prod(parsed.chunk_grid.chunk_shape) * native.itemsize  # type: ignore[attr-defined]
         )
         rendered = self._rendered(path, metadata, parsed) if self._rendering else None
-        suffix = self._suffix
-        if rendered is not None and suffix is None:
-            suffix = FORMATS[rendered.fmt]
-        encoded = view_encoding(encoding, suffix, self._max_children)
-        if isinstance(encoded, SuffixChunkKeyEncoding):
-            fanout, suffix = encoded.base_encoding, encoded.suffix
+        shown_encoding = parse_encoding(self._shown_encoding(path, node))
+        if isinstance(shown_encoding, SuffixChunkKeyEncoding):
+            fanout, suffix = shown_encoding.base_encoding, shown_encoding.suffix
         else:
-            fanout, suffix = encoded, ""
-        assert isinstance(fanout, FanoutChunkKeyEncoding)
-        shown["chunk_key_encoding"] = encoded.to_dict()
+            fanout, suffix = shown_encoding, ""
         stored_grid = chunk_grid_shape(metadata)
+        keys = None
+        if not isinstance(fanout, FanoutChunkKeyEncoding):  # source layout, default/v2 keys
+            keys = SourceKeys(stored_grid, shown_encoding)
+            fanout, suffix = FanoutChunkKeyEncoding(DEFAULT_MAX_CHILDREN), ""
         source = ChunkSource(
             self.backend,
             array_path=path,
@@ -174,15 +281,20 @@ class Catalog:
             shard_layout=layout_for(metadata),
         )
         grid = rendered.grid if rendered is not None else stored_grid
+        documents = (
+            {} if rendered is not None
+            else array_documents(node, self.layout, shown_encoding.to_dict())
+        )
         return ArrayView(
             path=path,
             tree=FanoutTree(grid, fanout),
             suffix=suffix,
-            metadata_json=json.dumps(shown, indent=2).encode(),
+            documents=documents,
             source=source,
             metadata=shown,
             decoded_chunk_bytes=decoded,
             rendered=rendered,
+            keys=keys,
         )
 
     def _rendered(
@@ -201,12 +313,12 @@ class Catalog:
         )
 
     async def open_child(self, group_path: str, name: str) -> ArrayView | GroupView | None:
-        """The child node ``name`` of a group, or None if it is not a readable v3 node.
+        """The child node ``name`` of a group, or None if it is not a readable Zarr node.
 
-        What a child's ``zarr.json`` said is trusted for the metadata TTL (forever on
-        read-only mounts without ``--metadata-ttl``); after it the document is read again, and
-        the view is rebuilt only if the document changed: arrays added to a group, resized
-        or rewritten behind the mount show in the mount.
+        What a child's documents said is trusted for the metadata TTL (forever on read-only
+        mounts without ``--metadata-ttl``); after it they are read again, and the view is
+        rebuilt only if they changed: arrays added to a group, resized or rewritten behind
+        the mount show in the mount.
         """
         path = _join(group_path, name)
         cached = self._children.get(path)
@@ -214,26 +326,28 @@ class Catalog:
         if cached is not None and (self._ttl is None or now - cached.read_at < self._ttl):
             return cached.view
         self.counters.store["read"] += 1
-        raw = await trio.to_thread.run_sync(
-            self.backend.read_all, _join(path, "zarr.json"), limiter=self._limiter
-        )
+        try:
+            loaded = await trio.to_thread.run_sync(self.load, path, limiter=self._limiter)
+        except ZarrFuseError as e:
+            log.warning("skipping %s: %s", path, e)
+            loaded = None
+        raw = loaded.raw if loaded is not None else (None,)
         if cached is not None and raw == cached.raw:
+            if cached.view is not None and loaded is not None:  # rewritten, same bytes
+                cached.view.metadata_time_ns = loaded.time_ns
             self._children[path] = dataclasses.replace(cached, read_at=now)
             return cached.view
         view = None
-        if raw is not None:
+        if loaded is not None:
             try:
-                metadata = json.loads(raw)
-                if not isinstance(metadata, dict) or metadata.get("zarr_format") != 3:
-                    raise ConfigurationError("not a Zarr v3 node")
-                view = self.view_for(path, metadata)
-            except (ValueError, ZarrFuseError) as e:
+                view = self.view_for(path, loaded)
+            except ZarrFuseError as e:
                 log.warning("skipping %s: %s", path, e)
         self._children[path] = _ChildView(raw, view, now)
         return view
 
     async def child_names(self, group_path: str) -> list[str]:
-        """Names of the group's children that are readable Zarr v3 nodes, sorted."""
+        """Names of the group's children that are readable Zarr nodes, sorted."""
         self.counters.store["list"] += 1
         names = await trio.to_thread.run_sync(
             self.backend.list_subdirs, group_path, limiter=self._limiter

@@ -12,16 +12,17 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from zarrfuse.storage.base import PartReader
+from zarrfuse.storage.base import PartReader, Stat
 
 __all__ = ["KnownSize", "KnownSizes", "OpenChunk", "OpenChunkCache"]
 
 
 @dataclass(frozen=True)
 class KnownSize:
-    """A chunk's logical size (None: not stored) as learnt at ``learnt`` (monotonic)."""
+    """A chunk's logical size and time (None: not stored) as learnt at ``learnt``
+    (monotonic)."""
 
-    size: int | None
+    stat: Stat | None
     learnt: float
 
 
@@ -44,16 +45,19 @@ class KnownSizes:
         self._sizes.move_to_end(coords)
         return known
 
+    def drop(self, coords: tuple[int, ...]) -> None:
+        self._sizes.pop(coords, None)
+
     def put(
-        self, coords: tuple[int, ...], size: int | None, *, learnt: float | None = None
+        self, coords: tuple[int, ...], stat: Stat | None, *, learnt: float | None = None
     ) -> None:
-        """Remember ``size``, unless what is known was learnt later (a stat that raced a
+        """Remember ``stat``, unless what is known was learnt later (a stat that raced a
         commit must not overwrite the commit's size with the old one)."""
         learnt = time.monotonic() if learnt is None else learnt
         known = self._sizes.get(coords)
         if known is not None and known.learnt > learnt:
             return
-        self._sizes[coords] = KnownSize(size, learnt)
+        self._sizes[coords] = KnownSize(stat, learnt)
         self._sizes.move_to_end(coords)
         while len(self._sizes) > self.capacity:
             self._sizes.popitem(last=False)

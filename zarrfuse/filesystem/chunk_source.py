@@ -1,8 +1,9 @@
 """One array's stored chunks, addressed by grid coordinates: which exist, their sizes, bytes.
 
-A chunk is one or more parts (``concat-parts``); its logical size is the sum of its parts and
-its bytes are the parts laid end to end. Which chunks exist is learnt by listing the store
-directory that holds them, once per directory (cached), never with a request per chunk.
+A chunk is one or more parts (``concat-parts``); its logical size is the sum of its parts,
+its time the newest of theirs, and its bytes are the parts laid end to end. Which chunks
+exist, with their sizes and times, is learnt by listing the store directory that holds them,
+once per directory (cached), never with a request per chunk.
 Backend calls block, so they run in worker threads; the trio thread never waits on storage.
 The per-chunk caches (sizes learnt one by one, chunks kept open) are ``chunk_caches``.
 """
@@ -23,7 +24,7 @@ from zarrfuse.extensions.chunk_keys import encode_chunk_key
 from zarrfuse.extensions.transformers import ConcatParts, Part
 from zarrfuse.filesystem.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
 from zarrfuse.filesystem.counters import Counters
-from zarrfuse.storage.base import Backend, PartReader
+from zarrfuse.storage.base import Backend, PartReader, Stat
 
 __all__ = ["ChunkSource", "ShardLayout"]
 
@@ -74,7 +75,7 @@ class ChunkSource:
         self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
         self._limiter = limiter
         self._ttl = listing_ttl
-        self._listings: OrderedDict[str, tuple[float, dict[str, int]]] = OrderedDict()
+        self._listings: OrderedDict[str, tuple[float, dict[str, Stat]]] = OrderedDict()
         self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl)
         self._listable = (
             keys_per_directory is not None
@@ -104,7 +105,7 @@ class ChunkSource:
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
-    def _fresh_listing(self, directory: str) -> dict[str, int] | None:
+    def _fresh_listing(self, directory: str) -> dict[str, Stat] | None:
         """The cached listing of ``directory`` if it is still within its TTL (a hit)."""
         cached = self._listings.get(directory)
         if cached is None or (self._ttl is not None and time.monotonic() - cached[0] >= self._ttl):
@@ -113,57 +114,89 @@ class ChunkSource:
         self.counters.cache["listing_hit"] += 1
         return cached[1]
 
-    async def _listing(self, directory: str) -> dict[str, int]:
+    async def _listing(self, directory: str) -> dict[str, Stat]:
         listing = self._fresh_listing(directory)
         if listing is not None:
             return listing
         self.counters.cache["listing_miss"] += 1
         self.counters.store["list"] += 1
         now = time.monotonic()
-        listing = await self._run(self.backend.list_sizes, directory)
+        listing = await self._run(self.backend.list_stats, directory)
         self._listings[directory] = (now, listing)
         if len(self._listings) > LISTING_CACHE_DIRS:
             self._listings.popitem(last=False)
         return listing
 
-    async def stored_sizes(self, done: tuple[int, ...], lo: int, hi: int) -> dict[int, int]:
-        """Stored chunks ``(*done, c)`` for ``lo <= c <= hi``: last coordinate -> logical size."""
+    async def stored_stats(self, done: tuple[int, ...], lo: int, hi: int) -> dict[int, Stat]:
+        """Stored chunks ``(*done, c)`` for ``lo <= c <= hi``: last coordinate -> logical size
+        and time."""
         by_directory: dict[str, list[tuple[int, str]]] = {}
         for c in range(lo, hi + 1):
             directory, name = self._split(self.chunk_key((*done, c)))
             by_directory.setdefault(directory, []).append((c, name))
         suffixes = [p.key_suffix for p in self.parts.parts]
-        found: dict[int, int] = {}
+        found: dict[int, Stat] = {}
         for directory, candidates in by_directory.items():
             listing = await self._listing(directory)
             if not listing:
                 continue
             for c, name in candidates:
-                size = _logical_size(listing.get(name + suffix) for suffix in suffixes)
-                if size is not None:
-                    found[c] = size
+                stat = _logical(listing.get(name + suffix) for suffix in suffixes)
+                if stat is not None:
+                    found[c] = stat
         return found
 
-    async def size(self, coords: tuple[int, ...]) -> int | None:
-        """Logical size of one chunk, None if it is not stored.
+    async def listed_keys(
+        self, directory: str, chunk_at: Callable[[str], tuple[int, ...] | None]
+    ) -> tuple[list[str], dict[tuple[int, ...], Stat]]:
+        """One store directory (relative to the array) as the source layout lists it: its
+        subdirectory names, and the chunks whose key's last name ``chunk_at`` recognises
+        among its files (parts joined: coords -> logical size and newest time)."""
+        store_directory = (self._prefix + directory).rstrip("/")
+        listing = await self._listing(store_directory)
+        self.counters.store["list"] += 1
+        subdirs = await self._run(self.backend.list_subdirs, store_directory)
+        suffixes = [p.key_suffix for p in self.parts.parts]
+        parts: dict[tuple[int, ...], list[Stat | None]] = {}
+        for name, stat in listing.items():
+            for index, suffix in enumerate(suffixes):
+                if not name.endswith(suffix):
+                    continue
+                coords = chunk_at(name[: len(name) - len(suffix)] if suffix else name)
+                if coords is not None:
+                    parts.setdefault(coords, [None] * len(suffixes))[index] = stat
+        chunks: dict[tuple[int, ...], Stat] = {}
+        for coords, stats in parts.items():
+            logical = _logical(stats)
+            if logical is not None:
+                chunks[coords] = logical
+        return sorted(subdirs), chunks
 
-        Sizes learnt from a stat, a commit or a delete are remembered for the listing TTL:
-        tools stat a file right after writing it, and a worker-thread stat costs 0.1-0.2 ms
-        where the remembered answer costs nothing (measured with ``cp``).
+    async def size(self, coords: tuple[int, ...]) -> int | None:
+        """Logical size of one chunk, None if it is not stored."""
+        stat = await self.stat(coords)
+        return None if stat is None else stat.size
+
+    async def stat(self, coords: tuple[int, ...]) -> Stat | None:
+        """Logical size and time of one chunk, None if it is not stored.
+
+        What a stat, a commit or a delete taught is remembered for the listing TTL: tools
+        stat a file right after writing it, and a worker-thread stat costs 0.1-0.2 ms where
+        the remembered answer costs nothing (measured with ``cp``).
         """
         known = self._sizes.get(coords)
         if known is not None:
             self.counters.cache["size_hit"] += 1
-            return known.size
+            return known.stat
         keys = self.part_keys(coords)
-        listed = await self._listed_sizes(keys, by_name=True)
+        listed = await self._listed_stats(keys, by_name=True)
         if listed is not None:
-            return _logical_size(listed)
+            return _logical(listed)
         self.counters.store["stat"] += len(keys)
         asked = time.monotonic()
-        size = _logical_size(await self._run(self._stat_parts, keys))
-        self._sizes.put(coords, size, learnt=asked)
-        return size
+        stat = _logical(await self._run(self._stat_parts, keys))
+        self._sizes.put(coords, stat, learnt=asked)
+        return stat
 
     def _worth_listing(self, directory: str) -> bool:
         """Whether to list ``directory`` rather than stat one more chunk in it.
@@ -185,13 +218,13 @@ class ChunkSource:
 
     # --- reading -------------------------------------------------------------------------
 
-    def _stat_parts(self, keys: Sequence[str]) -> list[int | None]:
-        return [self.backend.size(k) for k in keys]
+    def _stat_parts(self, keys: Sequence[str]) -> list[Stat | None]:
+        return [self.backend.stat(k) for k in keys]
 
-    async def _listed_sizes(
+    async def _listed_stats(
         self, keys: Sequence[str], *, by_name: bool = False
-    ) -> list[int | None] | None:
-        """The parts' sizes from a fresh listing of their directory, listed anew if the
+    ) -> list[Stat | None] | None:
+        """The parts' sizes and times from a fresh listing of their directory, listed anew if the
         backend prefers listing to a request per part, or (``by_name``: a lookup or stat)
         if the directory has been asked about name by name; None without one. A directory
         that may hold more than LISTABLE_KEYS keys is never listed for one chunk."""
@@ -206,11 +239,12 @@ class ChunkSource:
         return [listing.get(self._split(k)[1]) for k in keys]
 
     def _open_checked(
-        self, coords: tuple[int, ...], listed: Sequence[int | None] | None
+        self, coords: tuple[int, ...], listed: Sequence[Stat | None] | None
     ) -> OpenChunk | None:
         keys = self.part_keys(coords)
         self.counters.store["open"] += len(keys)
-        reader = self.backend.open_reader(keys, listed)
+        known = None if listed is None else [None if s is None else s.size for s in listed]
+        reader = self.backend.open_reader(keys, known)
         try:
             sizes = self.parts.checked_sizes(self.chunk_key(coords), keys, reader.sizes)
         except BaseException:
@@ -248,7 +282,7 @@ class ChunkSource:
                 self.counters.cache["open_hit"] += 1
                 return cached
         async with self._locked(coords):
-            listed = await self._listed_sizes(self.part_keys(coords))
+            listed = await self._listed_stats(self.part_keys(coords))
             opened = await self._run(self._open_checked, coords, listed)
         if opened is not None and self._open_cache is not None:
             self._open_cache.adopt(coords, opened)
@@ -268,18 +302,24 @@ class ChunkSource:
 
     # --- writing -------------------------------------------------------------------------
 
-    def _remember_sizes(self, coords: tuple[int, ...], sizes: Sequence[int | None]) -> None:
-        self._sizes.put(coords, _logical_size(sizes))
+    def _remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
+        self._sizes.put(coords, _logical(stats))
         keys = self.part_keys(coords)
         cached = self._listings.get(self._split(keys[0])[0])
         if cached is None:
             return
-        for key, size in zip(keys, sizes, strict=True):
+        for key, stat in zip(keys, stats, strict=True):
             name = self._split(key)[1]
-            if size is None:
+            if stat is None:
                 cached[1].pop(name, None)
             else:
-                cached[1][name] = size
+                cached[1][name] = stat
+
+    def forget(self, coords: tuple[int, ...]) -> None:
+        """The chunk was changed by another way than this source (zarr, for rendered views):
+        what was learnt of it, and its directory's listing, are asked again."""
+        self._sizes.drop(coords)
+        self._listings.pop(self._split(self.chunk_key(coords))[0], None)
 
     def _write_parts(
         self,
@@ -287,9 +327,12 @@ class ChunkSource:
         views: Sequence[memoryview],
         spans: Sequence[tuple[int, int]],
         durable: bool,
-    ) -> None:
+    ) -> list[Stat | None]:
+        stats: list[Stat | None] = []
         for key, (start, stop) in zip(keys, spans, strict=True):
-            self.backend.write(key, slice_views(views, start, stop), durable=durable)
+            mtime_ns = self.backend.write(key, slice_views(views, start, stop), durable=durable)
+            stats.append(Stat(stop - start, mtime_ns))
+        return stats
 
     async def commit(
         self, coords: tuple[int, ...], views: Sequence[memoryview], *, durable: bool
@@ -307,8 +350,8 @@ class ChunkSource:
         self.counters.store["write"] += len(keys)
         self.counters.store_bytes_written += spans[-1][1] if spans else 0
         async with self._locked(coords):
-            await self._run(self._write_parts, keys, views, spans, durable)
-            self._remember_sizes(coords, [stop - start for start, stop in spans])
+            stats = await self._run(self._write_parts, keys, views, spans, durable)
+            self._remember(coords, stats)
 
     def _delete_parts(self, keys: Sequence[str]) -> None:
         for key in keys:
@@ -319,7 +362,23 @@ class ChunkSource:
         self.counters.store["delete"] += len(self.parts.parts)
         async with self._locked(coords):
             await self._run(self._delete_parts, self.part_keys(coords))
-            self._remember_sizes(coords, [None] * len(self.parts.parts))
+            self._remember(coords, [None] * len(self.parts.parts))
+
+    def _set_part_times(self, keys: Sequence[str], mtime_ns: int) -> list[Stat | None] | None:
+        if not all(self.backend.set_mtime(key, mtime_ns) for key in keys):
+            return None
+        return self._stat_parts(keys)
+
+    async def set_time(self, coords: tuple[int, ...], mtime_ns: int) -> bool:
+        """Store ``mtime_ns`` as the time of every part of a stored chunk (``touch``, or
+        ``rsync`` keeping the source's time); False where the store cannot keep a time."""
+        keys = self.part_keys(coords)
+        async with self._locked(coords):
+            stats = await self._run(self._set_part_times, keys, mtime_ns)
+            if stats is None:
+                return False
+            self._remember(coords, stats)
+        return True
 
     async def read_into(self, opened: OpenChunk, offset: int, out: memoryview) -> int:
         """Fill ``out`` with the chunk's bytes from ``offset`` (clamped); returns the count.
@@ -349,10 +408,13 @@ class ChunkSource:
         return max(stop - start, 0)
 
 
-def _logical_size(sizes: Iterable[int | None]) -> int | None:
-    """A chunk's size: its present parts together; None when no part is stored."""
-    present = [size for size in sizes if size is not None]
-    return sum(present) if present else None
+def _logical(stats: Iterable[Stat | None]) -> Stat | None:
+    """A chunk's size and time: its present parts together, and the newest of their times;
+    None when no part is stored."""
+    present = [stat for stat in stats if stat is not None]
+    if not present:
+        return None
+    return Stat(sum(s.size for s in present), max(s.mtime_ns for s in present))
 
 
 def _read_rest(reader: PartReader, pending: list[tuple[int, int, memoryview]]) -> None:

@@ -91,6 +91,10 @@ class OpenWriters:
             return None
         return len(max(writers, key=lambda w: w.serial).data)
 
+    def dirty(self, node: ChunkFile) -> bool:
+        """Whether a writer of ``node`` holds changes not yet committed."""
+        return any(w.dirty for w in self._by_chunk.get(node, ()))
+
     def chunks(self) -> list[ChunkFile]:
         return list(self._by_chunk)
 
@@ -135,6 +139,7 @@ class Committer:
         views = data.pieces()
         if node.array.rendered is not None:
             await node.array.rendered.write(node.coords, b"".join(views))
+            node.array.source.forget(node.array.rendered.stored_coords(node.coords))
         else:
             if self.options.verify:
                 await self.check(node, views)

@@ -50,8 +50,28 @@ class FileSystem(ReadingFileSystem):
             self._check_writable()
             await self._truncate(node, size, handle)
         if mtime_ns is not None and not self.read_only:
-            self._times[node] = mtime_ns
+            await self._set_time(node, mtime_ns)
         return await self.getattr(inode)
+
+    async def _set_time(self, node: Node, mtime_ns: int) -> None:
+        """Set a file's modification time: stored with a stored chunk where the store can
+        keep one (local: every part's mtime); else, and for directories, metadata files and
+        rendered chunks, shown until the node's own time changes (a commit, a listing that
+        shows another time) or the unmount."""
+        if isinstance(node, ScratchFile):
+            scratch = self._scratch(node)
+            scratch.mtime_ns, scratch.time_set = mtime_ns, True
+            return
+        if (
+            isinstance(node, ChunkFile)
+            and node.array.rendered is None
+            and not self.writers.dirty(node)  # its commit will set the time anew
+            and await node.array.source.set_time(node.coords, mtime_ns)
+        ):
+            self._times.pop(node, None)
+            return
+        own = (await self._stat(node)).mtime_ns
+        self._times[node] = (mtime_ns, own)
 
     async def _truncate(self, node: Node, size: int, handle: int | None) -> None:
         if isinstance(node, ScratchFile):
@@ -181,9 +201,12 @@ class FileSystem(ReadingFileSystem):
         inode = self.namespace.inode_of(entry.node)
         chunk = self.namespace.chunk_named(target_dir, new_name)
         if chunk is not None:
-            await self._commit(chunk, self._scratch(entry.node).data, durable=False)
+            scratch = self._scratch(entry.node)
+            await self._commit(chunk, scratch.data, durable=False)
             self.scratch.remove(entry.node)
             self.namespace.rebind(inode, chunk)
+            if scratch.time_set:  # rsync set the source's time on its temp file: keep it
+                await self._set_time(chunk, scratch.mtime_ns)
             return
         if not is_scratch_name(new_name) or not isinstance(target_dir, DIRECTORY_NODES):
             raise NotPermitted(f"{new_name!r} is not a chunk of the grid nor a temp file name")

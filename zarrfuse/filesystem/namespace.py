@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
 from zarrfuse.filesystem.catalog import ArrayView, Catalog, GroupView
 from zarrfuse.filesystem.view import ROOT, DirPosition
+from zarrfuse.storage.base import Stat
 
 __all__ = [
     "ArrayRoot",
@@ -20,6 +21,7 @@ __all__ = [
     "Entry",
     "FanoutDir",
     "GroupDir",
+    "KeyDir",
     "MetadataFile",
     "Namespace",
     "Node",
@@ -58,30 +60,42 @@ class ChunkFile:
 class ScratchFile:
     """A temporary file (an editor's or rsync's) held by the daemon, never stored."""
 
-    directory: GroupDir | ArrayRoot | FanoutDir
+    directory: GroupDir | ArrayRoot | FanoutDir | KeyDir
     name: str
+
+
+@dataclass(frozen=True)
+class KeyDir:
+    """A directory of an array's own keys (source layout): the names below the array."""
+
+    array: ArrayView
+    names: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class MetadataFile:
+    """A metadata document the node shows (``zarr.json``, ``.zarray``, ...)."""
+
     owner: ArrayView | GroupView
+    name: str = METADATA_NAME
 
     @property
     def data(self) -> bytes:
-        return self.owner.metadata_json
+        return self.owner.documents[self.name]
 
 
-Node = GroupDir | ArrayRoot | FanoutDir | ChunkFile | MetadataFile | ScratchFile
-DIRECTORY_NODES = (GroupDir, ArrayRoot, FanoutDir)
+Node = GroupDir | ArrayRoot | FanoutDir | KeyDir | ChunkFile | MetadataFile | ScratchFile
+DIRECTORY_NODES = (GroupDir, ArrayRoot, FanoutDir, KeyDir)
 
 
 @dataclass(frozen=True)
 class Entry:
-    """A named node and, for files, its size."""
+    """A named node and, for files, its size and time (None: the node's fixed time)."""
 
     name: str
     node: Node
     size: int = 0
+    mtime_ns: int | None = None
 
 
 class Namespace:
@@ -144,24 +158,66 @@ class Namespace:
 
     # --- names ---------------------------------------------------------------------------
 
+    @staticmethod
+    def fixed_time(node: Node) -> int:
+        """The time of a node that has no stored object of its own: that of its array's or
+        group's ``zarr.json`` (directories, metadata files, unstored chunks of a rendered
+        view). Stable across remounts, and moved only by rewriting the document."""
+        if isinstance(node, GroupDir):
+            return node.group.metadata_time_ns
+        if isinstance(node, MetadataFile):
+            return node.owner.metadata_time_ns
+        if isinstance(node, ScratchFile):
+            return Namespace.fixed_time(node.directory)
+        return node.array.metadata_time_ns
+
+    async def stat(self, node: Node) -> Stat:
+        """Current size and time of a node; NotFound if a chunk is no longer stored."""
+        if isinstance(node, MetadataFile):
+            return Stat(len(node.data), node.owner.metadata_time_ns)
+        if not isinstance(node, ChunkFile):
+            return Stat(0, self.fixed_time(node))
+        array = node.array
+        if array.rendered is not None:  # the stored chunk's (shard's) time, if it is stored
+            stored = await array.source.stat(array.rendered.stored_coords(node.coords))
+            mtime_ns = array.metadata_time_ns if stored is None else stored.mtime_ns
+            return Stat(array.rendered.size(node.coords), mtime_ns)
+        stat = await array.source.stat(node.coords)
+        if stat is None:
+            raise NotFound(f"chunk {node.coords} of {array.path or '/'} is not stored")
+        return stat
+
     async def size(self, node: Node) -> int:
         """Current size of a file node; NotFound if a chunk is no longer stored."""
-        if isinstance(node, MetadataFile):
-            return len(node.data)
-        if isinstance(node, ChunkFile):
-            if node.array.rendered is not None:
-                return node.array.rendered.size(node.coords)
-            size = await node.array.source.size(node.coords)
-            if size is None:
-                raise NotFound(f"chunk {node.coords} of {node.array.path or '/'} is not stored")
-            return size
-        return 0
+        return (await self.stat(node)).size
+
+    async def _file_entry(self, name: str, node: ChunkFile) -> Entry:
+        stat = await self.stat(node)
+        return Entry(name, node, stat.size, stat.mtime_ns)
+
+    async def _rendered_stats(
+        self, array: ArrayView, done: tuple[int, ...], lo: int, hi: int
+    ) -> dict[int, Stat]:
+        """Every chunk ``(*done, c)`` of a rendered leaf directory, timed by the stored chunk
+        that holds it (one listing of the stored chunks, as for a raw view)."""
+        rendered = array.rendered
+        assert rendered is not None
+        per = rendered.per_stored[-1]
+        *stored_done, first = rendered.stored_coords((*done, lo))
+        stored = await array.source.stored_stats(tuple(stored_done), first, hi // per)
+        out = {}
+        for c in range(lo, hi + 1):
+            holder = stored.get(c // per)
+            mtime_ns = array.metadata_time_ns if holder is None else holder.mtime_ns
+            out[c] = Stat(rendered.size((*done, c)), mtime_ns)
+        return out
 
     async def lookup(self, parent: Node, name: str) -> Entry:
         """The entry ``name`` in directory ``parent``; NotFound if there is none."""
         if isinstance(parent, GroupDir):
-            if name == METADATA_NAME:
-                return Entry(name, MetadataFile(parent.group), len(parent.group.metadata_json))
+            if name in parent.group.documents:
+                document = MetadataFile(parent.group, name)
+                return Entry(name, document, len(document.data))
             child = await self.catalog.open_child(parent.group.path, name)
             if child is None:
                 raise NotFound(f"{name!r}: no such node")
@@ -169,23 +225,31 @@ class Namespace:
             return Entry(name, node)
         if isinstance(parent, ArrayRoot):
             array = parent.array
-            if name == METADATA_NAME and array.rendered is None:
-                return Entry(name, MetadataFile(array), len(array.metadata_json))
+            if name in array.documents:
+                document = MetadataFile(array, name)
+                return Entry(name, document, len(document.data))
+            if array.keys is not None:
+                return await self._lookup_key(array, (), name)
             if not array.tree.has_chunks:
                 raise NotFound(f"{name!r}: the array has no chunks")
             chunk = self.chunk_named(parent, name)
             if chunk is not None:
-                return Entry(name, chunk, await self.size(chunk))
+                return await self._file_entry(name, chunk)
             if array.tree.grid and name == "c":
                 return Entry(name, FanoutDir(array, ROOT))
             raise NotFound(f"{name!r}: not part of the array")
         if isinstance(parent, FanoutDir):
             return await self._lookup_fanout(parent, name)
+        if isinstance(parent, KeyDir):
+            return await self._lookup_key(parent.array, parent.names, name)
         raise ZarrFuseError(f"{name!r}: parent is not a directory")  # pragma: no cover
 
     def parent_of(self, chunk: ChunkFile) -> tuple[Node, str]:
         """The directory that shows ``chunk``, and the chunk's name in it."""
         array = chunk.array
+        if array.keys is not None:
+            *names, name = array.keys.path(chunk.coords)
+            return (KeyDir(array, tuple(names)) if names else ArrayRoot(array)), name
         if not chunk.coords:
             return ArrayRoot(array), _scalar_name(array)
         *path, name = array.tree.encoding.encode_chunk_key(chunk.coords).split("/")[1:]
@@ -199,6 +263,10 @@ class Namespace:
     def chunk_named(self, parent: Node, name: str) -> ChunkFile | None:
         """The chunk file ``name`` would be in ``parent`` (stored or not), None if the name
         is not chunk-like there; NotAChunk if it is chunk-like but outside the grid."""
+        if isinstance(parent, ArrayRoot | KeyDir) and parent.array.keys is not None:
+            names = parent.names if isinstance(parent, KeyDir) else ()
+            coords = parent.array.keys.chunk_at((*names, name))
+            return None if coords is None else ChunkFile(parent.array, coords)
         if isinstance(parent, ArrayRoot):
             array = parent.array
             if not array.tree.grid and name == _scalar_name(array):
@@ -226,31 +294,68 @@ class Namespace:
                 chunk = None
             if chunk is None:
                 raise NotFound(f"{name!r}: not a chunk of the grid")
-            return Entry(name, chunk, await self.size(chunk))
+            return await self._file_entry(name, chunk)
         child = array.tree.child(pos, name)
         if not isinstance(child, DirPosition):
             raise NotFound(f"{name!r}: not a directory of the grid")
         return Entry(name, FanoutDir(array, child))
 
+    async def _lookup_key(self, array: ArrayView, names: tuple[str, ...], name: str) -> Entry:
+        """``name`` in a directory of the array's own keys (source layout)."""
+        assert array.keys is not None
+        path = (*names, name)
+        if array.keys.is_directory(path):
+            return Entry(name, KeyDir(array, path))
+        try:
+            coords = array.keys.chunk_at(path)
+        except NotAChunk:
+            coords = None
+        if coords is None:
+            raise NotFound(f"{name!r}: not a chunk key of the array")
+        return await self._file_entry(name, ChunkFile(array, coords))
+
+    async def _list_keys(self, array: ArrayView, names: tuple[str, ...]) -> list[Entry]:
+        """A directory of the array's own keys, as the store lists it."""
+        keys = array.keys
+        assert keys is not None
+
+        def chunk_at(name: str) -> tuple[int, ...] | None:
+            try:
+                return keys.chunk_at((*names, name))
+            except NotAChunk:
+                return None
+
+        subdirs, chunks = await array.source.listed_keys("/".join(names), chunk_at)
+        entries = [
+            Entry(name, KeyDir(array, (*names, name)))
+            for name in subdirs
+            if keys.is_directory((*names, name))
+        ]
+        entries += [
+            Entry(keys.path(coords)[-1], ChunkFile(array, coords), stat.size, stat.mtime_ns)
+            for coords, stat in chunks.items()
+        ]
+        return sorted(entries, key=lambda e: e.name)
+
     async def list(self, directory: Node) -> list[Entry]:
         """Every entry of a directory, in a stable order."""
         if isinstance(directory, GroupDir):
             group = directory.group
-            entries = [Entry(METADATA_NAME, MetadataFile(group), len(group.metadata_json))]
+            entries = _documents(group)
             for name in await self.catalog.child_names(group.path):
                 entries.append(await self.lookup(directory, name))
             return entries
         if isinstance(directory, ArrayRoot):
             array = directory.array
-            entries = []
-            if array.rendered is None:  # a rendered view is not a Zarr array: no zarr.json
-                entries.append(Entry(METADATA_NAME, MetadataFile(array), len(array.metadata_json)))
+            entries = _documents(array)  # none in rendered views: they are not Zarr arrays
+            if array.keys is not None:
+                return entries + await self._list_keys(array, ())
             if array.tree.has_chunks and array.tree.grid:
                 entries.append(Entry("c", FanoutDir(array, ROOT)))
             elif array.tree.has_chunks:
                 scalar = ChunkFile(array, ())
                 with contextlib.suppress(NotFound):
-                    entries.append(Entry(_scalar_name(array), scalar, await self.size(scalar)))
+                    entries.append(await self._file_entry(_scalar_name(array), scalar))
             return entries
         if isinstance(directory, FanoutDir):
             array, pos = directory.array, directory.pos
@@ -262,16 +367,29 @@ class Namespace:
                 ]
             lo, hi = array.tree.leaf_range(pos)
             if array.rendered is not None:  # every chunk of the grid renders
-                stored = {c: array.rendered.size((*pos.done, c)) for c in range(lo, hi + 1)}
+                stored = await self._rendered_stats(array, pos.done, lo, hi)
             else:
-                stored = await array.source.stored_sizes(pos.done, lo, hi)
+                stored = await array.source.stored_stats(pos.done, lo, hi)
             return [
                 Entry(
-                    array.tree.file_name(c) + array.suffix, ChunkFile(array, (*pos.done, c)), size
+                    array.tree.file_name(c) + array.suffix,
+                    ChunkFile(array, (*pos.done, c)),
+                    stat.size,
+                    stat.mtime_ns,
                 )
-                for c, size in sorted(stored.items())
+                for c, stat in sorted(stored.items())
             ]
+        if isinstance(directory, KeyDir):
+            return await self._list_keys(directory.array, directory.names)
         raise NotFound("not a directory")
+
+
+def _documents(owner: ArrayView | GroupView) -> list[Entry]:
+    return [
+        Entry(name, document, len(document.data))
+        for name in sorted(owner.documents)
+        if (document := MetadataFile(owner, name))
+    ]
 
 
 def _scalar_name(array: ArrayView) -> str:

@@ -46,6 +46,7 @@ from zarrfuse.filesystem.namespace import (
 )
 from zarrfuse.filesystem.scratch import ScratchArea, ScratchData
 from zarrfuse.filesystem.write_buffer import WriteBuffer
+from zarrfuse.storage.base import Stat
 
 __all__ = ["ReadingFileSystem"]
 
@@ -72,11 +73,12 @@ class ReadingFileSystem:
         self.committer = Committer(namespace, self.options)
         self.writers = OpenWriters()
         self.ownership = ownership or Ownership.of_process()
-        self.mount_time_ns = time.time_ns()
         self._handles = itertools.count(1)
         self._dirs: dict[int, tuple[Node, list[Entry] | None]] = {}
         self._files: dict[int, OpenFile] = {}
-        self._times: dict[Node, int] = {}
+        self._times: dict[Node, tuple[int, int]] = {}
+        """Times set on nodes whose store cannot keep them: the time set, and the node's own
+        time it was set over (a change of that, a commit or a refreshed listing, ends it)."""
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
 
     def set_invalidators(
@@ -89,7 +91,19 @@ class ReadingFileSystem:
 
     # --- attributes ----------------------------------------------------------------------
 
-    def _attributes(self, node: Node, size: int) -> Attributes:
+    def _shown_time(self, node: Node, mtime_ns: int | None) -> int:
+        """The node's own time (stored, or its ``zarr.json``'s), unless a time set on it
+        since holds."""
+        own = self.namespace.fixed_time(node) if mtime_ns is None else mtime_ns
+        set_time = self._times.get(node)
+        if set_time is None:
+            return own
+        if set_time[1] != own:
+            del self._times[node]
+            return own
+        return set_time[0]
+
+    def _attributes(self, node: Node, size: int, mtime_ns: int | None) -> Attributes:
         read_only = self.read_only or isinstance(node, MetadataFile)
         if isinstance(node, DIRECTORY_NODES):
             kind, bits = stat.S_IFDIR, 0o777
@@ -104,17 +118,25 @@ class ReadingFileSystem:
             size=size,
             uid=self.ownership.uid,
             gid=self.ownership.gid,
-            time_ns=self._times.get(node, self.mount_time_ns),
+            time_ns=self._shown_time(node, mtime_ns),
         )
 
-    async def _size(self, node: Node) -> int:
+    async def _stat(self, node: Node) -> Stat:
         if isinstance(node, ScratchFile):
-            return len(self._scratch(node).data)
+            scratch = self._scratch(node)
+            return Stat(len(scratch.data), scratch.mtime_ns)
         if isinstance(node, ChunkFile):
             pending = self.writers.size(node)
-            if pending is not None:
-                return pending
-        return await self.namespace.size(node)
+            if pending is not None:  # being written: the stored chunk's time, or now if new
+                try:
+                    return Stat(pending, (await self.namespace.stat(node)).mtime_ns)
+                except NotFound:
+                    return Stat(pending, time.time_ns())
+        return await self.namespace.stat(node)
+
+    async def _entry_of(self, name: str, node: Node) -> Entry:
+        stat = await self._stat(node)
+        return Entry(name, node, stat.size, stat.mtime_ns)
 
     async def _entry(self, parent: Node, name: str) -> Entry:
         """The entry ``name`` in ``parent``, including scratch files and unstored new chunks."""
@@ -122,13 +144,13 @@ class ReadingFileSystem:
             raise NotADirectory("not a directory")
         scratch_node = ScratchFile(parent, name)
         if self.scratch.get(scratch_node) is not None:
-            return Entry(name, scratch_node, await self._size(scratch_node))
+            return await self._entry_of(name, scratch_node)
         try:
             return await self.namespace.lookup(parent, name)
         except NotFound:
             chunk = self._chunk_named(parent, name)
             if chunk is not None and self.writers.size(chunk) is not None:
-                return Entry(name, chunk, await self._size(chunk))
+                return await self._entry_of(name, chunk)
             raise
 
     def _chunk_named(self, parent: Node, name: str) -> ChunkFile | None:
@@ -139,13 +161,14 @@ class ReadingFileSystem:
 
     async def lookup(self, parent_inode: int, name: str) -> Attributes:
         entry = await self._entry(self.namespace.node(parent_inode), name)
-        attributes = self._attributes(entry.node, entry.size)
+        attributes = self._attributes(entry.node, entry.size, entry.mtime_ns)
         self.namespace.remember(attributes.inode)
         return attributes
 
     async def getattr(self, inode: int) -> Attributes:
         node = self.namespace.node(inode)
-        return self._attributes(node, await self._size(node))
+        stat = await self._stat(node)
+        return self._attributes(node, stat.size, stat.mtime_ns)
 
     def forget(self, inode: int, count: int) -> None:
         self.namespace.forget(inode, count)
@@ -170,10 +193,10 @@ class ReadingFileSystem:
         for chunk in self.writers.chunks():
             parent, name = self.namespace.parent_of(chunk)
             if parent == directory and name not in known:
-                entries.append(Entry(name, chunk, self.writers.size(chunk) or 0))
+                entries.append(await self._entry_of(name, chunk))
         for key in self.scratch.names():
             if isinstance(key, ScratchFile) and key.directory == directory:
-                entries.append(Entry(key.name, key, await self._size(key)))
+                entries.append(await self._entry_of(key.name, key))
         return entries
 
     async def readdir(self, handle: int, start_id: int) -> list[tuple[str, Attributes, int]]:
@@ -186,7 +209,7 @@ class ReadingFileSystem:
             entries = await self._list(node)
             self._dirs[handle] = (node, entries)
         return [
-            (entry.name, self._attributes(entry.node, entry.size), index + 1)
+            (entry.name, self._attributes(entry.node, entry.size, entry.mtime_ns), index + 1)
             for index, entry in enumerate(entries)
             if index >= start_id
         ]

@@ -76,10 +76,19 @@ class RenderedSource:
         self.grid = tuple(
             math.ceil(s / c) for s, c in zip(array.shape, self.chunk_shape, strict=True)
         )
+        stored_shape = tuple(array.shards or self.chunk_shape)
+        self.per_stored = tuple(
+            s // c for s, c in zip(stored_shape, self.chunk_shape, strict=True)
+        )
+        """Chunks of the grid per stored chunk (shard) along each dimension; all 1 unsharded."""
         self._limiter = limiter
         self._cache = cache
         self._prefetching = False
         self._running: dict[tuple[int, ...], trio.Event] = {}
+
+    def stored_coords(self, coords: Sequence[int]) -> tuple[int, ...]:
+        """The stored chunk (the shard, for sharded arrays) that holds chunk ``coords``."""
+        return tuple(c // k for c, k in zip(coords, self.per_stored, strict=True))
 
     def region(self, coords: Sequence[int]) -> tuple[slice, ...]:
         return chunk_region(coords, self.chunk_shape, self.array.shape)

@@ -27,10 +27,12 @@ def is_scratch_name(name: str) -> bool:
 
 @dataclass
 class ScratchData:
-    """One scratch file's bytes and times."""
+    """One scratch file's bytes and time; ``time_set``: the time was set (utimens, as rsync
+    does before renaming the file onto its name), so it passes to the chunk it becomes."""
 
     data: WriteBuffer = field(default_factory=WriteBuffer)
     mtime_ns: int = 0
+    time_set: bool = False
 
 
 class ScratchArea:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+from zarrfuse.errors import ConfigurationError
 
 __all__ = ["READ_ONLY_SCHEMES", "MountConfig"]
 
@@ -44,6 +47,8 @@ class MountConfig:
     """Permission bits removed from 0o777 (directories) and 0o666 (files)."""
     format: str = "raw"
     """raw: chunk files are the stored bytes; tiff, npy, png: each chunk rendered as an image."""
+    layout: Literal["fanout", "source"] = "fanout"
+    """fanout: chunk files in the suffix + fanout tree; source: at the arrays' own keys."""
     cache_mb: int = 256
     """Memory for recently rendered chunks (rendered views)."""
     metadata_ttl: float | None = None
@@ -52,5 +57,18 @@ class MountConfig:
     when writable."""
 
     def __post_init__(self) -> None:
+        if self.layout == "source":
+            conflicting = [
+                flag for flag, given in (
+                    ("--suffix", self.suffix is not None),
+                    ("--max-children", self.max_children is not None),
+                    (f"--format {self.format}", self.format != "raw"),
+                ) if given
+            ]
+            if conflicting:
+                raise ConfigurationError(
+                    f"--layout source shows the store's own keys; {', '.join(conflicting)} "
+                    "shape the fanout layout and cannot be combined with it"
+                )
         if self.source.startswith(READ_ONLY_SCHEMES) and not self.read_only:
             object.__setattr__(self, "read_only", True)

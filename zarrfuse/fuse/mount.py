@@ -18,7 +18,7 @@ import pyfuse3
 import trio
 from zarr.core.sync import sync
 
-from zarrfuse.api.arrays import open_store_path, read_node_metadata
+from zarrfuse.api.arrays import open_store_path, read_node
 from zarrfuse.errors import MountError
 from zarrfuse.filesystem.attributes import Ownership
 from zarrfuse.filesystem.catalog import ArrayView, Catalog, Rendering
@@ -107,7 +107,7 @@ def build_filesystem(
     store_path = sync(
         open_store_path(config.source, mode=mode, storage_options=config.storage_options or None)
     )
-    metadata = sync(read_node_metadata(store_path))
+    node = sync(read_node(store_path))
     catalog = Catalog(
         backend_for(store_path.store),
         suffix=config.suffix,
@@ -116,6 +116,7 @@ def build_filesystem(
         listing_ttl=_metadata_ttl(config),
         counters=counters,
         keep_open=config.read_only,
+        layout=config.layout,
         rendering=None
         if config.format == "raw"
         else Rendering(
@@ -126,7 +127,9 @@ def build_filesystem(
             cache=RenderCache(config.cache_mb << 20),
         ),
     )
-    view = catalog.view_for(store_path.path, metadata)
+    loaded = catalog.load(store_path.path, node)
+    assert loaded is not None
+    view = catalog.view_for(store_path.path, loaded)
     root = ArrayRoot(view) if isinstance(view, ArrayView) else GroupDir(view)
     kind = "array" if isinstance(view, ArrayView) else "group"
     options = WriteOptions(

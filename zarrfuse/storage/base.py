@@ -8,9 +8,28 @@ other zarr Store, through zarr's own event loop).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-__all__ = ["Backend", "PartReader"]
+__all__ = ["Backend", "Document", "PartReader", "Stat"]
+
+
+class Stat(NamedTuple):
+    """What a listing or a stat tells of one stored object: its size and modification time.
+
+    ``mtime_ns`` is the store's own time (a file's mtime, an object's ``LastModified``), or a
+    stable stand-in for stores that keep none, so that the mount shows the same time for the
+    same stored bytes on every mount.
+    """
+
+    size: int
+    mtime_ns: int
+
+
+class Document(NamedTuple):
+    """A small object read whole (a ``zarr.json``) and its modification time."""
+
+    data: bytes
+    mtime_ns: int
 
 
 class Backend(Protocol):
@@ -19,8 +38,9 @@ class Backend(Protocol):
     stat_by_listing: bool
     """Whether one chunk's size is better learnt by listing its directory (remote stores)."""
 
-    def list_sizes(self, prefix: str) -> dict[str, int]:
-        """Objects directly under ``prefix`` (a directory key, "" for the root): name -> size."""
+    def list_stats(self, prefix: str) -> dict[str, Stat]:
+        """Objects directly under ``prefix`` (a directory key, "" for the root): name -> size
+        and time, from the listing alone (no request per object)."""
         ...
 
     def list_subdirs(self, prefix: str) -> list[str]:
@@ -31,8 +51,8 @@ class Backend(Protocol):
         """
         ...
 
-    def size(self, key: str) -> int | None:
-        """Size of one object, None if absent."""
+    def stat(self, key: str) -> Stat | None:
+        """Size and time of one object, None if absent."""
         ...
 
     def open_reader(
@@ -49,9 +69,19 @@ class Backend(Protocol):
         """A whole object, None if absent."""
         ...
 
-    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> None:
+    def read_document(self, key: str) -> Document | None:
+        """A whole object and its time, in one request; None if absent."""
+        ...
+
+    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
         """Replace an object with ``pieces`` joined, atomically: readers see the old or the
-        new bytes, never a mix."""
+        new bytes, never a mix. Returns its new modification time (the store's where it
+        tells it cheaply, else the time of the write)."""
+        ...
+
+    def set_mtime(self, key: str, mtime_ns: int) -> bool:
+        """Set an object's modification time, if the store can (False: it cannot, as S3's
+        ``LastModified`` is the store's own)."""
         ...
 
     def delete(self, key: str) -> None:

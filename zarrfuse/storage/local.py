@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from zarrfuse.storage.base import PartReader
+from zarrfuse.storage.base import Document, PartReader, Stat
 
 __all__ = ["WRITE_STEP", "LocalBackend", "LocalPartReader"]
 
@@ -84,14 +84,15 @@ class LocalBackend:
     def _path(self, key: str) -> str:
         return os.path.join(self.root, key)
 
-    def list_sizes(self, prefix: str) -> dict[str, int]:
-        out: dict[str, int] = {}
+    def list_stats(self, prefix: str) -> dict[str, Stat]:
+        out: dict[str, Stat] = {}
         try:
             with os.scandir(self._path(prefix)) as entries:
                 for entry in entries:
                     if entry.is_file(follow_symlinks=False):
                         with contextlib.suppress(FileNotFoundError):  # removed while listing
-                            out[entry.name] = entry.stat(follow_symlinks=False).st_size
+                            st = entry.stat(follow_symlinks=False)
+                            out[entry.name] = Stat(st.st_size, st.st_mtime_ns)
         except (FileNotFoundError, NotADirectoryError):
             pass
         return out
@@ -103,12 +104,12 @@ class LocalBackend:
         except (FileNotFoundError, NotADirectoryError):
             return []
 
-    def size(self, key: str) -> int | None:
+    def stat(self, key: str) -> Stat | None:
         try:
             st = os.stat(self._path(key))
         except (FileNotFoundError, NotADirectoryError):
             return None
-        return st.st_size if stat.S_ISREG(st.st_mode) else None
+        return Stat(st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
@@ -122,7 +123,14 @@ class LocalBackend:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
 
-    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> None:
+    def read_document(self, key: str) -> Document | None:
+        try:
+            with open(self._path(key), "rb") as f:
+                return Document(f.read(), os.fstat(f.fileno()).st_mtime_ns)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
         # Same scheme as zarr's LocalStore: a uniquely named temp file beside the target,
         # then rename over it. A crash leaves the old file or the new one, never a torn one.
         path = self._path(key)
@@ -134,6 +142,7 @@ class LocalBackend:
                 _write_all(fd, pieces)
                 if durable:
                     os.fsync(fd)
+                mtime_ns = os.fstat(fd).st_mtime_ns  # the rename below keeps it
             finally:
                 os.close(fd)
             os.replace(temp, path)
@@ -147,6 +156,13 @@ class LocalBackend:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+        return mtime_ns
+
+    def set_mtime(self, key: str, mtime_ns: int) -> bool:
+        """Stored with the file (``os.utime``), so every later mount shows it too."""
+        with contextlib.suppress(FileNotFoundError):  # an absent optional part
+            os.utime(self._path(key), ns=(mtime_ns, mtime_ns))
+        return True
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):

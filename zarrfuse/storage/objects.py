@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,7 +23,7 @@ from obstore.exceptions import NotFoundError
 if TYPE_CHECKING:  # types only: obstore declares them in its stubs
     from obstore import ListResult, ObjectMeta
 
-from zarrfuse.storage.base import PartReader
+from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
 
 __all__ = ["ObjectBackend", "ObjectPartReader"]
@@ -123,18 +124,22 @@ class ObjectBackend:
             lambda: obstore.list_with_delimiter(self.store, f"{prefix}/" if prefix else None),
         )
 
-    def list_sizes(self, prefix: str) -> dict[str, int]:
+    def list_stats(self, prefix: str) -> dict[str, Stat]:
         found = self._listing(prefix)
-        return {meta["path"].rpartition("/")[2]: meta["size"] for meta in found["objects"]}
+        return {meta["path"].rpartition("/")[2]: _stat(meta) for meta in found["objects"]}
 
     def list_subdirs(self, prefix: str) -> list[str]:
         return [p.rstrip("/").rpartition("/")[2] for p in self._listing(prefix)["common_prefixes"]]
 
-    def size(self, key: str) -> int | None:
+    def stat(self, key: str) -> Stat | None:
         try:
-            return _request(f"HEAD {key}", lambda: obstore.head(self.store, key))["size"]
+            return _stat(_request(f"HEAD {key}", lambda: obstore.head(self.store, key)))
         except NOT_FOUND:
             return None
+
+    def _size(self, key: str) -> int | None:
+        found = self.stat(key)
+        return None if found is None else found.size
 
     def read(self, key: str, start: int, stop: int) -> bytes | memoryview:
         """Bytes ``[start, stop)`` of ``key``: one ranged GET (none for an empty range)."""
@@ -159,7 +164,7 @@ class ObjectBackend:
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader:
         if sizes is None:
-            sizes = [self.size(k) for k in keys]
+            sizes = [self._size(k) for k in keys]
         return ObjectPartReader(self, keys, sizes)
 
     def read_all(self, key: str) -> bytes | None:
@@ -169,11 +174,32 @@ class ObjectBackend:
             return None
         return result.to_bytes()
 
-    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> None:
+    def read_document(self, key: str) -> Document | None:
+        try:
+            result = _request(f"GET {key}", lambda: obstore.get(self.store, key))
+            data = _request(f"GET {key}", lambda: result.bytes()).to_bytes()
+        except NOT_FOUND:
+            return None
+        return Document(data, _stat(result.meta).mtime_ns)
+
+    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
         # One PUT of the whole part: S3 replaces the object atomically, readers see the old
         # or the new bytes. A PUT is durable once it succeeds, so ``durable`` asks nothing more.
+        # Its answer carries no LastModified; the time of the PUT stands in for it until the
+        # next listing gives the store's own (a HEAD per write would cost a round trip).
         data = b"".join(pieces)
         _request(f"PUT {key}", lambda: obstore.put(self.store, key, data, use_multipart=False))
+        return time.time_ns()
+
+    def set_mtime(self, key: str, mtime_ns: int) -> bool:
+        return False  # LastModified is set by the store alone
 
     def delete(self, key: str) -> None:
         _request(f"DELETE {key}", lambda: obstore.delete(self.store, key))
+
+
+def _stat(meta: ObjectMeta) -> Stat:
+    """Size and ``LastModified`` of an object, as a listing or a HEAD gives them."""
+    modified = meta["last_modified"]
+    mtime_ns = int(modified.timestamp()) * 1_000_000_000 + modified.microsecond * 1000
+    return Stat(meta["size"], mtime_ns)

@@ -1,19 +1,28 @@
 """Any other zarr Store (zip, fsspec, ...) as mount storage, through ``zarr.core.sync.sync``.
 
-``sync`` blocks the calling worker thread, never the trio thread.
+``sync`` blocks the calling worker thread, never the trio thread. Times: an fsspec store's
+``info`` gives one (``mtime``, ``LastModified``, HTTP's ``Last-Modified``) in the request that
+gives the size; other stores keep none, and every object shows the time of the store's own
+file (a zip's), or the epoch, so the same bytes show the same time on every mount.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
+import time
 from collections.abc import Sequence
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
 
 from zarr.abc.store import RangeByteRequest, Store
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
+from zarr.storage import FsspecStore
 
-from zarrfuse.storage.base import PartReader
+from zarrfuse.storage.base import Document, PartReader, Stat
 
 __all__ = ["StoreBackend", "StorePartReader"]
 
@@ -47,18 +56,32 @@ class StoreBackend:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.prototype = default_buffer_prototype()
+        self.fallback_time_ns = _store_file_time(store)
 
-    async def _list_sizes(self, prefix: str) -> dict[str, int]:
+    async def _stat(self, key: str) -> Stat | None:
+        """Size and time in one request: fsspec's ``info``, else zarr's ``getsize``."""
+        try:
+            if isinstance(self.store, FsspecStore):
+                root = self.store.path.rstrip("/")
+                info = await self.store.fs._info(f"{root}/{key}" if root else key)
+                if info.get("type") == "directory":
+                    return None
+                return Stat(int(info["size"]), _info_time(info) or self.fallback_time_ns)
+            return Stat(await self.store.getsize(key), self.fallback_time_ns)
+        except (FileNotFoundError, IsADirectoryError):  # absent, or a sub-prefix
+            return None
+
+    async def _list_stats(self, prefix: str) -> dict[str, Stat]:
         names = [n async for n in self.store.list_dir(prefix)]
         out = {}
         for name in names:
-            key = f"{prefix}/{name}" if prefix else name
-            with contextlib.suppress(FileNotFoundError, IsADirectoryError):  # a sub-prefix
-                out[name] = await self.store.getsize(key)
+            found = await self._stat(f"{prefix}/{name}" if prefix else name)
+            if found is not None:
+                out[name] = found
         return out
 
-    def list_sizes(self, prefix: str) -> dict[str, int]:
-        return sync(self._list_sizes(prefix.strip("/")))
+    def list_stats(self, prefix: str) -> dict[str, Stat]:
+        return sync(self._list_stats(prefix.strip("/")))
 
     def list_subdirs(self, prefix: str) -> list[str]:
         # zarr's Store API lists objects and prefixes alike; telling them apart would cost a
@@ -69,6 +92,9 @@ class StoreBackend:
             return [n async for n in self.store.list_dir(prefix)]
 
         return sync(names())
+
+    def stat(self, key: str) -> Stat | None:
+        return sync(self._stat(key))
 
     def size(self, key: str) -> int | None:
         try:
@@ -92,12 +118,50 @@ class StoreBackend:
         buf = sync(self.store.get(key, self.prototype))
         return None if buf is None else buf.to_bytes()
 
-    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> None:
+    def read_document(self, key: str) -> Document | None:
+        data = self.read_all(key)
+        if data is None:
+            return None
+        found = self.stat(key)
+        return Document(data, self.fallback_time_ns if found is None else found.mtime_ns)
+
+    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
         # One set() per part: a single PUT on object stores, temp-then-rename on local ones.
         sync(self.store.set(key, self.prototype.buffer.from_bytes(b"".join(pieces))))
+        return time.time_ns()
+
+    def set_mtime(self, key: str, mtime_ns: int) -> bool:
+        return False  # zarr's Store API has no way to set a time
 
     def delete(self, key: str) -> None:
         sync(self.store.delete(key))
 
     def close(self) -> None:
         pass  # the store belongs to zarr's event loop, which closes with the process
+
+
+def _info_time(info: dict[str, Any]) -> int | None:
+    """The modification time in an fsspec ``info`` dict, in ns; None if it has none."""
+    for field in ("mtime", "LastModified", "last_modified", "Last-Modified", "updated"):
+        value = info.get(field)
+        with contextlib.suppress(TypeError, ValueError, OverflowError):
+            if isinstance(value, int | float):
+                return int(value * 1_000_000_000)
+            if isinstance(value, str):
+                value = (
+                    parsedate_to_datetime(value) if field == "Last-Modified"
+                    else datetime.fromisoformat(value)
+                )
+            if isinstance(value, datetime):
+                return int(value.timestamp()) * 1_000_000_000 + value.microsecond * 1000
+    return None
+
+
+def _store_file_time(store: Store) -> int:
+    """A stable stand-in time for stores that keep none: their own file's mtime (a zip), or
+    the epoch."""
+    path = getattr(store, "path", None)
+    if isinstance(path, str | os.PathLike) and not isinstance(store, FsspecStore):
+        with contextlib.suppress(OSError):
+            return os.stat(path).st_mtime_ns
+    return 0
