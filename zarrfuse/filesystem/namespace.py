@@ -8,6 +8,7 @@ first use and dropped when the kernel's lookup count falls to zero (``forget``).
 from __future__ import annotations
 
 import contextlib
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
@@ -257,14 +258,16 @@ class Namespace:
             if not array.tree.is_leaf(pos):
                 return [
                     Entry(name, FanoutDir(array, child))
-                    for name in array.tree.child_names(pos)
+                    for name in await _shown_children(array, pos)
                     if isinstance(child := array.tree.child(pos, name), DirPosition)
                 ]
             lo, hi = array.tree.leaf_range(pos)
             if array.rendered is not None:  # every chunk of the grid renders
                 stored = {c: array.rendered.size((*pos.done, c)) for c in range(lo, hi + 1)}
             else:
-                stored = await array.source.stored_sizes(pos.done, lo, hi)
+                values = await array.source.index.stored_values(pos.done)
+                candidates = values[bisect_left(values, lo) : bisect_right(values, hi)]
+                stored = await array.source.stored_sizes(pos.done, lo, hi, candidates)
             return [
                 Entry(
                     array.tree.file_name(c) + array.suffix, ChunkFile(array, (*pos.done, c)), size
@@ -272,6 +275,15 @@ class Namespace:
                 for c, size in sorted(stored.items())
             ]
         raise NotFound("not a directory")
+
+
+async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
+    """The children of a non-leaf fanout directory that lead to stored chunks (all of them
+    for a rendered view, where every chunk of the grid renders)."""
+    if array.rendered is not None:
+        return array.tree.child_names(pos)
+    stored = await array.source.index.stored_values(pos.done)
+    return array.tree.stored_child_names(pos, stored)
 
 
 def _scalar_name(array: ArrayView) -> str:
