@@ -186,16 +186,25 @@ class Namespace:
 
     def parent_of(self, chunk: ChunkFile) -> tuple[Node, str]:
         """The directory that shows ``chunk``, and the chunk's name in it."""
+        parent, name, _ = self.path_of(chunk)[-1]
+        return parent, name
+
+    def path_of(self, chunk: ChunkFile) -> list[tuple[Node, str, Node]]:
+        """Each step from the array's root down to ``chunk``: (directory, name, node)."""
         array = chunk.array
         if not chunk.coords:
-            return ArrayRoot(array), _scalar_name(array)
-        *path, name = array.tree.encoding.encode_chunk_key(chunk.coords).split("/")[1:]
-        pos = ROOT
+            return [(ArrayRoot(array), _scalar_name(array), chunk)]
+        *path, name = array.tree.encoding.encode_chunk_key(chunk.coords).split("/")
+        steps: list[tuple[Node, str, Node]] = []
+        parent: Node = ArrayRoot(array)
+        pos: DirPosition | None = None
         for part in path:
-            child = array.tree.child(pos, part)
+            child = ROOT if pos is None else array.tree.child(pos, part)
             assert isinstance(child, DirPosition)
-            pos = child
-        return FanoutDir(array, pos), name + array.suffix
+            steps.append((parent, part, FanoutDir(array, child)))
+            parent, pos = FanoutDir(array, child), child
+        steps.append((parent, name + array.suffix, chunk))
+        return steps
 
     def chunk_named(self, parent: Node, name: str) -> ChunkFile | None:
         """The chunk file ``name`` would be in ``parent`` (stored or not), None if the name

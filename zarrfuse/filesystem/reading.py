@@ -167,10 +167,12 @@ class ReadingFileSystem:
     async def _list(self, directory: Node) -> list[Entry]:
         entries = await self.namespace.list(directory)
         known = {e.name for e in entries}
-        for chunk in self.writers.chunks():
-            parent, name = self.namespace.parent_of(chunk)
-            if parent == directory and name not in known:
-                entries.append(Entry(name, chunk, self.writers.size(chunk) or 0))
+        for chunk in self.writers.chunks():  # a new chunk shows, and the directories to it
+            for parent, name, node in self.namespace.path_of(chunk):
+                if parent == directory and name not in known:
+                    size = (self.writers.size(chunk) or 0) if node == chunk else 0
+                    entries.append(Entry(name, node, size))
+                    known.add(name)
         for key in self.scratch.names():
             if isinstance(key, ScratchFile) and key.directory == directory:
                 entries.append(Entry(key.name, key, await self._size(key)))
