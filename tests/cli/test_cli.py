@@ -116,6 +116,7 @@ EVERY_FIELD = {
     "debug": True, "log_file": "/var/log/z.log", "storage_options": {"key": "a=b,c", "-x": ""},
     "verify": False, "max_chunk_bytes": 12345, "scratch_mb": 0, "uid": 1234, "gid": 0,
     "umask": 0o027, "format": "png", "cache_mb": 7, "metadata_ttl": 0.25,
+    "layout": "fanout",  # source excludes suffix, max_children and format: checked below
 }
 
 
@@ -125,6 +126,8 @@ def test_daemon_command_line_parses_back_to_the_same_config():
     config = MountConfig(**EVERY_FIELD)
     assert parse_mount(*daemon.mount_argv(config)[1:]) == config
     assert parse_mount(*daemon.mount_argv(MountConfig("/s", "/m"))[1:]) == MountConfig("/s", "/m")
+    source = MountConfig("/s", "/m", layout="source")
+    assert parse_mount(*daemon.mount_argv(source)[1:]) == source
 
 
 @pytest.mark.parametrize(
@@ -176,8 +179,10 @@ def _malformed_json(tmp: Path) -> Path:
     return tmp / "bad"
 
 
-def _zarr_v2(tmp: Path) -> Path:
+def _zarr_v2_unknown_codec(tmp: Path) -> Path:
     zarr.create_array(tmp / "v2", shape=(4,), chunks=(2,), dtype="u1", zarr_format=2)
+    zarray = json.loads((tmp / "v2/.zarray").read_text())
+    (tmp / "v2/.zarray").write_text(json.dumps({**zarray, "compressor": {"id": "nonexistent"}}))
     return tmp / "v2"
 
 
@@ -205,7 +210,7 @@ def _unknown_storage_transformer(tmp: Path) -> Path:
         (_missing, "does not exist"),
         (_no_zarr_json, "zarr.json"),
         (_malformed_json, "not valid JSON"),
-        (_zarr_v2, "Zarr v3"),
+        (_zarr_v2_unknown_codec, "unsupported Zarr v2 array"),
         (_unknown_chunk_key_encoding, "nonexistent"),
         (_unknown_storage_transformer, "nonexistent"),
     ],

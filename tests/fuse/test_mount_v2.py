@@ -181,3 +181,14 @@ def test_rendered_view_of_a_v2_array_decodes_its_chunks(tmp_path):
     with mounted(tmp_path / "a.zarr", tmp_path / "mnt", "--read-only", "--format", "npy") as mnt:
         assert not (mnt / "zarr.json").exists() and not (mnt / ".zarray").exists()
         np.testing.assert_array_equal(np.load(mnt / "c/0/001/0/001.npy"), data[6:, 5:])
+
+
+def test_v2_strings_are_shown_with_the_v3_vlen_codec(tmp_path):
+    values = np.array(["a", "bb", "", "dddd", "e"], dtype=object)
+    _v2(tmp_path / "s.zarr", shape=(5,), chunks=(2,), dtype=str)[:] = values
+    assert json.loads((tmp_path / "s.zarr/.zarray").read_text())["filters"] == [
+        {"id": "vlen-utf8"}]
+    with mounted(tmp_path / "s.zarr", tmp_path / "mnt", "--read-only") as mnt:
+        codecs = json.loads((mnt / "zarr.json").read_text())["codecs"]
+        assert codecs[0]["name"] == "vlen-utf8"
+        assert list(zarr.open_array(mnt)[:]) == list(values)

@@ -134,8 +134,8 @@ def test_mount_lists_with_one_list_per_directory_and_reads_every_chunk(s3, tmp_p
         listing = run_with_timeout(["ls", "-lR", mnt]).stdout
         counts, _ = s3.snapshot()
         assert listing.count(" 1 ") >= 240  # every chunk file, one byte each
-        # Six leaf directories, one LIST each; no request per entry.
-        assert counts["LIST"] == 6, counts
+        # c/ (which rows are stored) and six leaf directories, one LIST each; none per entry.
+        assert counts["LIST"] == 7, counts
         assert counts["HEAD"] == 0 and counts["GET"] == 0, counts
         files = files_under(mnt / "c")
         assert len(files) == 240 and set(files.values()) == {1}
@@ -145,7 +145,7 @@ def test_mount_lists_with_one_list_per_directory_and_reads_every_chunk(s3, tmp_p
         # fanout paths sort in grid order (row major): the bytes are the array's
         assert [int(v) for v in out.split()] == data.ravel().tolist()
         counts, _ = s3.snapshot()
-        assert counts["LIST"] == 6 and counts["HEAD"] == 0, counts
+        assert counts["LIST"] == 7 and counts["HEAD"] == 0, counts
 
 
 def test_sequential_read_prefetches_in_large_windows(s3, tmp_path):

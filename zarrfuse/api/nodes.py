@@ -18,9 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from zarr.codecs import TransposeCodec, VLenBytesCodec, VLenUTF8Codec
 from zarr.core.buffer import default_buffer_prototype
+from zarr.core.chunk_key_encodings import V2ChunkKeyEncoding
 from zarr.core.metadata.v2 import ArrayV2Metadata
-from zarr.metadata.migrate_v3 import _convert_array_metadata  # private: zarr's own conversion
+from zarr.core.metadata.v3 import ArrayV3Metadata
+from zarr.metadata.migrate_v3 import (  # private: zarr's own v2 -> v3 conversion
+    _convert_array_metadata,
+    _convert_compressor,
+    _convert_filters,
+)
 
 from zarrfuse.errors import ConfigurationError, SourceError
 from zarrfuse.extensions.chunk_keys import parse_encoding
@@ -36,6 +43,8 @@ __all__ = [
 
 V3_NAME = "zarr.json"
 V2_NAMES = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
+_VLEN = {"vlen-utf8": VLenUTF8Codec, "vlen-bytes": VLenBytesCodec}
+"""v2 object codecs (filters) -> the v3 array-to-bytes codec that writes the same bytes."""
 
 
 @dataclass(frozen=True)
@@ -137,19 +146,56 @@ def _parse_v2(where: str, raw: dict[str, bytes]) -> StoredNode:
     return StoredNode(2, "group", raw, group)
 
 
+def _variable_length_as_v3(parsed: ArrayV2Metadata, serializer: type) -> ArrayV3Metadata:
+    """zarr's conversion for a v2 array of variable-length items: its last filter (the
+    object codec) becomes the array-to-bytes codec."""
+    codecs: list[Any] = []
+    if parsed.order == "F":
+        codecs.append(TransposeCodec(order=list(range(len(parsed.shape) - 1, -1, -1))))
+    codecs += _convert_filters(tuple(parsed.filters or ())[:-1])
+    codecs.append(serializer())
+    if parsed.compressor is not None:
+        codecs.append(_convert_compressor(parsed.compressor, parsed.dtype))
+    return ArrayV3Metadata(
+        shape=parsed.shape,
+        data_type=parsed.dtype,
+        chunk_grid=parsed.chunk_grid,
+        chunk_key_encoding=V2ChunkKeyEncoding(separator=parsed.dimension_separator),
+        fill_value=parsed.fill_value,
+        codecs=codecs,
+        attributes=parsed.attributes,
+        dimension_names=None,
+        storage_transformers=None,
+    )
+
+
 def v2_array_as_v3(
     where: str, zarray: dict[str, Any], attributes: dict[str, Any]
 ) -> dict[str, Any]:
-    """A v2 array's ``.zarray`` (and ``.zattrs``) as the equivalent v3 array document."""
+    """A v2 array's ``.zarray`` (and ``.zattrs``) as the equivalent v3 array document.
+
+    A ``vlen-utf8``/``vlen-bytes`` filter is how v2 serialises variable-length items; in v3
+    the same bytes come from the ``vlen-utf8``/``vlen-bytes`` array-to-bytes codec, which
+    takes the place of ``bytes`` (zarr's conversion has no such case).
+    """
+    filters = list(zarray.get("filters") or [])
+    serializer = None
+    if filters and isinstance(filters[-1], dict) and filters[-1].get("id") in _VLEN:
+        serializer = _VLEN[filters.pop()["id"]]
     try:
         parsed = ArrayV2Metadata.from_dict({**zarray, "attributes": attributes})
+
         if parsed.fill_value is None:  # zarr-python reads missing chunks as the default
             # A numpy scalar of the array's dtype, which zarr accepts as a fill value.
             default: Any = parsed.dtype.default_scalar()
             parsed = dataclasses.replace(parsed, fill_value=default)
         with warnings.catch_warnings():  # numcodecs.* codecs: "not in the v3 specification"
             warnings.simplefilter("ignore")
-            converted = _convert_array_metadata(parsed)
+            converted = (
+                _convert_array_metadata(parsed)
+                if serializer is None
+                else _variable_length_as_v3(parsed, serializer)
+            )
         encoded = converted.to_buffer_dict(default_buffer_prototype())[V3_NAME]
         document: dict[str, Any] = json.loads(encoded.to_bytes())  # NaN etc. as JSON says
     except (ValueError, TypeError, KeyError) as e:

@@ -279,6 +279,7 @@ class Catalog:
             counters=self.counters,
             keep_open=self._keep_open,
             shard_layout=layout_for(metadata),
+            grid=stored_grid,
         )
         grid = rendered.grid if rendered is not None else stored_grid
         documents = (

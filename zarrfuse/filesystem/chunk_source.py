@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -24,6 +24,7 @@ from zarrfuse.extensions.chunk_keys import encode_chunk_key
 from zarrfuse.extensions.transformers import ConcatParts, Part
 from zarrfuse.filesystem.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
 from zarrfuse.filesystem.counters import Counters
+from zarrfuse.filesystem.stored_index import KeyShape, StoredIndex
 from zarrfuse.storage.base import Backend, PartReader, Stat
 
 __all__ = ["ChunkSource", "ShardLayout"]
@@ -66,6 +67,7 @@ class ChunkSource:
         counters: Counters | None = None,
         keep_open: bool = False,
         shard_layout: ShardLayout | None = None,
+        grid: tuple[int, ...] = (),
     ) -> None:
         self.backend = backend
         self.shard_layout = shard_layout
@@ -84,6 +86,17 @@ class ChunkSource:
         self._stats_by_directory: dict[str, tuple[float, int]] = {}
         self._locks: dict[tuple[int, ...], tuple[trio.Lock, list[int]]] = {}
         self._open_cache = OpenChunkCache(OPEN_CACHE_CHUNKS, listing_ttl) if keep_open else None
+        self.index = StoredIndex(
+            shape=KeyShape(encoding, grid),
+            prefix=self._prefix,
+            part_suffixes=[p.key_suffix for p in self.parts.parts],
+            list_files=self.listed_names,
+            backend=backend,
+            run=self._run,
+            ttl=listing_ttl,
+            counters=self.counters,
+        )
+        """Which chunks are stored, a coordinate at a time (for listing sparse grids)."""
 
     # --- keys ----------------------------------------------------------------------------
 
@@ -127,11 +140,20 @@ class ChunkSource:
             self._listings.popitem(last=False)
         return listing
 
-    async def stored_stats(self, done: tuple[int, ...], lo: int, hi: int) -> dict[int, Stat]:
+    async def listed_names(self, directory: str) -> Collection[str]:
+        """The names of the objects in ``directory`` (a cached listing)."""
+        return (await self._listing(directory)).keys()
+
+    async def stored_stats(
+        self, done: tuple[int, ...], lo: int, hi: int, only: Iterable[int] | None = None
+    ) -> dict[int, Stat]:
         """Stored chunks ``(*done, c)`` for ``lo <= c <= hi``: last coordinate -> logical size
-        and time."""
+        and time.
+
+        ``only``: the candidates for ``c`` if known (from ``index``), so a sparse directory
+        costs its stored chunks rather than its range."""
         by_directory: dict[str, list[tuple[int, str]]] = {}
-        for c in range(lo, hi + 1):
+        for c in range(lo, hi + 1) if only is None else only:
             directory, name = self._split(self.chunk_key((*done, c)))
             by_directory.setdefault(directory, []).append((c, name))
         suffixes = [p.key_suffix for p in self.parts.parts]
@@ -304,6 +326,7 @@ class ChunkSource:
 
     def _remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
         self._sizes.put(coords, _logical(stats))
+        self.index.note(coords, stored=_logical(stats) is not None)
         keys = self.part_keys(coords)
         cached = self._listings.get(self._split(keys[0])[0])
         if cached is None:

@@ -8,6 +8,7 @@ first use and dropped when the kernel's lookup count falls to zero (``forget``).
 from __future__ import annotations
 
 import contextlib
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
@@ -246,19 +247,35 @@ class Namespace:
 
     def parent_of(self, chunk: ChunkFile) -> tuple[Node, str]:
         """The directory that shows ``chunk``, and the chunk's name in it."""
+        parent, name, _ = self.path_of(chunk)[-1]
+        return parent, name
+
+    def path_of(self, chunk: ChunkFile) -> list[tuple[Node, str, Node]]:
+        """Each step from the array's root down to ``chunk``: (directory, name, node)."""
         array = chunk.array
         if array.keys is not None:
-            *names, name = array.keys.path(chunk.coords)
-            return (KeyDir(array, tuple(names)) if names else ArrayRoot(array)), name
+            names = array.keys.path(chunk.coords)
+            key_steps: list[tuple[Node, str, Node]] = []
+            parent_dir: Node = ArrayRoot(array)
+            for depth, name in enumerate(names[:-1], start=1):
+                child_dir = KeyDir(array, names[:depth])
+                key_steps.append((parent_dir, name, child_dir))
+                parent_dir = child_dir
+            key_steps.append((parent_dir, names[-1], chunk))
+            return key_steps
         if not chunk.coords:
-            return ArrayRoot(array), _scalar_name(array)
-        *path, name = array.tree.encoding.encode_chunk_key(chunk.coords).split("/")[1:]
-        pos = ROOT
+            return [(ArrayRoot(array), _scalar_name(array), chunk)]
+        *path, name = array.tree.encoding.encode_chunk_key(chunk.coords).split("/")
+        steps: list[tuple[Node, str, Node]] = []
+        parent: Node = ArrayRoot(array)
+        pos: DirPosition | None = None
         for part in path:
-            child = array.tree.child(pos, part)
+            child = ROOT if pos is None else array.tree.child(pos, part)
             assert isinstance(child, DirPosition)
-            pos = child
-        return FanoutDir(array, pos), name + array.suffix
+            steps.append((parent, part, FanoutDir(array, child)))
+            parent, pos = FanoutDir(array, child), child
+        steps.append((parent, name + array.suffix, chunk))
+        return steps
 
     def chunk_named(self, parent: Node, name: str) -> ChunkFile | None:
         """The chunk file ``name`` would be in ``parent`` (stored or not), None if the name
@@ -362,14 +379,16 @@ class Namespace:
             if not array.tree.is_leaf(pos):
                 return [
                     Entry(name, FanoutDir(array, child))
-                    for name in array.tree.child_names(pos)
+                    for name in await _shown_children(array, pos)
                     if isinstance(child := array.tree.child(pos, name), DirPosition)
                 ]
             lo, hi = array.tree.leaf_range(pos)
             if array.rendered is not None:  # every chunk of the grid renders
                 stored = await self._rendered_stats(array, pos.done, lo, hi)
             else:
-                stored = await array.source.stored_stats(pos.done, lo, hi)
+                values = await array.source.index.stored_values(pos.done)
+                candidates = values[bisect_left(values, lo) : bisect_right(values, hi)]
+                stored = await array.source.stored_stats(pos.done, lo, hi, candidates)
             return [
                 Entry(
                     array.tree.file_name(c) + array.suffix,
@@ -390,6 +409,15 @@ def _documents(owner: ArrayView | GroupView) -> list[Entry]:
         for name in sorted(owner.documents)
         if (document := MetadataFile(owner, name))
     ]
+
+
+async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
+    """The children of a non-leaf fanout directory that lead to stored chunks (all of them
+    for a rendered view, where every chunk of the grid renders)."""
+    if array.rendered is not None:
+        return array.tree.child_names(pos)
+    stored = await array.source.index.stored_values(pos.done)
+    return array.tree.stored_child_names(pos, stored)
 
 
 def _scalar_name(array: ArrayView) -> str:

@@ -190,10 +190,12 @@ class ReadingFileSystem:
     async def _list(self, directory: Node) -> list[Entry]:
         entries = await self.namespace.list(directory)
         known = {e.name for e in entries}
-        for chunk in self.writers.chunks():
-            parent, name = self.namespace.parent_of(chunk)
-            if parent == directory and name not in known:
-                entries.append(await self._entry_of(name, chunk))
+        for chunk in self.writers.chunks():  # a new chunk shows, and the directories to it
+            for parent, name, node in self.namespace.path_of(chunk):
+                if parent == directory and name not in known:
+                    entry = await self._entry_of(name, chunk) if node == chunk else None
+                    entries.append(entry or Entry(name, node))
+                    known.add(name)
         for key in self.scratch.names():
             if isinstance(key, ScratchFile) and key.directory == directory:
                 entries.append(await self._entry_of(key.name, key))

@@ -1,13 +1,16 @@
 """The view of an array: which chunk key encoding the mount shows, and its directory tree.
 
-The tree is derived from the chunk grid alone (never from listing the store), so every
-directory the grid can have exists and mounting costs nothing however many chunks there are.
+The tree's shape comes from the chunk grid: every directory the grid can have can be looked
+up, so a chunk can be created anywhere. Listings show only the children that lead to stored
+chunks (``stored_child_names``, given the stored values the caller learnt from the store).
 A directory is a position in a fanout key: the coordinates completed so far, and within the
 current dimension the group count and the groups already taken. Pure code, no I/O.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
@@ -135,3 +138,35 @@ class FanoutTree:
         if len(pos.done) == len(self.grid) - 1:
             return combined
         return DirPosition((*pos.done, combined))
+
+    def value_range(self, pos: DirPosition) -> tuple[int, int]:
+        """Inclusive range of the values of dimension ``len(pos.done)`` below ``pos``."""
+        top = self.grid[len(pos.done)] - 1
+        if pos.count is None:
+            return 0, top
+        w = self.width
+        lo = 0 if pos.count == 0 else 10 ** (w * pos.count)
+        hi = min(top, 10 ** (w * (pos.count + 1)) - 1)
+        scale = 10 ** (w * (pos.count + 1 - pos.taken))
+        return max(lo, pos.prefix * scale), min(hi, (pos.prefix + 1) * scale - 1)
+
+    def _child_name_of(self, pos: DirPosition, value: int) -> str:
+        """The child of ``pos`` whose subtree holds ``value`` (of dimension len(pos.done))."""
+        if pos.count is None:
+            return str(self._groups(value) - 1)
+        group = value // 10 ** (self.width * (pos.count - pos.taken)) % 10**self.width
+        return str(group).zfill(self.width)
+
+    def stored_child_names(self, pos: DirPosition, stored: Sequence[int]) -> list[str]:
+        """The children of non-leaf ``pos`` that lead to a stored value, in order.
+
+        ``stored`` is sorted: the values ``v`` of dimension ``len(pos.done)`` such that some
+        stored chunk starts with ``(*pos.done, v)``. Costs the stored values below ``pos``,
+        not the grid's size.
+        """
+        lo, hi = self.value_range(pos)
+        names = (
+            self._child_name_of(pos, v)
+            for v in stored[bisect_left(stored, lo) : bisect_right(stored, hi)]
+        )
+        return list(dict.fromkeys(names))
