@@ -75,6 +75,13 @@ def test_mount_arguments_become_a_frozen_config(tmp_path, monkeypatch):
         config.source = "elsewhere"  # type: ignore[misc]
 
 
+def test_writes_are_verified_unless_no_verify():
+    assert parse_mount("/s", "/m").verify and parse_mount("/s", "/m", "--verify").verify
+    assert not parse_mount("/s", "/m", "--no-verify").verify
+    assert "--no-verify" in daemon.mount_argv(MountConfig("/s", "/m", verify=False))
+    assert not any("verify" in a for a in daemon.mount_argv(MountConfig("/s", "/m")))
+
+
 @pytest.mark.parametrize("source", ["s3://bucket/path/arr", "file:///data/arr", "memory://x"])
 def test_urls_are_kept_as_given(source):
     assert parse_mount(source, "/mnt").source == source
@@ -107,7 +114,7 @@ EVERY_FIELD = {
     "source": "/data/arr", "mountpoint": "/mnt/a b", "suffix": "-odd", "max_children": 250,
     "read_only": True, "foreground": True, "fuse_options": ("allow_other", "max_read=1048576"),
     "debug": True, "log_file": "/var/log/z.log", "storage_options": {"key": "a=b,c", "-x": ""},
-    "verify": True, "max_chunk_bytes": 12345, "scratch_mb": 0, "uid": 1234, "gid": 0,
+    "verify": False, "max_chunk_bytes": 12345, "scratch_mb": 0, "uid": 1234, "gid": 0,
     "umask": 0o027, "format": "png", "cache_mb": 7, "metadata_ttl": 0.25,
     "layout": "fanout",  # source excludes suffix, max_children and format: checked below
 }

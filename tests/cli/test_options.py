@@ -64,6 +64,21 @@ def test_last_of_ro_and_rw_wins_and_switches_take_values():
     }
 
 
+def test_no_verify_turns_the_default_check_off():
+    assert options.parse_options(["no_verify"]).values == {"verify": False}
+    assert options.parse_options(["no-verify=no"]).values == {"verify": True}
+    assert options.parse_options(["no_verify", "verify"]).values == {"verify": True}  # last wins
+    with pytest.raises(ConfigurationError, match="yes or no"):
+        options.parse_options(["no_verify=perhaps"])
+
+
+def test_no_verify_in_a_config_file_and_the_flag_over_it(tmp_path):
+    conf = tmp_path / "a.conf"
+    conf.write_text("source = arr\nmountpoint = /mnt/a\nno_verify\n")
+    assert not parse_mount("--config", str(conf)).verify
+    assert parse_mount("--config", str(conf), "--verify").verify
+
+
 def test_user_names_resolve():
     name = pwd.getpwuid(os.getuid()).pw_name
     assert options.parse_options([f"uid={name}"]).values == {"uid": os.getuid()}
@@ -200,12 +215,12 @@ def test_usage_errors_exit_2(argv, tmp_path):
 def test_mount_helper_arguments(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config, args = mount_helper.parse(
-        ["src dir", "mnt", "-v", "-o", "ro,suffix=.tiff,nofail,allow_other", "-o", "uid=7",
-         "-t", "fuse.zarrfuse", "-sn"]
+        ["src dir", "mnt", "-v", "-o", "ro,suffix=.tiff,nofail,allow_other", "-o",
+         "uid=7,no_verify", "-t", "fuse.zarrfuse", "-sn"]
     )
     assert config == MountConfig(
         source=str(tmp_path / "src dir"), mountpoint=str(tmp_path / "mnt"), suffix=".tiff",
-        read_only=True, fuse_options=("allow_other",), uid=7,
+        read_only=True, fuse_options=("allow_other",), uid=7, verify=False,
     )
     assert args.verbose and args.sloppy and args.no_mtab and not args.fake
 

@@ -238,8 +238,8 @@ def mount_argv(config: MountConfig) -> list[str]:
     if config.log_file is not None:
         argv.append(f"--log-file={config.log_file}")
     argv += [f"--storage-option={k}={v}" for k, v in config.storage_options.items()]
-    if config.verify:
-        argv.append("--verify")
+    if not config.verify:
+        argv.append("--no-verify")
     if config.max_chunk_bytes is not None:
         argv.append(f"--max-chunk-bytes={config.max_chunk_bytes}")
     if config.scratch_mb != MountConfig.scratch_mb:

@@ -14,7 +14,7 @@ The words (``NAME`` alone means ``NAME=yes`` for switches):
 ``ro`` / ``rw``                read-only / writable (``read_only=yes|no`` also works)
 ``suffix=S``                   ``--suffix``
 ``max_children=N``             ``--max-children``
-``verify``                     ``--verify``
+``verify``, ``no_verify``      ``--verify`` (the default), ``--no-verify``
 ``max_chunk_bytes=N``          ``--max-chunk-bytes``
 ``scratch_mb=N``               ``--scratch-mb``
 ``format=F``                   ``--format`` (raw, tiff, npy, png)
@@ -229,7 +229,9 @@ _VALUED = {
     "metadata_ttl": ("metadata_ttl", lambda n, v: parse_seconds(v)),
 }
 _SWITCHES = {"verify": "verify", "debug": "debug", "read_only": "read_only"}
-_KNOWN = {*_VALUED, *_SWITCHES, "ro", "rw", "source", "mountpoint"}
+# name -> the switch it turns off (``no_verify`` is ``verify=no``)
+_NEGATED = {"no_verify": "verify"}
+_KNOWN = {*_VALUED, *_SWITCHES, *_NEGATED, "ro", "rw", "source", "mountpoint"}
 
 
 def _normalized(name: str) -> str:
@@ -254,6 +256,8 @@ def parse_options(options: Iterable[str], *, allow_paths: bool = False) -> Parse
             parsed.values["read_only"] = name == "ro"
         elif name in _SWITCHES:
             parsed.values[_SWITCHES[name]] = _switch(name, text)
+        elif name in _NEGATED:
+            parsed.values[_NEGATED[name]] = not _switch(name, text)
         elif name in _VALUED:
             if not sep:
                 raise ConfigurationError(f"option {name} needs a value: {name}=...")

@@ -110,8 +110,9 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
     p.add_argument("--log-file", metavar="PATH", help="log here instead of stderr")
     _add_storage_option(p)
     p.add_argument(
-        "--verify", action="store_true", default=None,
-        help="decode every written chunk with the array's codecs; refuse what fails",
+        "--verify", action=argparse.BooleanOptionalAction, default=None,
+        help="check every written chunk against the array's codecs before storing it and "
+        "refuse (EIO) what zarr could not decode (default: on; --no-verify stores any bytes)",
     )
     p.add_argument(
         "--max-chunk-bytes", metavar="N", type=_positive_int,

@@ -9,6 +9,7 @@ metadata documents it shows (``documents``) and the chunk source that reads its 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -47,6 +48,7 @@ from zarrfuse.filesystem.documents import (
 from zarrfuse.filesystem.render import FORMATS, check_renderable
 from zarrfuse.filesystem.rendered_source import RenderCache, RenderedSource
 from zarrfuse.filesystem.source_keys import SourceKeys
+from zarrfuse.filesystem.verify import ChunkCheck, checker_for_document
 from zarrfuse.filesystem.view import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
 from zarrfuse.storage.base import Backend, Document
 from zarrfuse.tiff.metadata import layout_for
@@ -77,6 +79,11 @@ class ArrayView:
     metadata_time_ns: int = 0
     """The time of the stored metadata (the newest document): the array's documents and
     directories show it, and so do the chunks of a rendered view that are not stored."""
+
+    @functools.cached_property
+    def checker(self) -> ChunkCheck:
+        """How a written chunk is checked before it is stored; built on the first commit."""
+        return checker_for_document(self.metadata)
 
 
 @dataclass(frozen=True)

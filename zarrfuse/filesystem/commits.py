@@ -1,10 +1,11 @@
 """Storing what writers wrote: open writers per chunk, size limits, verification, commits.
 
 A chunk file opened for writing gets its own buffer (the chunk's bytes, or nothing with
-O_TRUNC). ``flush`` (close) and ``fsync`` commit it: checked against the size limit, verified
-if asked, split into parts and stored, each part replaced atomically. Readers opened before a
-commit keep the version they opened; after the commit returns the kernel's cache of the file
-is dropped, so every new reader sees the new bytes.
+O_TRUNC). ``flush`` (close) and ``fsync`` commit it: checked against the size limit and
+against the array's codecs (unless ``--no-verify``), split into parts and stored, each part
+replaced atomically. Readers opened before a commit keep the version they opened; after the
+commit returns the kernel's cache of the file is dropped, so every new reader sees the new
+bytes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import trio
 from zarrfuse.errors import FileTooBig, ZarrFuseError
 from zarrfuse.filesystem.catalog import ArrayView
 from zarrfuse.filesystem.namespace import ChunkFile, Namespace, Node
-from zarrfuse.filesystem.verify import verify_chunk
 from zarrfuse.filesystem.write_buffer import WriteBuffer
 
 __all__ = ["ChunkWriter", "Committer", "OpenWriters", "WriteOptions"]
@@ -35,7 +35,8 @@ SIZE_LIMIT_SLACK = 1 << 20
 class WriteOptions:
     """How a writable mount treats writes."""
 
-    verify: bool = False
+    verify: bool = True
+    """Check every chunk before storing it (verify.py); refuse what zarr could not decode."""
     max_chunk_bytes: int | None = None
     """Largest chunk file accepted (EFBIG beyond); None: twice the decoded chunk + slack."""
     scratch_bytes: int = 512 << 20
@@ -141,13 +142,20 @@ class Committer:
             node.array.source.forget(node.array.rendered.stored_coords(node.coords))
         else:
             if self.options.verify:
-                await trio.to_thread.run_sync(
-                    verify_chunk, node.array.metadata, node.coords, b"".join(views)
-                )
+                await self.check(node, views)
             await node.array.source.commit(node.coords, views, durable=durable)
             log.debug("committed chunk %s of %s (%d bytes)", node.coords, node.array.path,
                       len(data))
         await self.drop_cache(node)
+
+    async def check(self, node: ChunkFile, views: list[memoryview]) -> None:
+        """Refuse (WriteRefusedError) a value zarr could not decode as the chunk; the array's
+        cheapest exact check (verify.py), on a worker thread unless it costs nothing."""
+        checker = node.array.checker
+        if checker.inline:
+            checker.check(node.coords, views)
+        else:
+            await trio.to_thread.run_sync(checker.check, node.coords, views)
 
     async def commit_writer(self, writer: ChunkWriter, *, durable: bool) -> None:
         """Commit a writer's buffer; its changes wait meanwhile. A refused commit leaves the

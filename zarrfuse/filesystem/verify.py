@@ -1,42 +1,162 @@
-"""Checking a chunk before it is stored: does it decode with the array's own codecs?
+"""Checking a chunk before it is stored: would zarr decode it back into its chunk?
 
-zarr-python already knows how to decode every codec chain, so verification hands the bytes to
-zarr: a throw-away in-memory array with the same metadata holds just this chunk, and reading
-the chunk's region decodes it (for sharded arrays, every inner chunk of the shard).
+Bytes that zarr cannot decode break the array for every reader, so a writable mount checks
+each chunk at ``close()``/``fsync()`` and refuses what fails (EIO; nothing is written). The
+check is the cheapest one that is still exact for the array's codecs, chosen once per array:
+
+- ``length``: codecs that give every chunk the same encoded size (``bytes``, after any
+  ``transpose``; Zarr v2 without filters or compressor) decode any value of exactly that size
+  and nothing else, so comparing the length is the whole check.
+- ``crc32c``: the same chain followed by one ``crc32c``: the length, then the checksum of the
+  body (google_crc32c, as zarr's own codec), one pass over the bytes.
+- ``decode``: every other chain (compressors, sharding, variable-size types): the value goes
+  through zarr's codec pipeline, exactly as a reader's would.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
-import zarr
+import google_crc32c
+import numpy as np
+from zarr.abc.codec import CodecPipeline
+from zarr.codecs import BytesCodec, Crc32cCodec, TransposeCodec
+from zarr.core.array import create_codec_pipeline
+from zarr.core.array_spec import ArrayConfig
 from zarr.core.buffer import default_buffer_prototype
+from zarr.core.codec_pipeline import codecs_from_list
+from zarr.core.metadata.v2 import ArrayV2Metadata
+from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
-from zarr.storage import MemoryStore
 
-from zarrfuse.api.regions import chunk_region
 from zarrfuse.errors import WriteRefusedError
+from zarrfuse.extensions.byte_ranges import slice_views
 
-__all__ = ["verify_chunk"]
+__all__ = [
+    "ChunkCheck",
+    "Crc32cCheck",
+    "DecodeCheck",
+    "LengthCheck",
+    "checker_for",
+    "checker_for_document",
+]
+
+ArrayMetadata = ArrayV2Metadata | ArrayV3Metadata
 
 
-def verify_chunk(metadata: dict[str, Any], coords: tuple[int, ...], data: bytes) -> None:
-    """Raise WriteRefusedError unless ``data`` decodes as chunk ``coords``. Blocking."""
-    document = {k: v for k, v in metadata.items() if k != "storage_transformers"}
-    document["chunk_key_encoding"] = {"name": "default", "configuration": {"separator": "/"}}
-    store = MemoryStore()
-    prototype = default_buffer_prototype()
-    key = "/".join(["c", *map(str, coords)])
-    sync(store.set("zarr.json", prototype.buffer.from_bytes(json.dumps(document).encode())))
-    sync(store.set(key, prototype.buffer.from_bytes(data)))
-    array = zarr.open_array(store, mode="r")
-    stored_shape = array.shards or array.chunks  # one stored object: the shard, if sharded
-    region = chunk_region(coords, stored_shape, array.shape)
-    try:
-        array[region]
-    except Exception as e:
-        raise WriteRefusedError(
-            f"chunk {key} does not decode with the array's codecs ({type(e).__name__}: {e}); "
-            "nothing was written"
-        ) from e
+class ChunkCheck(Protocol):
+    """Raises WriteRefusedError unless a value decodes as its chunk."""
+
+    name: ClassVar[str]
+    inline: ClassVar[bool]
+    """Cheap enough to run on the event loop; otherwise the caller uses a worker thread."""
+
+    def check(self, coords: tuple[int, ...], views: Sequence[memoryview]) -> None: ...
+
+
+def _refused(coords: tuple[int, ...], why: str) -> WriteRefusedError:
+    return WriteRefusedError(f"chunk {coords} {why}; nothing was written")
+
+
+@dataclass(frozen=True)
+class LengthCheck:
+    """Fixed-size codecs: every chunk is exactly ``size`` bytes."""
+
+    size: int
+    codecs: str
+    name: ClassVar[str] = "length"
+    inline: ClassVar[bool] = True
+
+    def check(self, coords: tuple[int, ...], views: Sequence[memoryview]) -> None:
+        total = sum(len(v) for v in views)
+        if total != self.size:
+            raise _refused(coords, f"is {total} bytes; the array's codecs ({self.codecs}) "
+                                   f"make every chunk exactly {self.size} bytes")
+
+
+@dataclass(frozen=True)
+class Crc32cCheck:
+    """Fixed-size codecs then ``crc32c``: the length, and the checksum in the last 4 bytes."""
+
+    size: int
+    codecs: str
+    name: ClassVar[str] = "crc32c"
+    inline: ClassVar[bool] = False
+
+    def check(self, coords: tuple[int, ...], views: Sequence[memoryview]) -> None:
+        LengthCheck(self.size, self.codecs).check(coords, views)
+        crc = 0
+        for view in slice_views(views, 0, self.size - 4):
+            crc = google_crc32c.extend(crc, np.frombuffer(view, dtype="u1"))
+        stored = b"".join(slice_views(views, self.size - 4, self.size))
+        if crc.to_bytes(4, "little") != stored:  # zarr's crc32c codec: little-endian uint32
+            raise _refused(coords, f"has crc32c {stored.hex()}, but its bytes sum to "
+                                   f"{crc.to_bytes(4, 'little').hex()}")
+
+
+@dataclass(frozen=True)
+class DecodeCheck:
+    """Any other codecs: decode the value through zarr's codec pipeline."""
+
+    metadata: ArrayMetadata
+    pipeline: CodecPipeline
+    codecs: str
+    name: ClassVar[str] = "decode"
+    inline: ClassVar[bool] = False
+
+    def check(self, coords: tuple[int, ...], views: Sequence[memoryview]) -> None:
+        prototype = default_buffer_prototype()
+        order = self.metadata.order if isinstance(self.metadata, ArrayV2Metadata) else "C"
+        spec = self.metadata.get_chunk_spec(coords, ArrayConfig(order, True), prototype)
+        value = prototype.buffer.from_bytes(b"".join(views))
+        try:
+            sync(self.pipeline.decode([(value, spec)]))
+        except Exception as e:  # any codec's failure means: refused
+            raise _refused(coords, f"does not decode with the array's codecs ({self.codecs}): "
+                                   f"{type(e).__name__}: {e}") from e
+
+
+def _codec_names(metadata: ArrayMetadata) -> str:
+    if isinstance(metadata, ArrayV3Metadata):
+        return ", ".join(str(c.to_dict()["name"]) for c in metadata.codecs)
+    codecs = [*(metadata.filters or ()), *([metadata.compressor] if metadata.compressor else [])]
+    return ", ".join(json.dumps(c.get_config()) for c in codecs) or "no filters or compressor"
+
+
+def checker_for(metadata: ArrayMetadata) -> ChunkCheck:
+    """The cheapest exact check for chunks of an array with this (parsed) metadata."""
+    pipeline = create_codec_pipeline(metadata)
+    names = _codec_names(metadata)
+    native = metadata.dtype.to_native_dtype()
+    fixed_dtype = not native.hasobject and native.itemsize > 0
+    spec = metadata.get_chunk_spec(
+        (0,) * metadata.ndim, ArrayConfig("C", True), default_buffer_prototype()
+    )
+    decoded_bytes = int(np.prod(spec.shape, dtype=np.int64)) * native.itemsize
+    if isinstance(metadata, ArrayV2Metadata):
+        if fixed_dtype and not metadata.filters and metadata.compressor is None:
+            return LengthCheck(decoded_bytes, names)
+        return DecodeCheck(metadata, pipeline, names)
+    array_array, array_bytes, bytes_bytes = codecs_from_list(metadata.codecs)
+    if (
+        fixed_dtype
+        and all(isinstance(c, TransposeCodec) for c in array_array)
+        and isinstance(array_bytes, BytesCodec)
+    ):
+        if not bytes_bytes:
+            return LengthCheck(pipeline.compute_encoded_size(decoded_bytes, spec), names)
+        if len(bytes_bytes) == 1 and isinstance(bytes_bytes[0], Crc32cCodec):
+            return Crc32cCheck(pipeline.compute_encoded_size(decoded_bytes, spec), names)
+    return DecodeCheck(metadata, pipeline, names)
+
+
+def checker_for_document(document: dict[str, Any]) -> ChunkCheck:
+    """The check for an array's metadata document (``zarr.json``, or a v2 ``.zarray`` with
+    ``zarr_format: 2``), without storage transformers (the mount applies those)."""
+    if document.get("zarr_format") == 2:
+        return checker_for(ArrayV2Metadata.from_dict(dict(document)))
+    shown = {k: v for k, v in document.items() if k != "storage_transformers"}
+    return checker_for(ArrayV3Metadata.from_dict(shown))

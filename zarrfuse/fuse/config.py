@@ -32,8 +32,9 @@ class MountConfig:
     debug: bool = False
     log_file: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
-    verify: bool = False
-    """Decode every chunk with the array's codecs before storing it; refuse what fails."""
+    verify: bool = True
+    """Check every chunk against the array's codecs before storing it; refuse what zarr could
+    not decode. False (``--no-verify``) stores any bytes."""
     max_chunk_bytes: int | None = None
     """Largest chunk file a write may make (EFBIG beyond); None: derived from the chunk."""
     scratch_mb: int = 512
