@@ -8,7 +8,6 @@ first use and dropped when the kernel's lookup count falls to zero (``forget``).
 from __future__ import annotations
 
 import contextlib
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
@@ -386,9 +385,7 @@ class Namespace:
             if array.rendered is not None:  # every chunk of the grid renders
                 stored = await self._rendered_stats(array, pos.done, lo, hi)
             else:
-                values = await array.source.index.stored_values(pos.done)
-                candidates = values[bisect_left(values, lo) : bisect_right(values, hi)]
-                stored = await array.source.stored_stats(pos.done, lo, hi, candidates)
+                stored = await array.source.stored_stats_between(pos.done, lo, hi)
             return [
                 Entry(
                     array.tree.file_name(c) + array.suffix,
@@ -416,6 +413,14 @@ async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
     for a rendered view, where every chunk of the grid renders)."""
     if array.rendered is not None:
         return array.tree.child_names(pos)
+    names = array.tree.child_names(pos)
+    only = array.tree.child(pos, names[0]) if len(names) == 1 else None
+    if isinstance(only, DirPosition) and array.tree.is_leaf(only):
+        # One group count whose directory is the leaf: it leads to stored chunks if the
+        # leaf holds any, which costs what listing the leaf costs (no decoding of names).
+        lo, hi = array.tree.leaf_range(only)
+        found = await array.source.stored_stats_between(pos.done, lo, hi, first=True)
+        return names if found else []
     stored = await array.source.index.stored_values(pos.done)
     return array.tree.stored_child_names(pos, stored)
 
