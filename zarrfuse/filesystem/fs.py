@@ -150,11 +150,11 @@ class FileSystem(ReadingFileSystem):
             raise NotADirectory("not a directory")
         chunk = self.namespace.chunk_named(parent, name)  # NotAChunk: EPERM, outside grid
         if chunk is not None:
-            handle = self._register(self.writers.open(chunk, WriteBuffer(), dirty=True))
+            handle = self._register(self.writers.open(chunk, WriteBuffer(), dirty=True), flags)
         elif is_scratch_name(name) and self.scratch.enabled:
             node = ScratchFile(parent, name)
             self.scratch.create(node, time.time_ns())
-            handle = self._register(ScratchHandle(node))
+            handle = self._register(ScratchHandle(node), flags)
         else:
             raise NotPermitted(
                 f"{name!r} is not a chunk of the grid here, nor a temporary file name"

@@ -44,6 +44,7 @@ from zarrfuse.filesystem.namespace import (
     Node,
     ScratchFile,
 )
+from zarrfuse.filesystem.page_cache import PageCacheUsers
 from zarrfuse.filesystem.scratch import ScratchArea, ScratchData
 from zarrfuse.filesystem.write_buffer import WriteBuffer
 from zarrfuse.storage.base import Stat
@@ -80,6 +81,9 @@ class ReadingFileSystem:
         """Times set on nodes whose store cannot keep them: the time set, and the node's own
         time it was set over (a change of that, a commit or a refreshed listing, ends it)."""
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
+        self.page_cache = PageCacheUsers()
+        self._direct: set[int] = set()
+        """Handles opened with direct I/O (see ``page_cache``)."""
 
     def set_invalidators(
         self,
@@ -229,9 +233,15 @@ class ReadingFileSystem:
             raise NotFound(f"scratch file {node.name!r} is gone")
         return scratch
 
-    def _register(self, opened: OpenFile) -> int:
+    def _register(self, opened: OpenFile, flags: int) -> int:
+        """A handle number for ``opened``, and whether it may use the page cache."""
         handle = next(self._handles)
         self._files[handle] = opened
+        read_write = flags & os.O_ACCMODE == os.O_RDWR
+        if isinstance(opened, ScratchHandle) or not self.page_cache.admit(
+            opened.node, handle, writer=isinstance(opened, ChunkWriter), read_write=read_write
+        ):
+            self._direct.add(handle)
         return handle
 
     async def open(self, inode: int, flags: int) -> int:
@@ -243,11 +253,11 @@ class ReadingFileSystem:
             scratch = self._scratch(node)
             if flags & os.O_TRUNC:
                 scratch.data.truncate(0)
-            return self._register(ScratchHandle(node))
+            return self._register(ScratchHandle(node), flags)
         if isinstance(node, MetadataFile):
             if writing:
                 raise NotPermitted("zarr.json is shown by the mount and cannot be written")
-            return self._register(MetadataReader(node))
+            return self._register(MetadataReader(node), flags)
         if not isinstance(node, ChunkFile):
             raise ZarrFuseError(f"inode {inode} is a directory")  # the kernel never asks this
         if writing:
@@ -255,15 +265,16 @@ class ReadingFileSystem:
             # Each writer starts from the committed chunk, never from another writer's
             # uncommitted bytes: committing those would store a mix of two writers.
             data = b"" if truncate else await self._committed_bytes(node)
-            return self._register(self.writers.open(node, WriteBuffer(data), dirty=truncate))
+            writer = self.writers.open(node, WriteBuffer(data), dirty=truncate)
+            return self._register(writer, flags)
         if node.array.rendered is not None:
             return self._register(
-                RenderedReader(node, await node.array.rendered.render(node.coords))
+                RenderedReader(node, await node.array.rendered.render(node.coords)), flags
             )
         chunk = await node.array.source.open(node.coords)
         if chunk is None:
             raise NotFound(f"chunk {node.coords} is no longer stored")
-        return self._register(ChunkReader(node, chunk))
+        return self._register(ChunkReader(node, chunk), flags)
 
     async def _committed_bytes(self, node: ChunkFile) -> bytes:
         if node.array.rendered is not None:
@@ -290,17 +301,37 @@ class ReadingFileSystem:
         out[: len(piece)] = piece
         return len(piece)
 
-    def is_writer(self, handle: int) -> bool:
-        """Writers keep private buffers, so the kernel must not share one page cache and size
-        between them (the adapter opens them with direct I/O)."""
-        return isinstance(self._files.get(handle), ChunkWriter | ScratchHandle)
+    def direct_io(self, handle: int) -> bool:
+        """Whether the kernel must bypass its page cache for ``handle``: writers keep private
+        buffers, so only one of them may own a file's pages (see ``page_cache``)."""
+        return handle in self._direct
+
+    def owns_pages(self, handle: int) -> bool:
+        """Whether ``handle`` is a writer whose buffer the file's page cache shows: the
+        kernel must drop any pages it kept from before."""
+        return handle not in self._direct and isinstance(self._files.get(handle), ChunkWriter)
 
     async def release(self, handle: int) -> None:
+        """Forget a handle. A writer with changes that reached it after its last close (the
+        pages of a shared mapping, written back at munmap) commits them now; one whose
+        commit was refused drops them."""
         opened = self._files.pop(handle, None)
+        self._direct.discard(handle)
+        if opened is None:
+            return
+        self.page_cache.release(opened.node, handle)
         if isinstance(opened, ChunkReader):
             opened.chunk.close()
         elif isinstance(opened, ChunkWriter):
-            self.writers.close(opened)
+            try:
+                if opened.dirty and not opened.refused:
+                    await self.committer.commit_writer(opened, durable=False)
+                    self._times.pop(opened.node, None)
+            except ZarrFuseError as e:
+                log.error("writes to chunk %s reached after close were not stored: %s",
+                          opened.node.coords, e)
+            finally:
+                self.writers.close(opened)
             if opened.dirty:
                 log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
                 await self.committer.show_stored_state(opened.node)

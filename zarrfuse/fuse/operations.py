@@ -166,8 +166,10 @@ class FuseOperations(pyfuse3.Operations):
         self.fs.releasedir(fh)
 
     def _file_info(self, handle: int) -> pyfuse3.FileInfo:
-        if self.fs.is_writer(handle):
+        if self.fs.direct_io(handle):
             return pyfuse3.FileInfo(fh=handle, direct_io=True, keep_cache=False)
+        if self.fs.owns_pages(handle):  # a writer's buffer: pages kept from readers must go
+            return pyfuse3.FileInfo(fh=handle, keep_cache=False)
         return pyfuse3.FileInfo(fh=handle, keep_cache=self.keep_cache)
 
     @_fuse_errors
@@ -177,10 +179,12 @@ class FuseOperations(pyfuse3.Operations):
     async def invalidate(self, inode: int) -> None:
         """Drop the kernel's cached attributes and pages of ``inode`` (after a commit).
 
-        Called on the trio thread: it blocks only with writeback caching, which is off.
+        Runs in a worker thread: a writer that owns the file's pages (a shared writable
+        mapping) may have dirty pages, which the kernel writes back to this daemon before
+        it drops them, or a write in flight that holds a page locked.
         """
         try:
-            pyfuse3.invalidate_inode(inode, False)
+            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode, False)
         except OSError as e:
             if e.errno != errno.ENOENT:  # ENOENT: the kernel holds nothing for it
                 log.warning("invalidating inode %d: %s", inode, e)
