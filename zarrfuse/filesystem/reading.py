@@ -22,14 +22,16 @@ from zarrfuse.errors import (
     NotAChunk,
     NotADirectory,
     NotFound,
-    NotPermitted,
+    NotShownNow,
     ReadOnlyError,
     ZarrFuseError,
 )
 from zarrfuse.filesystem.attributes import Attributes, Ownership, StatFs
 from zarrfuse.filesystem.commits import ChunkWriter, Committer, OpenWriters, WriteOptions
+from zarrfuse.filesystem.document_writes import Replacements
 from zarrfuse.filesystem.handles import (
     ChunkReader,
+    DocumentWriter,
     MetadataReader,
     OpenFile,
     RenderedReader,
@@ -82,6 +84,7 @@ class ReadingFileSystem:
         time it was set over (a change of that, a commit or a refreshed listing, ends it)."""
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
         self.page_cache = PageCacheUsers()
+        self.replacements = Replacements()
         self._direct: set[int] = set()
         """Handles opened with direct I/O (see ``page_cache``)."""
 
@@ -142,15 +145,21 @@ class ReadingFileSystem:
         stat = await self._stat(node)
         return Entry(name, node, stat.size, stat.mtime_ns)
 
-    async def _entry(self, parent: Node, name: str) -> Entry:
-        """The entry ``name`` in ``parent``, including scratch files and unstored new chunks."""
+    async def _entry(self, parent: Node, name: str, pid: int | None = None) -> Entry:
+        """The entry ``name`` in ``parent``, including scratch files and unstored new chunks;
+        as process ``pid`` sees it (a document it unlinked is absent for it a moment)."""
         if not isinstance(parent, DIRECTORY_NODES):
             raise NotADirectory("not a directory")
         scratch_node = ScratchFile(parent, name)
         if self.scratch.get(scratch_node) is not None:
             return await self._entry_of(name, scratch_node)
         try:
-            return await self.namespace.lookup(parent, name)
+            entry = await self.namespace.lookup(parent, name)
+            if isinstance(entry.node, MetadataFile) and self.replacements.hides(entry.node, pid):
+                raise NotShownNow(f"{name!r} is being replaced by process {pid}")
+            return entry
+        except NotShownNow:
+            raise
         except NotFound:
             chunk = self._chunk_named(parent, name)
             if chunk is not None and self.writers.size(chunk) is not None:
@@ -163,8 +172,8 @@ class ReadingFileSystem:
         except NotAChunk:
             return None
 
-    async def lookup(self, parent_inode: int, name: str) -> Attributes:
-        entry = await self._entry(self.namespace.node(parent_inode), name)
+    async def lookup(self, parent_inode: int, name: str, pid: int | None = None) -> Attributes:
+        entry = await self._entry(self.namespace.node(parent_inode), name, pid)
         attributes = self._attributes(entry.node, entry.size, entry.mtime_ns)
         self.namespace.remember(attributes.inode)
         return attributes
@@ -238,7 +247,7 @@ class ReadingFileSystem:
         handle = next(self._handles)
         self._files[handle] = opened
         read_write = flags & os.O_ACCMODE == os.O_RDWR
-        if isinstance(opened, ScratchHandle) or not self.page_cache.admit(
+        if isinstance(opened, ScratchHandle | DocumentWriter) or not self.page_cache.admit(
             opened.node, handle, writer=isinstance(opened, ChunkWriter), read_write=read_write
         ):
             self._direct.add(handle)
@@ -255,8 +264,9 @@ class ReadingFileSystem:
                 scratch.data.truncate(0)
             return self._register(ScratchHandle(node), flags)
         if isinstance(node, MetadataFile):
-            if writing:
-                raise NotPermitted("zarr.json is shown by the mount and cannot be written")
+            if writing:  # checked at close: only the same bytes are accepted
+                data = b"" if flags & os.O_TRUNC else node.data
+                return self._register(DocumentWriter(node, WriteBuffer(data)), flags)
             return self._register(MetadataReader(node), flags)
         if not isinstance(node, ChunkFile):
             raise ZarrFuseError(f"inode {inode} is a directory")  # the kernel never asks this
@@ -294,7 +304,7 @@ class ReadingFileSystem:
             return await opened.node.array.source.read_into(opened.chunk, offset, out)
         if isinstance(opened, MetadataReader | RenderedReader):
             piece = opened.data[offset : offset + len(out)]
-        elif isinstance(opened, ChunkWriter):
+        elif isinstance(opened, ChunkWriter | DocumentWriter):
             piece = opened.data.read(offset, len(out))
         else:
             piece = self._scratch(opened.node).data.read(offset, len(out))
