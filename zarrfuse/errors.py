@@ -58,6 +58,10 @@ class NotFound(ZarrFuseError):
     errno = _errno.ENOENT
 
 
+class NotShownNow(NotFound):
+    """Absent for this caller only, and only for a moment: the kernel must not remember it."""
+
+
 class NotPermitted(ZarrFuseError):
     """An operation the mount never allows (a name outside the grid, links, renaming chunks)."""
 

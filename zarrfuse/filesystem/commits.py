@@ -54,6 +54,8 @@ class ChunkWriter:
     """Order of the last change among all writers: the newest writer's size is shown."""
     committing: trio.Event | None = None
     """Set while the buffer is being stored: changes wait, so the commit needs no copy."""
+    refused: bool = False
+    """The last commit was refused, and nothing changed since: release drops the changes."""
 
     async def settled(self) -> None:
         if self.committing is not None:
@@ -75,6 +77,7 @@ class OpenWriters:
     def changed(self, writer: ChunkWriter) -> None:
         """``writer``'s buffer changed: it is dirty and now the newest."""
         writer.dirty = True
+        writer.refused = False
         writer.serial = next(self._serials)
 
     def close(self, writer: ChunkWriter) -> None:
@@ -132,7 +135,9 @@ class Committer:
                 f"the limit of {limit} (--max-chunk-bytes)"
             )
 
-    async def commit(self, node: ChunkFile, data: WriteBuffer, *, durable: bool) -> None:
+    async def commit(
+        self, node: ChunkFile, data: WriteBuffer, *, durable: bool, drop_cache: bool = True
+    ) -> None:
         """Store ``data`` as the chunk (checks, verification, parts), then drop kernel caches.
         ``data`` must not change until this returns."""
         self.check_size(node, len(data))
@@ -146,7 +151,8 @@ class Committer:
             await node.array.source.commit(node.coords, views, durable=durable)
             log.debug("committed chunk %s of %s (%d bytes)", node.coords, node.array.path,
                       len(data))
-        await self.drop_cache(node)
+        if drop_cache:
+            await self.drop_cache(node)
 
     async def check(self, node: ChunkFile, views: list[memoryview]) -> None:
         """Refuse (WriteRefusedError) a value zarr could not decode as the chunk; the array's
@@ -163,16 +169,24 @@ class Committer:
         for close() or fsync() to return."""
         await writer.settled()
         writer.committing = trio.Event()
+        refused: ZarrFuseError | None = None
         try:
-            await self.commit(writer.node, writer.data, durable=durable)
+            await self.commit(writer.node, writer.data, durable=durable, drop_cache=False)
         except ZarrFuseError as e:
             log.error("refused to store chunk %s: %s", writer.node.coords, e)
-            await self.show_stored_state(writer.node)
-            raise
+            writer.refused = True
+            refused = e
+        else:
+            writer.dirty = False
         finally:
             writer.committing.set()
             writer.committing = None
-        writer.dirty = False
+        # Only now: dropping the pages of a mapping may write its dirty pages back to this
+        # writer first, and those writes wait for the commit to end.
+        if refused is not None:
+            await self.show_stored_state(writer.node)
+            raise refused
+        await self.drop_cache(writer.node)
 
     async def drop_cache(self, node: Node) -> None:
         inode = self.namespace.known_inode(node)

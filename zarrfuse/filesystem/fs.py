@@ -23,8 +23,17 @@ from zarrfuse.errors import (
 )
 from zarrfuse.filesystem.attributes import Attributes
 from zarrfuse.filesystem.commits import ChunkWriter
-from zarrfuse.filesystem.handles import ScratchHandle
-from zarrfuse.filesystem.namespace import DIRECTORY_NODES, ChunkFile, Node, ScratchFile
+from zarrfuse.filesystem.document_writes import check_fits, check_identical
+from zarrfuse.filesystem.handles import DocumentWriter, ScratchHandle
+from zarrfuse.filesystem.namespace import (
+    DIRECTORY_NODES,
+    ArrayRoot,
+    ChunkFile,
+    GroupDir,
+    MetadataFile,
+    Node,
+    ScratchFile,
+)
 from zarrfuse.filesystem.reading import ReadingFileSystem
 from zarrfuse.filesystem.scratch import is_scratch_name
 from zarrfuse.filesystem.write_buffer import WriteBuffer
@@ -79,10 +88,13 @@ class FileSystem(ReadingFileSystem):
             self.scratch.reserve(len(scratch.data), size)
             scratch.data.truncate(size)
             return
+        opened = self._files.get(handle) if handle is not None else None
+        if isinstance(opened, DocumentWriter):
+            opened.data.truncate(size)
+            return
         if not isinstance(node, ChunkFile):
             raise NotPermitted("only chunk files and scratch files can be truncated")
         self.committer.check_size(node, size)
-        opened = self._files.get(handle) if handle is not None else None
         if isinstance(opened, ChunkWriter):
             await opened.settled()
             opened.data.truncate(size)
@@ -122,6 +134,10 @@ class FileSystem(ReadingFileSystem):
             self.scratch.reserve(len(scratch.data), max(end, len(scratch.data)))
             scratch.data.write(offset, data)
             return len(data)
+        if isinstance(opened, DocumentWriter):
+            check_fits(opened.node, end)
+            opened.data.write(offset, data)
+            return len(data)
         if not isinstance(opened, ChunkWriter):
             raise BadHandle("file is not open for writing")
         self.committer.check_size(opened.node, end)
@@ -137,6 +153,9 @@ class FileSystem(ReadingFileSystem):
     async def flush(self, handle: int, *, durable: bool = False) -> None:
         """Commit a written chunk (close and fsync). Errors reach the caller's close()."""
         opened = self._files.get(handle)
+        if isinstance(opened, DocumentWriter):
+            check_identical(opened.node, opened.data.read(0, len(opened.data)))
+            return
         if not isinstance(opened, ChunkWriter) or not (opened.dirty or durable):
             return
         await self.committer.commit_writer(opened, durable=durable)
@@ -148,13 +167,17 @@ class FileSystem(ReadingFileSystem):
         parent = self.namespace.node(parent_inode)
         if not isinstance(parent, DIRECTORY_NODES):
             raise NotADirectory("not a directory")
-        chunk = self.namespace.chunk_named(parent, name)  # NotAChunk: EPERM, outside grid
-        if chunk is not None:
-            handle = self._register(self.writers.open(chunk, WriteBuffer(), dirty=True))
+        document = _document_named(parent, name)
+        chunk = None if document else self.namespace.chunk_named(parent, name)  # NotAChunk
+        if document is not None:  # recreated after an unlink (tar x): checked at close
+            self.replacements.end(document)
+            handle = self._register(DocumentWriter(document, WriteBuffer()), flags)
+        elif chunk is not None:
+            handle = self._register(self.writers.open(chunk, WriteBuffer(), dirty=True), flags)
         elif is_scratch_name(name) and self.scratch.enabled:
             node = ScratchFile(parent, name)
             self.scratch.create(node, time.time_ns())
-            handle = self._register(ScratchHandle(node))
+            handle = self._register(ScratchHandle(node), flags)
         else:
             raise NotPermitted(
                 f"{name!r} is not a chunk of the grid here, nor a temporary file name"
@@ -163,11 +186,15 @@ class FileSystem(ReadingFileSystem):
         self.namespace.remember(attributes.inode)
         return handle, attributes
 
-    async def unlink(self, parent_inode: int, name: str) -> None:
+    async def unlink(self, parent_inode: int, name: str, pid: int | None = None) -> None:
+        """Remove a chunk or scratch file. A document is kept: its unlink is accepted as the
+        first step of a replace (see ``document_writes``)."""
         self._check_writable()
         parent = self.namespace.node(parent_inode)
-        entry = await self._entry(parent, name)
-        if isinstance(entry.node, ScratchFile):
+        entry = await self._entry(parent, name, pid)
+        if isinstance(entry.node, MetadataFile) and pid is not None:
+            self.replacements.start(entry.node, pid)
+        elif isinstance(entry.node, ScratchFile):
             self.scratch.remove(entry.node)
         elif isinstance(entry.node, ChunkFile) and entry.node.array.rendered is not None:
             raise NotPermitted(f"{name!r}: chunks of a rendered view cannot be removed")
@@ -199,6 +226,16 @@ class FileSystem(ReadingFileSystem):
             else:
                 raise Exists(f"{new_name!r} exists")
         inode = self.namespace.inode_of(entry.node)
+        document = _document_named(target_dir, new_name)
+        if document is not None:  # rsync's temp file onto a document: the same bytes only
+            scratch = self._scratch(entry.node)
+            check_identical(document, scratch.data.read(0, len(scratch.data)))
+            self.scratch.remove(entry.node)
+            self.replacements.end(document)
+            self.namespace.rebind(inode, document)
+            if scratch.time_set:
+                await self._set_time(document, scratch.mtime_ns)
+            return
         chunk = self.namespace.chunk_named(target_dir, new_name)
         if chunk is not None:
             scratch = self._scratch(entry.node)
@@ -214,3 +251,12 @@ class FileSystem(ReadingFileSystem):
         self.scratch.remove(target)
         self.scratch.move(entry.node, target)
         self.namespace.rebind(inode, target)
+
+
+def _document_named(directory: Node, name: str) -> MetadataFile | None:
+    """The metadata document ``name`` that ``directory`` shows, if it shows one."""
+    if isinstance(directory, GroupDir) and name in directory.group.documents:
+        return MetadataFile(directory.group, name)
+    if isinstance(directory, ArrayRoot) and name in directory.array.documents:
+        return MetadataFile(directory.array, name)
+    return None

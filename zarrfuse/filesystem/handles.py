@@ -11,8 +11,16 @@ from dataclasses import dataclass
 from zarrfuse.filesystem.chunk_caches import OpenChunk
 from zarrfuse.filesystem.commits import ChunkWriter
 from zarrfuse.filesystem.namespace import ChunkFile, MetadataFile, ScratchFile
+from zarrfuse.filesystem.write_buffer import WriteBuffer
 
-__all__ = ["ChunkReader", "MetadataReader", "OpenFile", "RenderedReader", "ScratchHandle"]
+__all__ = [
+    "ChunkReader",
+    "DocumentWriter",
+    "MetadataReader",
+    "OpenFile",
+    "RenderedReader",
+    "ScratchHandle",
+]
 
 
 @dataclass
@@ -31,6 +39,15 @@ class MetadataReader:
 
 
 @dataclass
+class DocumentWriter:
+    """A metadata document opened for writing: accepted at close only if the bytes are the
+    document's own (see ``document_writes``)."""
+
+    node: MetadataFile
+    data: WriteBuffer
+
+
+@dataclass
 class RenderedReader:
     """A rendered chunk: its image file, rendered once at open."""
 
@@ -43,4 +60,6 @@ class ScratchHandle:
     node: ScratchFile
 
 
-OpenFile = ChunkReader | MetadataReader | RenderedReader | ChunkWriter | ScratchHandle
+OpenFile = (
+    ChunkReader | MetadataReader | RenderedReader | ChunkWriter | ScratchHandle | DocumentWriter
+)

@@ -22,14 +22,16 @@ from zarrfuse.errors import (
     NotAChunk,
     NotADirectory,
     NotFound,
-    NotPermitted,
+    NotShownNow,
     ReadOnlyError,
     ZarrFuseError,
 )
 from zarrfuse.filesystem.attributes import Attributes, Ownership, StatFs
 from zarrfuse.filesystem.commits import ChunkWriter, Committer, OpenWriters, WriteOptions
+from zarrfuse.filesystem.document_writes import Replacements
 from zarrfuse.filesystem.handles import (
     ChunkReader,
+    DocumentWriter,
     MetadataReader,
     OpenFile,
     RenderedReader,
@@ -44,6 +46,7 @@ from zarrfuse.filesystem.namespace import (
     Node,
     ScratchFile,
 )
+from zarrfuse.filesystem.page_cache import PageCacheUsers
 from zarrfuse.filesystem.scratch import ScratchArea, ScratchData
 from zarrfuse.filesystem.write_buffer import WriteBuffer
 from zarrfuse.storage.base import Stat
@@ -80,6 +83,10 @@ class ReadingFileSystem:
         """Times set on nodes whose store cannot keep them: the time set, and the node's own
         time it was set over (a change of that, a commit or a refreshed listing, ends it)."""
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
+        self.page_cache = PageCacheUsers()
+        self.replacements = Replacements()
+        self._direct: set[int] = set()
+        """Handles opened with direct I/O (see ``page_cache``)."""
 
     def set_invalidators(
         self,
@@ -138,15 +145,21 @@ class ReadingFileSystem:
         stat = await self._stat(node)
         return Entry(name, node, stat.size, stat.mtime_ns)
 
-    async def _entry(self, parent: Node, name: str) -> Entry:
-        """The entry ``name`` in ``parent``, including scratch files and unstored new chunks."""
+    async def _entry(self, parent: Node, name: str, pid: int | None = None) -> Entry:
+        """The entry ``name`` in ``parent``, including scratch files and unstored new chunks;
+        as process ``pid`` sees it (a document it unlinked is absent for it a moment)."""
         if not isinstance(parent, DIRECTORY_NODES):
             raise NotADirectory("not a directory")
         scratch_node = ScratchFile(parent, name)
         if self.scratch.get(scratch_node) is not None:
             return await self._entry_of(name, scratch_node)
         try:
-            return await self.namespace.lookup(parent, name)
+            entry = await self.namespace.lookup(parent, name)
+            if isinstance(entry.node, MetadataFile) and self.replacements.hides(entry.node, pid):
+                raise NotShownNow(f"{name!r} is being replaced by process {pid}")
+            return entry
+        except NotShownNow:
+            raise
         except NotFound:
             chunk = self._chunk_named(parent, name)
             if chunk is not None and self.writers.size(chunk) is not None:
@@ -159,8 +172,8 @@ class ReadingFileSystem:
         except NotAChunk:
             return None
 
-    async def lookup(self, parent_inode: int, name: str) -> Attributes:
-        entry = await self._entry(self.namespace.node(parent_inode), name)
+    async def lookup(self, parent_inode: int, name: str, pid: int | None = None) -> Attributes:
+        entry = await self._entry(self.namespace.node(parent_inode), name, pid)
         attributes = self._attributes(entry.node, entry.size, entry.mtime_ns)
         self.namespace.remember(attributes.inode)
         return attributes
@@ -231,9 +244,15 @@ class ReadingFileSystem:
             raise NotFound(f"scratch file {node.name!r} is gone")
         return scratch
 
-    def _register(self, opened: OpenFile) -> int:
+    def _register(self, opened: OpenFile, flags: int) -> int:
+        """A handle number for ``opened``, and whether it may use the page cache."""
         handle = next(self._handles)
         self._files[handle] = opened
+        read_write = flags & os.O_ACCMODE == os.O_RDWR
+        if isinstance(opened, ScratchHandle | DocumentWriter) or not self.page_cache.admit(
+            opened.node, handle, writer=isinstance(opened, ChunkWriter), read_write=read_write
+        ):
+            self._direct.add(handle)
         return handle
 
     async def open(self, inode: int, flags: int) -> int:
@@ -245,11 +264,12 @@ class ReadingFileSystem:
             scratch = self._scratch(node)
             if flags & os.O_TRUNC:
                 scratch.data.truncate(0)
-            return self._register(ScratchHandle(node))
+            return self._register(ScratchHandle(node), flags)
         if isinstance(node, MetadataFile):
-            if writing:
-                raise NotPermitted("zarr.json is shown by the mount and cannot be written")
-            return self._register(MetadataReader(node))
+            if writing:  # checked at close: only the same bytes are accepted
+                data = b"" if flags & os.O_TRUNC else node.data
+                return self._register(DocumentWriter(node, WriteBuffer(data)), flags)
+            return self._register(MetadataReader(node), flags)
         if not isinstance(node, ChunkFile):
             raise ZarrFuseError(f"inode {inode} is a directory")  # the kernel never asks this
         if writing:
@@ -257,15 +277,16 @@ class ReadingFileSystem:
             # Each writer starts from the committed chunk, never from another writer's
             # uncommitted bytes: committing those would store a mix of two writers.
             data = b"" if truncate else await self._committed_bytes(node)
-            return self._register(self.writers.open(node, WriteBuffer(data), dirty=truncate))
+            writer = self.writers.open(node, WriteBuffer(data), dirty=truncate)
+            return self._register(writer, flags)
         if node.array.rendered is not None:
             return self._register(
-                RenderedReader(node, await node.array.rendered.render(node.coords))
+                RenderedReader(node, await node.array.rendered.render(node.coords)), flags
             )
         chunk = await node.array.source.open(node.coords)
         if chunk is None:
             raise NotFound(f"chunk {node.coords} is no longer stored")
-        return self._register(ChunkReader(node, chunk))
+        return self._register(ChunkReader(node, chunk), flags)
 
     async def _committed_bytes(self, node: ChunkFile) -> bytes:
         if node.array.rendered is not None:
@@ -285,24 +306,44 @@ class ReadingFileSystem:
             return await opened.node.array.source.read_into(opened.chunk, offset, out)
         if isinstance(opened, MetadataReader | RenderedReader):
             piece = opened.data[offset : offset + len(out)]
-        elif isinstance(opened, ChunkWriter):
+        elif isinstance(opened, ChunkWriter | DocumentWriter):
             piece = opened.data.read(offset, len(out))
         else:
             piece = self._scratch(opened.node).data.read(offset, len(out))
         out[: len(piece)] = piece
         return len(piece)
 
-    def is_writer(self, handle: int) -> bool:
-        """Writers keep private buffers, so the kernel must not share one page cache and size
-        between them (the adapter opens them with direct I/O)."""
-        return isinstance(self._files.get(handle), ChunkWriter | ScratchHandle)
+    def direct_io(self, handle: int) -> bool:
+        """Whether the kernel must bypass its page cache for ``handle``: writers keep private
+        buffers, so only one of them may own a file's pages (see ``page_cache``)."""
+        return handle in self._direct
+
+    def owns_pages(self, handle: int) -> bool:
+        """Whether ``handle`` is a writer whose buffer the file's page cache shows: the
+        kernel must drop any pages it kept from before."""
+        return handle not in self._direct and isinstance(self._files.get(handle), ChunkWriter)
 
     async def release(self, handle: int) -> None:
+        """Forget a handle. A writer with changes that reached it after its last close (the
+        pages of a shared mapping, written back at munmap) commits them now; one whose
+        commit was refused drops them."""
         opened = self._files.pop(handle, None)
+        self._direct.discard(handle)
+        if opened is None:
+            return
+        self.page_cache.release(opened.node, handle)
         if isinstance(opened, ChunkReader):
             opened.chunk.close()
         elif isinstance(opened, ChunkWriter):
-            self.writers.close(opened)
+            try:
+                if opened.dirty and not opened.refused:
+                    await self.committer.commit_writer(opened, durable=False)
+                    self._times.pop(opened.node, None)
+            except ZarrFuseError as e:
+                log.error("writes to chunk %s reached after close were not stored: %s",
+                          opened.node.coords, e)
+            finally:
+                self.writers.close(opened)
             if opened.dirty:
                 log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
                 await self.committer.show_stored_state(opened.node)

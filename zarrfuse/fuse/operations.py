@@ -20,7 +20,7 @@ from typing import Any, ParamSpec, TypeVar
 import pyfuse3
 import trio
 
-from zarrfuse.errors import NotFound, ZarrFuseError
+from zarrfuse.errors import NotFound, NotShownNow, ZarrFuseError
 from zarrfuse.filesystem.attributes import Attributes
 from zarrfuse.filesystem.counters import Counters
 from zarrfuse.filesystem.fs import FileSystem
@@ -121,11 +121,13 @@ class FuseOperations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         try:
-            return self._entry(await self.fs.lookup(parent_inode, os.fsdecode(name)))
+            return self._entry(await self.fs.lookup(parent_inode, os.fsdecode(name), ctx.pid))
+        except NotShownNow:  # absent for this process only: the kernel must not remember it
+            return self._negative_entry(remember=False)
         except NotFound:
             return self._negative_entry()
 
-    def _negative_entry(self) -> pyfuse3.EntryAttributes:
+    def _negative_entry(self, *, remember: bool = True) -> pyfuse3.EntryAttributes:
         """"No such name", which the kernel may remember for the entry timeout.
 
         Answering ENOENT is never remembered: ``cp`` alone then asks three times per new
@@ -135,7 +137,7 @@ class FuseOperations(pyfuse3.Operations):
         self.counters.cache["negative_entry"] += 1
         entry = pyfuse3.EntryAttributes()
         entry.st_ino = 0
-        entry.entry_timeout = self.entry_timeout
+        entry.entry_timeout = self.entry_timeout if remember else 0
         return entry
 
     @_fuse_errors
@@ -166,8 +168,10 @@ class FuseOperations(pyfuse3.Operations):
         self.fs.releasedir(fh)
 
     def _file_info(self, handle: int) -> pyfuse3.FileInfo:
-        if self.fs.is_writer(handle):
+        if self.fs.direct_io(handle):
             return pyfuse3.FileInfo(fh=handle, direct_io=True, keep_cache=False)
+        if self.fs.owns_pages(handle):  # a writer's buffer: pages kept from readers must go
+            return pyfuse3.FileInfo(fh=handle, keep_cache=False)
         return pyfuse3.FileInfo(fh=handle, keep_cache=self.keep_cache)
 
     @_fuse_errors
@@ -177,10 +181,12 @@ class FuseOperations(pyfuse3.Operations):
     async def invalidate(self, inode: int) -> None:
         """Drop the kernel's cached attributes and pages of ``inode`` (after a commit).
 
-        Called on the trio thread: it blocks only with writeback caching, which is off.
+        Runs in a worker thread: a writer that owns the file's pages (a shared writable
+        mapping) may have dirty pages, which the kernel writes back to this daemon before
+        it drops them, or a write in flight that holds a page locked.
         """
         try:
-            pyfuse3.invalidate_inode(inode, False)
+            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode, False)
         except OSError as e:
             if e.errno != errno.ENOENT:  # ENOENT: the kernel holds nothing for it
                 log.warning("invalidating inode %d: %s", inode, e)
@@ -264,7 +270,7 @@ class FuseOperations(pyfuse3.Operations):
 
     @_fuse_errors
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        await self.fs.unlink(parent_inode, os.fsdecode(name))
+        await self.fs.unlink(parent_inode, os.fsdecode(name), ctx.pid)
 
     @_fuse_errors
     async def mkdir(
