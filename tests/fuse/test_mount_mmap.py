@@ -8,6 +8,7 @@ direct I/O meanwhile, so two writers never mix.
 from __future__ import annotations
 
 import errno
+import os
 import time
 from pathlib import Path
 
@@ -119,3 +120,21 @@ def test_tifffile_memmap_on_a_rendered_tiff_view(tmp_path):
                                       [9999] * 4 + [20])
         np.testing.assert_array_equal(zarr.open_array(path, mode="r")[0, 16:21],
                                       [9999] * 4 + [20])
+
+
+def test_the_page_owning_writer_keeps_its_size_while_others_open(raw_array, tmp_path):
+    """The kernel takes the size shown as the size of the owner's pages: a later writer of
+    another size must not cut what the owner reads back (found by the model test)."""
+    with mounted(raw_array, tmp_path / "mnt") as mnt:
+        (mnt / CHUNK).unlink()
+        fd = os.open(mnt / CHUNK, os.O_RDWR | os.O_CREAT)  # owns the pages, empty
+        try:
+            other = os.open(mnt / CHUNK, os.O_RDWR)  # direct I/O, empty too
+            os.pwrite(fd, b"\x07" * 64, 0)  # a whole chunk, so the close commits it
+            third = os.open(mnt / CHUNK, os.O_RDWR)  # the newest writer: still empty
+            assert os.pread(fd, 100, 0) == b"\x07" * 64
+            os.close(third)
+            os.close(other)
+        finally:
+            os.close(fd)
+        assert stored(raw_array).tolist() == [7] * 64

@@ -133,13 +133,23 @@ class ReadingFileSystem:
             scratch = self._scratch(node)
             return Stat(len(scratch.data), scratch.mtime_ns)
         if isinstance(node, ChunkFile):
-            pending = self.writers.size(node)
+            pending = self._pending_size(node)
             if pending is not None:  # being written: the stored chunk's time, or now if new
                 try:
                     return Stat(pending, (await self.namespace.stat(node)).mtime_ns)
                 except NotFound:
                     return Stat(pending, time.time_ns())
         return await self.namespace.stat(node)
+
+    def _pending_size(self, node: ChunkFile) -> int | None:
+        """The size a chunk being written shows: that of the writer owning the kernel's
+        pages if there is one (the kernel takes the size shown as the size of those pages,
+        so another writer's size would cut or pad what it reads), else the newest writer's."""
+        owner = self.page_cache.writer(node)
+        opened = self._files.get(owner) if owner is not None else None
+        if isinstance(opened, ChunkWriter):
+            return len(opened.data)
+        return self.writers.size(node)
 
     async def _entry_of(self, name: str, node: Node) -> Entry:
         stat = await self._stat(node)
