@@ -212,9 +212,9 @@ def _add_tiff_commands(commands: argparse._SubParsersAction, handlers: Handlers)
     )
     p.add_argument(
         "--compression", choices=COMPRESSIONS, default=DEFAULT_COMPRESSION,
-        help="tile codec: deflate (TIFF Compression 8; every common TIFF reader decodes it), "
-        "zstd (50000; smaller and faster, but OpenCV and ffmpeg cannot read it) or none "
-        "(default: %(default)s)",
+        help="tile codec: deflate (TIFF Compression 8, which libtiff, GDAL, vips, OpenCV, "
+        "Pillow and tifffile all decode), zstd (50000; about twice as fast to write, but "
+        "OpenCV cannot read it) or none (default: %(default)s)",
     )
     samples = p.add_mutually_exclusive_group()
     samples.add_argument(
