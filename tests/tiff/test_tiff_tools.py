@@ -114,6 +114,7 @@ def test_api_converts_with_progress_off(tmp_path):
     converted = convert_to_tiff_array(tmp_path / "src", tmp_path / "dst", tile_shape=(16, 16),
                                       progress=False)
     np.testing.assert_array_equal(converted[...], source[...])
+    assert layout_of(tmp_path / "dst").compression == "deflate"  # the API's default too
 
 
 @pytest.mark.fuse
