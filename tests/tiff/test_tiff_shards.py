@@ -6,6 +6,8 @@ file on disk is the TIFF) and header in its own ``.header`` part (the assembled 
 from __future__ import annotations
 
 import errno
+import json
+import zlib
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from tests.tiff.shards import (
     HEADER_PART,
     check_shards,
     make,
+    sample,
     stored_bytes,
     tiff_file,
     write_parts,
@@ -36,7 +39,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @HEADER_PART
-@pytest.mark.parametrize("compression", ["none", "zstd"])
+@pytest.mark.parametrize("compression", ["none", "deflate", "zstd"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_shard_file_on_disk_is_the_tiff_of_its_region(
     tmp_path, case, compression, header_part
@@ -56,8 +59,33 @@ def test_every_shard_file_on_disk_is_the_tiff_of_its_region(
         assert headers == []
     page = tifffile.TiffFile(tiff_file(tmp_path / "a", key, layout))
     with page:
-        assert page.pages[0].compression == (50000 if compression == "zstd" else 1)
+        assert page.pages[0].compression == {"none": 1, "deflate": 8, "zstd": 50000}[compression]
         assert page.byteorder == (">" if case == "big-endian" else "<")
+
+
+def test_deflate_tiles_are_the_zlib_streams_tiff_compression_8_names(tmp_path):
+    """TIFF's Adobe Deflate (8) is a zlib stream (RFC 1950) per tile, as libtiff writes it;
+    not a gzip member or raw deflate. Each tile the header points at, the fill tile too."""
+    array = create_tiff_array(tmp_path / "a", shape=(64, 48), dtype="uint16",
+                              tile_shape=(32, 16), compression="deflate")
+    data = sample((64, 48), "uint16")
+    data[:32, :16] = 0  # the first tile: absent from the shard, shown as the fill tile
+    array[...] = data
+    metadata = json.loads((tmp_path / "a" / "zarr.json").read_text())
+    inner = metadata["codecs"][0]["configuration"]["codecs"]
+    assert [c["name"] for c in inner] == ["bytes", "numcodecs.zlib"]
+    shard = (tmp_path / "a" / array.metadata.encode_chunk_key((0, 0))).read_bytes()
+    with tifffile.TiffFile(tmp_path / "a" / array.metadata.encode_chunk_key((0, 0))) as tif:
+        page = tif.pages[0]
+        spans = list(zip(page.dataoffsets, page.databytecounts, strict=True))
+    assert page.compression == 8 and len(spans) == 6 and len(set(spans)) == 6
+    tiles = [data[y : y + 32, x : x + 16] for y in (0, 32) for x in (0, 16, 32)]
+    for (offset, count), tile in zip(spans, tiles, strict=True):
+        stream = shard[offset : offset + count]
+        assert stream[0] & 0x0F == 8 and int.from_bytes(stream[:2], "big") % 31 == 0
+        decoder = zlib.decompressobj()  # wbits 15: zlib header and Adler-32 trailer required
+        assert decoder.decompress(stream) == tile.astype("<u2").tobytes()
+        assert decoder.eof and decoder.unused_data == b""
 
 
 @HEADER_PART
@@ -117,7 +145,8 @@ def test_bigtiff_is_chosen_by_size_and_readable(tmp_path):
     for side, expected in ((65536, True), (32768, False)):
         huge = layout_of(tmp_path / "small").__class__(
             shape=(side, side), shard_shape=(side, side), tile_shape=(256, 256),
-            dtype=np.dtype("uint8"), byteorder="<", zstd=True, samples=False, bigtiff=False)
+            dtype=np.dtype("uint8"), byteorder="<", compression="zstd", samples=False,
+            bigtiff=False)
         assert bigtiff_needed(huge, CLASSIC_LIMIT) is expected
 
 

@@ -35,6 +35,10 @@ def test_info_says_whether_and_why_not(tmp_path, array_v3):
     assert "dual-access (shards are TIFF files): yes: classic TIFF" in result.stdout
     assert "3 samples per pixel" in result.stdout and "zstd" in result.stdout
     assert "header in the shard file: shard files are TIFFs on disk too" in result.stdout
+    make(tmp_path / "deflate", "2d-uint8", "deflate")
+    result = run_with_timeout([*ZARRFUSE, "info", tmp_path / "deflate"])
+    assert "deflate (TIFF compression 8)" in result.stdout
+    assert "ZarrUserWarning" not in result.stderr  # the command knows numcodecs.zlib
     make(tmp_path / "parts", "2d-uint8", "none", header_part=True)
     result = run_with_timeout([*ZARRFUSE, "info", tmp_path / "parts"])
     assert "files): yes: classic TIFF" in result.stdout
@@ -86,7 +90,7 @@ def test_cli_converts_an_array_and_a_tiff_file(tmp_path, array_v3):
                       "--tile", "32,32"])
     photo = zarrfuse.open_array(tmp_path / "photo")
     layout = layout_of(tmp_path / "photo")
-    assert layout.samples and layout.zstd
+    assert layout.samples and layout.compression == "deflate"  # the default
     check_shards(tmp_path / "photo", photo, layout, rgb)
     run_with_timeout([*ZARRFUSE, "convert-tiff", tmp_path / "photo.tif", tmp_path / "parts",
                       "--tile", "32,32", "--shard-shape", "32,64,3", "--header-part"])
@@ -110,6 +114,7 @@ def test_api_converts_with_progress_off(tmp_path):
     converted = convert_to_tiff_array(tmp_path / "src", tmp_path / "dst", tile_shape=(16, 16),
                                       progress=False)
     np.testing.assert_array_equal(converted[...], source[...])
+    assert layout_of(tmp_path / "dst").compression == "deflate"  # the API's default too
 
 
 @pytest.mark.fuse

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 
 from zarrfuse.cli import daemon, extras, options, parser
@@ -216,8 +217,18 @@ def _complain(message: str) -> None:
     print(f"zarrfuse: {message}", file=sys.stderr, flush=True)
 
 
+def _quiet_known_warnings() -> None:
+    """zarr warns whenever it opens an array with a ``numcodecs.*`` codec; dual-access arrays
+    use ``numcodecs.zlib`` by default, a choice the user already made (see the README), so
+    the command does not repeat it on every ``info``, ``verify`` or mount."""
+    warnings.filterwarnings(
+        "ignore", message="Numcodecs codecs are not in the Zarr version 3 specification"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zarrfuse`` command; its exit status."""
+    _quiet_known_warnings()
     argv = list(sys.argv[1:] if argv is None else argv)
     if _is_mount_helper_call(argv):
         from zarrfuse.cli import mount_helper  # noqa: PLC0415  (only fstab's calls need it)

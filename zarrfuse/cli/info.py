@@ -13,6 +13,7 @@ from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import open_store_path, read_node_metadata
 from zarrfuse.errors import ZarrFuseError
+from zarrfuse.tiff.compression import TIFF_COMPRESSION
 from zarrfuse.tiff.layout import TiffShardLayout
 from zarrfuse.tiff.metadata import tiff_layout
 
@@ -39,7 +40,11 @@ def _summary(layout: TiffShardLayout) -> str:
         f"{'BigTIFF' if layout.bigtiff else 'classic TIFF'}",
         "II (little endian)" if layout.byteorder == "<" else "MM (big endian)",
         f"tiles {tile[0]}x{tile[1]}",
-        "zstd (TIFF compression 50000)" if layout.zstd else "uncompressed",
+        (
+            f"{layout.compression} (TIFF compression {TIFF_COMPRESSION[layout.compression]})"
+            if layout.compression != "none"
+            else "uncompressed"
+        ),
         f"{pages} page{'s' if pages != 1 else ''} per file",
         f"{layout.samples_per_pixel} sample{'s' if layout.samples_per_pixel != 1 else ''} "
         "per pixel",

@@ -19,7 +19,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import tifffile
 import zarr
-from zarr.codecs import BytesCodec, ZstdCodec
+from zarr.codecs import BytesCodec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.errors import ContainsArrayError, ContainsGroupError
@@ -27,6 +27,7 @@ from zarr.errors import ContainsArrayError, ContainsGroupError
 from zarrfuse.api.arrays import create_array, open_array, open_store_path, read_node_metadata
 from zarrfuse.errors import ConfigurationError, Exists, ZarrFuseError
 from zarrfuse.progress import Progress
+from zarrfuse.tiff.compression import COMPRESSIONS, DEFAULT_COMPRESSION, Compression, compressors
 from zarrfuse.tiff.layout import (
     CLASSIC_LIMIT,
     TILE_MULTIPLE,
@@ -45,7 +46,6 @@ __all__ = [
     "shard_grid",
 ]
 
-Compression = Literal["zstd", "none"]
 DEFAULT_TILE = 256
 DEFAULT_TILES_PER_SHARD_SIDE = 16
 
@@ -101,7 +101,7 @@ def create_tiff_array(
     dtype: Any,
     tile_shape: Sequence[int] = (DEFAULT_TILE, DEFAULT_TILE),
     shard_shape: Sequence[int] | None = None,
-    compression: Compression = "zstd",
+    compression: Compression = DEFAULT_COMPRESSION,
     samples: bool = False,
     bigtiff: bool | None = None,
     bigtiff_threshold: int = CLASSIC_LIMIT,
@@ -127,8 +127,10 @@ def create_tiff_array(
     """
     shape = tuple(int(n) for n in shape)
     native = np.dtype(dtype)
-    if compression not in ("zstd", "none"):
-        raise ConfigurationError(f"compression must be 'zstd' or 'none', got {compression!r}")
+    if compression not in COMPRESSIONS:
+        raise ConfigurationError(
+            f"compression must be one of {', '.join(COMPRESSIONS)}; got {compression!r}"
+        )
     if not suffix.lower().endswith(TIFF_SUFFIXES):
         raise ConfigurationError(f"suffix {suffix!r} must end in .tif or .tiff")
     if len(tile_shape) != 2:
@@ -141,7 +143,7 @@ def create_tiff_array(
         tile_shape=chunks,
         dtype=native.newbyteorder(byteorder),
         byteorder=byteorder,
-        zstd=compression == "zstd",
+        compression=compression,
         samples=samples,
         bigtiff=False,
         header_part=header_part,
@@ -180,7 +182,7 @@ def _array_arguments(
         "shards": layout.shard_shape,
         "fill_value": 0,
         "serializer": BytesCodec(endian=endian),
-        "compressors": [ZstdCodec()] if layout.zstd else None,
+        "compressors": compressors(layout.compression),
         "filters": None,
         "chunk_key_encoding": {
             "name": "suffix",

@@ -15,7 +15,6 @@ __all__ = [
     "ASCII",
     "BIGTIFF",
     "CLASSIC",
-    "COMPRESSION_ZSTD",
     "LONG",
     "LONG8",
     "SAMPLE_FORMATS",
@@ -25,7 +24,6 @@ __all__ = [
     "write_ifd",
 ]
 
-COMPRESSION_ZSTD = 50000  # TIFF Compression value for Zstandard (libtiff, tifffile, GDAL)
 SHORT, LONG, ASCII, LONG8 = 3, 4, 2, 16  # TIFF field types
 _TYPE_SIZES = {SHORT: 2, LONG: 4, ASCII: 1, LONG8: 8}
 _TYPE_CODES = {SHORT: "H", LONG: "I", LONG8: "Q"}

@@ -30,16 +30,15 @@ from typing import Any
 
 import google_crc32c
 import numpy as np
-from numcodecs import Zstd
 
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.errors import ConfigurationError, FileTooBig, WriteRefusedError
 from zarrfuse.extensions.byte_ranges import slice_views
+from zarrfuse.tiff.compression import TIFF_COMPRESSION, Compression, encode_tile
 from zarrfuse.tiff.ifd import (
     ASCII,
     BIGTIFF,
     CLASSIC,
-    COMPRESSION_ZSTD,
     LONG,
     SAMPLE_FORMATS,
     SHORT,
@@ -77,7 +76,8 @@ class TiffShardLayout:
     tile_shape: tuple[int, ...]
     dtype: np.dtype
     byteorder: str  # "<" or ">", also the TIFF header's II/MM
-    zstd: bool
+    compression: Compression
+    """How tiles are encoded: ``none``, ``deflate`` or ``zstd`` (see ``compression``)."""
     samples: bool
     bigtiff: bool
     header_part: bool = False
@@ -155,7 +155,7 @@ class TiffShardLayout:
             (256, LONG, [extent[x]]),
             (257, LONG, [extent[y]]),
             (258, SHORT, [self.dtype.itemsize * 8] * spp),
-            (259, SHORT, [COMPRESSION_ZSTD if self.zstd else 1]),
+            (259, SHORT, [TIFF_COMPRESSION[self.compression]]),
             (262, SHORT, [2 if rgb else 1]),  # RGB or MinIsBlack
         ]
         description = self._description(extent) if page == 0 else None
@@ -205,7 +205,7 @@ class TiffShardLayout:
         """One tile of zeros, encoded as the array's tiles are: what TIFF readers are shown
         for tiles zarr left out (libtiff refuses tiles of 0 bytes)."""
         zeros = bytes(math.prod(self.tile_shape) * self.dtype.itemsize)
-        return Zstd().encode(zeros) if self.zstd else zeros
+        return encode_tile(self.compression, zeros)
 
     def header(self, coords: Sequence[int], index: np.ndarray, fill_at: int | None) -> bytes:
         """The header of shard ``coords`` whose (final) index is ``index``; absent tiles point
@@ -339,9 +339,10 @@ def check_geometry(layout: TiffShardLayout) -> None:
 
 def bigtiff_needed(layout: TiffShardLayout, threshold: int = CLASSIC_LIMIT) -> bool:
     """Whether the largest possible shard of ``layout`` (as classic TIFF) can exceed
-    ``threshold`` bytes: every tile stored, zstd's worst-case expansion included."""
+    ``threshold`` bytes: every tile stored, the codec's worst-case expansion included."""
     tile = math.prod(layout.tile_shape) * layout.dtype.itemsize
-    bound = tile + (tile >> 8) + 1024 if layout.zstd else tile  # ZSTD_compressBound, rounded up
+    # Over both ZSTD_compressBound and zlib's compressBound (n + n/4096 + n/16384 + 13).
+    bound = tile if layout.compression == "none" else tile + (tile >> 8) + 1024
     classic = dataclasses.replace(layout, bigtiff=False)
     largest = classic.header_size + math.prod(layout.chunks_per_shard) * bound
     return largest + classic.index_size > threshold

@@ -15,6 +15,7 @@ import numpy as np
 
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.extensions.chunk_finishers import register_chunk_finisher
+from zarrfuse.tiff.compression import CODEC_NAMES, Compression
 from zarrfuse.tiff.layout import TiffShardLayout, check_geometry
 
 __all__ = ["ATTRIBUTE", "TIFF_SUFFIXES", "layout_for", "tiff_layout"]
@@ -56,17 +57,21 @@ def _sharding(metadata: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _inner_codecs(config: dict[str, Any], dtype: np.dtype) -> tuple[Literal["<", ">"], bool]:
-    """Byte order and whether tiles are zstd frames; refuses codecs TIFF readers cannot undo."""
+def _inner_codecs(
+    config: dict[str, Any], dtype: np.dtype
+) -> tuple[Literal["<", ">"], Compression]:
+    """Byte order and tile compression; refuses codecs TIFF readers cannot undo."""
     inner = [_named(c) for c in config.get("codecs", [])]
     names = [n for n, _ in inner]
-    if names not in (["bytes"], ["bytes", "zstd"]):
+    known = [["bytes"]] + [["bytes", name] for name in CODEC_NAMES]
+    if names not in known:
         raise ConfigurationError(
-            f"its inner codecs are {names}; TIFF readers decode only [bytes] (uncompressed) "
-            "and [bytes, zstd]"
+            f"its inner codecs are {names}; TIFF readers decode only "
+            + ", ".join(f"[{', '.join(k)}]" for k in known)
         )
     endian = inner[0][1].get("endian", "little")
-    return ("<" if endian == "little" or dtype.itemsize == 1 else ">"), len(names) == 2
+    byteorder: Literal["<", ">"] = "<" if endian == "little" or dtype.itemsize == 1 else ">"
+    return byteorder, CODEC_NAMES[names[1]] if len(names) == 2 else "none"
 
 
 def _header_part(metadata: dict[str, Any], layout: TiffShardLayout) -> bool:
@@ -116,14 +121,14 @@ def tiff_layout(metadata: dict[str, Any]) -> TiffShardLayout:
             f"its fill value is {metadata.get('fill_value')!r}; TIFF readers show missing "
             "tiles as 0"
         )
-    byteorder, zstd = _inner_codecs(config, dtype)
+    byteorder, compression = _inner_codecs(config, dtype)
     layout = TiffShardLayout(
         shape=tuple(metadata["shape"]),
         shard_shape=tuple(grid),
         tile_shape=tuple(config["chunk_shape"]),
         dtype=dtype.newbyteorder(byteorder),
         byteorder=byteorder,
-        zstd=zstd,
+        compression=compression,
         samples=bool(declared.get("samples", False)),
         bigtiff=bool(declared.get("bigtiff", False)),
     )
