@@ -48,7 +48,9 @@ def is_vim_probe(name: str) -> bool:
     """vim's test file (``4913``, then ``5036``... while taken), made to learn whether a save
     may rename the original away. It is refused: vim then overwrites the original in place,
     the one save that keeps a chunk stored throughout."""
-    return name.isascii() and name.isdigit() and int(name) >= 4913 and (int(name) - 4913) % 123 == 0
+    if not (name.isascii() and name.isdigit()) or name.startswith("0"):
+        return False
+    return int(name) >= 4913 and (int(name) - 4913) % 123 == 0
 
 
 @dataclass
