@@ -14,6 +14,9 @@ class ZarrFuseError(Exception):
     """Base of all deliberate zarrfuse errors; ``errno`` is what a filesystem answers."""
 
     errno: int = _errno.EIO
+    expected: bool = False
+    """A refusal tools anticipate and work around (renaming the original to a backup name,
+    vim's write probe, emacs's lock symlink): logged as information, not as a warning."""
 
 
 class ConfigurationError(ZarrFuseError, ValueError):
@@ -70,6 +73,18 @@ class NotPermitted(ZarrFuseError):
 
 class NotAChunk(NotPermitted):
     """A name that looks like a chunk of its directory but is not one of the grid."""
+
+
+class ExpectedRefusal(NotPermitted):
+    """EPERM for a step of a save that the saving tool falls back from (see ``expected``)."""
+
+    expected = True
+
+
+class NameTooLong(ZarrFuseError):
+    """A name longer than the mount's NAME_MAX (255 bytes)."""
+
+    errno = _errno.ENAMETOOLONG
 
 
 class ReadOnlyError(ZarrFuseError):

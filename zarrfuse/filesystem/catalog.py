@@ -79,6 +79,9 @@ class ArrayView:
     metadata_time_ns: int = 0
     """The time of the stored metadata (the newest document): the array's documents and
     directories show it, and so do the chunks of a rendered view that are not stored."""
+    unwritable: str | None = None
+    """Why the array cannot be written (concat-parts that cannot be split), None if it can:
+    its files then show no write bits and opening one for writing is EROFS."""
 
     @functools.cached_property
     def checker(self) -> ChunkCheck:
@@ -257,7 +260,17 @@ class Catalog:
             if native.hasobject or native.itemsize == 0
             else math.prod(parsed.chunk_grid.chunk_shape) * native.itemsize  # type: ignore[attr-defined]
         )
-        rendered = self._rendered(path, metadata, parsed) if self._rendering else None
+        unwritable = None
+        if parts is not None:
+            try:
+                parts.check_writable()
+            except ConfigurationError as e:
+                unwritable = str(e)
+        rendered = (
+            self._rendered(path, metadata, parsed, writable=unwritable is None)
+            if self._rendering
+            else None
+        )
         shown_encoding = parse_encoding(self._shown_encoding(path, node))
         if isinstance(shown_encoding, SuffixChunkKeyEncoding):
             fanout, suffix = shown_encoding.base_encoding, shown_encoding.suffix
@@ -296,16 +309,18 @@ class Catalog:
             decoded_chunk_bytes=decoded,
             rendered=rendered,
             keys=keys,
+            unwritable=unwritable,
         )
 
     def _rendered(
-        self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata
+        self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata, *, writable: bool
     ) -> RenderedSource:
         """The array as zarr sees it (transformers applied), rendered in the mount's format."""
         rendering = self._rendering
         assert rendering is not None
         store_path = wrap_array(
-            StorePath(rendering.store, path), metadata, writable=not rendering.read_only
+            StorePath(rendering.store, path), metadata,
+            writable=writable and not rendering.read_only,
         )
         array = zarr.Array(AsyncArray(metadata=parsed, store_path=store_path))
         check_renderable(rendering.fmt, np.dtype(array.dtype), tuple(array.chunks))

@@ -56,6 +56,12 @@ class ChunkWriter:
     """Set while the buffer is being stored: changes wait, so the commit needs no copy."""
     refused: bool = False
     """The last commit was refused, and nothing changed since: release drops the changes."""
+    emptied: bool = False
+    """Opened with O_TRUNC (or created) and neither written nor truncated since. Closing it
+    stores nothing: ImageMagick opens its output so before writing it through another open,
+    and no tool means "delete this chunk" that way (``rm`` does)."""
+    closed_empty: bool = False
+    """Closed while ``emptied``: its empty size is no longer shown for the chunk."""
 
     async def settled(self) -> None:
         if self.committing is not None:
@@ -69,8 +75,12 @@ class OpenWriters:
         self._by_chunk: dict[ChunkFile, list[ChunkWriter]] = {}
         self._serials = itertools.count(1)
 
-    def open(self, node: ChunkFile, data: WriteBuffer, *, dirty: bool) -> ChunkWriter:
-        writer = ChunkWriter(node, data, dirty=dirty, serial=next(self._serials))
+    def open(
+        self, node: ChunkFile, data: WriteBuffer, *, dirty: bool = False, emptied: bool = False
+    ) -> ChunkWriter:
+        writer = ChunkWriter(
+            node, data, dirty=dirty, serial=next(self._serials), emptied=emptied
+        )
         self._by_chunk.setdefault(node, []).append(writer)
         return writer
 
@@ -78,7 +88,13 @@ class OpenWriters:
         """``writer``'s buffer changed: it is dirty and now the newest."""
         writer.dirty = True
         writer.refused = False
+        writer.emptied = writer.closed_empty = False
         writer.serial = next(self._serials)
+
+    def closed_empty(self, writer: ChunkWriter) -> None:
+        """``writer`` was closed without a change since its O_TRUNC open: the chunk shows its
+        stored size (or, never stored, no name) again."""
+        writer.emptied, writer.closed_empty = False, True
 
     def close(self, writer: ChunkWriter) -> None:
         writers = self._by_chunk.get(writer.node)
@@ -89,7 +105,7 @@ class OpenWriters:
 
     def size(self, node: ChunkFile) -> int | None:
         """The size the newest writer of ``node`` gave it; None if nobody writes it."""
-        writers = self._by_chunk.get(node)
+        writers = [w for w in self._by_chunk.get(node, ()) if not w.closed_empty]
         if not writers:
             return None
         return len(max(writers, key=lambda w: w.serial).data)

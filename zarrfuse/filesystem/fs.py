@@ -11,15 +11,21 @@ cleans up.
 
 from __future__ import annotations
 
+import logging
+import os
 import time
+from typing import NoReturn
 
 from zarrfuse.errors import (
     BadHandle,
     Exists,
+    ExpectedRefusal,
     InvalidArgument,
+    NotAChunk,
     NotADirectory,
     NotFound,
     NotPermitted,
+    ZarrFuseError,
 )
 from zarrfuse.filesystem.attributes import Attributes
 from zarrfuse.filesystem.commits import ChunkWriter
@@ -34,11 +40,13 @@ from zarrfuse.filesystem.namespace import (
     Node,
     ScratchFile,
 )
-from zarrfuse.filesystem.reading import ReadingFileSystem
-from zarrfuse.filesystem.scratch import is_scratch_name
+from zarrfuse.filesystem.reading import ReadingFileSystem, check_name
+from zarrfuse.filesystem.scratch import is_scratch_name, is_vim_probe
 from zarrfuse.filesystem.write_buffer import WriteBuffer
 
 __all__ = ["FileSystem"]
+
+log = logging.getLogger(__name__)
 
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
@@ -56,11 +64,18 @@ class FileSystem(ReadingFileSystem):
         tools like ``rsync -a`` and ``cp -p`` set them and must not fail."""
         node = self.namespace.node(inode)
         if size is not None:
-            self._check_writable()
+            self._check_writable(node)
             await self._truncate(node, size, handle)
-        if mtime_ns is not None and not self.read_only:
+        if mtime_ns is not None and self._writable(node):
             await self._set_time(node, mtime_ns)
         return await self.getattr(inode)
+
+    def _writable(self, node: Node) -> bool:
+        try:
+            self._check_writable(node)
+        except ZarrFuseError:
+            return False
+        return True
 
     async def _set_time(self, node: Node, mtime_ns: int) -> None:
         """Set a file's modification time: stored with a stored chunk where the store can
@@ -110,6 +125,7 @@ class FileSystem(ReadingFileSystem):
     async def mkdir(self, parent_inode: int, name: str) -> Attributes:
         """Grid directories always exist (EEXIST); nothing else can be made (EPERM)."""
         self._check_writable()
+        check_name(name)
         parent = self.namespace.node(parent_inode)
         try:
             entry = await self._entry(parent, name)
@@ -156,28 +172,51 @@ class FileSystem(ReadingFileSystem):
         if isinstance(opened, DocumentWriter):
             check_identical(opened.node, opened.data.read(0, len(opened.data)))
             return
-        if not isinstance(opened, ChunkWriter) or not (opened.dirty or durable):
+        if not isinstance(opened, ChunkWriter):
+            return
+        if opened.emptied:  # O_TRUNC and nothing written: the chunk stays as it was
+            log.debug("chunk %s opened with O_TRUNC and closed unwritten: left as stored",
+                      opened.node.coords)
+            self.writers.closed_empty(opened)
+            await self.committer.show_stored_state(opened.node)
+            return
+        if not (opened.dirty or durable):
             return
         await self.committer.commit_writer(opened, durable=durable)
         self._times.pop(opened.node, None)
 
     async def create(self, parent_inode: int, name: str, flags: int) -> tuple[int, Attributes]:
         """A new chunk file at a grid position, or a scratch file with a temp-file name."""
-        self._check_writable()
         parent = self.namespace.node(parent_inode)
+        self._check_writable(parent)
+        check_name(name)
         if not isinstance(parent, DIRECTORY_NODES):
             raise NotADirectory("not a directory")
         document = _document_named(parent, name)
-        chunk = None if document else self.namespace.chunk_named(parent, name)  # NotAChunk
+        exclusive = bool(flags & os.O_EXCL)
+        chunk = None
+        if document is None:
+            try:
+                chunk = self.namespace.chunk_named(parent, name)  # NotAChunk: EPERM
+            except NotAChunk:
+                if exclusive and is_vim_probe(name):
+                    raise ExpectedRefusal(f"{name!r}: vim's write probe, refused: vim then "
+                                          "saves by overwriting the file in place") from None
+                raise
         if document is not None:  # recreated after an unlink (tar x): checked at close
             self.replacements.end(document)
             handle = self._register(DocumentWriter(document, WriteBuffer()), flags)
         elif chunk is not None:
-            handle = self._register(self.writers.open(chunk, WriteBuffer(), dirty=True), flags)
-        elif is_scratch_name(name) and self.scratch.enabled:
+            handle = self._register(
+                self.writers.open(chunk, WriteBuffer(), emptied=True), flags
+            )
+        elif is_scratch_name(name, exclusive=exclusive) and self.scratch.enabled:
             node = ScratchFile(parent, name)
             self.scratch.create(node, time.time_ns())
             handle = self._register(ScratchHandle(node), flags)
+        elif exclusive and is_vim_probe(name):
+            raise ExpectedRefusal(f"{name!r}: vim's write probe, refused: vim then saves "
+                                  "by overwriting the file in place")
         else:
             raise NotPermitted(
                 f"{name!r} is not a chunk of the grid here, nor a temporary file name"
@@ -189,8 +228,8 @@ class FileSystem(ReadingFileSystem):
     async def unlink(self, parent_inode: int, name: str, pid: int | None = None) -> None:
         """Remove a chunk or scratch file. A document is kept: its unlink is accepted as the
         first step of a replace (see ``document_writes``)."""
-        self._check_writable()
         parent = self.namespace.node(parent_inode)
+        self._check_writable(parent)
         entry = await self._entry(parent, name, pid)
         if isinstance(entry.node, MetadataFile) and pid is not None:
             self.replacements.start(entry.node, pid)
@@ -210,14 +249,18 @@ class FileSystem(ReadingFileSystem):
         self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int
     ) -> None:
         """Scratch files may be renamed; onto a chunk name that commits them as the chunk."""
-        self._check_writable()
-        if flags & RENAME_EXCHANGE:
-            raise InvalidArgument("RENAME_EXCHANGE is not supported")
         source_dir = self.namespace.node(old_parent)
         target_dir = self.namespace.node(new_parent)
+        self._check_writable(source_dir)
+        self._check_writable(target_dir)
+        check_name(new_name)
+        if flags & RENAME_EXCHANGE:
+            raise InvalidArgument("RENAME_EXCHANGE is not supported")
         entry = await self._entry(source_dir, old_name)
         if not isinstance(entry.node, ScratchFile):
-            raise NotPermitted(f"{old_name!r}: only temporary files can be renamed")
+            # Tools that rename the original to a backup name (mogrify, vim, emacs) copy it
+            # instead when this is refused.
+            raise ExpectedRefusal(f"{old_name!r}: only temporary files can be renamed")
         if flags & RENAME_NOREPLACE:
             try:
                 await self._entry(target_dir, new_name)
@@ -245,13 +288,23 @@ class FileSystem(ReadingFileSystem):
             if scratch.time_set:  # rsync set the source's time on its temp file: keep it
                 await self._set_time(chunk, scratch.mtime_ns)
             return
-        if not is_scratch_name(new_name) or not isinstance(target_dir, DIRECTORY_NODES):
+        # The bytes are a scratch file's already: a template name needs no O_EXCL here.
+        if not is_scratch_name(new_name, exclusive=True) or not isinstance(
+            target_dir, DIRECTORY_NODES
+        ):
             raise NotPermitted(f"{new_name!r} is not a chunk of the grid nor a temp file name")
         target = ScratchFile(target_dir, new_name)
         self.scratch.remove(target)
         self.scratch.move(entry.node, target)
         self.namespace.rebind(inode, target)
 
+    async def refuse_link(self, parent_inode: int, name: str, what: str) -> NoReturn:
+        """Symlinks, hard links and special files have no place in a chunk grid: EPERM (after
+        the checks every new name gets). Emacs's lock symlink ``.#name`` is refused so too;
+        it then makes the lock a scratch file."""
+        self._check_writable(self.namespace.node(parent_inode))
+        check_name(name)
+        raise ExpectedRefusal(f"{name!r}: {what} cannot be made in the mount")
 
 def _document_named(directory: Node, name: str) -> MetadataFile | None:
     """The metadata document ``name`` that ``directory`` shows, if it shows one."""

@@ -276,6 +276,26 @@ class Namespace:
         steps.append((parent, name + array.suffix, chunk))
         return steps
 
+    def directory_path(self, directory: GroupDir | ArrayRoot | FanoutDir | KeyDir) -> str:
+        """A directory's path in the mount ('' for the root), for messages."""
+        if isinstance(directory, GroupDir):
+            return directory.group.path
+        array = directory.array
+        if isinstance(directory, ArrayRoot):
+            return array.path
+        if isinstance(directory, KeyDir):
+            return "/".join(p for p in (array.path, *directory.names) if p)
+        # A fanout directory: the path to any chunk below it passes through it.
+        pos, tree = directory.pos, array.tree
+        first = tree.value_range(pos)[0]
+        coords = (*pos.done, first) + (0,) * (len(tree.grid) - len(pos.done) - 1)
+        names = [array.path] if array.path else []
+        for _, name, node in self.path_of(ChunkFile(array, coords)):
+            names.append(name)
+            if node == directory:
+                break
+        return "/".join(names)
+
     def chunk_named(self, parent: Node, name: str) -> ChunkFile | None:
         """The chunk file ``name`` would be in ``parent`` (stored or not), None if the name
         is not chunk-like there; NotAChunk if it is chunk-like but outside the grid."""

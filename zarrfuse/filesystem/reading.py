@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from zarrfuse.errors import (
     BadHandle,
+    NameTooLong,
     NotAChunk,
     NotADirectory,
     NotFound,
@@ -26,7 +27,8 @@ from zarrfuse.errors import (
     ReadOnlyError,
     ZarrFuseError,
 )
-from zarrfuse.filesystem.attributes import Attributes, Ownership, StatFs
+from zarrfuse.filesystem.attributes import NAME_MAX, Attributes, Ownership, StatFs
+from zarrfuse.filesystem.catalog import ArrayView
 from zarrfuse.filesystem.commits import ChunkWriter, Committer, OpenWriters, WriteOptions
 from zarrfuse.filesystem.document_writes import Replacements
 from zarrfuse.filesystem.handles import (
@@ -41,6 +43,7 @@ from zarrfuse.filesystem.namespace import (
     DIRECTORY_NODES,
     ChunkFile,
     Entry,
+    GroupDir,
     MetadataFile,
     Namespace,
     Node,
@@ -51,7 +54,7 @@ from zarrfuse.filesystem.scratch import ScratchArea, ScratchData
 from zarrfuse.filesystem.write_buffer import WriteBuffer
 from zarrfuse.storage.base import Stat
 
-__all__ = ["ReadingFileSystem"]
+__all__ = ["ReadingFileSystem", "check_name"]
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +114,12 @@ class ReadingFileSystem:
         return set_time[0]
 
     def _attributes(self, node: Node, size: int, mtime_ns: int | None) -> Attributes:
-        read_only = self.read_only or isinstance(node, MetadataFile)
+        array = _array_of(node)
+        read_only = (
+            self.read_only
+            or isinstance(node, MetadataFile)
+            or (array is not None and array.unwritable is not None)
+        )
         if isinstance(node, DIRECTORY_NODES):
             kind, bits = stat.S_IFDIR, 0o777
         else:
@@ -158,6 +166,7 @@ class ReadingFileSystem:
     async def _entry(self, parent: Node, name: str, pid: int | None = None) -> Entry:
         """The entry ``name`` in ``parent``, including scratch files and unstored new chunks;
         as process ``pid`` sees it (a document it unlinked is absent for it a moment)."""
+        check_name(name)
         if not isinstance(parent, DIRECTORY_NODES):
             raise NotADirectory("not a directory")
         scratch_node = ScratchFile(parent, name)
@@ -244,9 +253,16 @@ class ReadingFileSystem:
 
     # --- opening, reading, releasing -----------------------------------------------------
 
-    def _check_writable(self) -> None:
+    def _check_writable(self, node: Node | None = None) -> None:
+        """EROFS on a read-only mount, and for the files and directories of an array that
+        cannot be written: refused when a file is opened for writing, never at close()."""
         if self.read_only:
             raise ReadOnlyError("the mount is read-only")
+        array = None if node is None else _array_of(node)
+        if array is not None and array.unwritable is not None:
+            raise ReadOnlyError(
+                f"array {array.path or '/'} cannot be written: {array.unwritable}"
+            )
 
     def _scratch(self, node: ScratchFile) -> ScratchData:
         scratch = self.scratch.get(node)
@@ -269,7 +285,7 @@ class ReadingFileSystem:
         node = self.namespace.node(inode)
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
         if writing:
-            self._check_writable()
+            self._check_writable(node)
         if isinstance(node, ScratchFile):
             scratch = self._scratch(node)
             if flags & os.O_TRUNC:
@@ -287,7 +303,7 @@ class ReadingFileSystem:
             # Each writer starts from the committed chunk, never from another writer's
             # uncommitted bytes: committing those would store a mix of two writers.
             data = b"" if truncate else await self._committed_bytes(node)
-            writer = self.writers.open(node, WriteBuffer(data), dirty=truncate)
+            writer = self.writers.open(node, WriteBuffer(data), emptied=truncate)
             return self._register(writer, flags)
         if node.array.rendered is not None:
             return self._register(
@@ -357,6 +373,37 @@ class ReadingFileSystem:
             if opened.dirty:
                 log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
                 await self.committer.show_stored_state(opened.node)
+            elif opened.emptied:  # opened with O_TRUNC, never written nor closed: unchanged
+                await self.committer.show_stored_state(opened.node)
 
     def statfs(self) -> StatFs:
         return StatFs(block_size=BLOCK_SIZE, blocks=0, files=self.namespace.inode_count)
+
+    def log_scratch_left(self) -> None:
+        """At unmount: name every scratch file still held, which is dropped unstored (a
+        tool that died before renaming its temp file, a backup an editor kept)."""
+        for key in self.scratch.names():
+            scratch = self.scratch.get(key)
+            if isinstance(key, ScratchFile) and scratch is not None:
+                where = self.namespace.directory_path(key.directory)
+                log.warning(
+                    "scratch file %s (%d bytes) was never renamed onto a chunk and is "
+                    "dropped at unmount, unstored",
+                    "/".join(p for p in (where, key.name) if p), len(scratch.data),
+                )
+
+
+def check_name(name: str) -> None:
+    """ENAMETOOLONG for a name over NAME_MAX bytes, as statvfs announces (the kernel passes
+    FUSE names up to 1024 bytes)."""
+    if len(os.fsencode(name)) > NAME_MAX:
+        raise NameTooLong(f"{name[:40]!r}...: names are at most {NAME_MAX} bytes")
+
+
+def _array_of(node: Node) -> ArrayView | None:
+    """The array a file or directory belongs to (scratch files: their directory's)."""
+    if isinstance(node, ScratchFile):
+        node = node.directory
+    if isinstance(node, MetadataFile | GroupDir):
+        return None
+    return node.array

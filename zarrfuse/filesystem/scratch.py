@@ -1,28 +1,56 @@
 """Scratch files: the temporary files that tools write before renaming them into place.
 
 rsync writes ``.name.XXXXXX`` and renames it; editors save to ``name~``, ``.name.swp`` or
-``name.tmp``. Such names are not chunks, so they are never stored: the daemon holds them in
-memory, bounded in total, until they are renamed onto a chunk name (which commits them) or
-deleted, and they are gone at unmount. Only names shaped like temp files are accepted, so
-that a stray ``notes.txt`` is refused (EPERM) instead of silently vanishing at unmount.
+``name.tmp``; ``sed -i``, ``perl -pi`` and Python's ``tempfile`` make a name from a random
+template with ``mkstemp``. Such names are not chunks, so they are never stored: the daemon
+holds them in memory, bounded in total, until they are renamed onto a chunk name (which
+commits them) or deleted; any still there at unmount are named in the log and dropped.
+
+Only names shaped like temp files are accepted, so that a stray ``notes.txt`` is refused
+(EPERM) instead of silently vanishing at unmount. Template names (``sedXXXXXX``, ``tmpXXXXXXXX``,
+eight letters and digits) are common words' shapes too, so they count only for a file
+created exclusively (``O_EXCL``), which ``mkstemp`` always does and ``echo > name`` never
+does. Names of digits alone are never scratch files: in the grid they are chunk and directory
+names, and a chunk name outside the grid is an error to report, not a file to hold (this also
+refuses vim's ``4913`` write probe, so vim saves by overwriting the chunk in place).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from zarrfuse.errors import NoSpace
 from zarrfuse.filesystem.write_buffer import WriteBuffer
 
-__all__ = ["NoSpace", "ScratchArea", "is_scratch_name"]
+__all__ = ["NoSpace", "ScratchArea", "is_scratch_name", "is_vim_probe"]
 
 _TEMP_PREFIXES = (".", "#")
 _TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".swp", ".swx", ".part", ".partial", ".bak", "#")
+# mkstemp templates: GNU sed's ``sedXXXXXX``, Python tempfile's ``tmpXXXXXXXX`` (maybe with a
+# suffix), perl -i's ``XXXXXXXX``.
+_TEMPLATE_NAMES = re.compile(
+    r"sed[A-Za-z0-9]{6}|tmp[a-z0-9_]{8}(\.[A-Za-z0-9]{1,8})?|[A-Za-z0-9]{8}", re.ASCII
+)
 
 
-def is_scratch_name(name: str) -> bool:
-    """Whether ``name`` looks like a temporary file (hidden, backup, swap or partial)."""
-    return name.startswith(_TEMP_PREFIXES) or name.endswith(_TEMP_SUFFIXES)
+def is_scratch_name(name: str, *, exclusive: bool = False) -> bool:
+    """Whether ``name`` is a temporary file's: hidden, backup, swap or partial; or, for a
+    file created exclusively (``exclusive``: O_EXCL, as mkstemp does), a template's."""
+    if name.isdigit():
+        return False
+    if name.startswith(_TEMP_PREFIXES) or name.endswith(_TEMP_SUFFIXES):
+        return True
+    return exclusive and _TEMPLATE_NAMES.fullmatch(name) is not None
+
+
+def is_vim_probe(name: str) -> bool:
+    """vim's test file (``4913``, then ``5036``... while taken), made to learn whether a save
+    may rename the original away. It is refused: vim then overwrites the original in place,
+    the one save that keeps a chunk stored throughout."""
+    if not (name.isascii() and name.isdigit()) or name.startswith("0"):
+        return False
+    return int(name) >= 4913 and (int(name) - 4913) % 123 == 0
 
 
 @dataclass

@@ -276,6 +276,7 @@ def serve(
     try:
         reason = trio.run(_run, config.mountpoint, on_ready, services)
     finally:
+        fs.log_scratch_left()
         if services is not None:
             services.stopping(f"unmounting {config.mountpoint}")
         pyfuse3.close(unmount=True)

@@ -53,7 +53,10 @@ def _fuse_errors(
             counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
             raise
         except ZarrFuseError as e:
-            level = logging.DEBUG if e.errno in _QUIET_ERRNOS else logging.WARNING
+            if e.errno in _QUIET_ERRNOS:
+                level = logging.DEBUG
+            else:
+                level = logging.INFO if e.expected else logging.WARNING
             log.log(level, "%s: %s", name, e)
             counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
             raise pyfuse3.FUSEError(e.errno) from None
@@ -301,17 +304,23 @@ class FuseOperations(pyfuse3.Operations):
         )
 
     # Links, symlinks and special files have no place in a chunk grid.
-    async def symlink(self, *args: Any) -> pyfuse3.EntryAttributes:
-        log.debug("symlink refused: not a chunk")
-        raise pyfuse3.FUSEError(errno.EPERM)
+    @_fuse_errors
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        await self.fs.refuse_link(parent_inode, os.fsdecode(name), "symlinks")
 
-    async def link(self, *args: Any) -> pyfuse3.EntryAttributes:
-        log.debug("link refused: not a chunk")
-        raise pyfuse3.FUSEError(errno.EPERM)
+    @_fuse_errors
+    async def link(
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        await self.fs.refuse_link(new_parent_inode, os.fsdecode(new_name), "hard links")
 
-    async def mknod(self, *args: Any) -> pyfuse3.EntryAttributes:
-        log.debug("mknod refused: not a chunk")
-        raise pyfuse3.FUSEError(errno.EPERM)
+    @_fuse_errors
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        await self.fs.refuse_link(parent_inode, os.fsdecode(name), "special files")
 
     @_fuse_errors
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
