@@ -70,8 +70,9 @@ def check_source(config: MountConfig) -> None:
 
     from zarrfuse.api.arrays import (  # noqa: PLC0415  (as above)
         open_store_path,
-        read_node_metadata,
+        read_node,
     )
+    from zarrfuse.cli.suffix_warning import suffix_warning  # noqa: PLC0415  (as above)
 
     options = dict(config.storage_options) or None
     try:
@@ -81,7 +82,10 @@ def check_source(config: MountConfig) -> None:
     except Exception as e:  # a missing fsspec backend, credentials, network: still the source
         raise SourceError(f"{config.source}: cannot open: {error_message(e)}") from e
     try:
-        sync(read_node_metadata(store_path))
+        node = sync(read_node(store_path))
+        warning = suffix_warning(store_path, node, config)
+        if warning is not None:
+            print(f"zarrfuse: {warning}", file=sys.stderr)
     except ZarrFuseError:
         raise
     except Exception as e:

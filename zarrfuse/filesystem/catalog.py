@@ -48,6 +48,7 @@ from zarrfuse.filesystem.documents import (
 from zarrfuse.filesystem.render import FORMATS, check_renderable
 from zarrfuse.filesystem.rendered_source import RenderCache, RenderedSource
 from zarrfuse.filesystem.source_keys import SourceKeys
+from zarrfuse.filesystem.suffix_check import suffix_mismatch
 from zarrfuse.filesystem.verify import ChunkCheck, checker_for_document
 from zarrfuse.filesystem.view import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
 from zarrfuse.storage.base import Backend, Document
@@ -294,6 +295,11 @@ class Catalog:
             shard_layout=layout_for(metadata),
             grid=stored_grid,
         )
+        mismatch = suffix_mismatch(
+            self._suffix, self._rendering.fmt if self._rendering else "raw", metadata
+        )
+        if mismatch is not None:
+            log.warning("--suffix %s on %s: %s", self._suffix, path or "/", mismatch)
         grid = rendered.grid if rendered is not None else stored_grid
         documents = (
             {} if rendered is not None
