@@ -74,6 +74,9 @@ class ArrayView:
     """Bytes of one decoded chunk (shard, for sharded arrays); None for variable-size types."""
     rendered: RenderedSource | None = None
     """For rendered views (tiff, npy, png): the array's chunks as image files."""
+    shown_dims: tuple[int, ...] | None = None
+    """Rendered views: the grid dimensions paths show (those of extent other than 1; ``tree``
+    is over them alone); None: all of them."""
     keys: SourceKeys | None = None
     """Source layout of a ``default``/``v2`` encoded array: files at its own keys, not
     ``tree`` (which then only knows the grid)."""
@@ -301,6 +304,10 @@ class Catalog:
         if mismatch is not None:
             log.warning("--suffix %s on %s: %s", self._suffix, path or "/", mismatch)
         grid = rendered.grid if rendered is not None else stored_grid
+        shown_dims = None
+        if rendered is not None and 1 in grid:  # browsing: extent-1 dimensions make no level
+            shown_dims = tuple(d for d, n in enumerate(grid) if n != 1)
+            grid = tuple(grid[d] for d in shown_dims)
         documents = (
             {} if rendered is not None
             else array_documents(node, self.layout, shown_encoding.to_dict())
@@ -316,6 +323,7 @@ class Catalog:
             rendered=rendered,
             keys=keys,
             unwritable=unwritable,
+            shown_dims=shown_dims,
         )
 
     def _rendered(

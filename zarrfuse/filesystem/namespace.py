@@ -262,9 +262,10 @@ class Namespace:
                 parent_dir = child_dir
             key_steps.append((parent_dir, names[-1], chunk))
             return key_steps
-        if not chunk.coords:
+        shown = _shown(array, chunk.coords)
+        if not shown:
             return [(ArrayRoot(array), _scalar_name(array), chunk)]
-        *path, name = array.tree.encoding.encode_chunk_key(chunk.coords).split("/")
+        *path, name = array.tree.encoding.encode_chunk_key(shown).split("/")
         steps: list[tuple[Node, str, Node]] = []
         parent: Node = ArrayRoot(array)
         pos: DirPosition | None = None
@@ -290,7 +291,7 @@ class Namespace:
         first = tree.value_range(pos)[0]
         coords = (*pos.done, first) + (0,) * (len(tree.grid) - len(pos.done) - 1)
         names = [array.path] if array.path else []
-        for _, name, node in self.path_of(ChunkFile(array, coords)):
+        for _, name, node in self.path_of(ChunkFile(array, _full(array, coords))):
             names.append(name)
             if node == directory:
                 break
@@ -306,7 +307,7 @@ class Namespace:
         if isinstance(parent, ArrayRoot):
             array = parent.array
             if not array.tree.grid and name == _scalar_name(array):
-                return ChunkFile(array, ())
+                return ChunkFile(array, _full(array, ()))
             return None
         if not isinstance(parent, FanoutDir) or not parent.array.tree.is_leaf(parent.pos):
             return None
@@ -319,7 +320,7 @@ class Namespace:
         coordinate = array.tree.child(pos, stem)
         if not isinstance(coordinate, int):
             raise NotAChunk(f"{name!r} is not a chunk of the grid in this directory")
-        return ChunkFile(array, (*pos.done, coordinate))
+        return ChunkFile(array, _full(array, (*pos.done, coordinate)))
 
     async def _lookup_fanout(self, parent: FanoutDir, name: str) -> Entry:
         array, pos = parent.array, parent.pos
@@ -389,7 +390,7 @@ class Namespace:
             if array.tree.has_chunks and array.tree.grid:
                 entries.append(Entry("c", FanoutDir(array, ROOT)))
             elif array.tree.has_chunks:
-                scalar = ChunkFile(array, ())
+                scalar = ChunkFile(array, _full(array, ()))
                 with contextlib.suppress(NotFound):
                     entries.append(await self._file_entry(_scalar_name(array), scalar))
             return entries
@@ -402,14 +403,19 @@ class Namespace:
                     if isinstance(child := array.tree.child(pos, name), DirPosition)
                 ]
             lo, hi = array.tree.leaf_range(pos)
-            if array.rendered is not None:  # every chunk of the grid renders
+            if array.rendered is not None and array.shown_dims is not None:
+                stored = {  # dimensions left out: timed chunk by chunk
+                    c: await self.stat(ChunkFile(array, _full(array, (*pos.done, c))))
+                    for c in range(lo, hi + 1)
+                }
+            elif array.rendered is not None:  # every chunk of the grid renders
                 stored = await self._rendered_stats(array, pos.done, lo, hi)
             else:
                 stored = await array.source.stored_stats_between(pos.done, lo, hi)
             return [
                 Entry(
                     array.tree.file_name(c) + array.suffix,
-                    ChunkFile(array, (*pos.done, c)),
+                    ChunkFile(array, _full(array, (*pos.done, c))),
                     stat.size,
                     stat.mtime_ns,
                 )
@@ -443,6 +449,24 @@ async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
         return names if found else []
     stored = await array.source.index.stored_values(pos.done)
     return array.tree.stored_child_names(pos, stored)
+
+
+def _full(array: ArrayView, shown: tuple[int, ...]) -> tuple[int, ...]:
+    """Grid coordinates from the coordinates a path gives (rendered views leave out the
+    dimensions of extent 1: they are 0 there)."""
+    if array.shown_dims is None:
+        return shown
+    full = [0] * len(array.rendered.grid if array.rendered else shown)
+    for value, dim in zip(shown, array.shown_dims, strict=True):
+        full[dim] = value
+    return tuple(full)
+
+
+def _shown(array: ArrayView, coords: tuple[int, ...]) -> tuple[int, ...]:
+    """The coordinates a chunk's path gives: those of the dimensions the view shows."""
+    if array.shown_dims is None:
+        return coords
+    return tuple(coords[dim] for dim in array.shown_dims)
 
 
 def _scalar_name(array: ArrayView) -> str:
