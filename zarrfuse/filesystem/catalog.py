@@ -190,13 +190,13 @@ class Catalog:
         node = parse_node(path or "/", {n: d.data if d else None for n, d in documents.items()})
         return node, max(d.mtime_ns for d in documents.values() if d is not None)
 
-    def load(self, path: str, node: StoredNode | None = None) -> _Loaded | None:
-        """The node at ``path`` (``node`` if already read) and, for a group with
-        consolidated metadata, each member's node (None where unreadable). Blocking."""
+    def load(self, path: str) -> _Loaded | None:
+        """The node at ``path`` and, for a group with consolidated metadata, each member's
+        node (None where unreadable); None if there is no node. Blocking."""
         read = self.read_node(path)
         if read is None:
             return None
-        node = node if node is not None else read[0]
+        node = read[0]
         paths = member_paths(node) if node.node_type == "group" else None
         if paths is None:
             return _Loaded(node, read[1])

@@ -18,8 +18,8 @@ import pyfuse3
 import trio
 from zarr.core.sync import sync
 
-from zarrfuse.api.arrays import open_store_path, read_node
-from zarrfuse.errors import MountError
+from zarrfuse.api.arrays import open_store_path
+from zarrfuse.errors import MountError, SourceError
 from zarrfuse.filesystem.attributes import Ownership
 from zarrfuse.filesystem.catalog import ArrayView, Catalog, Rendering
 from zarrfuse.filesystem.commits import WriteOptions
@@ -107,7 +107,6 @@ def build_filesystem(
     store_path = sync(
         open_store_path(config.source, mode=mode, storage_options=config.storage_options or None)
     )
-    node = sync(read_node(store_path))
     catalog = Catalog(
         backend_for(store_path.store),
         suffix=config.suffix,
@@ -127,8 +126,11 @@ def build_filesystem(
             cache=RenderCache(config.cache_mb << 20),
         ),
     )
-    loaded = catalog.load(store_path.path, node)
-    assert loaded is not None
+    loaded = catalog.load(store_path.path)  # one read of the documents: node and time
+    if loaded is None:
+        raise SourceError(
+            f"{config.source}: no zarr.json, .zarray or .zgroup here; not a Zarr array or group"
+        )
     view = catalog.view_for(store_path.path, loaded)
     root = ArrayRoot(view) if isinstance(view, ArrayView) else GroupDir(view)
     kind = "array" if isinstance(view, ArrayView) else "group"
