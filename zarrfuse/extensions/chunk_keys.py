@@ -43,6 +43,12 @@ _FORBIDDEN_IN_SUFFIX = ("/", "\\", "\x00", "..")
 _BASE_ENCODING_SPELLINGS = ("base_encoding", "base-encoding")
 
 
+def canonical_index(text: str) -> int | None:
+    """The index a key component names, None unless it is canonical (``0`` or ASCII digits
+    without a leading zero), the one rule for every index in a key or a path."""
+    return int(text) if _CANONICAL_INT.fullmatch(text) is not None else None
+
+
 def _parse_canonical_int(text: str, key: str) -> int:
     if _CANONICAL_INT.fullmatch(text) is None:
         raise ChunkKeyError(f"invalid chunk key {key!r}: {text!r} is not a canonical index")

@@ -16,17 +16,12 @@ from zarr.core.chunk_key_encodings import ChunkKeyEncoding, V2ChunkKeyEncoding
 from zarrfuse.errors import ChunkKeyError, NotAChunk
 from zarrfuse.extensions.chunk_keys import (
     SuffixChunkKeyEncoding,
+    canonical_index,
     decode_chunk_key,
     encode_chunk_key,
 )
 
 __all__ = ["SourceKeys"]
-
-
-def _canonical_index(name: str) -> int | None:
-    if not name.isascii() or not name.isdigit() or (name != "0" and name[0] == "0"):
-        return None
-    return int(name)
 
 
 @dataclass(frozen=True)
@@ -73,7 +68,7 @@ class SourceKeys:
         if len(indices) > len(self.grid) - 1:
             return False
         for dim, name in enumerate(indices):
-            value = _canonical_index(name)
+            value = canonical_index(name)
             if value is None or value >= self.grid[dim]:
                 return False
         return True

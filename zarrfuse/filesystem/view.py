@@ -15,7 +15,11 @@ from dataclasses import dataclass
 
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 
-from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding, SuffixChunkKeyEncoding
+from zarrfuse.extensions.chunk_keys import (
+    FanoutChunkKeyEncoding,
+    SuffixChunkKeyEncoding,
+    canonical_index,
+)
 
 __all__ = ["DirPosition", "FanoutTree", "view_encoding"]
 
@@ -120,9 +124,9 @@ class FanoutTree:
         None where the grid has no such child; checks are exact, so ``007`` and ``7`` differ.
         """
         if pos.count is None:
-            if not name.isascii() or not name.isdigit() or (name != "0" and name[0] == "0"):
+            count = canonical_index(name)
+            if count is None:
                 return None
-            count = int(name)
             if count >= self._groups(self.grid[len(pos.done)] - 1):
                 return None
             return DirPosition(pos.done, count, 0, 0)
