@@ -16,7 +16,7 @@ from typing import Any
 
 from zarrfuse.tiff.metadata import layout_for
 
-__all__ = ["suffix_mismatch"]
+__all__ = ["names_a_format", "suffix_mismatch"]
 
 IMAGE_SUFFIXES = {
     ".tif": "tiff", ".tiff": "tiff", ".png": "png", ".npy": "npy",
@@ -40,6 +40,11 @@ def _stored_format(metadata: dict[str, Any]) -> str | None:
     name = str(last.get("name", "")) if isinstance(last, dict) else str(last or "")
     formats = {CODEC_WORDS[w] for w in re.split(r"[^a-z0-9]+", name.lower()) if w in CODEC_WORDS}
     return formats.pop() if len(formats) == 1 else None
+
+
+def names_a_format(suffix: str | None) -> bool:
+    """Whether ``suffix`` names a file format at all (else no array needs looking at)."""
+    return (suffix or "").lower() in IMAGE_SUFFIXES
 
 
 def suffix_mismatch(suffix: str | None, fmt: str, metadata: dict[str, Any]) -> str | None:
