@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import zarr
 
+from tests.mounting import ZARRFUSE, force_unmount, is_mounted, run_with_timeout
 from zarrfuse.filesystem.suffix_check import suffix_mismatch
 from zarrfuse.tiff import create_tiff_array
 
@@ -23,19 +24,31 @@ def test_which_suffixes_promise_a_format(suffix, fmt, warns):
     assert (suffix_mismatch(suffix, fmt, ZSTD) is not None) == warns
 
 
+def test_image_codecs_store_image_files():
+    """A raw view's chunks are image files when the last codec writes them (its name says
+    which format); behind a shard or a compressor they are not."""
+    png = {"codecs": [{"name": "numcodecs.imagecodecs_png"}]}
+    assert suffix_mismatch(".png", "raw", png) is None
+    assert suffix_mismatch(".jpg", "raw", {"codecs": [{"name": "imagecodecs_jpeg"}]}) is None
+    assert suffix_mismatch(".tif", "raw", {"codecs": [{"name": "imagecodecs_tiff"}]}) is None
+    assert suffix_mismatch(".jpg", "raw", png) is not None
+    zstd_after = {"codecs": [{"name": "imagecodecs_png"}, {"name": "zstd"}]}
+    assert suffix_mismatch(".png", "raw", zstd_after) is not None
+    sharded = {"codecs": [{"name": "sharding_indexed", "configuration": {
+        "codecs": [{"name": "imagecodecs_png"}]}}]}
+    assert suffix_mismatch(".png", "raw", sharded) is not None
+
+
 def _mount_stderr(source, mnt, *args: str) -> str:
     """Mount, check the mount works, return what `zarrfuse mount` printed on stderr."""
-    import subprocess  # noqa: PLC0415  (only here)
-    import sys  # noqa: PLC0415  (as above)
-
     mnt.mkdir(exist_ok=True)
-    result = subprocess.run([sys.executable, "-m", "zarrfuse", "mount", str(source), str(mnt),
-                             "--read-only", *args], capture_output=True, text=True, timeout=60)
     try:
+        result = run_with_timeout([*ZARRFUSE, "mount", str(source), str(mnt), "--read-only",
+                                   *args], 60, check=False)
         assert result.returncode == 0, result.stderr
-        assert any(mnt.iterdir())
+        assert is_mounted(mnt) and any(mnt.iterdir())
     finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], timeout=30, check=False)
+        assert force_unmount(mnt)
     return result.stderr
 
 
@@ -44,6 +57,10 @@ def test_tiff_suffix_on_zstd_chunks_warns_in_one_line(tmp_path):
     stderr = _mount_stderr(tmp_path / "a.zarr", tmp_path / "mnt", "--suffix", ".tiff")
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "warning" in lines[0] and "zstd" in lines[0]
+    log = tmp_path / "daemon.log"  # the daemon logs it too (once per array, as it shows it)
+    _mount_stderr(tmp_path / "a.zarr", tmp_path / "mnt", "--suffix", ".tiff", "--log-file",
+                  str(log))
+    assert "--suffix .tiff on /: its chunk files are the stored Zarr chunks" in log.read_text()
     assert _mount_stderr(tmp_path / "a.zarr", tmp_path / "mnt", "--suffix", ".tiff",
                          "--format", "tiff") == ""
 

@@ -3,7 +3,9 @@ shares a directory, in grid order, and a 5-D image with one t, c and z is a 2-D 
 
 from __future__ import annotations
 
+import io
 import json
+import os
 
 import numpy as np
 import pytest
@@ -38,15 +40,36 @@ def test_a_5d_image_with_one_t_c_z_is_a_2d_tree_and_takes_writes(tmp_path):
     zarr.create_array(source, shape=(1, 1, 1, 40, 40), chunks=(1, 1, 1, 16, 16),
                       dtype="u2", fill_value=0)[:] = 3
     with mounted(source, tmp_path / "mnt", "--format", "tiff") as mnt:
-        listed = files(mnt)
-        assert listed[0] == "c/0/000/0/000.tiff" and len(listed) == 9
-        assert all(name.count("/") == 4 for name in listed)  # c/N/YYY/N/XXX
+        assert files(mnt) == [f"c/0/00{y}/0/00{x}.tiff" for y in range(3) for x in range(3)]
         tile = tifffile.imread(mnt / "c/0/001/0/002.tiff")
         tifffile.imwrite(tmp_path / "new.tiff", np.full(tile.shape, 9, tile.dtype))
         (mnt / "c/0/001/0/002.tiff").write_bytes((tmp_path / "new.tiff").read_bytes())
     stored = zarr.open_array(source)[0, 0, 0]
     assert (stored[16:32, 32:40] == 9).all()
     assert stored[:16].max() == 3 and stored[32:].max() == 3
+
+
+def test_an_rgb_row_lists_in_grid_order_timed_by_its_shards_and_takes_a_png(tmp_path):
+    """Sharded (2 x 2 tiles a shard), only the top-left shard stored: the row's listing is in
+    grid order; each tile shows its shard's time, or the metadata's if it is not stored."""
+    source = tmp_path / "rgb"
+    array = zarr.create_array(source, shape=(40, 50, 3), chunks=(16, 16, 3),
+                              shards=(32, 32, 3), dtype="u1", fill_value=0)
+    array[:32, :32] = 7
+    with mounted(source, tmp_path / "mnt", "--format", "png") as mnt:
+        row = mnt / "c/0/000/0"
+        assert os.listdir(row) == ["000.png", "001.png", "002.png", "003.png"]
+        times = [(row / name).stat().st_mtime_ns for name in os.listdir(row)]
+        assert times[0] == times[1] == (source / "c/0/0/0").stat().st_mtime_ns
+        assert times[2] == times[3] == (source / "zarr.json").stat().st_mtime_ns
+        assert all((row / n).stat().st_size == len((row / n).read_bytes()) for n in os.listdir(row))
+        tile = np.arange(16 * 16 * 3, dtype="u1").reshape(16, 16, 3)
+        png = io.BytesIO()
+        Image.fromarray(tile).save(png, format="PNG")
+        (mnt / "c/0/001/0/002.png").write_bytes(png.getvalue())
+    stored = zarr.open_array(source)
+    np.testing.assert_array_equal(stored[16:32, 32:48], tile)
+    assert stored[:32, :32].min() == 7 and stored[32:].max() == 0 and stored[:16, 32:].max() == 0
 
 
 def test_a_single_tile_image_is_one_file_at_the_array_root(tmp_path):

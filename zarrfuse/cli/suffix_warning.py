@@ -10,7 +10,7 @@ from zarr.storage import StorePath
 from zarrfuse.api.arrays import read_node
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode
 from zarrfuse.errors import ZarrFuseError
-from zarrfuse.filesystem.suffix_check import suffix_mismatch
+from zarrfuse.filesystem.suffix_check import names_a_format, suffix_mismatch
 from zarrfuse.fuse.config import MountConfig
 
 __all__ = ["suffix_warning"]
@@ -49,7 +49,7 @@ def _arrays(store_path: StorePath, node: StoredNode) -> list[tuple[str, StoredNo
 
 def suffix_warning(store_path: StorePath, node: StoredNode, config: MountConfig) -> str | None:
     """The warning line for ``config.suffix`` on the source, or None."""
-    if config.suffix is None:
+    if not names_a_format(config.suffix):  # .raw, .zst...: no need to walk a group
         return None
     concerned = []
     for path, array in _arrays(store_path, node):

@@ -47,6 +47,7 @@ from zarrfuse.filesystem.documents import (
 )
 from zarrfuse.filesystem.render import FORMATS, check_renderable
 from zarrfuse.filesystem.rendered_source import RenderCache, RenderedSource
+from zarrfuse.filesystem.shown_dims import ShownDims
 from zarrfuse.filesystem.source_keys import SourceKeys
 from zarrfuse.filesystem.suffix_check import suffix_mismatch
 from zarrfuse.filesystem.verify import ChunkCheck, checker_for_document
@@ -74,8 +75,8 @@ class ArrayView:
     """Bytes of one decoded chunk (shard, for sharded arrays); None for variable-size types."""
     rendered: RenderedSource | None = None
     """For rendered views (tiff, npy, png): the array's chunks as image files."""
-    shown_dims: tuple[int, ...] | None = None
-    """Rendered views: the grid dimensions paths show (those of extent other than 1; ``tree``
+    shown_dims: ShownDims | None = None
+    """Rendered views: the grid dimensions paths name (those of extent other than 1; ``tree``
     is over them alone); None: all of them."""
     keys: SourceKeys | None = None
     """Source layout of a ``default``/``v2`` encoded array: files at its own keys, not
@@ -304,10 +305,10 @@ class Catalog:
         if mismatch is not None:
             log.warning("--suffix %s on %s: %s", self._suffix, path or "/", mismatch)
         grid = rendered.grid if rendered is not None else stored_grid
-        shown_dims = None
-        if rendered is not None and 1 in grid:  # browsing: extent-1 dimensions make no level
-            shown_dims = tuple(d for d, n in enumerate(grid) if n != 1)
-            grid = tuple(grid[d] for d in shown_dims)
+        # Browsing: a rendered view's grid dimensions of extent 1 make no level of the path.
+        shown_dims = ShownDims.for_browsing(grid) if rendered is not None else None
+        if shown_dims is not None:
+            grid = shown_dims.shown_grid
         documents = (
             {} if rendered is not None
             else array_documents(node, self.layout, shown_encoding.to_dict())

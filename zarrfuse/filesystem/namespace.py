@@ -198,18 +198,29 @@ class Namespace:
     async def _rendered_stats(
         self, array: ArrayView, done: tuple[int, ...], lo: int, hi: int
     ) -> dict[int, Stat]:
-        """Every chunk ``(*done, c)`` of a rendered leaf directory, timed by the stored chunk
-        that holds it (one listing of the stored chunks, as for a raw view)."""
+        """Every chunk ``(*done, c)`` (shown coordinates) of a rendered leaf directory, timed
+        by the stored chunk that holds it: one listing of the stored chunks where the leaf's
+        chunks differ in the grid's last dimension, as for a raw view; else (trailing
+        dimensions left out, as an RGB image's channels) a stat per stored chunk, since each
+        is alone in its store directory."""
         rendered = array.rendered
         assert rendered is not None
-        per = rendered.per_stored[-1]
-        *stored_done, first = rendered.stored_coords((*done, lo))
-        stored = await array.source.stored_stats(tuple(stored_done), first, hi // per)
+        first = rendered.stored_coords(_full(array, (*done, lo)))
+        varying = len(first) - 1 if array.shown_dims is None else array.shown_dims.dims[-1]
+        per = rendered.per_stored[varying]
+        if varying == len(first) - 1:
+            stored = await array.source.stored_stats(first[:-1], first[-1], hi // per)
+        else:
+            stored = {}
+            for s in range(first[varying], hi // per + 1):
+                stat = await array.source.stat((*first[:varying], s, *first[varying + 1 :]))
+                if stat is not None:
+                    stored[s] = stat
         out = {}
         for c in range(lo, hi + 1):
             holder = stored.get(c // per)
             mtime_ns = array.metadata_time_ns if holder is None else holder.mtime_ns
-            out[c] = Stat(rendered.size((*done, c)), mtime_ns)
+            out[c] = Stat(rendered.size(_full(array, (*done, c))), mtime_ns)
         return out
 
     async def lookup(self, parent: Node, name: str) -> Entry:
@@ -403,12 +414,7 @@ class Namespace:
                     if isinstance(child := array.tree.child(pos, name), DirPosition)
                 ]
             lo, hi = array.tree.leaf_range(pos)
-            if array.rendered is not None and array.shown_dims is not None:
-                stored = {  # dimensions left out: timed chunk by chunk
-                    c: await self.stat(ChunkFile(array, _full(array, (*pos.done, c))))
-                    for c in range(lo, hi + 1)
-                }
-            elif array.rendered is not None:  # every chunk of the grid renders
+            if array.rendered is not None:  # every chunk of the grid renders
                 stored = await self._rendered_stats(array, pos.done, lo, hi)
             else:
                 stored = await array.source.stored_stats_between(pos.done, lo, hi)
@@ -454,19 +460,12 @@ async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
 def _full(array: ArrayView, shown: tuple[int, ...]) -> tuple[int, ...]:
     """Grid coordinates from the coordinates a path gives (rendered views leave out the
     dimensions of extent 1: they are 0 there)."""
-    if array.shown_dims is None:
-        return shown
-    full = [0] * len(array.rendered.grid if array.rendered else shown)
-    for value, dim in zip(shown, array.shown_dims, strict=True):
-        full[dim] = value
-    return tuple(full)
+    return shown if array.shown_dims is None else array.shown_dims.full(shown)
 
 
 def _shown(array: ArrayView, coords: tuple[int, ...]) -> tuple[int, ...]:
     """The coordinates a chunk's path gives: those of the dimensions the view shows."""
-    if array.shown_dims is None:
-        return coords
-    return tuple(coords[dim] for dim in array.shown_dims)
+    return coords if array.shown_dims is None else array.shown_dims.shown(coords)
 
 
 def _scalar_name(array: ArrayView) -> str:

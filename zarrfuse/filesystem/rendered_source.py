@@ -81,6 +81,9 @@ class RenderedSource:
             s // c for s, c in zip(stored_shape, self.chunk_shape, strict=True)
         )
         """Chunks of the grid per stored chunk (shard) along each dimension; all 1 unsharded."""
+        self._ahead_dim = max((d for d, n in enumerate(self.grid) if n > 1), default=None)
+        """The dimension along which the files of a directory follow each other: the last
+        of extent > 1 (rendered views leave extent-1 dimensions out of the path)."""
         self._limiter = limiter
         self._cache = cache
         self._prefetching = False
@@ -130,10 +133,12 @@ class RenderedSource:
             done.set()
 
     def _prefetch_after(self, coords: tuple[int, ...]) -> None:
-        """Start rendering the chunk after ``coords`` in the background (one at a time)."""
-        following = (*coords[:-1], coords[-1] + 1) if coords else None
-        if following is None or following[-1] >= self.grid[-1] or self._prefetching:
+        """Start rendering the chunk after ``coords`` in its directory in the background (one
+        at a time)."""
+        d = self._ahead_dim
+        if d is None or coords[d] + 1 >= self.grid[d] or self._prefetching:
             return
+        following = (*coords[:d], coords[d] + 1, *coords[d + 1 :])
         if following in self._running or self._cache.get((id(self), following)) is not None:
             return
         self._prefetching = True

@@ -3,17 +3,20 @@
 A file manager or viewer trusts the extension: ``--suffix .tiff`` on zstd-compressed chunks
 of a raw view gives files that every image tool fails on, with nothing pointing at the cause.
 So mounting warns (it does not refuse: the suffix may be wanted for other reasons). Which
-files are what: a raw view shows the stored bytes, which are TIFF files only for dual-access
-arrays; a rendered view shows its format. Pure code on the array's document.
+files are what: a raw view shows the stored bytes, which are image files only for
+dual-access arrays (TIFF shards) or arrays whose last codec writes whole image files
+(``imagecodecs_png``, ``numcodecs.imagecodecs_jpeg``...: the codec's name names the format);
+a rendered view shows its format. Pure code on the array's document: no chunk is read to decide.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from zarrfuse.tiff.metadata import layout_for
 
-__all__ = ["suffix_mismatch"]
+__all__ = ["names_a_format", "suffix_mismatch"]
 
 IMAGE_SUFFIXES = {
     ".tif": "tiff", ".tiff": "tiff", ".png": "png", ".npy": "npy",
@@ -21,6 +24,27 @@ IMAGE_SUFFIXES = {
     ".jp2": "jpeg2000", ".j2k": "jpeg2000",
 }
 """File suffixes that name an image (or array file) format, and that format."""
+
+CODEC_WORDS = {
+    "tif": "tiff", "tiff": "tiff", "png": "png", "jpeg": "jpeg", "jpg": "jpeg", "gif": "gif",
+    "bmp": "bmp", "webp": "webp", "jpeg2k": "jpeg2000", "jpeg2000": "jpeg2000", "j2k": "jpeg2000",
+}
+"""Words of a codec's name that say its output is a file of that format."""
+
+
+def _stored_format(metadata: dict[str, Any]) -> str | None:
+    """The file format of the stored chunks, if the last codec (the one whose output is
+    stored) names one: ``imagecodecs_png`` stores PNG files, ``zstd`` or a shard nothing."""
+    codecs = metadata.get("codecs") or []
+    last = codecs[-1] if codecs else None
+    name = str(last.get("name", "")) if isinstance(last, dict) else str(last or "")
+    formats = {CODEC_WORDS[w] for w in re.split(r"[^a-z0-9]+", name.lower()) if w in CODEC_WORDS}
+    return formats.pop() if len(formats) == 1 else None
+
+
+def names_a_format(suffix: str | None) -> bool:
+    """Whether ``suffix`` names a file format at all (else no array needs looking at)."""
+    return (suffix or "").lower() in IMAGE_SUFFIXES
 
 
 def suffix_mismatch(suffix: str | None, fmt: str, metadata: dict[str, Any]) -> str | None:
@@ -33,6 +57,8 @@ def suffix_mismatch(suffix: str | None, fmt: str, metadata: dict[str, Any]) -> s
         return None if named == fmt else f"its files are {fmt.upper()} images, not {named}"
     if named == "tiff" and layout_for(metadata) is not None:
         return None  # dual-access: every shard is a TIFF file
+    if _stored_format(metadata) == named:
+        return None  # an image codec: every chunk is an image file
     codecs = ", ".join(str(c.get("name", c)) if isinstance(c, dict) else str(c)
                        for c in metadata.get("codecs", []))
     return (

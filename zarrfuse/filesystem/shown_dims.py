@@ -1,0 +1,48 @@
+"""Which grid dimensions a rendered view's paths name, and coordinates between the two grids.
+
+A rendered view is for browsing, so a dimension where the grid has one chunk makes no level
+of the path: an RGB image's channel axis, or the time, channel and z axes of a 5-D image with
+one of each, would otherwise put every tile alone in its own directory. The view's fanout tree
+is over the shown grid; its chunk files stand for the full grid's chunks with 0 at the left
+out dimensions. Both maps keep order, so listing order is grid order. Pure code, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ShownDims"]
+
+
+@dataclass(frozen=True)
+class ShownDims:
+    """The dimensions of ``grid`` (the full chunk grid) that paths name, in grid order."""
+
+    grid: tuple[int, ...]
+    dims: tuple[int, ...]
+
+    @classmethod
+    def for_browsing(cls, grid: tuple[int, ...]) -> ShownDims | None:
+        """Leave out the dimensions of extent 1; None if there are none (paths name all).
+
+        An extent-0 dimension stays: the tree then has no chunks, as the array has none.
+        """
+        if 1 not in grid:
+            return None
+        return cls(grid, tuple(d for d, n in enumerate(grid) if n != 1))
+
+    @property
+    def shown_grid(self) -> tuple[int, ...]:
+        """The grid of the dimensions paths name (the fanout tree's grid)."""
+        return tuple(self.grid[d] for d in self.dims)
+
+    def full(self, shown: tuple[int, ...]) -> tuple[int, ...]:
+        """Full grid coordinates of the chunk a path names (0 where left out)."""
+        coords = [0] * len(self.grid)
+        for value, dim in zip(shown, self.dims, strict=True):
+            coords[dim] = value
+        return tuple(coords)
+
+    def shown(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        """The coordinates a chunk's path names."""
+        return tuple(coords[d] for d in self.dims)
