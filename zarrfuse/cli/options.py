@@ -17,7 +17,7 @@ The words (``NAME`` alone means ``NAME=yes`` for switches):
 ``verify``, ``no_verify``      ``--verify`` (the default), ``--no-verify``
 ``max_chunk_bytes=N``          ``--max-chunk-bytes``
 ``scratch_mb=N``               ``--scratch-mb``
-``format=F``                   ``--format`` (raw, tiff, npy, png)
+``format=F``                   ``--format`` (raw, tiff, npy, png, ome-tiff)
 ``cache_mb=N``                 ``--cache-mb``
 ``layout=L``                   ``--layout`` (fanout, source)
 ``metadata_ttl=S``             ``--metadata-ttl`` (seconds)
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.formats import FORMATS
+from zarrfuse.filesystem.formats import SHOWN_FORMATS
 from zarrfuse.fuse.config import MountConfig
 
 __all__ = [
@@ -185,8 +185,8 @@ def parse_group(text: str) -> int:
 
 
 def _format(text: str) -> str:
-    if text not in ("raw", *FORMATS):
-        raise ConfigurationError(f"format={text}: choose raw, {', '.join(FORMATS)}")
+    if text not in SHOWN_FORMATS:
+        raise ConfigurationError(f"format={text}: choose {', '.join(SHOWN_FORMATS)}")
     return text
 
 

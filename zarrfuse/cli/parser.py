@@ -12,7 +12,7 @@ from typing import TypeVar
 from zarrfuse import __version__
 from zarrfuse.cli import options
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.formats import FORMATS
+from zarrfuse.filesystem.formats import SHOWN_FORMATS
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.tiff.compression import COMPRESSIONS, DEFAULT_COMPRESSION
 
@@ -138,9 +138,10 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
         f"(default: {MountConfig.umask:03o}); read-only mounts also drop write bits",
     )
     p.add_argument(
-        "--format", choices=("raw", *FORMATS), default=None,
+        "--format", choices=SHOWN_FORMATS, default=None,
         help="raw: chunk files are the stored bytes (default); tiff, npy, png: every chunk "
-        "rendered as an image file, readable and writable",
+        "rendered as an image file, readable and writable; ome-tiff: every array as one "
+        "tiled OME-TIFF file (NAME.ome.tif, pyramidal for OME-Zarr multiscales), read-only",
     )
     p.add_argument(
         "--layout", choices=("fanout", "source"), default=None,

@@ -115,6 +115,16 @@ class GroupView:
     """The time of the stored metadata (the newest document), which the group shows."""
 
 
+def parse_array_metadata(path: str, metadata: dict[str, Any]) -> ArrayV3Metadata:
+    """zarr's reading of a v3-shaped array document (storage transformers left out: zarr
+    does not know them), validated by zarr itself."""
+    shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
+    try:
+        return ArrayV3Metadata.from_dict(shown)
+    except (ValueError, TypeError, KeyError) as e:
+        raise ConfigurationError(f"{path or '/'}: invalid array metadata: {e}") from e
+
+
 def _join(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
 
@@ -252,13 +262,9 @@ class Catalog:
 
     def _array_view(self, path: str, node: StoredNode) -> ArrayView:
         metadata = node.metadata
-        encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
         parts = parse_storage_transformers(metadata.get("storage_transformers"))
         shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
-        try:
-            parsed = ArrayV3Metadata.from_dict(dict(shown))  # zarr's own validation
-        except (ValueError, TypeError, KeyError) as e:
-            raise ConfigurationError(f"{path or '/'}: invalid array metadata: {e}") from e
+        parsed = parse_array_metadata(path, metadata)
         native = parsed.dtype.to_native_dtype()
         decoded = (
             None
@@ -286,19 +292,7 @@ class Catalog:
         if not isinstance(fanout, FanoutChunkKeyEncoding):  # source layout, default/v2 keys
             keys = SourceKeys(stored_grid, shown_encoding)
             fanout, suffix = FanoutChunkKeyEncoding(DEFAULT_MAX_CHILDREN), ""
-        source = ChunkSource(
-            self.backend,
-            array_path=path,
-            encoding=encoding,
-            keys_per_directory=keys_per_directory(encoding, stored_grid),
-            parts=parts,
-            limiter=self._limiter,
-            listing_ttl=self._ttl,
-            counters=self.counters,
-            keep_open=self._keep_open,
-            shard_layout=layout_for(metadata),
-            grid=stored_grid,
-        )
+        source = self.chunk_source(path, metadata)
         mismatch = suffix_mismatch(
             self._suffix, self._rendering.fmt if self._rendering else "raw", metadata
         )
@@ -327,17 +321,44 @@ class Catalog:
             shown_dims=shown_dims,
         )
 
-    def _rendered(
+    def chunk_source(self, path: str, metadata: dict[str, Any]) -> ChunkSource:
+        """The stored chunks of the array at ``path`` whose v3-shaped document is
+        ``metadata``."""
+        encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
+        stored_grid = chunk_grid_shape(metadata)
+        return ChunkSource(
+            self.backend,
+            array_path=path,
+            encoding=encoding,
+            keys_per_directory=keys_per_directory(encoding, stored_grid),
+            parts=parse_storage_transformers(metadata.get("storage_transformers")),
+            limiter=self._limiter,
+            listing_ttl=self._ttl,
+            counters=self.counters,
+            keep_open=self._keep_open,
+            shard_layout=layout_for(metadata),
+            grid=stored_grid,
+        )
+
+    def zarr_array(
         self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata, *, writable: bool
-    ) -> RenderedSource:
-        """The array as zarr sees it (transformers applied), rendered in the mount's format."""
+    ) -> zarr.Array:
+        """The array as zarr sees it (storage transformers applied), for rendered views."""
         rendering = self._rendering
         assert rendering is not None
         store_path = wrap_array(
             StorePath(rendering.store, path), metadata,
             writable=writable and not rendering.read_only,
         )
-        array = zarr.Array(AsyncArray(metadata=parsed, store_path=store_path))
+        return zarr.Array(AsyncArray(metadata=parsed, store_path=store_path))
+
+    def _rendered(
+        self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata, *, writable: bool
+    ) -> RenderedSource:
+        """The array rendered in the mount's format."""
+        rendering = self._rendering
+        assert rendering is not None
+        array = self.zarr_array(path, metadata, parsed, writable=writable)
         check_renderable(rendering.fmt, np.dtype(array.dtype), tuple(array.chunks))
         return RenderedSource(
             array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from zarrfuse.errors import ConfigurationError
+from zarrfuse.filesystem.formats import WHOLE_IMAGE_FORMATS
 
 __all__ = ["READ_ONLY_SCHEMES", "MountConfig"]
 
@@ -46,7 +47,8 @@ class MountConfig:
     umask: int = 0o022
     """Permission bits removed from 0o777 (directories) and 0o666 (files)."""
     format: str = "raw"
-    """raw: chunk files are the stored bytes; tiff, npy, png: each chunk rendered as an image."""
+    """raw: chunk files are the stored bytes; tiff, npy, png: each chunk rendered as an image;
+    ome-tiff: each array as one whole-image OME-TIFF file (read-only)."""
     layout: Literal["fanout", "source"] = "fanout"
     """fanout: chunk files in the suffix + fanout tree; source: at the arrays' own keys."""
     cache_mb: int = 256
@@ -70,5 +72,19 @@ class MountConfig:
                     f"--layout source shows the store's own keys; {', '.join(conflicting)} "
                     "shape the fanout layout and cannot be combined with it"
                 )
+        if self.format in WHOLE_IMAGE_FORMATS:
+            conflicting = [
+                flag for flag, given in (
+                    ("--suffix", self.suffix is not None),
+                    ("--max-children", self.max_children is not None),
+                ) if given
+            ]
+            if conflicting:
+                raise ConfigurationError(
+                    f"--format {self.format} shows every array as one file; "
+                    f"{', '.join(conflicting)} shape chunk files and cannot be combined with it"
+                )
         if self.source.startswith(READ_ONLY_SCHEMES) and not self.read_only:
             object.__setattr__(self, "read_only", True)
+        if self.format in WHOLE_IMAGE_FORMATS and not self.read_only:
+            object.__setattr__(self, "read_only", True)  # whole images are read-only views

@@ -1,0 +1,196 @@
+"""One array, or one OME-Zarr pyramid, as one tiled OME-TIFF file, rendered as it is read.
+
+The file's bytes are known from shapes alone (``tiff.whole_image``): the header is computed,
+and a read that reaches tile data decodes only the chunks under the tiles it covers. The
+chunks a read needs are decoded in one batch per pyramid level (worker threads, through the
+array's codecs), kept in a byte-bounded cache, and never decoded twice at once: the kernel
+splits reads at its own boundaries, so two neighbouring requests usually share a tile.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import trio
+
+from zarrfuse.api.regions import chunk_region
+from zarrfuse.tiff.whole_image import TileSpan, WholeImageLayout, tile_bytes
+
+__all__ = ["DecodedChunks", "ImageLevelSource", "WholeImage"]
+
+Coords = tuple[int, ...]
+Decode = Callable[[Sequence[Coords]], Awaitable[list[np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class ImageLevelSource:
+    """One level of the image: its array's geometry and how its chunks are decoded
+    (cropped to the array bounds; absent chunks as the fill value)."""
+
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype: np.dtype
+    decode: Decode
+
+
+class DecodedChunks:
+    """Recently decoded chunks of every whole image of a mount, bounded in bytes."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self._entries: OrderedDict[object, np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: object) -> np.ndarray | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: object, value: np.ndarray) -> None:
+        if value.nbytes > self.limit_bytes:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            self._bytes += value.nbytes - (0 if old is None else old.nbytes)
+            self._entries[key] = value
+            while self._bytes > self.limit_bytes:
+                _, evicted = self._entries.popitem(last=False)
+                self._bytes -= evicted.nbytes
+
+
+TileKey = tuple[int, int, int, int]  # level, page, row, col
+ChunkKey = tuple[int, Coords]  # level, chunk coordinates
+
+
+class WholeImage:
+    """The file ``name`` showing ``levels`` (level 0 the full resolution) by ``layout``."""
+
+    def __init__(
+        self,
+        path: str,
+        name: str,
+        levels: Sequence[ImageLevelSource],
+        layout: WholeImageLayout,
+        *,
+        cache: DecodedChunks,
+        metadata_time_ns: int = 0,
+    ) -> None:
+        self.path = path
+        self.name = name
+        self.levels = list(levels)
+        self.layout = layout
+        self.metadata_time_ns = metadata_time_ns
+        self._cache = cache
+        self._running: dict[ChunkKey, trio.Event] = {}
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    async def read(self, offset: int, length: int) -> bytes:
+        """The file's bytes ``[offset, offset + length)`` (fewer at the end of the file)."""
+        layout = self.layout
+        stop = min(offset + length, layout.size)
+        if offset >= stop:
+            return b""
+        pieces: list[bytes | memoryview] = []
+        if offset < layout.data_start:
+            pieces.append(layout.header_bytes(offset, min(stop, layout.data_start)))
+        if stop > layout.data_start:
+            spans = layout.spans(max(offset, layout.data_start), stop)
+            tiles = await self._tiles({_tile_key(s) for s in spans})
+            pieces.extend(memoryview(tiles[_tile_key(s)])[s.start : s.stop] for s in spans)
+        return b"".join(pieces)
+
+    # --- tiles ---------------------------------------------------------------------------
+
+    def _chunks_under(self, tile: TileKey) -> list[Coords]:
+        """The chunks of the tile's level that the tile's region overlaps."""
+        level = self.levels[tile[0]]
+        region = self.layout.tile_region(*tile)
+        ranges = [
+            range(s.start // c, (s.stop - 1) // c + 1)
+            for s, c in zip(region, level.chunks, strict=True)
+        ]
+        return list(itertools.product(*ranges))
+
+    async def _tiles(self, tiles: Iterable[TileKey]) -> dict[TileKey, bytes]:
+        wanted = {tile: self._chunks_under(tile) for tile in tiles}
+        needed = {(tile[0], c) for tile, chunks in wanted.items() for c in chunks}
+        decoded = await self._decoded(needed)
+        return {
+            tile: self._assemble(tile, chunks, decoded) for tile, chunks in wanted.items()
+        }
+
+    def _assemble(
+        self, tile: TileKey, chunks: list[Coords], decoded: dict[ChunkKey, np.ndarray]
+    ) -> bytes:
+        """A tile's bytes from the decoded chunks its region overlaps."""
+        level = self.levels[tile[0]]
+        region = self.layout.tile_region(*tile)
+        if len(chunks) == 1:  # the common case: the tile is (part of) one chunk
+            origin = chunk_region(chunks[0], level.chunks, level.shape)
+            block = decoded[(tile[0], chunks[0])][
+                tuple(slice(r.start - o.start, r.stop - o.start) for r, o in zip(
+                    region, origin, strict=True))
+            ]
+        else:
+            block = np.empty([r.stop - r.start for r in region], dtype=level.dtype)
+            for coords in chunks:
+                origin = chunk_region(coords, level.chunks, level.shape)
+                lo = [max(r.start, o.start) for r, o in zip(region, origin, strict=True)]
+                hi = [min(r.stop, o.stop) for r, o in zip(region, origin, strict=True)]
+                block[tuple(slice(a - r.start, b - r.start) for a, b, r in zip(
+                    lo, hi, region, strict=True))] = decoded[(tile[0], coords)][
+                    tuple(slice(a - o.start, b - o.start) for a, b, o in zip(
+                        lo, hi, origin, strict=True))]
+        return tile_bytes(block, self.layout, tile[0])
+
+    async def _decoded(self, needed: set[ChunkKey]) -> dict[ChunkKey, np.ndarray]:
+        """Every chunk in ``needed``, decoded: from the cache, from a decode already under
+        way, or decoded now in one batch per level."""
+        found: dict[ChunkKey, np.ndarray] = {}
+        waiting: dict[ChunkKey, trio.Event] = {}
+        mine: dict[int, list[Coords]] = {}
+        for key in needed:
+            cached = self._cache.get((id(self), key))
+            if cached is not None:
+                found[key] = cached
+            elif key in self._running:
+                waiting[key] = self._running[key]
+            else:
+                mine.setdefault(key[0], []).append(key[1])
+        done = trio.Event()
+        for level, coords in mine.items():
+            for c in coords:
+                self._running[(level, c)] = done
+        try:
+            for level, coords in mine.items():
+                arrays = await self.levels[level].decode(coords)
+                for c, value in zip(coords, arrays, strict=True):
+                    found[(level, c)] = value
+                    self._cache.put((id(self), (level, c)), value)
+        finally:
+            for level, coords in mine.items():
+                for c in coords:
+                    self._running.pop((level, c), None)
+            done.set()
+        for key, event in waiting.items():
+            await event.wait()
+            value = self._cache.get((id(self), key))
+            if value is None:  # evicted at once, or the decode failed: decode it here
+                value = (await self.levels[key[0]].decode([key[1]]))[0]
+            found[key] = value
+        return found
+
+
+def _tile_key(span: TileSpan) -> TileKey:
+    return (span.level, span.page, span.row, span.col)
