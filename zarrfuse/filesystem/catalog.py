@@ -36,6 +36,7 @@ from zarrfuse.extensions.chunk_keys import (
     parse_encoding,
 )
 from zarrfuse.extensions.transformers import parse_storage_transformers
+from zarrfuse.filesystem.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.chunk_source import ChunkSource
 from zarrfuse.filesystem.counters import Counters
 from zarrfuse.filesystem.documents import (
@@ -45,6 +46,9 @@ from zarrfuse.filesystem.documents import (
     group_documents,
     member_paths,
 )
+from zarrfuse.filesystem.formats import WHOLE_IMAGE_FORMATS
+from zarrfuse.filesystem.image_names import image_file_name
+from zarrfuse.filesystem.image_views import ImageBuilder
 from zarrfuse.filesystem.render import FORMATS, check_renderable
 from zarrfuse.filesystem.rendered_source import RenderCache, RenderedSource
 from zarrfuse.filesystem.shown_dims import ShownDims
@@ -52,8 +56,10 @@ from zarrfuse.filesystem.source_keys import SourceKeys
 from zarrfuse.filesystem.suffix_check import suffix_mismatch
 from zarrfuse.filesystem.verify import ChunkCheck, checker_for_document
 from zarrfuse.filesystem.view import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
+from zarrfuse.filesystem.whole_image import DecodedChunks, ImageLevelSource, WholeImage
 from zarrfuse.storage.base import Backend, Document
 from zarrfuse.tiff.metadata import layout_for
+from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
 
 __all__ = ["ArrayView", "Catalog", "GroupView", "Rendering"]
 
@@ -135,7 +141,7 @@ class _ChildView:
     (None: no readable node there)."""
 
     raw: tuple[Mapping[str, bytes] | None, ...]
-    view: ArrayView | GroupView | None
+    view: ArrayView | GroupView | WholeImage | None
     read_at: float
 
 
@@ -147,12 +153,18 @@ class _Loaded:
     time_ns: int
     """The newest of the node's stored documents."""
     members: dict[str, StoredNode | None] | None = None
+    levels: tuple[StoredNode | None, ...] = ()
+    """Whole-image mounts: the datasets of an OME-Zarr image group, full resolution first."""
 
     @property
     def raw(self) -> tuple[Mapping[str, bytes] | None, ...]:
         """Everything read, to tell whether anything changed since."""
         members = self.members or {}
-        return (self.node.raw, *(m.raw if m else None for _, m in sorted(members.items())))
+        return (
+            self.node.raw,
+            *(m.raw if m else None for _, m in sorted(members.items())),
+            *(level.raw if level else None for level in self.levels),
+        )
 
 
 class Catalog:
@@ -181,6 +193,11 @@ class Catalog:
         self._limiter = limiter
         self._ttl = listing_ttl
         self._children: dict[str, _ChildView] = {}
+        self._images = (
+            ImageBuilder(self._open_level, DecodedChunks(rendering.cache.limit_bytes))
+            if rendering is not None and rendering.fmt in WHOLE_IMAGE_FORMATS
+            else None
+        )
 
     # --- reading nodes (blocking: run in worker threads, or before mounting) ------------
 
@@ -208,6 +225,11 @@ class Catalog:
         if read is None:
             return None
         node = read[0]
+        multiscales = self._multiscales(node)
+        if multiscales is not None:
+            return _Loaded(node, read[1], levels=tuple(
+                self._read_level(_join(path, dataset)) for dataset in multiscales.paths
+            ))
         paths = member_paths(node) if node.node_type == "group" else None
         if paths is None:
             return _Loaded(node, read[1])
@@ -221,11 +243,48 @@ class Catalog:
             members[member] = None if found is None else found[0]
         return _Loaded(node, read[1], members)
 
+    def _read_level(self, path: str) -> StoredNode | None:
+        """An OME-Zarr dataset's array node; None (logged) if it is absent or unreadable."""
+        try:
+            found = self.read_node(path)
+        except ZarrFuseError as e:
+            log.warning("OME-Zarr level %s left out: %s", path, e)
+            return None
+        if found is None or found[0].node_type != "array":
+            log.warning("OME-Zarr level %s left out: no array there", path)
+            return None
+        return found[0]
+
     # --- building views (no I/O) ---------------------------------------------------------
 
-    def view_for(self, path: str, loaded: _Loaded) -> ArrayView | GroupView:
-        """The view of a node read by :meth:`load`."""
+    @property
+    def whole_images(self) -> bool:
+        """Whether arrays show as whole-image files (``--format ome-tiff``)."""
+        return self._images is not None
+
+    def _multiscales(self, node: StoredNode) -> Multiscales | None:
+        """The OME-Zarr image a group is, on whole-image mounts (None otherwise)."""
+        if self._images is None or node.node_type != "group":
+            return None
+        return read_multiscales(node.attributes)
+
+    def view_for(
+        self, path: str, loaded: _Loaded, *, name: str | None = None
+    ) -> ArrayView | GroupView | WholeImage:
+        """The view of a node read by :meth:`load`. ``name``: the node's own name (default:
+        the last component of ``path``), which whole images are named after."""
         node = loaded.node
+        if self._images is not None:
+            file_name = image_file_name(name if name is not None else path)
+            multiscales = self._multiscales(node)
+            if multiscales is not None:
+                levels = [level.metadata if level else None for level in loaded.levels]
+                return self._images.from_multiscales(
+                    path, file_name, multiscales, levels, loaded.time_ns
+                )
+            if node.node_type == "array":
+                return self._images.from_array(path, file_name, node.metadata, loaded.time_ns)
+            return GroupView(path, {}, loaded.time_ns)
         if node.node_type == "array":
             view = self._array_view(path, node)
             view.metadata_time_ns = loaded.time_ns
@@ -352,6 +411,24 @@ class Catalog:
         )
         return zarr.Array(AsyncArray(metadata=parsed, store_path=store_path))
 
+    def _open_level(
+        self, path: str, metadata: dict[str, Any]
+    ) -> tuple[zarr.Array, ImageLevelSource]:
+        """An array of a whole image: as zarr sees it, and the source of its chunks."""
+        rendering = self._rendering
+        assert rendering is not None
+        array = self.zarr_array(
+            path, metadata, parse_array_metadata(path, metadata), writable=False
+        )
+        decoder = ChunkDecoder(
+            array, self.chunk_source(path, metadata),
+            limiter=rendering.limiter, counters=self.counters,
+        )
+        level = ImageLevelSource(
+            tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype), decoder.decode
+        )
+        return array, level
+
     def _rendered(
         self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata, *, writable: bool
     ) -> RenderedSource:
@@ -364,7 +441,9 @@ class Catalog:
             array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache
         )
 
-    async def open_child(self, group_path: str, name: str) -> ArrayView | GroupView | None:
+    async def open_child(
+        self, group_path: str, name: str
+    ) -> ArrayView | GroupView | WholeImage | None:
         """The child node ``name`` of a group, or None if it is not a readable Zarr node.
 
         What a child's documents said is trusted for the metadata TTL (forever on read-only

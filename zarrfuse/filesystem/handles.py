@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from zarrfuse.filesystem.chunk_caches import OpenChunk
 from zarrfuse.filesystem.commits import ChunkWriter
-from zarrfuse.filesystem.namespace import ChunkFile, MetadataFile, ScratchFile
+from zarrfuse.filesystem.namespace import ChunkFile, ImageFile, MetadataFile, ScratchFile
 from zarrfuse.filesystem.write_buffer import WriteBuffer
 
 __all__ = [
@@ -56,10 +56,18 @@ class RenderedReader:
 
 
 @dataclass
+class ImageReader:
+    """A whole-image file (``--format ome-tiff``): bytes rendered as they are read."""
+
+    node: ImageFile
+
+
+@dataclass
 class ScratchHandle:
     node: ScratchFile
 
 
 OpenFile = (
     ChunkReader | MetadataReader | RenderedReader | ChunkWriter | ScratchHandle | DocumentWriter
+    | ImageReader
 )

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
 from zarrfuse.filesystem.catalog import ArrayView, Catalog, GroupView
+from zarrfuse.filesystem.image_names import image_node_names
 from zarrfuse.filesystem.view import ROOT, DirPosition
+from zarrfuse.filesystem.whole_image import WholeImage
 from zarrfuse.storage.base import Stat
 
 __all__ = [
@@ -21,6 +23,8 @@ __all__ = [
     "Entry",
     "FanoutDir",
     "GroupDir",
+    "ImageDir",
+    "ImageFile",
     "KeyDir",
     "MetadataFile",
     "Namespace",
@@ -73,6 +77,21 @@ class KeyDir:
 
 
 @dataclass(frozen=True)
+class ImageDir:
+    """The root of a whole-image mount of one array (or one OME-Zarr image): it holds that
+    image's one file."""
+
+    image: WholeImage
+
+
+@dataclass(frozen=True)
+class ImageFile:
+    """A whole array (or OME-Zarr pyramid) as one OME-TIFF file (``--format ome-tiff``)."""
+
+    image: WholeImage
+
+
+@dataclass(frozen=True)
 class MetadataFile:
     """A metadata document the node shows (``zarr.json``, ``.zarray``, ...)."""
 
@@ -84,8 +103,11 @@ class MetadataFile:
         return self.owner.documents[self.name]
 
 
-Node = GroupDir | ArrayRoot | FanoutDir | KeyDir | ChunkFile | MetadataFile | ScratchFile
-DIRECTORY_NODES = (GroupDir, ArrayRoot, FanoutDir, KeyDir)
+Node = (
+    GroupDir | ArrayRoot | FanoutDir | KeyDir | ChunkFile | MetadataFile | ScratchFile
+    | ImageDir | ImageFile
+)
+DIRECTORY_NODES = (GroupDir, ArrayRoot, FanoutDir, KeyDir, ImageDir)
 
 
 @dataclass(frozen=True)
@@ -169,12 +191,16 @@ class Namespace:
             return node.owner.metadata_time_ns
         if isinstance(node, ScratchFile):
             return Namespace.fixed_time(node.directory)
+        if isinstance(node, ImageDir | ImageFile):
+            return node.image.metadata_time_ns
         return node.array.metadata_time_ns
 
     async def stat(self, node: Node) -> Stat:
         """Current size and time of a node; NotFound if a chunk is no longer stored."""
         if isinstance(node, MetadataFile):
             return Stat(len(node.data), node.owner.metadata_time_ns)
+        if isinstance(node, ImageFile):
+            return Stat(node.image.size, node.image.metadata_time_ns)
         if not isinstance(node, ChunkFile):
             return Stat(0, self.fixed_time(node))
         array = node.array
@@ -229,11 +255,17 @@ class Namespace:
             if name in parent.group.documents:
                 document = MetadataFile(parent.group, name)
                 return Entry(name, document, len(document.data))
+            if self.catalog.whole_images:
+                return await self._lookup_image_child(parent.group, name)
             child = await self.catalog.open_child(parent.group.path, name)
-            if child is None:
+            if child is None or isinstance(child, WholeImage):
                 raise NotFound(f"{name!r}: no such node")
             node = GroupDir(child) if isinstance(child, GroupView) else ArrayRoot(child)
             return Entry(name, node)
+        if isinstance(parent, ImageDir):
+            if name != parent.image.name:
+                raise NotFound(f"{name!r}: this mount shows one image, {parent.image.name}")
+            return _image_entry(parent.image)
         if isinstance(parent, ArrayRoot):
             array = parent.array
             if name in array.documents:
@@ -254,6 +286,30 @@ class Namespace:
         if isinstance(parent, KeyDir):
             return await self._lookup_key(parent.array, parent.names, name)
         raise ZarrFuseError(f"{name!r}: parent is not a directory")  # pragma: no cover
+
+    async def _lookup_image_child(self, group: GroupView, name: str) -> Entry:
+        """``name`` in a group of a whole-image mount: a subgroup by its own name, an image
+        (array or OME-Zarr pyramid) by its file name."""
+        for child_name in image_node_names(name):
+            child = await self.catalog.open_child(group.path, child_name)
+            if isinstance(child, WholeImage) and child.name == name:
+                return _image_entry(child)
+        child = await self.catalog.open_child(group.path, name)
+        if isinstance(child, GroupView):
+            return Entry(name, GroupDir(child))
+        raise NotFound(f"{name!r}: no such group or image")
+
+    async def _list_image_group(self, group: GroupView) -> list[Entry]:
+        """A group of a whole-image mount: its subgroups, and a file per image; two
+        children that would show under one file name show once (the first, by name)."""
+        entries: dict[str, Entry] = {}
+        for name in await self.catalog.child_names(group.path):
+            child = await self.catalog.open_child(group.path, name)
+            if isinstance(child, GroupView):
+                entries.setdefault(name, Entry(name, GroupDir(child)))
+            elif isinstance(child, WholeImage):
+                entries.setdefault(child.name, _image_entry(child))
+        return sorted(entries.values(), key=lambda e: e.name)
 
     def parent_of(self, chunk: ChunkFile) -> tuple[Node, str]:
         """The directory that shows ``chunk``, and the chunk's name in it."""
@@ -288,10 +344,14 @@ class Namespace:
         steps.append((parent, name + array.suffix, chunk))
         return steps
 
-    def directory_path(self, directory: GroupDir | ArrayRoot | FanoutDir | KeyDir) -> str:
+    def directory_path(
+        self, directory: GroupDir | ArrayRoot | FanoutDir | KeyDir | ImageDir
+    ) -> str:
         """A directory's path in the mount ('' for the root), for messages."""
         if isinstance(directory, GroupDir):
             return directory.group.path
+        if isinstance(directory, ImageDir):
+            return ""
         array = directory.array
         if isinstance(directory, ArrayRoot):
             return array.path
@@ -387,6 +447,10 @@ class Namespace:
 
     async def list(self, directory: Node) -> list[Entry]:
         """Every entry of a directory, in a stable order."""
+        if isinstance(directory, ImageDir):
+            return [_image_entry(directory.image)]
+        if isinstance(directory, GroupDir) and self.catalog.whole_images:
+            return await self._list_image_group(directory.group)
         if isinstance(directory, GroupDir):
             group = directory.group
             entries = _documents(group)
@@ -430,6 +494,10 @@ class Namespace:
         if isinstance(directory, KeyDir):
             return await self._list_keys(directory.array, directory.names)
         raise NotFound("not a directory")
+
+
+def _image_entry(image: WholeImage) -> Entry:
+    return Entry(image.name, ImageFile(image), image.size, image.metadata_time_ns)
 
 
 def _documents(owner: ArrayView | GroupView) -> list[Entry]:

@@ -34,6 +34,7 @@ from zarrfuse.filesystem.document_writes import Replacements
 from zarrfuse.filesystem.handles import (
     ChunkReader,
     DocumentWriter,
+    ImageReader,
     MetadataReader,
     OpenFile,
     RenderedReader,
@@ -44,6 +45,8 @@ from zarrfuse.filesystem.namespace import (
     ChunkFile,
     Entry,
     GroupDir,
+    ImageDir,
+    ImageFile,
     MetadataFile,
     Namespace,
     Node,
@@ -117,7 +120,7 @@ class ReadingFileSystem:
         array = _array_of(node)
         read_only = (
             self.read_only
-            or isinstance(node, MetadataFile)
+            or isinstance(node, MetadataFile | ImageFile | ImageDir)
             or (array is not None and array.unwritable is not None)
         )
         if isinstance(node, DIRECTORY_NODES):
@@ -296,6 +299,10 @@ class ReadingFileSystem:
                 data = b"" if flags & os.O_TRUNC else node.data
                 return self._register(DocumentWriter(node, WriteBuffer(data)), flags)
             return self._register(MetadataReader(node), flags)
+        if isinstance(node, ImageFile):
+            if writing:
+                raise ReadOnlyError(f"{node.image.name}: whole-image files are read-only")
+            return self._register(ImageReader(node), flags)
         if not isinstance(node, ChunkFile):
             raise ZarrFuseError(f"inode {inode} is a directory")  # the kernel never asks this
         if writing:
@@ -330,6 +337,10 @@ class ReadingFileSystem:
         opened = self._opened(handle)
         if isinstance(opened, ChunkReader):
             return await opened.node.array.source.read_into(opened.chunk, offset, out)
+        if isinstance(opened, ImageReader):
+            piece = await opened.node.image.read(offset, len(out))
+            out[: len(piece)] = piece
+            return len(piece)
         if isinstance(opened, MetadataReader | RenderedReader):
             piece = opened.data[offset : offset + len(out)]
         elif isinstance(opened, ChunkWriter | DocumentWriter):
@@ -404,6 +415,6 @@ def _array_of(node: Node) -> ArrayView | None:
     """The array a file or directory belongs to (scratch files: their directory's)."""
     if isinstance(node, ScratchFile):
         node = node.directory
-    if isinstance(node, MetadataFile | GroupDir):
+    if isinstance(node, MetadataFile | GroupDir | ImageDir | ImageFile):
         return None
     return node.array

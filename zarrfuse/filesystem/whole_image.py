@@ -112,10 +112,18 @@ class WholeImage:
 
     # --- tiles ---------------------------------------------------------------------------
 
+    def _region(self, tile: TileKey) -> tuple[slice, ...]:
+        """The tile's region of its level array, as slices (a page is one index of each
+        leading dimension)."""
+        return tuple(
+            r if isinstance(r, slice) else slice(r, r + 1)
+            for r in self.layout.tile_region(*tile)
+        )
+
     def _chunks_under(self, tile: TileKey) -> list[Coords]:
         """The chunks of the tile's level that the tile's region overlaps."""
         level = self.levels[tile[0]]
-        region = self.layout.tile_region(*tile)
+        region = self._region(tile)
         ranges = [
             range(s.start // c, (s.stop - 1) // c + 1)
             for s, c in zip(region, level.chunks, strict=True)
@@ -135,7 +143,7 @@ class WholeImage:
     ) -> bytes:
         """A tile's bytes from the decoded chunks its region overlaps."""
         level = self.levels[tile[0]]
-        region = self.layout.tile_region(*tile)
+        region = self._region(tile)
         if len(chunks) == 1:  # the common case: the tile is (part of) one chunk
             origin = chunk_region(chunks[0], level.chunks, level.shape)
             block = decoded[(tile[0], chunks[0])][

@@ -25,8 +25,9 @@ from zarrfuse.filesystem.catalog import ArrayView, Catalog, Rendering
 from zarrfuse.filesystem.commits import WriteOptions
 from zarrfuse.filesystem.counters import Counters
 from zarrfuse.filesystem.fs import FileSystem
-from zarrfuse.filesystem.namespace import ArrayRoot, GroupDir, Namespace
+from zarrfuse.filesystem.namespace import ArrayRoot, GroupDir, ImageDir, Namespace, Node
 from zarrfuse.filesystem.rendered_source import RenderCache
+from zarrfuse.filesystem.whole_image import WholeImage
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mountpoint import prepare_mountpoint
 from zarrfuse.fuse.operations import FuseOperations
@@ -131,9 +132,14 @@ def build_filesystem(
         raise SourceError(
             f"{config.source}: no zarr.json, .zarray or .zgroup here; not a Zarr array or group"
         )
-    view = catalog.view_for(store_path.path, loaded)
-    root = ArrayRoot(view) if isinstance(view, ArrayView) else GroupDir(view)
-    kind = "array" if isinstance(view, ArrayView) else "group"
+    view = catalog.view_for(store_path.path, loaded, name=_source_name(config.source))
+    root: Node
+    if isinstance(view, WholeImage):
+        root, kind = ImageDir(view), "image"
+    elif isinstance(view, ArrayView):
+        root, kind = ArrayRoot(view), "array"
+    else:
+        root, kind = GroupDir(view), "group"
     options = WriteOptions(
         verify=config.verify,
         max_chunk_bytes=config.max_chunk_bytes,
@@ -151,6 +157,11 @@ def build_filesystem(
         ownership=ownership,
     )
     return fs, kind
+
+
+def _source_name(source: str) -> str:
+    """The last path component of a source (a path or URL), which names whole images."""
+    return source.split("?", 1)[0].rstrip("/").rpartition("/")[2]
 
 
 def _check_live_and_raise_read_ahead(mountpoint: str) -> None:

@@ -1,0 +1,184 @@
+"""``--format ome-tiff``: every array as one tiled OME-TIFF file, on real mounts.
+
+What the file shows is compared with the array through tifffile; which chunks a read costs is
+read from ``zarrfuse stats``; the view refuses every change with EROFS. The third-party
+readers (libtiff, vips, GDAL, OpenSlide, Pillow) run in ``test_mount_whole_image_readers``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+import zarr
+
+from tests.cli.operating import stats
+from tests.mounting import mounted
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _array(root: Path, data: np.ndarray, chunks: tuple[int, ...], **kwargs) -> zarr.Array:
+    array = zarr.create_array(root, shape=data.shape, chunks=chunks, dtype=data.dtype,
+                              compressors=zarr.codecs.ZstdCodec(level=3), **kwargs)
+    array[...] = data
+    return array
+
+
+def _files(mnt: Path) -> list[str]:
+    return sorted(str(p.relative_to(mnt)) for p in mnt.rglob("*"))
+
+
+def _decoded(snapshot: dict) -> dict[str, int]:
+    return snapshot.get("decoded", {})
+
+
+def test_an_array_is_one_ome_tiff_equal_to_it(tmp_path):
+    data = np.arange(300 * 250, dtype="u2").reshape(300, 250) * 3
+    _array(tmp_path / "plane.zarr", data, (64, 64))
+    with mounted(tmp_path / "plane.zarr", tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        assert _files(mnt) == ["plane.ome.tif"]
+        path = mnt / "plane.ome.tif"
+        with tifffile.TiffFile(path) as tif:
+            assert tif.is_ome
+            page = tif.pages[0]
+            assert (page.tilelength, page.tilewidth) == (64, 64)
+            assert page.compression == 1  # uncompressed: offsets known from the shape
+            np.testing.assert_array_equal(tif.series[0].asarray(), data)
+        assert path.stat().st_size == len(path.read_bytes())  # ls -l is exact
+
+
+def test_regions_through_tifffile_aszarr_equal_the_array(tmp_path):
+    data = np.random.default_rng(1).normal(size=(4, 3, 90, 70)).astype("f4")
+    _array(tmp_path / "stack", data, (2, 1, 32, 32), dimension_names=["t", "c", "y", "x"])
+    with mounted(tmp_path / "stack", tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        path = mnt / "stack.ome.tif"
+        with tifffile.TiffFile(path) as tif:
+            series = tif.series[0]
+            assert series.shape == data.shape
+            assert series.axes == "TCYX"
+        store = tifffile.imread(path, aszarr=True)
+        try:
+            region = zarr.open_array(store, mode="r", zarr_format=2)[1:3, 2, 10:75, 5:40]
+        finally:
+            store.close()
+        np.testing.assert_array_equal(region, data[1:3, 2, 10:75, 5:40])
+
+
+def test_rgb_and_chunks_off_the_16_grid(tmp_path):
+    rgb = np.random.default_rng(2).integers(0, 255, (100, 90, 3), dtype="u1")
+    _array(tmp_path / "rgb", rgb, (32, 32, 3))
+    odd = np.random.default_rng(3).integers(0, 255, (100, 110), dtype="u1")
+    _array(tmp_path / "odd", odd, (20, 30))
+    with mounted(tmp_path / "rgb", tmp_path / "m1", "--format", "ome-tiff") as mnt:
+        with tifffile.TiffFile(mnt / "rgb.ome.tif") as tif:
+            assert tif.pages[0].photometric == tifffile.PHOTOMETRIC.RGB
+            np.testing.assert_array_equal(tif.series[0].asarray(), rgb)
+    with mounted(tmp_path / "odd", tmp_path / "m2", "--format", "ome-tiff") as mnt:
+        with tifffile.TiffFile(mnt / "odd.ome.tif") as tif:
+            page = tif.pages[0]
+            assert (page.tilelength, page.tilewidth) == (32, 32)  # 20, 30 rounded up to 16s
+            np.testing.assert_array_equal(tif.series[0].asarray(), odd)
+
+
+def test_a_group_shows_a_file_per_array_and_one_per_ome_image(tmp_path):
+    from tests.conformance.writers import ome_image  # noqa: PLC0415  (ngff-zarr is slow)
+
+    root = tmp_path / "group.zarr"
+    group = zarr.open_group(root, mode="w")
+    group.create_group("sub")
+    plane = np.arange(40 * 50, dtype="i2").reshape(40, 50)
+    zarr.create_array(root / "sub" / "plane", data=plane, chunks=(16, 16))
+    line = zarr.create_array(root / "line", shape=(10,), dtype="u1")  # not an image
+    line[:] = 1
+    image = ome_image(root / "cells.ome.zarr", "0.5")
+    with mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        assert _files(mnt) == ["cells.ome.tif", "sub", "sub/plane.ome.tif"]
+        np.testing.assert_array_equal(tifffile.imread(mnt / "sub" / "plane.ome.tif"), plane)
+        with tifffile.TiffFile(mnt / "cells.ome.tif") as tif:
+            levels = tif.series[0].levels
+            assert len(levels) == len(image.ome_levels)
+            for level, path in zip(levels, image.ome_levels, strict=True):
+                np.testing.assert_array_equal(level.asarray(), image.arrays[path])
+
+
+@pytest.mark.parametrize("version", ["0.4", "0.5"])
+def test_an_ome_zarr_image_is_one_pyramidal_file(tmp_path, version):
+    from tests.conformance.writers import ome_image  # noqa: PLC0415  (ngff-zarr is slow)
+
+    image = ome_image(tmp_path / "img.ome.zarr", version)
+    with mounted(image.root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        assert _files(mnt) == ["img.ome.tif"]
+        with tifffile.TiffFile(mnt / "img.ome.tif") as tif:
+            assert tif.is_ome
+            assert len(tif.pages) == 1  # lower levels are SubIFDs, not pages
+            levels = tif.series[0].levels
+            assert [lv.shape for lv in levels] == [image.arrays[p].shape for p in image.ome_levels]
+            for level, path in zip(levels, image.ome_levels, strict=True):
+                np.testing.assert_array_equal(level.asarray(), image.arrays[path])
+
+
+def test_the_header_of_a_100k_image_reads_in_under_a_second_and_decodes_nothing(tmp_path):
+    big = zarr.create_array(tmp_path / "slide", shape=(100_000, 100_000), chunks=(256, 256),
+                            dtype="u2", fill_value=0)
+    big[:256, :512] = 5  # two stored chunks
+    with mounted(tmp_path / "slide", tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        path = mnt / "slide.ome.tif"
+        started = time.perf_counter()
+        with tifffile.TiffFile(path) as tif:
+            page = tif.pages[0]
+            shape = tif.series[0].shape
+            offsets = page.dataoffsets
+        elapsed = time.perf_counter() - started
+        assert shape == (100_000, 100_000)
+        assert len(offsets) == 391 * 391
+        assert elapsed < 1.0, f"header read took {elapsed:.2f} s"
+        assert _decoded(stats(mnt)).get("chunks", 0) == 0
+
+
+def test_a_region_decodes_only_the_chunks_under_it_and_absent_chunks_cost_no_read(tmp_path):
+    data = np.zeros((512, 512), dtype="u2")
+    data[:256, :] = 9  # chunk rows 0-1 stored; rows 2-3 absent (fill value 0)
+    array = _array(tmp_path / "a", data, (128, 128), fill_value=0)
+    array[256:, :] = 0  # zarr stores nothing for chunks equal to the fill value
+    with mounted(tmp_path / "a", tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        path = mnt / "a.ome.tif"
+        with tifffile.TiffFile(path) as tif:
+            offsets = tif.pages[0].dataoffsets
+            counts = tif.pages[0].databytecounts
+        before = stats(mnt)
+        with open(path, "rb") as f:  # one stored tile (row 0, col 1): one chunk decoded
+            f.seek(offsets[1])
+            tile = np.frombuffer(f.read(counts[1]), dtype="<u2")
+        assert (tile == 9).all()
+        middle = stats(mnt)
+        assert _decoded(middle).get("chunks", 0) - _decoded(before).get("chunks", 0) == 1
+        with open(path, "rb") as f:  # an absent tile (row 3, col 2): the fill value, no read
+            f.seek(offsets[3 * 4 + 2])
+            tile = np.frombuffer(f.read(counts[14]), dtype="<u2")
+        assert (tile == 0).all()
+        after = stats(mnt)
+        assert _decoded(after).get("chunks", 0) == _decoded(middle).get("chunks", 0)
+        assert after["store_requests"].get("read", 0) == middle["store_requests"].get("read", 0)
+
+
+def test_the_view_is_read_only(tmp_path):
+    _array(tmp_path / "a", np.ones((64, 64), dtype="u1"), (32, 32))
+    with mounted(tmp_path / "a", tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        path = mnt / "a.ome.tif"
+        for attempt in (
+            lambda: open(path, "r+b"),
+            lambda: os.truncate(path, 0),
+            lambda: path.unlink(),
+            lambda: path.rename(mnt / "b.ome.tif"),
+            lambda: (mnt / "new.ome.tif").write_bytes(b"x"),
+        ):
+            with pytest.raises(OSError) as raised:
+                attempt()
+            assert raised.value.errno == errno.EROFS
+        assert tifffile.imread(path).sum() == 64 * 64

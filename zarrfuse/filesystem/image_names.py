@@ -1,0 +1,38 @@
+"""File names of whole images: ``NAME.ome.tif``, NAME from the array's (or OME-Zarr image
+group's) own name.
+
+A trailing ``.zarr``, and then a trailing ``.ome``, are left out of NAME: ``cells.ome.zarr``
+shows as ``cells.ome.tif``, not ``cells.ome.zarr.ome.tif``. A name that would become empty
+keeps its own name. Going back, a file name stands for one of three node names; the catalog
+tries each.
+"""
+
+from __future__ import annotations
+
+from zarrfuse.filesystem.formats import WHOLE_IMAGE_FORMATS
+
+__all__ = ["IMAGE_SUFFIX", "image_file_name", "image_node_names"]
+
+IMAGE_SUFFIX = WHOLE_IMAGE_FORMATS["ome-tiff"]
+
+
+def _stem(node_name: str) -> str:
+    stem = node_name
+    for ending in (".zarr", ".ome"):
+        if stem.lower().endswith(ending) and len(stem) > len(ending):
+            stem = stem[: -len(ending)]
+    return stem
+
+
+def image_file_name(node_name: str) -> str:
+    """The file that shows the node ``node_name`` (its last path component)."""
+    return _stem(node_name.rstrip("/").rpartition("/")[2] or "image") + IMAGE_SUFFIX
+
+
+def image_node_names(file_name: str) -> list[str]:
+    """The node names ``file_name`` may show, most likely first (none if it is not an image
+    file name)."""
+    if not file_name.endswith(IMAGE_SUFFIX) or file_name == IMAGE_SUFFIX:
+        return []
+    stem = file_name[: -len(IMAGE_SUFFIX)]
+    return [stem, f"{stem}.zarr", f"{stem}.ome.zarr", f"{stem}.ome"]

@@ -1,0 +1,171 @@
+"""Which arrays become whole-image files, and how each file's geometry is chosen.
+
+An array of two or more dimensions is an image: its last two (``[..., Y, X]``) are the
+plane, or its last three (``[..., Y, X, S]``) when the last holds 3 or 4 unsigned samples
+whole in every chunk (RGB/RGBA, as dual-access arrays store them). The other dimensions
+become pages. An OME-Zarr image group (``multiscales``) is one file: its first dataset is
+the full resolution, the others, while they keep the same leading shape, its SubIFD levels.
+Its axes never hold samples: OME-Zarr's last two axes are always y and x.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import zarr
+
+from zarrfuse.errors import ConfigurationError
+from zarrfuse.filesystem.whole_image import DecodedChunks, ImageLevelSource, WholeImage
+from zarrfuse.tiff.ome_xml import image_description
+from zarrfuse.tiff.ome_zarr import Multiscales
+from zarrfuse.tiff.whole_image import (
+    ImageLevel,
+    WholeImageLayout,
+    image_dtype_check,
+    tile_size_for,
+)
+
+__all__ = ["ImageBuilder", "LevelOpener", "samples_of"]
+
+log = logging.getLogger(__name__)
+
+LevelOpener = Callable[[str, dict[str, Any]], tuple[zarr.Array, ImageLevelSource]]
+"""Opens the array at a path (its v3-shaped document given) as zarr sees it, with the
+source of its decoded chunks."""
+
+ROLE_NAMES = {
+    "t": "t", "time": "t",
+    "c": "c", "channel": "c", "channels": "c", "band": "c", "bands": "c",
+    "z": "z", "depth": "z", "plane": "z",
+}
+"""Dimension names (``dimension_names``, xarray's dims) that say which OME axis a leading
+dimension is."""
+
+
+def samples_of(shape: Sequence[int], chunks: Sequence[int], dtype: np.dtype) -> int:
+    """3 or 4 for an RGB/RGBA array (last dimension 3 or 4, unsigned, whole in each chunk,
+    at least three dimensions); else 1."""
+    if len(shape) >= 3 and shape[-1] in (3, 4) and chunks[-1] == shape[-1] and dtype.kind == "u":
+        return int(shape[-1])
+    return 1
+
+
+@dataclass(frozen=True)
+class _Plane:
+    """Where the image plane sits in an array's dimensions."""
+
+    leading: int
+    samples: int
+
+
+def _plane(path: str, shape: Sequence[int], samples: int) -> _Plane:
+    leading = len(shape) - (3 if samples > 1 else 2)
+    if leading < 0:
+        raise ConfigurationError(
+            f"{path or '/'}: a {len(shape)}-dimensional array is not an image (needs Y and X)"
+        )
+    return _Plane(leading, samples)
+
+
+def _tile(chunks: Sequence[int], plane: _Plane) -> tuple[int, int]:
+    y = plane.leading
+    return tile_size_for(chunks[y]), tile_size_for(chunks[y + 1])
+
+
+def _description(
+    name: str,
+    shape: tuple[int, ...],
+    plane: _Plane,
+    dtype: np.dtype,
+    roles: Sequence[str | None],
+    **ome: Any,
+) -> str:
+    """Page 0's ImageDescription: OME-XML (or, for types OME lacks, tifffile's shape)."""
+    return image_description(
+        shape=shape, dtype=dtype, name=name, roles=list(roles),
+        sizes=shape[: plane.leading], y=shape[plane.leading], x=shape[plane.leading + 1],
+        samples=plane.samples, **ome,
+    )
+
+
+class ImageBuilder:
+    """Builds the whole image of an array or of an OME-Zarr image group."""
+
+    def __init__(self, open_level: LevelOpener, cache: DecodedChunks) -> None:
+        self._open_level = open_level
+        self._cache = cache
+
+    def from_array(
+        self, path: str, name: str, metadata: dict[str, Any], time_ns: int
+    ) -> WholeImage:
+        array, level = self._open_level(path, metadata)
+        dtype = np.dtype(array.dtype)
+        image_dtype_check(dtype)
+        samples = samples_of(array.shape, array.chunks, dtype)
+        plane = _plane(path, array.shape, samples)
+        names = metadata.get("dimension_names") or [None] * array.ndim
+        roles = [ROLE_NAMES.get(str(n).lower()) if n else None for n in names[: plane.leading]]
+        layout = WholeImageLayout(
+            [ImageLevel(tuple(array.shape), _tile(array.chunks, plane))],
+            dtype,
+            samples=samples,
+            description=_description(name, tuple(array.shape), plane, dtype, roles),
+        )
+        return WholeImage(
+            path, name, [level], layout, cache=self._cache, metadata_time_ns=time_ns
+        )
+
+    def from_multiscales(
+        self,
+        path: str,
+        name: str,
+        multiscales: Multiscales,
+        levels: Sequence[dict[str, Any] | None],
+        time_ns: int,
+    ) -> WholeImage:
+        """``levels``: the v3-shaped documents of the datasets, in the order of
+        ``multiscales.paths`` (None where a dataset cannot be read)."""
+        opened: list[tuple[zarr.Array, ImageLevelSource]] = []
+        for dataset, metadata in zip(multiscales.paths, levels, strict=True):
+            level_path = "/".join(p for p in (path, dataset) if p)
+            if metadata is None:
+                if not opened:
+                    raise ConfigurationError(f"{level_path}: the full resolution is missing")
+                log.warning("%s: level %s is not readable; lower levels left out",
+                            path or "/", dataset)
+                break
+            array, level = self._open_level(level_path, metadata)
+            if opened:
+                first = opened[0][0]
+                if (array.shape[:-2] != first.shape[:-2] or array.dtype != first.dtype
+                        or array.shape[-2] > opened[-1][0].shape[-2]
+                        or array.shape[-1] > opened[-1][0].shape[-1]):
+                    log.info(
+                        "%s: level %s (shape %s, %s) does not reduce only Y and X of %s; "
+                        "it and lower levels are left out of the TIFF pyramid",
+                        path or "/", dataset, array.shape, array.dtype, first.shape,
+                    )
+                    break
+            opened.append((array, level))
+        first = opened[0][0]
+        dtype = np.dtype(first.dtype)
+        image_dtype_check(dtype)
+        plane = _plane(path, first.shape, 1)
+        layout = WholeImageLayout(
+            [ImageLevel(tuple(a.shape), _tile(a.chunks, plane)) for a, _ in opened],
+            dtype,
+            samples=1,
+            description=_description(
+                name, tuple(first.shape), plane, dtype, multiscales.leading_roles(),
+                physical_sizes=multiscales.physical_sizes(),
+                channel_names=multiscales.channel_names,
+            ),
+        )
+        return WholeImage(
+            path, name, [level for _, level in opened], layout,
+            cache=self._cache, metadata_time_ns=time_ns,
+        )
