@@ -76,6 +76,10 @@ def tile_size_for(chunk_len: int) -> int:
     A tile then need not match a chunk: whoever renders it assembles it from every chunk it
     overlaps (the tile's :meth:`WholeImageLayout.tile_region`). Chunks longer than the image
     give tiles longer than the image; pass ``min(chunk_len, image_len)`` to avoid that.
+
+    OpenSlide (libtiff read without mmap) refuses uncompressed tiles whose byte size is not
+    a multiple of 1024 ("Invalid tile byte count"): sides that are multiples of 32 always
+    give such tiles; sides of 16 x 48 (say) of uint8 do not. The rule stays 16 (TIFF's).
     """
     if chunk_len < 1:
         raise ConfigurationError(f"chunk length {chunk_len}: must be at least 1")
