@@ -3,6 +3,10 @@
 Built on ``extensions`` and ``api``; importing it registers the chunk finisher that gives
 every shard written through the concat-parts store its TIFF header. The public functions
 are importable from here.
+
+Also here, for ``--format ome-tiff`` (one whole-image OME-TIFF per array): ``whole_image``
+(the file's byte layout), ``ome_xml`` (its OME-XML) and ``ome_zarr`` (reading OME-Zarr
+multiscales metadata); import them from their modules.
 """
 
 from zarrfuse.tiff.arrays import (

@@ -1,0 +1,155 @@
+"""The OME-XML (schema 2016-06) that makes a whole-image TIFF an OME-TIFF.
+
+Pages run in C order over the array's leading dims, so the last leading dim varies fastest;
+OME's DimensionOrder lists X, Y, then Z, C and T fastest-first, so it is read off the leading
+dims' roles from the innermost outward.
+
+Roles: each leading dim is 't', 'c', 'z' or unknown (None). Unknown dims take the roles not
+given to another dim, from the innermost dim outward, in the order Z, C, T (a plain 3-D stack
+is a Z stack; 4-D is C, Z). More than three leading dims: OME has only three, so the
+outermost dims fold into one T (their given roles are dropped) and the inner two get roles by
+the same rule (a given 't' among them counts as unknown).
+
+OME has no pixel type for uint64, int64 or float16 (tifffile's OME writer refuses them too):
+:func:`ome_xml` raises ConfigurationError for them, and :func:`image_description` falls back
+to tifffile's "shaped" JSON description, so the file is a plain tiled TIFF that tifffile
+still reads in its N-D shape.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+from zarrfuse.errors import ConfigurationError
+
+__all__ = ["LENGTH_UNITS", "OME_PIXEL_TYPES", "TIME_UNITS", "image_description", "ome_xml"]
+
+NAMESPACE = "http://www.openmicroscopy.org/Schemas/OME/2016-06"
+OME_PIXEL_TYPES = {
+    "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
+    "int8": "int8", "int16": "int16", "int32": "int32",
+    "float32": "float", "float64": "double",
+}
+LENGTH_UNITS = frozenset({
+    "Ym", "Zm", "Em", "Pm", "Tm", "Gm", "Mm", "km", "hm", "dam", "m", "dm", "cm", "mm", "µm",
+    "nm", "pm", "fm", "am", "zm", "ym", "Å", "thou", "li", "in", "ft", "yd", "mi", "ua", "ly",
+    "pc", "pt", "pixel", "reference frame",
+})
+"""OME's UnitsLength symbols; a physical size in another unit is left out."""
+TIME_UNITS = frozenset({
+    "Ys", "Zs", "Es", "Ps", "Ts", "Gs", "Ms", "ks", "hs", "das", "s", "ds", "cs", "ms", "µs",
+    "ns", "ps", "fs", "as", "zs", "ys", "min", "h", "d",
+})
+_ROLES = ("z", "c", "t")  # the order unknown dims get roles in, innermost first
+
+
+def _roles(roles: Sequence[str | None], sizes: Sequence[int]) -> list[tuple[str, int]]:
+    """(role, size) of the leading dims after folding, outermost first; roles all set."""
+    dims = [((r or "").lower() or None, int(n)) for r, n in zip(roles, sizes, strict=True)]
+    if len(dims) > 3:
+        folded = math.prod(n for _, n in dims[:-2])
+        inner = [(None if r == "t" else r, n) for r, n in dims[-2:]]
+        if inner[0][0] is not None and inner[0][0] == inner[1][0]:
+            inner = [(None, n) for _, n in inner]
+        dims = [("t", folded), *inner]
+    given = [r for r, _ in dims if r is not None]
+    if any(r not in _ROLES for r in given) or len(set(given)) < len(given):
+        raise ConfigurationError(
+            f"leading dim roles {list(roles)}: each is 't', 'c', 'z' or None, none twice"
+        )
+    free = [r for r in _ROLES if r not in given]
+    out: list[tuple[str, int]] = []
+    for role, size in reversed(dims):
+        out.append((role if role is not None else free.pop(0), size))
+    return out[::-1]
+
+
+def _dimension_order(dims: list[tuple[str, int]]) -> str:
+    present = [r for r, _ in reversed(dims)]  # fastest first
+    return "XY" + "".join(r.upper() for r in present + [r for r in _ROLES if r not in present])
+
+
+def _physical(axis: str, value: tuple[float, str] | None) -> str:
+    """The PhysicalSize (or TimeIncrement) attributes of one axis, if its unit is OME's."""
+    if value is None:
+        return ""
+    size, unit = value
+    if axis == "t":
+        if unit not in TIME_UNITS:
+            return ""
+        return f' TimeIncrement="{float(size)!r}" TimeIncrementUnit={quoteattr(unit)}'
+    if unit not in LENGTH_UNITS or not size > 0:
+        return ""
+    name = axis.upper()
+    return f' PhysicalSize{name}="{float(size)!r}" PhysicalSize{name}Unit={quoteattr(unit)}'
+
+
+def ome_xml(
+    *,
+    name: str,
+    roles: Sequence[str | None],
+    sizes: Sequence[int],
+    y: int,
+    x: int,
+    samples: int = 1,
+    dtype: Any,
+    physical_sizes: Mapping[str, tuple[float, str]] | None = None,
+    channel_names: Sequence[str] | None = None,
+) -> str:
+    """The OME-XML document of one image whose pages are the leading dims (``roles``,
+    ``sizes``) in C order, planes ``y`` x ``x`` with ``samples`` per pixel (3, 4: RGB(A)).
+
+    ``physical_sizes``: per axis 'x', 'y', 'z', 't' a (value, OME unit symbol) pair, e.g.
+    ``{"x": (0.5, "µm")}``; pairs with a unit OME does not know are left out (a size without
+    its unit would be read as µm). ``channel_names``: used when there is one per channel.
+    """
+    dtype_name = np.dtype(dtype).name
+    if dtype_name not in OME_PIXEL_TYPES:
+        raise ConfigurationError(
+            f"data type {dtype_name} has no OME pixel type (uint8/16/32, int8/16/32, float, "
+            "double); use image_description for a plain TIFF description"
+        )
+    dims = _roles(roles, sizes)
+    size = dict.fromkeys(_ROLES, 1) | dict(dims)
+    planes = math.prod(n for _, n in dims)
+    physical = physical_sizes or {}
+    attributes = "".join(_physical(a, physical.get(a)) for a in ("x", "y", "z", "t"))
+    interleaved = ' Interleaved="true"' if samples > 1 else ""
+    names = list(channel_names or [])
+    channels = []
+    for c in range(size["c"]):
+        label = f" Name={quoteattr(names[c])}" if len(names) == size["c"] else ""
+        channels.append(f'<Channel ID="Channel:0:{c}"{label} SamplesPerPixel="{samples}"/>')
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f'<OME xmlns="{NAMESPACE}" '
+        'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+        f'xsi:schemaLocation="{NAMESPACE} {NAMESPACE}/ome.xsd" Creator="zarrfuse">'
+        f'<Image ID="Image:0" Name={quoteattr(name)}>'
+        f'<Pixels ID="Pixels:0" DimensionOrder="{_dimension_order(dims)}" '
+        f'Type="{OME_PIXEL_TYPES[dtype_name]}" SizeX="{x}" SizeY="{y}" SizeZ="{size["z"]}" '
+        f'SizeC="{size["c"] * samples}" SizeT="{size["t"]}"{interleaved}'
+        f' BigEndian="false"{attributes}>'
+        f'{"".join(channels)}'
+        f'<TiffData IFD="0" PlaneCount="{planes}"/>'
+        "</Pixels></Image></OME>"
+    )
+
+
+def image_description(
+    *, shape: Sequence[int], dtype: Any, **ome: Any
+) -> str:
+    """Page 0's ImageDescription: :func:`ome_xml` (``ome`` are its arguments), or for the
+    types OME lacks, tifffile's shaped description ``{"shape": [...]}`` of the level-0
+    ``shape``."""
+    if np.dtype(dtype).name in OME_PIXEL_TYPES:
+        return ome_xml(dtype=dtype, **ome)
+    return json.dumps({"shape": [int(n) for n in shape]})
+
+

@@ -1,0 +1,145 @@
+"""OME-Zarr (NGFF) multiscales metadata, read from a group's attributes dict (no I/O).
+
+An OME-Zarr image is shown as one OME-TIFF: its multiscales' datasets are the pyramid
+levels, its axes give the leading dims' roles and the physical sizes, ``omero`` the channel
+names. v0.4 keeps the metadata at the top of the attributes (``.zattrs``), v0.5 under
+``"ome"``; both are read. Only the first multiscale of a group is used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zarrfuse.errors import ConfigurationError
+
+__all__ = ["Axis", "Multiscales", "ome_unit", "read_multiscales"]
+
+# NGFF unit names (UDUNITS-2 names the spec lists) and OME's symbols for them.
+_UNITS = {
+    "angstrom": "Å", "attometer": "am", "centimeter": "cm", "decimeter": "dm",
+    "exameter": "Em", "femtometer": "fm", "foot": "ft", "gigameter": "Gm", "hectometer": "hm",
+    "inch": "in", "kilometer": "km", "megameter": "Mm", "meter": "m", "micrometer": "µm",
+    "mile": "mi", "millimeter": "mm", "nanometer": "nm", "parsec": "pc", "petameter": "Pm",
+    "picometer": "pm", "terameter": "Tm", "yard": "yd", "yoctometer": "ym", "yottameter": "Ym",
+    "zeptometer": "zm", "zettameter": "Zm",
+    "attosecond": "as", "centisecond": "cs", "day": "d", "decisecond": "ds", "exasecond": "Es",
+    "femtosecond": "fs", "gigasecond": "Gs", "hectosecond": "hs", "hour": "h",
+    "kilosecond": "ks", "megasecond": "Ms", "microsecond": "µs", "millisecond": "ms",
+    "minute": "min", "nanosecond": "ns", "petasecond": "Ps", "picosecond": "ps", "second": "s",
+    "terasecond": "Ts", "yoctosecond": "ys", "yottasecond": "Ys", "zeptosecond": "zs",
+    "zettasecond": "Zs",
+}
+
+
+def ome_unit(unit: str | None) -> str | None:
+    """OME's symbol for an NGFF unit name ("micrometer" -> "µm"); None if it has none."""
+    if unit is None:
+        return None
+    return _UNITS.get(unit, unit if unit in _UNITS.values() else None)
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    type: str | None  # "space", "time", "channel", another string, or None (unknown)
+    unit: str | None
+
+    @property
+    def role(self) -> str | None:
+        """The axis' OME role: 't', 'c', 'z' or None (y and x are the plane)."""
+        if self.type == "time" or (self.type is None and self.name.lower() == "t"):
+            return "t"
+        if self.type == "channel" or (self.type is None and self.name.lower() == "c"):
+            return "c"
+        if self.name.lower() == "z" and self.type in ("space", None):
+            return "z"
+        return None
+
+
+@dataclass(frozen=True)
+class Multiscales:
+    """What the OME-TIFF view needs of a group's first multiscale."""
+
+    version: str | None
+    paths: tuple[str, ...]  # dataset paths, level 0 (full resolution) first
+    axes: tuple[Axis, ...]  # empty when the metadata names none (before v0.3)
+    scale: tuple[float, ...] | None  # level 0's pixel size per axis, global scale applied
+    channel_names: tuple[str, ...]  # omero.channels[].label; empty if absent
+
+    def leading_roles(self) -> list[str | None]:
+        """ome_xml's ``roles``: those of the axes before the last two (y, x)."""
+        return [a.role for a in self.axes[:-2]]
+
+    def physical_sizes(self) -> dict[str, tuple[float, str]]:
+        """ome_xml's ``physical_sizes``: per axis x, y, z, t with a unit OME knows."""
+        out: dict[str, tuple[float, str]] = {}
+        if self.scale is None or len(self.scale) != len(self.axes):
+            return out
+        for axis, value in zip(self.axes, self.scale, strict=True):
+            key = axis.role if axis.role in ("z", "t") else axis.name.lower()
+            unit = ome_unit(axis.unit)
+            if key in ("x", "y", "z", "t") and unit is not None:
+                out[key] = (value, unit)
+        return out
+
+
+def _scale(transforms: Any) -> list[float] | None:
+    for t in transforms or []:
+        if isinstance(t, Mapping) and t.get("type") == "scale" and "scale" in t:
+            return [float(v) for v in t["scale"]]
+    return None
+
+
+def _axes(raw: Any) -> tuple[Axis, ...]:
+    axes = []
+    for a in raw or []:
+        if isinstance(a, str):  # v0.3: names only
+            axes.append(Axis(a, None, None))
+        else:
+            axes.append(Axis(str(a["name"]), a.get("type"), a.get("unit")))
+    return tuple(axes)
+
+
+def _channel_names(attributes: Mapping[str, Any]) -> tuple[str, ...]:
+    channels = (attributes.get("omero") or {}).get("channels") or []
+    labels = [c.get("label") if isinstance(c, Mapping) else None for c in channels]
+    return tuple(str(x) for x in labels) if all(x is not None for x in labels) else ()
+
+
+def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
+    """The first multiscale of a group's attributes (v0.4 top level, v0.5 under "ome"), or
+    None if there is none. Malformed metadata: ConfigurationError."""
+    ome = attributes.get("ome")
+    source: Mapping[str, Any] = ome if isinstance(ome, Mapping) and "multiscales" in ome else (
+        attributes
+    )
+    multiscales = source.get("multiscales")
+    if not multiscales:
+        return None
+    try:
+        first = multiscales[0]
+        datasets: Sequence[Mapping[str, Any]] = first["datasets"]
+        paths = tuple(str(d["path"]) for d in datasets)
+        axes = _axes(first.get("axes"))
+        scale = _scale(datasets[0].get("coordinateTransformations"))
+        overall = _scale(first.get("coordinateTransformations"))
+        if scale is not None and overall is not None:
+            scale = [a * b for a, b in zip(scale, overall, strict=True)]
+        version = first.get("version", source.get("version"))
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise ConfigurationError(f"malformed OME-Zarr multiscales metadata: {e!r}") from None
+    if not paths:
+        raise ConfigurationError("OME-Zarr multiscales metadata lists no datasets")
+    if scale is not None and not all(math.isfinite(v) for v in scale):
+        scale = None
+    names = _channel_names(source) or _channel_names(attributes)
+    return Multiscales(
+        version=None if version is None else str(version),
+        paths=paths,
+        axes=axes,
+        scale=None if scale is None else tuple(scale),
+        channel_names=names,
+    )

@@ -1,0 +1,418 @@
+"""Every byte of a whole-image (OME-)TIFF except tile contents, from shape, tiles and dtype.
+
+``--format ome-tiff`` shows an array as one tiled, uncompressed TIFF file whose tiles are
+rendered from the array's chunks only when read. Uncompressed tiles all have the same size,
+so the file size, every tile's offset and the whole header follow from the geometry alone;
+this module computes them without I/O and without materialising the header of a file with
+many pages (a range of header bytes builds only the IFD blocks it overlaps).
+
+File layout (little-endian, classic TIFF when the file fits in 4 GiB, else BigTIFF)::
+
+    file header (8 or 16 bytes)
+    page 0 block: level-0 IFD (entries, next pointer, out-of-line values, the description)
+                  then one IFD per reduced level 1.. (its SubIFDs)
+    page 1 block: the same without the description   ... up to page N-1
+    zeros up to ``data_start`` (a multiple of 4096: tiles start on memory-page boundaries
+    whenever a tile's size is a multiple of 4096)
+    tile data: page by page; within a page level 0, then level 1, ...; within a level the
+    tiles row by row (TIFF's order). Every tile stored full size, edge tiles zero-padded.
+
+Main pages form the IFD chain (NewSubfileType 0); each level-0 page's SubIFDs tag (330)
+points at its reduced levels (NewSubfileType 1, next pointer 0), as OME-TIFF pyramids are
+written. Every page block except page 0 has the same size, so any IFD's offset is arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from typing import Any
+
+import numpy as np
+
+from zarrfuse.errors import ConfigurationError
+from zarrfuse.tiff.ifd import (
+    ASCII,
+    BIGTIFF,
+    CLASSIC,
+    IFD,
+    IFD8,
+    LONG,
+    SAMPLE_FORMATS,
+    SHORT,
+    Flavour,
+    ifd_length,
+    write_ifd,
+)
+
+__all__ = [
+    "MAX_TILE_SIDE",
+    "ImageLevel",
+    "TileSpan",
+    "WholeImageLayout",
+    "image_dtype_check",
+    "tile_bytes",
+    "tile_size_for",
+]
+
+TILE_MULTIPLE = 16  # the TIFF spec: tile width and length are multiples of 16
+MAX_TILE_SIDE = 4096
+"""Cap of :func:`tile_size_for`: a tile is what every reader buffers whole (and an
+unchunked 100k x 100k array would otherwise be one 20 GB tile, over TIFF's 32-bit byte
+counts); 4096 keeps a tile at most 4096**2 pixels (32 MiB of uint16, 512 MiB of RGBA
+float64)."""
+CLASSIC_LIMIT = 2**32  # classic TIFF offsets are 32-bit: the whole file must stay below
+DATA_ALIGNMENT = 4096
+_ITEMSIZES = {"u": (1, 2, 4, 8), "i": (1, 2, 4, 8), "f": (2, 4, 8)}
+
+
+def tile_size_for(chunk_len: int) -> int:
+    """The TIFF tile side for chunks ``chunk_len`` long: rounded up to a multiple of 16
+    (TIFF's rule), at most :data:`MAX_TILE_SIDE`.
+
+    A tile then need not match a chunk: whoever renders it assembles it from every chunk it
+    overlaps (the tile's :meth:`WholeImageLayout.tile_region`). Chunks longer than the image
+    give tiles longer than the image; pass ``min(chunk_len, image_len)`` to avoid that.
+
+    OpenSlide (libtiff read without mmap) refuses uncompressed tiles whose byte size is not
+    a multiple of 1024 ("Invalid tile byte count"): sides that are multiples of 32 always
+    give such tiles; sides of 16 x 48 (say) of uint8 do not. The rule stays 16 (TIFF's).
+    """
+    if chunk_len < 1:
+        raise ConfigurationError(f"chunk length {chunk_len}: must be at least 1")
+    return min(-(-chunk_len // TILE_MULTIPLE) * TILE_MULTIPLE, MAX_TILE_SIDE)
+
+
+def image_dtype_check(dtype: Any) -> None:
+    """ConfigurationError unless TIFF (and this layout) can store ``dtype``: unsigned and
+    signed integers of 8 to 64 bits, floats of 16, 32 and 64 bits."""
+    dt = np.dtype(dtype)
+    if dt.fields is not None or dt.kind not in _ITEMSIZES or dt.itemsize not in _ITEMSIZES[
+        dt.kind
+    ]:
+        raise ConfigurationError(
+            f"data type {dt} cannot be shown as TIFF: only uint8/16/32/64, int8/16/32/64 and "
+            "float16/32/64 have a TIFF sample format (bool, complex, strings and structured "
+            "types do not)"
+        )
+
+
+@dataclass(frozen=True)
+class ImageLevel:
+    """One resolution level: the level array's shape ``[..., Y, X]`` or ``[..., Y, X, S]``
+    and its tile (tile_length, tile_width), multiples of 16."""
+
+    shape: tuple[int, ...]
+    tile: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class TileSpan:
+    """One piece of a byte range that falls in tile data: bytes ``start:stop`` of a tile."""
+
+    level: int
+    page: int  # C-order index over the leading dims
+    row: int
+    col: int
+    start: int  # byte offset within the tile's bytes
+    stop: int
+
+
+@dataclass(frozen=True)
+class _Level:
+    """Derived geometry of one level."""
+
+    height: int
+    width: int
+    tile_length: int
+    tile_width: int
+    down: int
+    across: int
+    tile_nbytes: int
+
+    @property
+    def tiles(self) -> int:
+        return self.down * self.across
+
+    @property
+    def nbytes(self) -> int:
+        return self.tiles * self.tile_nbytes
+
+
+class WholeImageLayout:
+    """The byte layout of one whole-image tiled TIFF: pages over the leading dims, SubIFD
+    pyramid levels, uncompressed full-size tiles. See the module docstring for the order.
+
+    ``description`` goes into page 0's ImageDescription (the OME-XML); non-ASCII characters
+    are written as XML character references so the tag stays ASCII. ``bigtiff``: None picks
+    classic TIFF when the file fits, True forces BigTIFF, False forces classic (refused when
+    the file does not fit).
+    """
+
+    def __init__(
+        self,
+        levels: Sequence[ImageLevel],
+        dtype: np.dtype,
+        *,
+        samples: int,
+        description: str,
+        bigtiff: bool | None = None,
+    ) -> None:
+        image_dtype_check(dtype)
+        self.dtype = np.dtype(dtype).newbyteorder("<")
+        if samples not in (1, 3, 4):
+            raise ConfigurationError(
+                f"{samples} samples per pixel: TIFF images here are gray (1), RGB (3) or RGBA (4)"
+            )
+        if not levels:
+            raise ConfigurationError("an image needs at least one level")
+        self.samples = samples
+        self.levels = tuple(levels)
+        plane = 2 if samples == 1 else 3
+        lead = None
+        derived = []
+        for i, level in enumerate(self.levels):
+            shape = tuple(int(n) for n in level.shape)
+            if len(shape) < plane or (samples > 1 and shape[-1] != samples):
+                raise ConfigurationError(
+                    f"level {i} shape {list(shape)}: expected [..., Y, X]"
+                    + (f" with {samples} samples last" if samples > 1 else "")
+                )
+            if lead is None:
+                lead = shape[:-plane]
+            elif shape[:-plane] != lead:
+                raise ConfigurationError(
+                    f"level {i} shape {list(shape)}: its leading dims differ from level 0's "
+                    f"{list(lead)}"
+                )
+            height, width = shape[-plane], shape[-plane + 1]
+            tl, tw = (int(t) for t in level.tile)
+            if min(height, width) < 1 or any(n < 0 for n in shape):
+                raise ConfigurationError(f"level {i} shape {list(shape)}: an empty image")
+            if tl < 1 or tw < 1 or tl % TILE_MULTIPLE or tw % TILE_MULTIPLE:
+                raise ConfigurationError(
+                    f"level {i} tile {[tl, tw]}: TIFF tile sides are positive multiples of "
+                    f"{TILE_MULTIPLE} (see tile_size_for)"
+                )
+            nbytes = tl * tw * samples * self.dtype.itemsize
+            if nbytes >= 2**32:
+                raise ConfigurationError(
+                    f"level {i} tile {[tl, tw]}: {nbytes} bytes, over TIFF's 32-bit byte counts"
+                )
+            derived.append(
+                _Level(height, width, tl, tw, -(-height // tl), -(-width // tw), nbytes)
+            )
+        assert lead is not None
+        self.leading_shape: tuple[int, ...] = lead
+        self.pages: int = math.prod(lead)
+        if self.pages < 1:
+            raise ConfigurationError(f"leading shape {list(lead)}: no pages")
+        self._levels = tuple(derived)
+        self._description = description.encode("ascii", "xmlcharrefreplace") + b"\x00"
+        self.page_nbytes = sum(level.nbytes for level in self._levels)
+        self._level_base = np.cumsum([0] + [lv.nbytes for lv in self._levels]).tolist()
+        if bigtiff is None:
+            bigtiff = self._size(CLASSIC) >= CLASSIC_LIMIT
+        elif not bigtiff and self._size(CLASSIC) >= CLASSIC_LIMIT:
+            raise ConfigurationError(
+                f"the file would be {self._size(CLASSIC)} bytes: classic TIFF holds under 4 GiB"
+            )
+        self.flavour: Flavour = BIGTIFF if bigtiff else CLASSIC
+        self._set_geometry(self.flavour)
+        self._block = lru_cache(maxsize=8)(self._build_block)
+
+    # --- sizes ---------------------------------------------------------------------------
+
+    def _ifd_lengths(self, flavour: Flavour) -> tuple[int, int, list[int]]:
+        """Lengths of page 0's level-0 IFD, another page's level-0 IFD, each reduced IFD."""
+        zeros = {i: np.zeros(lv.tiles, np.uint64) for i, lv in enumerate(self._levels)}
+        subifds = [0] * (len(self._levels) - 1)
+        first = ifd_length(self._entries(0, 0, zeros[0], flavour, subifds), flavour)
+        other = ifd_length(self._entries(0, 1, zeros[0], flavour, subifds), flavour)
+        reduced = [
+            ifd_length(self._entries(i, 1, zeros[i], flavour, []), flavour)
+            for i in range(1, len(self._levels))
+        ]
+        return first, other, reduced
+
+    def _set_geometry(self, flavour: Flavour) -> None:
+        first, other, reduced = self._ifd_lengths(flavour)
+        self._first_ifd, self._other_ifd, self._reduced_ifds = first, other, reduced
+        self._first_block = first + sum(reduced)
+        self._other_block = other + sum(reduced)
+        self.header_length = (
+            flavour.file_header + self._first_block + (self.pages - 1) * self._other_block
+        )
+        self.data_start: int = -(-self.header_length // DATA_ALIGNMENT) * DATA_ALIGNMENT
+        self.size: int = self.data_start + self.pages * self.page_nbytes
+
+    def _size(self, flavour: Flavour) -> int:
+        self._set_geometry(flavour)
+        return self.size
+
+    # --- tiles ---------------------------------------------------------------------------
+
+    def tile_nbytes(self, level: int) -> int:
+        return self._levels[level].tile_nbytes
+
+    def tile_grid(self, level: int) -> tuple[int, int]:
+        """Tiles down and across one page of ``level``."""
+        lv = self._levels[level]
+        return lv.down, lv.across
+
+    def _level_start(self, level: int, page: int) -> int:
+        return self.data_start + page * self.page_nbytes + self._level_base[level]
+
+    def tile_offset(self, level: int, page: int, row: int, col: int) -> int:
+        lv = self._levels[level]
+        if not (0 <= page < self.pages and 0 <= row < lv.down and 0 <= col < lv.across):
+            raise IndexError(f"no tile {(level, page, row, col)}")
+        return self._level_start(level, page) + (row * lv.across + col) * lv.tile_nbytes
+
+    def tile_region(self, level: int, page: int, row: int, col: int) -> tuple[slice | int, ...]:
+        """The region of the level array that tile shows: the page's leading index, then Y
+        and X slices cropped to the image, then all samples (RGB/RGBA)."""
+        lv = self._levels[level]
+        lead = np.unravel_index(page, self.leading_shape) if self.leading_shape else ()
+        y = slice(row * lv.tile_length, min((row + 1) * lv.tile_length, lv.height))
+        x = slice(col * lv.tile_width, min((col + 1) * lv.tile_width, lv.width))
+        return (*(int(i) for i in lead), y, x, *((slice(None),) if self.samples > 1 else ()))
+
+    def tile_shape(self, level: int) -> tuple[int, ...]:
+        """A full tile's array shape: (tile_length, tile_width[, samples])."""
+        lv = self._levels[level]
+        return (lv.tile_length, lv.tile_width, *((self.samples,) if self.samples > 1 else ()))
+
+    def spans(self, start: int, stop: int) -> list[TileSpan]:
+        """The tile pieces of bytes ``start:stop`` (within ``[data_start, size)``), in file
+        order."""
+        if not self.data_start <= start <= stop <= self.size:
+            raise ValueError(f"range {start}:{stop} is not within tile data "
+                             f"{self.data_start}:{self.size}")
+        out: list[TileSpan] = []
+        at = start
+        while at < stop:
+            page, in_page = divmod(at - self.data_start, self.page_nbytes)
+            level = 0
+            while in_page >= self._level_base[level + 1]:
+                level += 1
+            lv = self._levels[level]
+            index, in_tile = divmod(in_page - self._level_base[level], lv.tile_nbytes)
+            row, col = divmod(index, lv.across)
+            end = min(lv.tile_nbytes, in_tile + stop - at)
+            out.append(TileSpan(level, page, row, col, in_tile, end))
+            at += end - in_tile
+        return out
+
+    # --- the header ----------------------------------------------------------------------
+
+    def _entries(
+        self, level: int, page: int, offsets: np.ndarray, flavour: Flavour, subifds: list[int]
+    ) -> list[tuple[int, int, Any]]:
+        """The IFD entries of one page of one level, sorted by tag: (tag, type, values)."""
+        lv = self._levels[level]
+        spp = self.samples
+        entries: list[tuple[int, int, Any]] = [
+            (254, LONG, [0 if level == 0 else 1]),  # NewSubfileType: reduced resolution
+            (256, LONG, [lv.width]),
+            (257, LONG, [lv.height]),
+            (258, SHORT, [self.dtype.itemsize * 8] * spp),
+            (259, SHORT, [1]),  # no compression
+            (262, SHORT, [2 if spp > 1 else 1]),  # RGB or MinIsBlack
+        ]
+        if level == 0 and page == 0:
+            entries.append((270, ASCII, self._description))
+        entries += [
+            (277, SHORT, [spp]),
+            (284, SHORT, [1]),  # contiguous samples: a tile holds whole pixels
+            (322, LONG, [lv.tile_width]),
+            (323, LONG, [lv.tile_length]),
+            (324, flavour.offset_type, offsets),
+            (325, LONG, self._counts(level)),
+        ]
+        if level == 0 and len(self._levels) > 1:
+            entries.append((330, IFD8 if flavour.bigtiff else IFD, subifds))
+        if spp == 4:
+            entries.append((338, SHORT, [2]))  # unassociated alpha
+        entries.append((339, SHORT, [SAMPLE_FORMATS[self.dtype.kind]] * spp))
+        return entries
+
+    @cached_property
+    def _counts_cache(self) -> list[np.ndarray]:
+        return [np.full(lv.tiles, lv.tile_nbytes, np.uint32) for lv in self._levels]
+
+    def _counts(self, level: int) -> np.ndarray:
+        return self._counts_cache[level]
+
+    def _block_start(self, page: int) -> int:
+        """Offset of page ``page``'s block (its level-0 IFD, then its SubIFDs)."""
+        start = self.flavour.file_header
+        return start if page == 0 else start + self._first_block + (page - 1) * self._other_block
+
+    def ifd_offset(self, page: int, level: int = 0) -> int:
+        """Offset of the IFD of ``page`` at ``level``."""
+        at = self._block_start(page) + (self._first_ifd if page == 0 else self._other_ifd)
+        return self._block_start(page) if level == 0 else at + sum(self._reduced_ifds[: level - 1])
+
+    def _build_block(self, page: int) -> bytes:
+        """The bytes of one page's block."""
+        flavour = self.flavour
+        out = bytearray()
+        subifds = [self.ifd_offset(page, level) for level in range(1, len(self._levels))]
+        for level, lv in enumerate(self._levels):
+            offsets = self._level_start(level, page) + np.arange(
+                lv.tiles, dtype=np.uint64
+            ) * np.uint64(lv.tile_nbytes)
+            entries = self._entries(level, page, offsets, flavour, subifds)
+            nxt = 0
+            if level == 0 and page + 1 < self.pages:
+                nxt = self.ifd_offset(page + 1)
+            write_ifd(out, entries, flavour, "<", at=self.ifd_offset(page, level), next_ifd=nxt)
+        return bytes(out)
+
+    def _file_header(self) -> bytes:
+        if self.flavour.bigtiff:
+            return b"II" + struct.pack("<HHHQ", 43, 8, 0, 16)
+        return b"II" + struct.pack("<HI", 42, 8)
+
+    def header_bytes(self, start: int, stop: int) -> bytes:
+        """Bytes ``start:stop`` of the header (within ``[0, data_start)``), building only the
+        page blocks the range overlaps (the last few are cached)."""
+        if not 0 <= start <= stop <= self.data_start:
+            raise ValueError(f"range {start}:{stop} is not within the header 0:{self.data_start}")
+        parts: list[bytes] = []
+        at = start
+        file_header = self.flavour.file_header
+        while at < stop:
+            if at < file_header:
+                piece, base = self._file_header(), 0
+            elif at >= self.header_length:
+                parts.append(bytes(stop - at))
+                break
+            else:
+                page = 0
+                if at >= file_header + self._first_block:
+                    page = 1 + (at - file_header - self._first_block) // self._other_block
+                piece, base = self._block(page), self._block_start(page)
+            chunk = piece[at - base : stop - base]
+            parts.append(chunk)
+            at += len(chunk)
+        return b"".join(parts)
+
+
+def tile_bytes(block: np.ndarray, layout: WholeImageLayout, level: int) -> bytes:
+    """A tile's bytes from the data of its :meth:`~WholeImageLayout.tile_region` (cropped at
+    the image's edges): little-endian, zero-padded to the full tile."""
+    full = layout.tile_shape(level)
+    data = np.asarray(block)
+    data = data.reshape(data.shape[data.ndim - len(full) :]) if data.ndim > len(full) else data
+    if data.ndim != len(full) or any(d > f for d, f in zip(data.shape, full, strict=True)):
+        raise ValueError(f"block of shape {data.shape} is no region of a {full} tile")
+    if data.shape == full:
+        return np.ascontiguousarray(data, dtype=layout.dtype).tobytes()
+    tile = np.zeros(full, dtype=layout.dtype)
+    tile[tuple(slice(0, n) for n in data.shape)] = data
+    return tile.tobytes()
