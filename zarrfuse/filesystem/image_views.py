@@ -71,9 +71,13 @@ def _plane(path: str, shape: Sequence[int], samples: int) -> _Plane:
     return _Plane(leading, samples)
 
 
-def _tile(chunks: Sequence[int], plane: _Plane) -> tuple[int, int]:
+def _tile(shape: Sequence[int], chunks: Sequence[int], plane: _Plane) -> tuple[int, int]:
+    """Tile length and width: the chunk's (no longer than the image), by TIFF's rule."""
     y = plane.leading
-    return tile_size_for(chunks[y]), tile_size_for(chunks[y + 1])
+    return (
+        tile_size_for(min(chunks[y], shape[y])),
+        tile_size_for(min(chunks[y + 1], shape[y + 1])),
+    )
 
 
 def _description(
@@ -110,7 +114,7 @@ class ImageBuilder:
         names = metadata.get("dimension_names") or [None] * array.ndim
         roles = [ROLE_NAMES.get(str(n).lower()) if n else None for n in names[: plane.leading]]
         layout = WholeImageLayout(
-            [ImageLevel(tuple(array.shape), _tile(array.chunks, plane))],
+            [ImageLevel(tuple(array.shape), _tile(array.shape, array.chunks, plane))],
             dtype,
             samples=samples,
             description=_description(name, tuple(array.shape), plane, dtype, roles),
@@ -156,7 +160,7 @@ class ImageBuilder:
         image_dtype_check(dtype)
         plane = _plane(path, first.shape, 1)
         layout = WholeImageLayout(
-            [ImageLevel(tuple(a.shape), _tile(a.chunks, plane)) for a, _ in opened],
+            [ImageLevel(tuple(a.shape), _tile(a.shape, a.chunks, plane)) for a, _ in opened],
             dtype,
             samples=1,
             description=_description(

@@ -59,6 +59,7 @@ __all__ = [
 ]
 
 TILE_MULTIPLE = 16  # the TIFF spec: tile width and length are multiples of 16
+CHOSEN_MULTIPLE = 32  # tile sides zarrfuse chooses: tiles of a multiple of 1024 bytes
 MAX_TILE_SIDE = 4096
 """Cap of :func:`tile_size_for`: a tile is what every reader buffers whole (and an
 unchunked 100k x 100k array would otherwise be one 20 GB tile, over TIFF's 32-bit byte
@@ -70,20 +71,25 @@ _ITEMSIZES = {"u": (1, 2, 4, 8), "i": (1, 2, 4, 8), "f": (2, 4, 8)}
 
 
 def tile_size_for(chunk_len: int) -> int:
-    """The TIFF tile side for chunks ``chunk_len`` long: rounded up to a multiple of 16
-    (TIFF's rule), at most :data:`MAX_TILE_SIDE`.
+    """The TIFF tile side for chunks ``chunk_len`` long: the chunk's own length when it is a
+    multiple of 16 (TIFF's rule), else rounded up to a multiple of 32; at most
+    :data:`MAX_TILE_SIDE`.
 
     A tile then need not match a chunk: whoever renders it assembles it from every chunk it
     overlaps (the tile's :meth:`WholeImageLayout.tile_region`). Chunks longer than the image
     give tiles longer than the image; pass ``min(chunk_len, image_len)`` to avoid that.
 
-    OpenSlide (libtiff read without mmap) refuses uncompressed tiles whose byte size is not
-    a multiple of 1024 ("Invalid tile byte count"): sides that are multiples of 32 always
-    give such tiles; sides of 16 x 48 (say) of uint8 do not. The rule stays 16 (TIFF's).
+    Why 32 and not 16 for chunks off TIFF's grid: OpenSlide (libtiff read without mmap)
+    refuses uncompressed tiles whose byte size is not a multiple of 1024 ("Invalid tile byte
+    count"). Sides that are multiples of 32 always give such tiles, so a tile size zarrfuse
+    chooses never shuts OpenSlide out; a chunk already on the 16 grid keeps its size (one
+    chunk per tile), even where that size is not a multiple of 32.
     """
     if chunk_len < 1:
         raise ConfigurationError(f"chunk length {chunk_len}: must be at least 1")
-    return min(-(-chunk_len // TILE_MULTIPLE) * TILE_MULTIPLE, MAX_TILE_SIDE)
+    if chunk_len % TILE_MULTIPLE == 0:
+        return min(chunk_len, MAX_TILE_SIDE)
+    return min(-(-chunk_len // CHOSEN_MULTIPLE) * CHOSEN_MULTIPLE, MAX_TILE_SIDE)
 
 
 def image_dtype_check(dtype: Any) -> None:
