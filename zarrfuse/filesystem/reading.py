@@ -278,7 +278,10 @@ class ReadingFileSystem:
         handle = next(self._handles)
         self._files[handle] = opened
         read_write = flags & os.O_ACCMODE == os.O_RDWR
-        if isinstance(opened, ScratchHandle | DocumentWriter) or not self.page_cache.admit(
+        # Whole images use direct I/O: the kernel's read-ahead would decode tiles nobody
+        # asked for (opening must cost the header only); WholeImage reads ahead itself.
+        direct = isinstance(opened, ScratchHandle | DocumentWriter | ImageReader)
+        if direct or not self.page_cache.admit(
             opened.node, handle, writer=isinstance(opened, ChunkWriter), read_write=read_write
         ):
             self._direct.add(handle)

@@ -66,6 +66,9 @@ class DecodedChunks:
                 self._bytes -= evicted.nbytes
 
 
+READ_AHEAD_BYTES = 4 << 20
+"""Tile bytes decoded ahead of a sequential reader at a time (at least two tiles)."""
+
 TileKey = tuple[int, int, int, int]  # level, page, row, col
 ChunkKey = tuple[int, Coords]  # level, chunk coordinates
 
@@ -90,6 +93,11 @@ class WholeImage:
         self.metadata_time_ns = metadata_time_ns
         self._cache = cache
         self._running: dict[ChunkKey, trio.Event] = {}
+        self._last_stop = -1
+        """Where the last read ended: a read that starts there is sequential."""
+        self._ahead_until = 0
+        """How far read-ahead has been asked for (a file offset)."""
+        self._ahead_running = False
 
     @property
     def size(self) -> int:
@@ -105,19 +113,51 @@ class WholeImage:
         if offset < layout.data_start:
             pieces.append(layout.header_bytes(offset, min(stop, layout.data_start)))
         if stop > layout.data_start:
+            if offset == self._last_stop:
+                self._read_ahead(stop)
             spans = layout.spans(max(offset, layout.data_start), stop)
             tiles = await self._tiles({_tile_key(s) for s in spans})
             pieces.extend(memoryview(tiles[_tile_key(s)])[s.start : s.stop] for s in spans)
+        self._last_stop = stop
         return b"".join(pieces)
+
+    # --- reading ahead -------------------------------------------------------------------
+
+    def _read_ahead(self, stop: int) -> None:
+        """A sequential read reached ``stop``: decode the tiles after it in the background,
+        a window at a time, asked for again when the reader is half way through the last
+        window (so every batch spreads over the worker threads). Only tile reads trigger
+        it: reading the header never decodes anything."""
+        window = max(READ_AHEAD_BYTES, 2 * self.layout.tile_nbytes(0))
+        if self._ahead_running or stop < self._ahead_until - window // 2:
+            return
+        start = max(stop, self._ahead_until)
+        end = min(start + window, self.layout.size)
+        if start >= end:
+            return
+        self._ahead_until = end
+        keys = {_tile_key(s) for s in self.layout.spans(start, end)}
+        self._ahead_running = True
+        trio.lowlevel.spawn_system_task(self._decode_ahead, keys)
+
+    async def _decode_ahead(self, tiles: set[TileKey]) -> None:
+        try:
+            needed = {(t[0], c) for t in tiles for c in self._chunks_under(t)}
+            await self._decoded(needed)
+        except Exception:  # noqa: BLE001  (a guess; the real read of these tiles reports errors)
+            pass
+        finally:
+            self._ahead_running = False
 
     # --- tiles ---------------------------------------------------------------------------
 
     def _region(self, tile: TileKey) -> tuple[slice, ...]:
         """The tile's region of its level array, as slices (a page is one index of each
         leading dimension)."""
+        shape = self.levels[tile[0]].shape
         return tuple(
-            r if isinstance(r, slice) else slice(r, r + 1)
-            for r in self.layout.tile_region(*tile)
+            slice(*r.indices(n)[:2]) if isinstance(r, slice) else slice(r, r + 1)
+            for r, n in zip(self.layout.tile_region(*tile), shape, strict=True)
         )
 
     def _chunks_under(self, tile: TileKey) -> list[Coords]:
