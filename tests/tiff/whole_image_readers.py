@@ -121,7 +121,10 @@ def gdal_checksums(path: Path) -> list[str]:
     """The checksum lines of ``gdalinfo -checksum`` (bands and overviews)."""
     out = _run(["gdalinfo", "-checksum", path])
     assert "ERROR" not in out
-    return [line.strip() for line in out.splitlines() if "hecksum" in line]
+    return [
+        line.strip() for line in out.splitlines()
+        if line.strip().startswith(("Checksum=", "Overviews checksum"))  # not the file name
+    ]
 
 
 def check_gdal(path: Path, levels: list[np.ndarray], work: Path, *, samples: int,
