@@ -18,7 +18,7 @@ import tifffile
 import zarr
 
 from tests.cli.operating import stats
-from tests.mounting import mounted
+from tests.mounting import ZARRFUSE, mounted, run_with_timeout
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -172,7 +172,7 @@ def test_the_view_is_read_only(tmp_path):
     with mounted(tmp_path / "a", tmp_path / "mnt", "--format", "ome-tiff") as mnt:
         path = mnt / "a.ome.tif"
         for attempt in (
-            lambda: open(path, "r+b").close(),  # noqa: SIM115  (the open is what is refused)
+            lambda: open(path, "r+b").close(),
             lambda: os.truncate(path, 0),
             lambda: path.unlink(),
             lambda: path.rename(mnt / "b.ome.tif"),
@@ -182,3 +182,28 @@ def test_the_view_is_read_only(tmp_path):
                 attempt()
             assert raised.value.errno == errno.EROFS
         assert tifffile.imread(path).sum() == 64 * 64
+
+
+def test_xarray_and_v2_data_show_their_images_and_leave_out_the_rest(tmp_path):
+    """A group written by xarray (zarr v2, consolidated): its 2-D variable is an image, the
+    1-D coordinates are not images and are left out."""
+    from tests.conformance.writers import xarray_dataset  # noqa: PLC0415  (xarray is slow)
+
+    data = xarray_dataset(tmp_path / "ds.zarr", 2)
+    v2 = np.arange(30 * 40, dtype=">i4").reshape(30, 40)  # big-endian, as v2 allows
+    zarr.create_array(tmp_path / "ds.zarr" / "legacy", data=v2, chunks=(16, 16), zarr_format=2)
+    with mounted(data.root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        assert _files(mnt) == ["legacy.ome.tif", "temp.ome.tif"]
+        np.testing.assert_array_equal(tifffile.imread(mnt / "temp.ome.tif"), data.arrays["temp"])
+        np.testing.assert_array_equal(tifffile.imread(mnt / "legacy.ome.tif"), v2)
+
+
+def test_options_that_shape_chunk_files_are_refused(tmp_path):
+    _array(tmp_path / "a", np.ones((32, 32), dtype="u1"), (16, 16))
+    (tmp_path / "mnt").mkdir()
+    result = run_with_timeout(
+        [*ZARRFUSE, "mount", tmp_path / "a", tmp_path / "mnt", "--format", "ome-tiff",
+         "--suffix", ".tif"], 60, check=False)
+    assert result.returncode != 0
+    assert "--suffix" in result.stderr and "ome-tiff" in result.stderr
+    assert not os.path.ismount(tmp_path / "mnt")
