@@ -10,6 +10,7 @@ The per-chunk caches (sizes learnt one by one, chunks kept open) are ``chunk_cac
 
 from __future__ import annotations
 
+import contextlib
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
@@ -79,6 +80,8 @@ class ChunkSource:
         self._limiter = limiter
         self._ttl = listing_ttl
         self._listings: OrderedDict[str, tuple[float, dict[str, Stat]]] = OrderedDict()
+        self._names: OrderedDict[str, tuple[float, Collection[str]]] = OrderedDict()
+        """Names-only listings (which chunks exist), for directories not listed in full."""
         self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl)
         self._listable = (
             keys_per_directory is not None
@@ -140,6 +143,40 @@ class ChunkSource:
         if len(self._listings) > LISTING_CACHE_DIRS:
             self._listings.popitem(last=False)
         return listing
+
+    async def _stored_names(self, directory: str) -> Collection[str]:
+        """The object names in ``directory``: from its full listing if fresh, else from a
+        names-only listing kept for the TTL (a local directory then costs no stat per
+        entry: listing beside decoding threads, each stat waited for the GIL)."""
+        listing = self._fresh_listing(directory)
+        if listing is not None:
+            return listing.keys()
+        cached = self._names.get(directory)
+        if cached is not None and (self._ttl is None or time.monotonic() - cached[0] < self._ttl):
+            self.counters.cache["listing_hit"] += 1
+            return cached[1]
+        self.counters.cache["listing_miss"] += 1
+        self.counters.store["list"] += 1
+        now = time.monotonic()
+        names = await self._run(self.backend.list_names, directory)
+        self._names[directory] = (now, names)
+        if len(self._names) > LISTING_CACHE_DIRS:
+            self._names.popitem(last=False)
+        return names
+
+    async def stored_among(self, coords: Iterable[tuple[int, ...]]) -> set[tuple[int, ...]]:
+        """Which of these chunks are stored (any part present), from one listing per store
+        directory and never a request per chunk: an absent chunk costs nothing more."""
+        by_directory: dict[str, list[tuple[tuple[int, ...], str]]] = {}
+        for c in coords:
+            for key in self.part_keys(c):
+                directory, name = self._split(key)
+                by_directory.setdefault(directory, []).append((c, name))
+        found: set[tuple[int, ...]] = set()
+        for directory, candidates in by_directory.items():
+            names = await self._stored_names(directory)
+            found.update(c for c, name in candidates if name in names)
+        return found
 
     async def listed_names(self, directory: str) -> Collection[str]:
         """The names of the objects in ``directory`` (a cached listing)."""
@@ -351,12 +388,63 @@ class ChunkSource:
         finally:
             opened.close()
 
+    def _read_opened(
+        self, coords: Sequence[tuple[int, ...]], listed: Sequence[Sequence[Stat | None] | None]
+    ) -> list[bytes | None]:
+        """Open and read each chunk whole, in this (worker) thread. Blocking."""
+        out: list[bytes | None] = []
+        whole = len(self.parts.parts) == 1 and self.parts.parts[0].size is None
+        for c, stats in zip(coords, listed, strict=True):
+            if whole:  # one part of any size: the object is the chunk, one request
+                self.counters.store["read"] += 1
+                whole_chunk = self.backend.read_all(self.part_keys(c)[0])
+                self.counters.store_bytes_read += len(whole_chunk or b"")
+                out.append(whole_chunk)
+                continue
+            opened = self._open_checked(c, stats)
+            if opened is None:
+                out.append(None)
+                continue
+            try:
+                data = bytearray(sum(opened.sizes))
+                view, pending, at = memoryview(data), [], 0
+                for part, size in enumerate(opened.sizes):
+                    pending.append((part, 0, view[at : at + size]))
+                    at += size
+                _read_rest(opened.reader, pending)
+                self.counters.store["read"] += len(pending)
+                self.counters.store_bytes_read += at
+                out.append(bytes(data))
+            finally:
+                opened.close()
+        return out
+
+    @asynccontextmanager
+    async def reading(
+        self, coords: Collection[tuple[int, ...]]
+    ) -> AsyncIterator[Callable[[Sequence[tuple[int, ...]]], list[bytes | None]]]:
+        """A blocking reader of these whole chunks (parts joined; None where absent), to call
+        from worker threads while the block runs: a thread hop per chunk (``read_all``) costs
+        more than reading a small chunk, and a thread that decodes what it read keeps every
+        core busy. Each chunk is read between two commits, as ``open`` does."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self._open_cache is None:  # writable: a commit may run meanwhile
+                for c in sorted(set(coords)):  # one order for every caller: no deadlock
+                    await stack.enter_async_context(self._locked(c))
+            listed = {c: await self._listed_stats(self.part_keys(c)) for c in coords}
+
+            def read(some: Sequence[tuple[int, ...]]) -> list[bytes | None]:
+                return self._read_opened(some, [listed[c] for c in some])
+
+            yield read
+
     # --- writing -------------------------------------------------------------------------
 
     def _remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
         self._sizes.put(coords, _logical(stats))
         self.index.note(coords, stored=_logical(stats) is not None)
         keys = self.part_keys(coords)
+        self._names.pop(self._split(keys[0])[0], None)
         cached = self._listings.get(self._split(keys[0])[0])
         if cached is None:
             return
@@ -372,6 +460,7 @@ class ChunkSource:
         what was learnt of it, and its directory's listing, are asked again."""
         self._sizes.drop(coords)
         self._listings.pop(self._split(self.chunk_key(coords))[0], None)
+        self._names.pop(self._split(self.chunk_key(coords))[0], None)
 
     def _write_parts(
         self,

@@ -36,6 +36,9 @@ class Counters:
         self.cache: Counter[str] = Counter()
         """Cache outcomes: listing_hit, listing_miss, page_cache_hit (reads served without
         waiting for storage)."""
+        self.decoded: Counter[str] = Counter()
+        """Chunks rendered views and whole images needed: ``chunks`` decoded from stored
+        bytes, ``filled`` absent and shown as the fill value (no store request)."""
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -49,4 +52,5 @@ class Counters:
             "store_bytes_read": self.store_bytes_read,
             "store_bytes_written": self.store_bytes_written,
             "cache": dict(self.cache),
+            "decoded": dict(self.decoded),
         }

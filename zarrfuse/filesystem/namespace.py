@@ -64,7 +64,7 @@ class ChunkFile:
 class ScratchFile:
     """A temporary file (an editor's or rsync's) held by the daemon, never stored."""
 
-    directory: GroupDir | ArrayRoot | FanoutDir | KeyDir
+    directory: GroupDir | ArrayRoot | FanoutDir | KeyDir | ImageDir
     name: str
 
 

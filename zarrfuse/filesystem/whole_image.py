@@ -67,7 +67,11 @@ class DecodedChunks:
 
 
 READ_AHEAD_BYTES = 4 << 20
-"""Tile bytes decoded ahead of a sequential reader at a time (at least two tiles)."""
+"""Tile bytes decoded ahead of a sequential reader per batch (at least two tiles): batches
+of 1 MiB read at 190-210 MB/s, of 4 MiB at 295-318 MB/s (4096 x 4096 uint16, zstd 256 x 256,
+in process, 2 cores: the fixed cost of a batch is paid less often)."""
+AHEAD_WINDOWS = 4
+"""Batches kept decoding ahead: enough that every worker thread always has one."""
 
 TileKey = tuple[int, int, int, int]  # level, page, row, col
 ChunkKey = tuple[int, Coords]  # level, chunk coordinates
@@ -97,7 +101,6 @@ class WholeImage:
         """Where the last read ended: a read that starts there is sequential."""
         self._ahead_until = 0
         """How far read-ahead has been asked for (a file offset)."""
-        self._ahead_running = False
 
     @property
     def size(self) -> int:
@@ -113,7 +116,7 @@ class WholeImage:
         if offset < layout.data_start:
             pieces.append(layout.header_bytes(offset, min(stop, layout.data_start)))
         if stop > layout.data_start:
-            if offset == self._last_stop:
+            if offset in (self._last_stop, layout.data_start):  # sequential, or its start
                 self._read_ahead(stop)
             spans = layout.spans(max(offset, layout.data_start), stop)
             tiles = await self._tiles({_tile_key(s) for s in spans})
@@ -124,21 +127,22 @@ class WholeImage:
     # --- reading ahead -------------------------------------------------------------------
 
     def _read_ahead(self, stop: int) -> None:
-        """A sequential read reached ``stop``: decode the tiles after it in the background,
-        a window at a time, asked for again when the reader is half way through the last
-        window (so every batch spreads over the worker threads). Only tile reads trigger
-        it: reading the header never decodes anything."""
+        """A sequential read reached ``stop``: keep the next AHEAD_WINDOWS windows of tiles
+        decoded or being decoded, a batch per window in the background, so a reader that
+        is faster than the codec waits only for the batch its tile is in while the next
+        ones are already being decoded. Only tile reads call it: reading the header
+        decodes nothing."""
         window = max(READ_AHEAD_BYTES, 2 * self.layout.tile_nbytes(0))
-        if self._ahead_running or stop < self._ahead_until - window // 2:
-            return
-        start = max(stop, self._ahead_until)
-        end = min(start + window, self.layout.size)
-        if start >= end:
-            return
-        self._ahead_until = end
-        keys = {_tile_key(s) for s in self.layout.spans(start, end)}
-        self._ahead_running = True
-        trio.lowlevel.spawn_system_task(self._decode_ahead, keys)
+        horizon = min(stop + AHEAD_WINDOWS * window, self.layout.size)
+        start = self._ahead_until  # asked for up to here (at most one window more)
+        if not stop <= start <= stop + (AHEAD_WINDOWS + 1) * window:  # the reader moved
+            start = stop
+        while start < horizon:
+            end = min(start + window, self.layout.size)
+            tiles = {_tile_key(s) for s in self.layout.spans(start, end)}
+            trio.lowlevel.spawn_system_task(self._decode_ahead, tiles)
+            start = end
+        self._ahead_until = max(start, stop)
 
     async def _decode_ahead(self, tiles: set[TileKey]) -> None:
         try:
@@ -146,8 +150,6 @@ class WholeImage:
             await self._decoded(needed)
         except Exception:  # noqa: BLE001  (a guess; the real read of these tiles reports errors)
             pass
-        finally:
-            self._ahead_running = False
 
     # --- tiles ---------------------------------------------------------------------------
 
@@ -233,10 +235,10 @@ class WholeImage:
             done.set()
         for key, event in waiting.items():
             await event.wait()
-            value = self._cache.get((id(self), key))
-            if value is None:  # evicted at once, or the decode failed: decode it here
-                value = (await self.levels[key[0]].decode([key[1]]))[0]
-            found[key] = value
+            cached = self._cache.get((id(self), key))
+            if cached is None:  # evicted at once, or the decode failed: decode it here
+                cached = (await self.levels[key[0]].decode([key[1]]))[0]
+            found[key] = cached
         return found
 
 

@@ -43,6 +43,11 @@ class Backend(Protocol):
         and time, from the listing alone (no request per object)."""
         ...
 
+    def list_names(self, prefix: str) -> set[str]:
+        """The names of the objects directly under ``prefix``: which keys exist, at the cost
+        of one listing and nothing per object (``list_stats`` may stat each)."""
+        ...
+
     def list_subdirs(self, prefix: str) -> list[str]:
         """Names directly under ``prefix`` that may be sub-prefixes ("directories").
 

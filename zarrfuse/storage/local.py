@@ -97,6 +97,13 @@ class LocalBackend:
             pass
         return out
 
+    def list_names(self, prefix: str) -> set[str]:
+        try:
+            with os.scandir(self._path(prefix)) as entries:  # d_type: no stat per entry
+                return {e.name for e in entries if e.is_file(follow_symlinks=False)}
+        except (FileNotFoundError, NotADirectoryError):
+            return set()
+
     def list_subdirs(self, prefix: str) -> list[str]:
         try:
             with os.scandir(self._path(prefix)) as entries:

@@ -128,6 +128,9 @@ class ObjectBackend:
         found = self._listing(prefix)
         return {meta["path"].rpartition("/")[2]: _stat(meta) for meta in found["objects"]}
 
+    def list_names(self, prefix: str) -> set[str]:
+        return set(self.list_stats(prefix))  # one LIST gives names and stats alike
+
     def list_subdirs(self, prefix: str) -> list[str]:
         return [p.rstrip("/").rpartition("/")[2] for p in self._listing(prefix)["common_prefixes"]]
 

@@ -83,6 +83,10 @@ class StoreBackend:
     def list_stats(self, prefix: str) -> dict[str, Stat]:
         return sync(self._list_stats(prefix.strip("/")))
 
+    def list_names(self, prefix: str) -> set[str]:
+        # Objects and prefixes alike (see list_subdirs): a prefix never matches a chunk key.
+        return set(self.list_subdirs(prefix))
+
     def list_subdirs(self, prefix: str) -> list[str]:
         # zarr's Store API lists objects and prefixes alike; telling them apart would cost a
         # request per name, and the caller looks for NAME/zarr.json anyway.

@@ -13,7 +13,8 @@ File layout (little-endian, classic TIFF when the file fits in 4 GiB, else BigTI
                   then one IFD per reduced level 1.. (its SubIFDs)
     page 1 block: the same without the description   ... up to page N-1
     zeros up to ``data_start`` (a multiple of 4096: tiles start on memory-page boundaries
-    whenever a tile's size is a multiple of 4096)
+    whenever a tile's size is a multiple of 4096; of 1 MiB in files of 64 MiB of tiles or
+    more, so a reader's 1 MiB buffered read of the header stops short of the tiles)
     tile data: page by page; within a page level 0, then level 1, ...; within a level the
     tiles row by row (TIFF's order). Every tile stored full size, edge tiles zero-padded.
 
@@ -67,6 +68,11 @@ counts); 4096 keeps a tile at most 4096**2 pixels (32 MiB of uint16, 512 MiB of 
 float64)."""
 CLASSIC_LIMIT = 2**32  # classic TIFF offsets are 32-bit: the whole file must stay below
 DATA_ALIGNMENT = 4096
+LARGE_DATA_ALIGNMENT = 1 << 20
+LARGE_FILE = 64 << 20
+"""Files with this many tile bytes or more start their tiles on a 1 MiB boundary: readers
+that read the header through a 1 MiB buffer (tifffile does, Python's buffered I/O) then never
+reach a tile, so opening a large image decodes no chunk. The padding costs under 1.6%."""
 _ITEMSIZES = {"u": (1, 2, 4, 8), "i": (1, 2, 4, 8), "f": (2, 4, 8)}
 
 
@@ -252,8 +258,10 @@ class WholeImageLayout:
         self.header_length = (
             flavour.file_header + self._first_block + (self.pages - 1) * self._other_block
         )
-        self.data_start: int = -(-self.header_length // DATA_ALIGNMENT) * DATA_ALIGNMENT
-        self.size: int = self.data_start + self.pages * self.page_nbytes
+        tiles = self.pages * self.page_nbytes
+        align = LARGE_DATA_ALIGNMENT if tiles >= LARGE_FILE else DATA_ALIGNMENT
+        self.data_start: int = -(-self.header_length // align) * align
+        self.size: int = self.data_start + tiles
 
     def _size(self, flavour: Flavour) -> int:
         self._set_geometry(flavour)

@@ -1,0 +1,67 @@
+"""One stored chunk's bytes to its values, through the array's own zarr codecs, synchronously.
+
+zarr-python decodes through an asyncio pipeline that costs about 0.7 ms per call on top of
+the codec (measured: a 256 x 256 uint16 zstd chunk decodes at 100-125 MB/s per-chunk through
+``Array.__getitem__``, 470 MB/s with numcodecs alone). Its codec objects also decode
+synchronously (``_decode_sync``, what the pipeline runs in its threads); calling them in
+reverse order with the chunk specs zarr itself resolves decodes the same bytes to the same
+values at the codec's pace (600 MB/s in one thread, measured), on any worker thread.
+
+``_decode_sync`` is zarr's, not a public API: :meth:`SyncChunkDecoder.for_array` returns None
+(callers then read through zarr) for any codec without it (sharding, numcodecs wrappers such
+as LZ4), and the tests compare every result with zarr's own reading, so a zarr release that
+changes it fails them rather than reading wrong values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import zarr
+from zarr.core.array_spec import ArraySpec
+from zarr.core.buffer import BufferPrototype, default_buffer_prototype
+from zarr.core.metadata.v3 import ArrayV3Metadata
+
+__all__ = ["SyncChunkDecoder"]
+
+
+class SyncChunkDecoder:
+    """Decodes the stored bytes of any chunk of one (unsharded, v3-described) array."""
+
+    def __init__(
+        self, codecs: Sequence[Any], specs: Sequence[ArraySpec], prototype: BufferPrototype
+    ) -> None:
+        self._steps = list(reversed(list(zip(codecs, specs, strict=True))))
+        self._prototype = prototype
+        self.chunk_shape = tuple(specs[0].shape)
+
+    @classmethod
+    def for_array(cls, array: zarr.Array) -> SyncChunkDecoder | None:
+        """The decoder of ``array``'s chunks; None if a codec cannot decode synchronously."""
+        metadata = array.metadata
+        if not isinstance(metadata, ArrayV3Metadata):
+            return None
+        codecs = list(metadata.codecs)
+        if not codecs or not all(callable(getattr(c, "_decode_sync", None)) for c in codecs):
+            return None
+        prototype = default_buffer_prototype()
+        spec = metadata.get_chunk_spec(
+            (0,) * len(metadata.shape), array._async_array.config, prototype
+        )
+        specs = []
+        for codec in codecs:  # each codec decodes with the spec of what it encoded
+            specs.append(spec)
+            spec = codec.resolve_metadata(spec)
+        return cls(codecs, specs, prototype)
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """The chunk's values, full chunk shape (regular grids store edge chunks whole)."""
+        value: Any = self._prototype.buffer.from_bytes(data)
+        for codec, spec in self._steps:
+            value = codec._decode_sync(value, spec)
+        decoded: np.ndarray = value.as_numpy_array()
+        if decoded.shape != self.chunk_shape:  # bytes/transpose give the shape; be sure
+            decoded = decoded.reshape(self.chunk_shape)
+        return decoded

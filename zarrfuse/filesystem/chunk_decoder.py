@@ -1,0 +1,128 @@
+"""Many chunks of one array, decoded in one go: what rendered views and whole images read.
+
+Which chunks are stored comes from the chunk source's cached listings: an absent chunk is
+the fill value at no store request. The stored ones are split into one batch per core; a
+worker thread reads its batch and decodes it through the array's codecs
+(``api.chunk_decoding``). Arrays whose
+codecs cannot decode synchronously (sharded ones: an inner chunk is a range of its shard)
+are read through zarr, a region per chunk, in the same threads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+import trio
+import zarr
+
+from zarrfuse.api.chunk_decoding import SyncChunkDecoder
+from zarrfuse.api.regions import chunk_region
+from zarrfuse.filesystem.chunk_source import ChunkSource
+from zarrfuse.filesystem.counters import Counters
+
+__all__ = ["ChunkDecoder"]
+
+Coords = tuple[int, ...]
+T = TypeVar("T")
+
+
+class ChunkDecoder:
+    """Decodes chunks of ``array``'s read grid (inner chunks, for sharded arrays)."""
+
+    def __init__(
+        self,
+        array: zarr.Array,
+        source: ChunkSource,
+        *,
+        limiter: trio.CapacityLimiter,
+        counters: Counters,
+    ) -> None:
+        self.array = array
+        self.source = source
+        self.shape = tuple(array.shape)
+        self.chunks = tuple(array.chunks)
+        self.dtype = np.dtype(array.dtype)
+        stored = tuple(array.shards or self.chunks)
+        self.per_stored = tuple(s // c for s, c in zip(stored, self.chunks, strict=True))
+        self._sync = SyncChunkDecoder.for_array(array) if array.shards is None else None
+        self._limiter = limiter
+        self._counters = counters
+
+    def stored_coords(self, coords: Coords) -> Coords:
+        """The stored chunk (the shard, for sharded arrays) that holds chunk ``coords``."""
+        return tuple(c // k for c, k in zip(coords, self.per_stored, strict=True))
+
+    def _fill(self, coords: Coords) -> np.ndarray:
+        region = chunk_region(coords, self.chunks, self.shape)
+        return np.full(
+            tuple(r.stop - r.start for r in region), self.array.fill_value, dtype=self.dtype
+        )
+
+    async def _present(self, stored: set[Coords]) -> set[Coords]:
+        """Which of these stored chunks exist, from one cached listing per store directory."""
+        return await self.source.stored_among(stored)
+
+    async def decode(self, coords: Sequence[Coords]) -> list[np.ndarray]:
+        """Each chunk's values, cropped to the array bounds, in ``coords``' order."""
+        present: set[Coords]
+        if not self.shape:  # a 0-d array: one chunk, no listing to ask
+            present = {()}
+        else:
+            present = await self._present({self.stored_coords(c) for c in coords})
+        wanted = [c for c in coords if self.stored_coords(c) in present]
+        out: dict[Coords, np.ndarray] = {}
+        for c in coords:
+            if c not in out and self.stored_coords(c) not in present:
+                out[c] = self._fill(c)
+                self._counters.decoded["filled"] += 1
+        if wanted:
+            out.update(await self._decode_stored(wanted))
+            self._counters.decoded["chunks"] += len(wanted)
+        return [out[c] for c in coords]
+
+    async def _decode_stored(self, wanted: list[Coords]) -> dict[Coords, np.ndarray]:
+        if self._sync is None:
+            return await self._in_threads(self._read_through_zarr, wanted)
+        async with self.source.reading(wanted) as read:
+            # Each thread reads its share and decodes it: one hop per thread and batch
+            # (a hop to read everything first, then hops to decode, doubled the waits).
+            return await self._in_threads(
+                lambda batch: self._decode_raw(list(zip(batch, read(batch), strict=True))),
+                wanted,
+            )
+
+    async def _in_threads(
+        self, work: Callable[[list[T]], dict[Coords, np.ndarray]], items: list[T]
+    ) -> dict[Coords, np.ndarray]:
+        """``work`` over ``items`` split into one batch per CPU slot."""
+        slots = max(1, min(len(items), int(self._limiter.total_tokens)))
+        size = math.ceil(len(items) / slots)
+        results: dict[Coords, np.ndarray] = {}
+
+        async def run(batch: list[T]) -> None:
+            results.update(await trio.to_thread.run_sync(work, batch, limiter=self._limiter))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(0, len(items), size):
+                nursery.start_soon(run, items[i : i + size])
+        return results
+
+    def _decode_raw(self, jobs: list[tuple[Coords, bytes | None]]) -> dict[Coords, np.ndarray]:
+        assert self._sync is not None
+        out = {}
+        for coords, data in jobs:
+            if data is None:  # removed since the listing
+                out[coords] = self._fill(coords)
+                continue
+            region = chunk_region(coords, self.chunks, self.shape)
+            value = self._sync.decode(data)
+            out[coords] = value[tuple(slice(0, r.stop - r.start) for r in region)]
+        return out
+
+    def _read_through_zarr(self, coords: list[Coords]) -> dict[Coords, np.ndarray]:
+        return {
+            c: np.asarray(self.array[chunk_region(c, self.chunks, self.shape)]) for c in coords
+        }
