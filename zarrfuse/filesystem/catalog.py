@@ -336,8 +336,9 @@ class Catalog:
                 parts.check_writable()
             except ConfigurationError as e:
                 unwritable = str(e)
+        source = self.chunk_source(path, metadata)
         rendered = (
-            self._rendered(path, metadata, parsed, writable=unwritable is None)
+            self._rendered(path, metadata, parsed, source, writable=unwritable is None)
             if self._rendering
             else None
         )
@@ -351,7 +352,6 @@ class Catalog:
         if not isinstance(fanout, FanoutChunkKeyEncoding):  # source layout, default/v2 keys
             keys = SourceKeys(stored_grid, shown_encoding)
             fanout, suffix = FanoutChunkKeyEncoding(DEFAULT_MAX_CHILDREN), ""
-        source = self.chunk_source(path, metadata)
         mismatch = suffix_mismatch(
             self._suffix, self._rendering.fmt if self._rendering else "raw", metadata
         )
@@ -430,15 +430,25 @@ class Catalog:
         return array, level
 
     def _rendered(
-        self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata, *, writable: bool
+        self,
+        path: str,
+        metadata: dict[str, Any],
+        parsed: ArrayV3Metadata,
+        source: ChunkSource,
+        *,
+        writable: bool,
     ) -> RenderedSource:
         """The array rendered in the mount's format."""
         rendering = self._rendering
         assert rendering is not None
         array = self.zarr_array(path, metadata, parsed, writable=writable)
         check_renderable(rendering.fmt, np.dtype(array.dtype), tuple(array.chunks))
+        decoder = ChunkDecoder(
+            array, source, limiter=rendering.limiter, counters=self.counters
+        )
         return RenderedSource(
-            array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache
+            array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache,
+            decoder=decoder,
         )
 
     async def open_child(
