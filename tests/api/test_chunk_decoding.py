@@ -22,15 +22,15 @@ from zarrfuse.api.regions import chunk_region
 from zarrfuse.filesystem.catalog import parse_array_metadata
 
 V3_CHAINS = {
-    "bytes-le": dict(serializer=BytesCodec(endian="little"), compressors=None),
-    "bytes-be": dict(serializer=BytesCodec(endian="big"), compressors=None),
-    "transpose": dict(filters=[TransposeCodec(order=(1, 0))], compressors=None),
-    "zstd": dict(compressors=ZstdCodec(level=3)),
-    "gzip": dict(compressors=GzipCodec(level=5)),
-    "blosc": dict(compressors=BloscCodec(cname="lz4", shuffle="bitshuffle")),
-    "crc32c": dict(compressors=Crc32cCodec()),
-    "zstd-crc32c": dict(compressors=[ZstdCodec(level=1), Crc32cCodec()]),
-    "transpose-zstd": dict(filters=[TransposeCodec(order=(1, 0))], compressors=ZstdCodec()),
+    "bytes-le": {"serializer": BytesCodec(endian="little"), "compressors": None},
+    "bytes-be": {"serializer": BytesCodec(endian="big"), "compressors": None},
+    "transpose": {"filters": [TransposeCodec(order=(1, 0))], "compressors": None},
+    "zstd": {"compressors": ZstdCodec(level=3)},
+    "gzip": {"compressors": GzipCodec(level=5)},
+    "blosc": {"compressors": BloscCodec(cname="lz4", shuffle="bitshuffle")},
+    "crc32c": {"compressors": Crc32cCodec()},
+    "zstd-crc32c": {"compressors": [ZstdCodec(level=1), Crc32cCodec()]},
+    "transpose-zstd": {"filters": [TransposeCodec(order=(1, 0))], "compressors": ZstdCodec()},
 }
 
 
