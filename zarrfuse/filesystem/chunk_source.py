@@ -32,6 +32,7 @@ from zarrfuse.storage.base import Backend, PartReader, Stat
 __all__ = ["ChunkSource", "ShardLayout"]
 
 T = TypeVar("T")
+L = TypeVar("L")
 
 SINGLE_PART = ConcatParts((Part(""),))
 LISTING_CACHE_DIRS = 256
@@ -135,13 +136,23 @@ class ChunkSource:
         listing = self._fresh_listing(directory)
         if listing is not None:
             return listing
+        return await self._list_into(self._listings, directory, self.backend.list_stats)
+
+    async def _list_into(
+        self,
+        cache: OrderedDict[str, tuple[float, L]],
+        directory: str,
+        list_directory: Callable[[str], L],
+    ) -> L:
+        """List ``directory`` (a worker thread) and keep the result in ``cache`` for the
+        TTL, the oldest directories out first."""
         self.counters.cache["listing_miss"] += 1
         self.counters.store["list"] += 1
         now = time.monotonic()
-        listing = await self._run(self.backend.list_stats, directory)
-        self._listings[directory] = (now, listing)
-        if len(self._listings) > LISTING_CACHE_DIRS:
-            self._listings.popitem(last=False)
+        listing = await self._run(list_directory, directory)
+        cache[directory] = (now, listing)
+        if len(cache) > LISTING_CACHE_DIRS:
+            cache.popitem(last=False)
         return listing
 
     async def _stored_names(self, directory: str) -> Collection[str]:
@@ -155,14 +166,7 @@ class ChunkSource:
         if cached is not None and (self._ttl is None or time.monotonic() - cached[0] < self._ttl):
             self.counters.cache["listing_hit"] += 1
             return cached[1]
-        self.counters.cache["listing_miss"] += 1
-        self.counters.store["list"] += 1
-        now = time.monotonic()
-        names = await self._run(self.backend.list_names, directory)
-        self._names[directory] = (now, names)
-        if len(self._names) > LISTING_CACHE_DIRS:
-            self._names.popitem(last=False)
-        return names
+        return await self._list_into(self._names, directory, self.backend.list_names)
 
     async def stored_among(self, coords: Iterable[tuple[int, ...]]) -> set[tuple[int, ...]]:
         """Which of these chunks are stored (any part present), from one listing per store
