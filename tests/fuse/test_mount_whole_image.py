@@ -209,3 +209,33 @@ def test_options_that_shape_chunk_files_are_refused(tmp_path):
     assert result.returncode != 0
     assert "--suffix" in result.stderr and "ome-tiff" in result.stderr
     assert not os.path.ismount(tmp_path / "mnt")
+
+
+def test_ome_zarr_physical_sizes_and_channel_names_reach_the_ome_xml(tmp_path):
+    """An OME-Zarr 0.4 image written by hand as the spec shows it: axes with units, a scale,
+    omero channel labels; the OME-XML carries them, and tifffile reads the axes."""
+    root = tmp_path / "cells.ome.zarr"
+    group = zarr.open_group(root, mode="w", zarr_format=2)
+    data = np.arange(2 * 3 * 40 * 50, dtype="u2").reshape(2, 3, 40, 50)
+    zarr.create_array(root / "0", data=data, chunks=(1, 1, 32, 32), zarr_format=2)
+    group.attrs.update({
+        "multiscales": [{
+            "version": "0.4",
+            "axes": [{"name": "c", "type": "channel"},
+                     {"name": "z", "type": "space", "unit": "micrometer"},
+                     {"name": "y", "type": "space", "unit": "micrometer"},
+                     {"name": "x", "type": "space", "unit": "micrometer"}],
+            "datasets": [{"path": "0", "coordinateTransformations": [
+                {"type": "scale", "scale": [1.0, 2.0, 0.25, 0.5]}]}],
+        }],
+        "omero": {"channels": [{"label": "DAPI"}, {"label": "GFP"}]},
+    })
+    with (mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt,
+          tifffile.TiffFile(mnt / "cells.ome.tif") as tif):
+        series = tif.series[0]
+        assert series.axes == "CZYX"
+        np.testing.assert_array_equal(series.asarray(), data)
+        xml = tif.ome_metadata
+        assert 'PhysicalSizeX="0.5"' in xml and 'PhysicalSizeY="0.25"' in xml
+        assert 'PhysicalSizeZ="2.0"' in xml and "PhysicalSizeXUnit" in xml
+        assert 'Name="DAPI"' in xml and 'Name="GFP"' in xml
