@@ -61,17 +61,13 @@ class ChunkDecoder:
             tuple(r.stop - r.start for r in region), self.array.fill_value, dtype=self.dtype
         )
 
-    async def _present(self, stored: set[Coords]) -> set[Coords]:
-        """Which of these stored chunks exist, from one cached listing per store directory."""
-        return await self.source.stored_among(stored)
-
     async def decode(self, coords: Sequence[Coords]) -> list[np.ndarray]:
         """Each chunk's values, cropped to the array bounds, in ``coords``' order."""
         present: set[Coords]
         if not self.shape:  # a 0-d array: one chunk, no listing to ask
             present = {()}
         else:
-            present = await self._present({self.stored_coords(c) for c in coords})
+            present = await self.source.stored_among({self.stored_coords(c) for c in coords})
         wanted = [c for c in coords if self.stored_coords(c) in present]
         out: dict[Coords, np.ndarray] = {}
         for c in coords:
@@ -87,8 +83,7 @@ class ChunkDecoder:
         if self._sync is None:
             return await self._in_threads(self._read_through_zarr, wanted)
         async with self.source.reading(wanted) as read:
-            # Each thread reads its share and decodes it: one hop per thread and batch
-            # (a hop to read everything first, then hops to decode, doubled the waits).
+            # Each thread reads its share and decodes it: one hop per thread and batch.
             return await self._in_threads(
                 lambda batch: self._decode_raw(list(zip(batch, read(batch), strict=True))),
                 wanted,

@@ -19,7 +19,8 @@ import numpy as np
 import zarr
 
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.whole_image import DecodedChunks, ImageLevelSource, WholeImage
+from zarrfuse.filesystem.byte_cache import DecodedChunks
+from zarrfuse.filesystem.whole_image import ImageLevelSource, WholeImage
 from zarrfuse.tiff.ome_xml import image_description
 from zarrfuse.tiff.ome_zarr import Multiscales
 from zarrfuse.tiff.whole_image import (

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,47 +18,14 @@ import trio
 import zarr
 
 from zarrfuse.api.regions import chunk_region
+from zarrfuse.filesystem.byte_cache import RenderCache
 from zarrfuse.filesystem.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.render import decode, encode, encoded_size
 
-__all__ = ["READ_AHEAD_CHUNKS", "RenderCache", "RenderedSource"]
+__all__ = ["READ_AHEAD_CHUNKS", "RenderedSource"]
 
 READ_AHEAD_CHUNKS = 16
 """Chunks of a directory rendered ahead per batch (one or two batches kept ahead)."""
-
-
-class RenderCache:
-    """Recently rendered files, least recently used first out, bounded in bytes."""
-
-    def __init__(self, limit_bytes: int) -> None:
-        self.limit_bytes = limit_bytes
-        self._entries: OrderedDict[object, bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: object) -> bytes | None:
-        with self._lock:
-            data = self._entries.get(key)
-            if data is not None:
-                self._entries.move_to_end(key)
-            return data
-
-    def put(self, key: object, data: bytes) -> None:
-        if len(data) > self.limit_bytes:
-            return
-        with self._lock:
-            old = self._entries.pop(key, None)
-            self._bytes -= 0 if old is None else len(old)
-            self._entries[key] = data
-            self._bytes += len(data)
-            while self._bytes > self.limit_bytes:
-                _, evicted = self._entries.popitem(last=False)
-                self._bytes -= len(evicted)
-
-    def drop(self, key: object) -> None:
-        with self._lock:
-            old = self._entries.pop(key, None)
-            self._bytes -= 0 if old is None else len(old)
 
 
 class RenderedSource:
@@ -98,9 +63,9 @@ class RenderedSource:
         """The line of chunks being read ahead (coordinates but the ahead dimension) and how
         far along it renderings were asked for."""
 
-    def stored_coords(self, coords: Sequence[int]) -> tuple[int, ...]:
+    def stored_coords(self, coords: tuple[int, ...]) -> tuple[int, ...]:
         """The stored chunk (the shard, for sharded arrays) that holds chunk ``coords``."""
-        return tuple(c // k for c, k in zip(coords, self.per_stored, strict=True))
+        return self._decoder.stored_coords(coords)
 
     def region(self, coords: Sequence[int]) -> tuple[slice, ...]:
         return chunk_region(coords, self.chunk_shape, self.array.shape)

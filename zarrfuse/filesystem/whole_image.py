@@ -10,8 +10,6 @@ splits reads at its own boundaries, so two neighbouring requests usually share a
 from __future__ import annotations
 
 import itertools
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -19,9 +17,10 @@ import numpy as np
 import trio
 
 from zarrfuse.api.regions import chunk_region
+from zarrfuse.filesystem.byte_cache import DecodedChunks
 from zarrfuse.tiff.whole_image import TileSpan, WholeImageLayout, tile_bytes
 
-__all__ = ["DecodedChunks", "ImageLevelSource", "WholeImage"]
+__all__ = ["ImageLevelSource", "WholeImage"]
 
 Coords = tuple[int, ...]
 Decode = Callable[[Sequence[Coords]], Awaitable[list[np.ndarray]]]
@@ -36,34 +35,6 @@ class ImageLevelSource:
     chunks: tuple[int, ...]
     dtype: np.dtype
     decode: Decode
-
-
-class DecodedChunks:
-    """Recently decoded chunks of every whole image of a mount, bounded in bytes."""
-
-    def __init__(self, limit_bytes: int) -> None:
-        self.limit_bytes = limit_bytes
-        self._entries: OrderedDict[object, np.ndarray] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: object) -> np.ndarray | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: object, value: np.ndarray) -> None:
-        if value.nbytes > self.limit_bytes:
-            return
-        with self._lock:
-            old = self._entries.pop(key, None)
-            self._bytes += value.nbytes - (0 if old is None else old.nbytes)
-            self._entries[key] = value
-            while self._bytes > self.limit_bytes:
-                _, evicted = self._entries.popitem(last=False)
-                self._bytes -= evicted.nbytes
 
 
 READ_AHEAD_BYTES = 4 << 20
