@@ -7,6 +7,15 @@ is served without ``storage_transformers`` (zarr-python refuses arrays that have
 wrapper has already applied it) and written back with them. Keys outside the array pass through.
 Reading a chunk from its parts is the base class ``ConcatPartsReads`` (``concat_parts_reads``);
 the finisher a chunk gets before it is written comes from ``chunk_finishers``.
+
+The class derives from zarr's ``Store``, not ``WrapperStore``: a wrapper forwards every method
+it does not override straight to the inner store, and each zarr release adds methods that
+read or write chunks (3.3: ``get_ranges``, ``get_sync``, ``set_sync``, ``delete_sync``), which
+would then bypass the parts and return wrong bytes. Here every method is either written out
+below or inherited from ``Store``, whose defaults go through this class's own ``get``,
+``set``, ``delete`` and listings. Synchronous I/O is deliberately absent: the sync methods
+would need a second copy of the part logic, and zarr falls back to the async path for stores
+without them (``tests/extensions/test_concat_parts_store_api.py`` checks every name).
 """
 
 from __future__ import annotations
@@ -14,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
-from zarr.storage import WrapperStore
 
 from zarrfuse.errors import ChunkKeyError, PartsError
 from zarrfuse.extensions.byte_ranges import absolute_span
@@ -33,8 +42,24 @@ __all__ = ["ConcatPartsStore"]
 _METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
 
 
-class ConcatPartsStore(ConcatPartsReads, WrapperStore[Store]):
-    """Applies a ``concat-parts`` configuration to the chunks of the array at ``array_path``."""
+def _json_object(data: bytes) -> dict[str, Any] | None:
+    """The document if ``data`` is a JSON object; else None, and the bytes pass unchanged
+    (zarr reports a malformed document itself, with its key)."""
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+class ConcatPartsStore(ConcatPartsReads, Store):
+    """Applies a ``concat-parts`` configuration to the chunks of the array at ``array_path``.
+
+    ``read_only``, when given, opens ``store`` with that mode (``Store.with_read_only``);
+    otherwise the wrapper has the inner store's mode.
+    """
+
+    _store: Store
 
     def __init__(
         self,
@@ -43,8 +68,12 @@ class ConcatPartsStore(ConcatPartsReads, WrapperStore[Store]):
         array_path: str,
         parts: ConcatParts,
         metadata: dict[str, Any] | None = None,
+        read_only: bool | None = None,
     ) -> None:
-        super().__init__(store)
+        # Store.__init__ is not called: mode and open state are the inner store's.
+        if read_only is not None and read_only != store.read_only:
+            store = store.with_read_only(read_only)
+        self._store = store
         self.parts = parts
         self.array_path = array_path.strip("/")
         self._prefix = f"{self.array_path}/" if self.array_path else ""
@@ -60,6 +89,7 @@ class ConcatPartsStore(ConcatPartsReads, WrapperStore[Store]):
             self._learn_metadata(metadata)
 
     def _with_store(self, store: Store) -> ConcatPartsStore:
+        """The same transformer over another store (what ``WrapperStore`` calls it)."""
         clone = type(self)(store, array_path=self.array_path, parts=self.parts)
         clone._encoding, clone._ndim = self._encoding, self._ndim
         clone._finisher = self._finisher
@@ -67,6 +97,67 @@ class ConcatPartsStore(ConcatPartsReads, WrapperStore[Store]):
 
     def __repr__(self) -> str:
         return f"ConcatPartsStore({self._store!r}, array_path={self.array_path!r})"
+
+    def __str__(self) -> str:
+        return f"concat-parts({self._store})"
+
+    # --- the store's mode and life: the inner store's ------------------------------------
+
+    @property
+    def read_only(self) -> bool:
+        # docstring inherited
+        return self._store.read_only
+
+    @property
+    def _is_open(self) -> bool:  # type: ignore[override]
+        return self._store._is_open
+
+    @_is_open.setter
+    def _is_open(self, value: bool) -> None:
+        raise NotImplementedError("ConcatPartsStore is opened through its inner store")
+
+    def _check_writable(self) -> None:
+        self._store._check_writable()
+
+    def with_read_only(self, read_only: bool = False) -> ConcatPartsStore:
+        # docstring inherited
+        return self._with_store(self._store.with_read_only(read_only))
+
+    async def _open(self) -> None:
+        await self._store._open()
+
+    async def _ensure_open(self) -> None:
+        await self._store._ensure_open()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        # docstring inherited
+        self._store.close()
+
+    @property
+    def supports_writes(self) -> bool:
+        # docstring inherited
+        return self._store.supports_writes
+
+    @property
+    def supports_deletes(self) -> bool:
+        # docstring inherited
+        return self._store.supports_deletes
+
+    @property
+    def supports_listing(self) -> bool:
+        # docstring inherited
+        return self._store.supports_listing
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -125,20 +216,22 @@ class ConcatPartsStore(ConcatPartsReads, WrapperStore[Store]):
         raw = await self._store.get(self._metadata_key, prototype)
         if raw is None:
             return None
-        document = json.loads(raw.to_bytes())
-        if isinstance(document, dict):
+        data = raw.to_bytes()
+        document = _json_object(data)
+        if document is not None:
             if document.get("node_type") == "array":
                 self._learn_metadata(document)
             document.pop("storage_transformers", None)
-        data = json.dumps(document, indent=2).encode()
+            data = json.dumps(document, indent=2).encode()
         start, stop = absolute_span(byte_range, len(data))
         return prototype.buffer.from_bytes(data[start:stop])
 
     def _metadata_with_transformer(self, value: Buffer) -> Buffer:
-        document = json.loads(value.to_bytes())
-        if isinstance(document, dict) and document.get("node_type") == "array":
-            document["storage_transformers"] = [self.parts.to_json()]
-            self._learn_metadata(document)
+        document = _json_object(value.to_bytes())
+        if document is None or document.get("node_type") != "array":
+            return value
+        document["storage_transformers"] = [self.parts.to_json()]
+        self._learn_metadata(document)
         return value.from_bytes(json.dumps(document, indent=2).encode())
 
     # --- reading (a chunk's parts: ConcatPartsReads) -------------------------------------
@@ -225,6 +318,25 @@ class ConcatPartsStore(ConcatPartsReads, WrapperStore[Store]):
             await asyncio.gather(*(self._store.delete(k) for k in self.part_keys(key)))
         else:
             await self._store.delete(key)
+
+    # --- whole directories: every stored key under them, parts and strays alike -----------
+    # A part's key starts with its chunk's key and no key_suffix holds "/", so the stored
+    # keys under "P/" are exactly the parts of the chunks under "P/" (plus strays, which a
+    # directory's removal or size includes too). Needs no array metadata, so an overwrite
+    # can clear an array whose zarr.json is already gone.
+
+    async def delete_dir(self, prefix: str) -> None:
+        # docstring inherited
+        self._check_writable()
+        await self._store.delete_dir(prefix)
+
+    async def is_empty(self, prefix: str) -> bool:
+        # docstring inherited
+        return await self._store.is_empty(prefix)
+
+    async def getsize_prefix(self, prefix: str) -> int:
+        # docstring inherited
+        return await self._store.getsize_prefix(prefix)
 
     # --- listing -------------------------------------------------------------------------
 
