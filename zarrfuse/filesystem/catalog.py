@@ -412,10 +412,8 @@ class Catalog:
         )
         return zarr.Array(AsyncArray(metadata=parsed, store_path=store_path))
 
-    def _open_level(
-        self, path: str, metadata: dict[str, Any]
-    ) -> tuple[zarr.Array, ImageLevelSource]:
-        """An array of a whole image: as zarr sees it, and the source of its chunks."""
+    def _open_level(self, path: str, metadata: dict[str, Any]) -> ImageLevelSource:
+        """An array of a whole image: its geometry and the source of its decoded chunks."""
         rendering = self._rendering
         assert rendering is not None
         array = self.zarr_array(
@@ -425,10 +423,9 @@ class Catalog:
             array, self.chunk_source(path, metadata),
             limiter=rendering.limiter, counters=self.counters,
         )
-        level = ImageLevelSource(
+        return ImageLevelSource(
             tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype), decoder.decode
         )
-        return array, level
 
     def _rendered(
         self,

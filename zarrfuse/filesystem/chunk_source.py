@@ -435,7 +435,12 @@ class ChunkSource:
             if self._open_cache is None:  # writable: a commit may run meanwhile
                 for c in sorted(set(coords)):  # one order for every caller: no deadlock
                     await stack.enter_async_context(self._locked(c))
-            listed = {c: await self._listed_stats(self.part_keys(c)) for c in coords}
+            # A single unsized part is read whole, unchecked: no listed sizes needed.
+            whole = len(self.parts.parts) == 1 and self.parts.parts[0].size is None
+            listed = {
+                c: None if whole else await self._listed_stats(self.part_keys(c))
+                for c in coords
+            }
 
             def read(some: Sequence[tuple[int, ...]]) -> list[bytes | None]:
                 return self._read_opened(some, [listed[c] for c in some])

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import zarr
 
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.filesystem.byte_cache import DecodedChunks
@@ -34,9 +33,9 @@ __all__ = ["ImageBuilder", "LevelOpener", "samples_of"]
 
 log = logging.getLogger(__name__)
 
-LevelOpener = Callable[[str, dict[str, Any]], tuple[zarr.Array, ImageLevelSource]]
-"""Opens the array at a path (its v3-shaped document given) as zarr sees it, with the
-source of its decoded chunks."""
+LevelOpener = Callable[[str, dict[str, Any]], ImageLevelSource]
+"""Opens the array at a path (its v3-shaped document given): its geometry and the source of
+its decoded chunks."""
 
 ROLE_NAMES = {
     "t": "t", "time": "t",
@@ -107,18 +106,17 @@ class ImageBuilder:
     def from_array(
         self, path: str, name: str, metadata: dict[str, Any], time_ns: int
     ) -> WholeImage:
-        array, level = self._open_level(path, metadata)
-        dtype = np.dtype(array.dtype)
-        image_dtype_check(dtype)
-        samples = samples_of(array.shape, array.chunks, dtype)
-        plane = _plane(path, array.shape, samples)
-        names = metadata.get("dimension_names") or [None] * array.ndim
+        level = self._open_level(path, metadata)
+        image_dtype_check(level.dtype)
+        samples = samples_of(level.shape, level.chunks, level.dtype)
+        plane = _plane(path, level.shape, samples)
+        names = metadata.get("dimension_names") or [None] * len(level.shape)
         roles = [ROLE_NAMES.get(str(n).lower()) if n else None for n in names[: plane.leading]]
         layout = WholeImageLayout(
-            [ImageLevel(tuple(array.shape), _tile(array.shape, array.chunks, plane))],
-            dtype,
+            [ImageLevel(level.shape, _tile(level.shape, level.chunks, plane))],
+            level.dtype,
             samples=samples,
-            description=_description(name, tuple(array.shape), plane, dtype, roles),
+            description=_description(name, level.shape, plane, level.dtype, roles),
         )
         return WholeImage(
             path, name, [level], layout, cache=self._cache, metadata_time_ns=time_ns
@@ -134,7 +132,7 @@ class ImageBuilder:
     ) -> WholeImage:
         """``levels``: the v3-shaped documents of the datasets, in the order of
         ``multiscales.paths`` (None where a dataset cannot be read)."""
-        opened: list[tuple[zarr.Array, ImageLevelSource]] = []
+        opened: list[ImageLevelSource] = []
         for dataset, metadata in zip(multiscales.paths, levels, strict=True):
             level_path = "/".join(p for p in (path, dataset) if p)
             if metadata is None:
@@ -143,34 +141,32 @@ class ImageBuilder:
                 log.warning("%s: level %s is not readable; lower levels left out",
                             path or "/", dataset)
                 break
-            array, level = self._open_level(level_path, metadata)
+            level = self._open_level(level_path, metadata)
             if opened:
-                first = opened[0][0]
-                if (array.shape[:-2] != first.shape[:-2] or array.dtype != first.dtype
-                        or array.shape[-2] > opened[-1][0].shape[-2]
-                        or array.shape[-1] > opened[-1][0].shape[-1]):
+                first, previous = opened[0], opened[-1]
+                if (level.shape[:-2] != first.shape[:-2] or level.dtype != first.dtype
+                        or level.shape[-2] > previous.shape[-2]
+                        or level.shape[-1] > previous.shape[-1]):
                     log.info(
                         "%s: level %s (shape %s, %s) does not reduce only Y and X of %s; "
                         "it and lower levels are left out of the TIFF pyramid",
-                        path or "/", dataset, array.shape, array.dtype, first.shape,
+                        path or "/", dataset, level.shape, level.dtype, first.shape,
                     )
                     break
-            opened.append((array, level))
-        first = opened[0][0]
-        dtype = np.dtype(first.dtype)
-        image_dtype_check(dtype)
+            opened.append(level)
+        first = opened[0]
+        image_dtype_check(first.dtype)
         plane = _plane(path, first.shape, 1)
         layout = WholeImageLayout(
-            [ImageLevel(tuple(a.shape), _tile(a.shape, a.chunks, plane)) for a, _ in opened],
-            dtype,
+            [ImageLevel(lv.shape, _tile(lv.shape, lv.chunks, plane)) for lv in opened],
+            first.dtype,
             samples=1,
             description=_description(
-                name, tuple(first.shape), plane, dtype, multiscales.leading_roles(),
+                name, first.shape, plane, first.dtype, multiscales.leading_roles(),
                 physical_sizes=multiscales.physical_sizes(),
                 channel_names=multiscales.channel_names,
             ),
         )
         return WholeImage(
-            path, name, [level for _, level in opened], layout,
-            cache=self._cache, metadata_time_ns=time_ns,
+            path, name, opened, layout, cache=self._cache, metadata_time_ns=time_ns
         )

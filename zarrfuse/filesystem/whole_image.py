@@ -117,7 +117,9 @@ class WholeImage:
 
     async def _decode_ahead(self, tiles: set[TileKey]) -> None:
         try:
-            needed = {(t[0], c) for t in tiles for c in self._chunks_under(t)}
+            needed = {
+                (t[0], c) for t in tiles for c in self._chunks_under(t[0], self._region(t))
+            }
             await self._decoded(needed)
         except Exception:  # noqa: BLE001  (a guess; the real read of these tiles reports errors)
             pass
@@ -133,10 +135,9 @@ class WholeImage:
             for r, n in zip(self.layout.tile_region(*tile), shape, strict=True)
         )
 
-    def _chunks_under(self, tile: TileKey) -> list[Coords]:
-        """The chunks of the tile's level that the tile's region overlaps."""
-        level = self.levels[tile[0]]
-        region = self._region(tile)
+    def _chunks_under(self, level_index: int, region: tuple[slice, ...]) -> list[Coords]:
+        """The chunks of the level that a tile's region overlaps."""
+        level = self.levels[level_index]
         ranges = [
             range(s.start // c, (s.stop - 1) // c + 1)
             for s, c in zip(region, level.chunks, strict=True)
@@ -144,19 +145,24 @@ class WholeImage:
         return list(itertools.product(*ranges))
 
     async def _tiles(self, tiles: Iterable[TileKey]) -> dict[TileKey, bytes]:
-        wanted = {tile: self._chunks_under(tile) for tile in tiles}
+        regions = {tile: self._region(tile) for tile in tiles}
+        wanted = {tile: self._chunks_under(tile[0], r) for tile, r in regions.items()}
         needed = {(tile[0], c) for tile, chunks in wanted.items() for c in chunks}
         decoded = await self._decoded(needed)
         return {
-            tile: self._assemble(tile, chunks, decoded) for tile, chunks in wanted.items()
+            tile: self._assemble(tile, regions[tile], chunks, decoded)
+            for tile, chunks in wanted.items()
         }
 
     def _assemble(
-        self, tile: TileKey, chunks: list[Coords], decoded: dict[ChunkKey, np.ndarray]
+        self,
+        tile: TileKey,
+        region: tuple[slice, ...],
+        chunks: list[Coords],
+        decoded: dict[ChunkKey, np.ndarray],
     ) -> bytes:
         """A tile's bytes from the decoded chunks its region overlaps."""
         level = self.levels[tile[0]]
-        region = self._region(tile)
         if len(chunks) == 1:  # the common case: the tile is (part of) one chunk
             origin = chunk_region(chunks[0], level.chunks, level.shape)
             block = decoded[(tile[0], chunks[0])][
