@@ -12,16 +12,14 @@ from typing import Any, Literal
 
 import zarr
 from zarr.abc.store import Store
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.sync import sync
 from zarr.storage import StorePath, ZipStore
-from zarr.storage._common import make_store_path
 
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
 from zarrfuse.api.s3 import is_s3_url, open_s3
 from zarrfuse.errors import ConfigurationError, SourceError, ZarrFuseError
 from zarrfuse.extensions.concat_parts_store import ConcatPartsStore
 from zarrfuse.extensions.transformers import ConcatParts, parse_storage_transformers
+from zarrfuse.zarr_compat import default_buffer_prototype, make_store_path, sync
 
 __all__ = [
     "create_array",

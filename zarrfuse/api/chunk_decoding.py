@@ -7,10 +7,10 @@ synchronously (``_decode_sync``, what the pipeline runs in its threads); calling
 reverse order with the chunk specs zarr itself resolves decodes the same bytes to the same
 values at the codec's pace (600 MB/s in one thread, measured), on any worker thread.
 
-``_decode_sync`` is zarr's, not a public API: :meth:`SyncChunkDecoder.for_array` returns None
-(callers then read through zarr) for any codec without it (sharding, numcodecs wrappers such
-as LZ4), and the tests compare every result with zarr's own reading, so a zarr release that
-changes it fails them rather than reading wrong values.
+``_decode_sync`` is zarr's, not a public API (``zarr_compat``): :meth:`SyncChunkDecoder.for_array`
+returns None (callers then read through zarr) for any codec without it (sharding, numcodecs
+wrappers such as LZ4), and the tests compare every result with zarr's own reading, so a zarr
+release that changes it fails them rather than reading wrong values.
 """
 
 from __future__ import annotations
@@ -20,9 +20,17 @@ from typing import Any
 
 import numpy as np
 import zarr
-from zarr.core.array_spec import ArraySpec
-from zarr.core.buffer import BufferPrototype, default_buffer_prototype
-from zarr.core.metadata.v3 import ArrayV3Metadata
+
+from zarrfuse.zarr_compat import (
+    ArraySpec,
+    ArrayV3Metadata,
+    BufferPrototype,
+    array_config,
+    chunk_spec,
+    decode_sync,
+    default_buffer_prototype,
+    sync_decodable,
+)
 
 __all__ = ["SyncChunkDecoder"]
 
@@ -44,12 +52,10 @@ class SyncChunkDecoder:
         if not isinstance(metadata, ArrayV3Metadata):
             return None
         codecs = list(metadata.codecs)
-        if not codecs or not all(callable(getattr(c, "_decode_sync", None)) for c in codecs):
+        if not codecs or not all(sync_decodable(c) for c in codecs):
             return None
         prototype = default_buffer_prototype()
-        spec = metadata.get_chunk_spec(
-            (0,) * len(metadata.shape), array._async_array.config, prototype
-        )
+        spec = chunk_spec(metadata, array_config(array), prototype)
         specs = []
         for codec in codecs:  # each codec decodes with the spec of what it encoded
             specs.append(spec)
@@ -60,7 +66,7 @@ class SyncChunkDecoder:
         """The chunk's values, full chunk shape (regular grids store edge chunks whole)."""
         value: Any = self._prototype.buffer.from_bytes(data)
         for codec, spec in self._steps:
-            value = codec._decode_sync(value, spec)
+            value = decode_sync(codec, value, spec)
         decoded: np.ndarray = value.as_numpy_array()
         if decoded.shape != self.chunk_shape:  # bytes/transpose give the shape; be sure
             decoded = decoded.reshape(self.chunk_shape)

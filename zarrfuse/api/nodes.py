@@ -19,19 +19,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from zarr.codecs import TransposeCodec, VLenBytesCodec, VLenUTF8Codec
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.chunk_key_encodings import V2ChunkKeyEncoding
-from zarr.core.metadata.v2 import ArrayV2Metadata
-from zarr.core.metadata.v3 import ArrayV3Metadata
-from zarr.metadata.migrate_v3 import (  # private: zarr's own v2 -> v3 conversion
-    _convert_array_metadata,
-    _convert_compressor,
-    _convert_filters,
-)
 
 from zarrfuse.errors import ConfigurationError, SourceError
 from zarrfuse.extensions.chunk_keys import parse_encoding
 from zarrfuse.extensions.transformers import parse_storage_transformers
+from zarrfuse.zarr_compat import (
+    ArrayV2Metadata,
+    ArrayV3Metadata,
+    V2ChunkKeyEncoding,
+    convert_v2_array_metadata,
+    convert_v2_compressor,
+    convert_v2_filters,
+    default_buffer_prototype,
+)
 
 __all__ = [
     "V2_NAMES",
@@ -152,14 +152,15 @@ def _variable_length_as_v3(parsed: ArrayV2Metadata, serializer: type) -> ArrayV3
     codecs: list[Any] = []
     if parsed.order == "F":
         codecs.append(TransposeCodec(order=list(range(len(parsed.shape) - 1, -1, -1))))
-    codecs += _convert_filters(tuple(parsed.filters or ())[:-1])
+    codecs += convert_v2_filters(tuple(parsed.filters or ())[:-1])
     codecs.append(serializer())
     if parsed.compressor is not None:
-        codecs.append(_convert_compressor(parsed.compressor, parsed.dtype))
+        codecs.append(convert_v2_compressor(parsed.compressor, parsed.dtype))
     return ArrayV3Metadata(
         shape=parsed.shape,
         data_type=parsed.dtype,
-        chunk_grid=parsed.chunk_grid,
+        # As the v3 document says it: zarr 3.4 takes no v2 ChunkGrid object here.
+        chunk_grid={"name": "regular", "configuration": {"chunk_shape": list(parsed.chunks)}},
         chunk_key_encoding=V2ChunkKeyEncoding(separator=parsed.dimension_separator),
         fill_value=parsed.fill_value,
         codecs=codecs,
@@ -192,7 +193,7 @@ def v2_array_as_v3(
         with warnings.catch_warnings():  # numcodecs.* codecs: "not in the v3 specification"
             warnings.simplefilter("ignore")
             converted = (
-                _convert_array_metadata(parsed)
+                convert_v2_array_metadata(parsed)
                 if serializer is None
                 else _variable_length_as_v3(parsed, serializer)
             )

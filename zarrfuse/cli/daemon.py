@@ -66,13 +66,12 @@ def check_source(config: MountConfig) -> None:
     Uses the same two API functions as ``serve()``, so the error text is the same whichever
     side finds the problem.
     """
-    from zarr.core.sync import sync  # noqa: PLC0415  (zarr is slow to import; mount only)
-
     from zarrfuse.api.arrays import (  # noqa: PLC0415  (as above)
         open_store_path,
         read_node,
     )
     from zarrfuse.cli.suffix_warning import suffix_warning  # noqa: PLC0415  (as above)
+    from zarrfuse.zarr_compat import sync  # noqa: PLC0415  (zarr is slow to import; mount only)
 
     options = dict(config.storage_options) or None
     try:

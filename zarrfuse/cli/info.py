@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from zarr.core.sync import sync
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import open_store_path, read_node_metadata
@@ -16,6 +15,7 @@ from zarrfuse.errors import ZarrFuseError
 from zarrfuse.tiff.compression import TIFF_COMPRESSION
 from zarrfuse.tiff.layout import TiffShardLayout
 from zarrfuse.tiff.metadata import tiff_layout
+from zarrfuse.zarr_compat import sync
 
 __all__ = ["describe", "dual_access_line"]
 

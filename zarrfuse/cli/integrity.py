@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarr.abc.store import Store
-from zarr.core.sync import sync
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import open_array, open_store_path, read_node_metadata
@@ -33,6 +32,7 @@ from zarrfuse.api.regions import chunk_region
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, encode_chunk_key, parse_encoding
 from zarrfuse.progress import Progress
+from zarrfuse.zarr_compat import sync
 
 __all__ = ["Failure", "Report", "find_arrays", "main", "stored_chunks", "verify"]
 

@@ -4,7 +4,6 @@ group, once, naming the arrays concerned (the first of them, for large hierarchi
 
 from __future__ import annotations
 
-from zarr.core.sync import sync
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import read_node
@@ -12,6 +11,7 @@ from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.suffix_check import names_a_format, suffix_mismatch
 from zarrfuse.fuse.config import MountConfig
+from zarrfuse.zarr_compat import sync
 
 __all__ = ["suffix_warning"]
 

@@ -20,14 +20,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from zarr.core.chunk_key_encodings import (
+from zarrfuse.errors import ChunkKeyError, ConfigurationError
+from zarrfuse.zarr_compat import (
     ChunkKeyEncoding,
     DefaultChunkKeyEncoding,
     V2ChunkKeyEncoding,
     parse_chunk_key_encoding,
 )
-
-from zarrfuse.errors import ChunkKeyError, ConfigurationError
 
 __all__ = [
     "FanoutChunkKeyEncoding",

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 
 from zarr.abc.store import ByteRequest, RangeByteRequest, Store, SuffixByteRequest
-from zarr.core.buffer import Buffer, BufferPrototype
 
 from zarrfuse.errors import PartsError
 from zarrfuse.extensions.byte_ranges import absolute_span, pieces_for_span
 from zarrfuse.extensions.transformers import ConcatParts
+from zarrfuse.zarr_compat import Buffer, BufferPrototype
 
 __all__ = ["ConcatPartsReads"]
 

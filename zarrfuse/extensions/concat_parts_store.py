@@ -27,8 +27,6 @@ from types import TracebackType
 from typing import Any, Self
 
 from zarr.abc.store import ByteRequest, Store
-from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
-from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 
 from zarrfuse.errors import ChunkKeyError, PartsError
 from zarrfuse.extensions.byte_ranges import absolute_span
@@ -36,6 +34,7 @@ from zarrfuse.extensions.chunk_finishers import ChunkFinisher, chunk_finisher_fo
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, parse_encoding
 from zarrfuse.extensions.concat_parts_reads import ConcatPartsReads
 from zarrfuse.extensions.transformers import ConcatParts
+from zarrfuse.zarr_compat import Buffer, BufferPrototype, ChunkKeyEncoding, default_buffer_prototype
 
 __all__ = ["ConcatPartsStore"]
 
@@ -109,7 +108,7 @@ class ConcatPartsStore(ConcatPartsReads, Store):
         return self._store.read_only
 
     @property
-    def _is_open(self) -> bool:  # type: ignore[override]
+    def _is_open(self) -> bool:
         return self._store._is_open
 
     @_is_open.setter

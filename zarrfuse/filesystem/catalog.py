@@ -21,8 +21,6 @@ import numpy as np
 import trio
 import zarr
 from zarr.abc.store import Store
-from zarr.core.array import AsyncArray
-from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import wrap_array
@@ -61,6 +59,7 @@ from zarrfuse.filesystem.whole_image import ImageLevelSource, WholeImage
 from zarrfuse.storage.base import Backend, Document
 from zarrfuse.tiff.metadata import layout_for
 from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
+from zarrfuse.zarr_compat import ArrayV3Metadata, AsyncArray
 
 __all__ = ["ArrayView", "Catalog", "GroupView", "Rendering"]
 

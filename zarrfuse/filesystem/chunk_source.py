@@ -19,7 +19,6 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar
 
 import trio
-from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 
 from zarrfuse.extensions.byte_ranges import pieces_for_span, slice_views
 from zarrfuse.extensions.chunk_keys import encode_chunk_key
@@ -28,6 +27,7 @@ from zarrfuse.filesystem.chunk_caches import KnownSizes, OpenChunk, OpenChunkCac
 from zarrfuse.filesystem.counters import Counters
 from zarrfuse.filesystem.stored_index import KeyShape, StoredIndex
 from zarrfuse.storage.base import Backend, PartReader, Stat
+from zarrfuse.zarr_compat import ChunkKeyEncoding
 
 __all__ = ["ChunkSource", "ShardLayout"]
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zarr.core.chunk_key_encodings import ChunkKeyEncoding, V2ChunkKeyEncoding
-
 from zarrfuse.errors import ChunkKeyError, NotAChunk
 from zarrfuse.extensions.chunk_keys import (
     SuffixChunkKeyEncoding,
@@ -20,6 +18,7 @@ from zarrfuse.extensions.chunk_keys import (
     decode_chunk_key,
     encode_chunk_key,
 )
+from zarrfuse.zarr_compat import ChunkKeyEncoding, V2ChunkKeyEncoding
 
 __all__ = ["SourceKeys"]
 

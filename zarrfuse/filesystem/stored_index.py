@@ -26,10 +26,9 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from zarr.core.chunk_key_encodings import ChunkKeyEncoding
-
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, encode_chunk_key
 from zarrfuse.storage.base import Backend
+from zarrfuse.zarr_compat import ChunkKeyEncoding
 
 if TYPE_CHECKING:
     from zarrfuse.filesystem.counters import Counters

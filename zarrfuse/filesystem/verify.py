@@ -24,16 +24,19 @@ import google_crc32c
 import numpy as np
 from zarr.abc.codec import CodecPipeline
 from zarr.codecs import BytesCodec, Crc32cCodec, TransposeCodec
-from zarr.core.array import create_codec_pipeline
-from zarr.core.array_spec import ArrayConfig
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.codec_pipeline import codecs_from_list
-from zarr.core.metadata.v2 import ArrayV2Metadata
-from zarr.core.metadata.v3 import ArrayV3Metadata
-from zarr.core.sync import sync
 
 from zarrfuse.errors import WriteRefusedError
 from zarrfuse.extensions.byte_ranges import slice_views
+from zarrfuse.zarr_compat import (
+    ArrayConfig,
+    ArrayV2Metadata,
+    ArrayV3Metadata,
+    chunk_spec,
+    codecs_from_list,
+    create_codec_pipeline,
+    default_buffer_prototype,
+    sync,
+)
 
 __all__ = [
     "ChunkCheck",
@@ -110,7 +113,7 @@ class DecodeCheck:
     def check(self, coords: tuple[int, ...], views: Sequence[memoryview]) -> None:
         prototype = default_buffer_prototype()
         order = self.metadata.order if isinstance(self.metadata, ArrayV2Metadata) else "C"
-        spec = self.metadata.get_chunk_spec(coords, ArrayConfig(order, True), prototype)
+        spec = chunk_spec(self.metadata, ArrayConfig(order, True), prototype)
         value = prototype.buffer.from_bytes(b"".join(views))
         try:
             sync(self.pipeline.decode([(value, spec)]))
@@ -132,9 +135,7 @@ def checker_for(metadata: ArrayMetadata) -> ChunkCheck:
     names = _codec_names(metadata)
     native = metadata.dtype.to_native_dtype()
     fixed_dtype = not native.hasobject and native.itemsize > 0
-    spec = metadata.get_chunk_spec(
-        (0,) * metadata.ndim, ArrayConfig("C", True), default_buffer_prototype()
-    )
+    spec = chunk_spec(metadata, ArrayConfig("C", True), default_buffer_prototype())
     decoded_bytes = int(np.prod(spec.shape, dtype=np.int64)) * native.itemsize
     if isinstance(metadata, ArrayV2Metadata):
         if fixed_dtype and not metadata.filters and metadata.compressor is None:

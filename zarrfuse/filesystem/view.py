@@ -13,13 +13,12 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zarr.core.chunk_key_encodings import ChunkKeyEncoding
-
 from zarrfuse.extensions.chunk_keys import (
     FanoutChunkKeyEncoding,
     SuffixChunkKeyEncoding,
     canonical_index,
 )
+from zarrfuse.zarr_compat import ChunkKeyEncoding
 
 __all__ = ["DirPosition", "FanoutTree", "view_encoding"]
 

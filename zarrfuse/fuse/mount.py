@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 import pyfuse3
 import trio
-from zarr.core.sync import sync
 
 from zarrfuse.api.arrays import open_store_path
 from zarrfuse.errors import MountError, SourceError
@@ -32,6 +31,7 @@ from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mountpoint import prepare_mountpoint
 from zarrfuse.fuse.operations import FuseOperations
 from zarrfuse.storage import backend_for
+from zarrfuse.zarr_compat import sync
 
 __all__ = ["MountInfo", "MountServices", "serve"]
 

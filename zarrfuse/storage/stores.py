@@ -18,11 +18,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from zarr.abc.store import RangeByteRequest, Store
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.sync import sync
 from zarr.storage import FsspecStore
 
 from zarrfuse.storage.base import Document, PartReader, Stat
+from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
 __all__ = ["StoreBackend", "StorePartReader"]
 

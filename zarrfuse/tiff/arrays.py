@@ -20,8 +20,6 @@ import numpy as np
 import tifffile
 import zarr
 from zarr.codecs import BytesCodec
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.sync import sync
 from zarr.errors import ContainsArrayError, ContainsGroupError
 
 from zarrfuse.api.arrays import create_array, open_array, open_store_path, read_node_metadata
@@ -36,6 +34,7 @@ from zarrfuse.tiff.layout import (
     check_geometry,
 )
 from zarrfuse.tiff.metadata import ATTRIBUTE, TIFF_SUFFIXES, tiff_layout
+from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
 __all__ = [
     "convert_to_tiff_array",
