@@ -64,7 +64,7 @@ def test_regions_through_tifffile_aszarr_equal_the_array(tmp_path):
             assert series.axes == "TCYX"
         store = tifffile.imread(path, aszarr=True)
         try:
-            region = zarr.open_array(store, mode="r", zarr_format=2)[1:3, 2, 10:75, 5:40]
+            region = zarr.open_array(store, mode="r")[1:3, 2, 10:75, 5:40]
         finally:
             store.close()
         np.testing.assert_array_equal(region, data[1:3, 2, 10:75, 5:40])
