@@ -3,9 +3,11 @@ like; every backend tells each object's time along with its size."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from zarr.core.buffer import default_buffer_prototype
@@ -55,3 +57,41 @@ def test_other_stores_give_their_own_times_or_a_stable_one(tmp_path: Path):
     zip_time = os.stat(tmp_path / "a.zip").st_mtime_ns
     backend = StoreBackend(sync(ZipStore.open(tmp_path / "a.zip", mode="r")))
     assert backend.stat("d/k") == Stat(3, zip_time) and not backend.set_mtime("d/k", 5)
+
+
+# --- a local store is not trusted: paths resolve beneath its root ----------------------------
+
+
+def test_local_backend_follows_links_inside_and_refuses_links_out(tmp_path):
+    store, outside = tmp_path / "store", tmp_path / "outside"
+    (store / "c").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"secret")
+    (store / "c" / "0").write_bytes(b"data")
+    os.symlink("0", store / "c" / "1")  # relative, in
+    os.symlink(store / "c" / "0", store / "c" / "2")  # absolute, in
+    os.symlink("../../outside/secret", store / "c" / "3")  # relative, out
+    os.symlink(outside / "secret", store / "c" / "4")  # absolute, out
+    os.symlink(outside, store / "d")  # a directory, out
+    backend = LocalBackend(store)
+    assert sorted(backend.list_names("c")) == ["0", "1", "2"]
+    assert sorted(backend.list_stats("c")) == ["0", "1", "2"]
+    assert backend.list_subdirs("") == ["c"]
+    for key in ("c/1", "c/2"):
+        assert backend.read_all(key) == b"data" and backend.stat(key).size == 4
+    for key in ("c/3", "c/4", "d/secret", "c/../../outside/secret"):
+        assert backend.stat(key) is None and backend.read_all(key) is None
+    with pytest.raises(PermissionError):
+        backend.write("d/new", [memoryview(b"x")])
+    backend.delete("d/secret")
+    assert (outside / "secret").read_bytes() == b"secret" and not (outside / "new").exists()
+
+
+def test_local_backend_never_opens_special_files(tmp_path):
+    (tmp_path / "c").mkdir()
+    os.mkfifo(tmp_path / "c" / "0")
+    backend = LocalBackend(tmp_path)
+    assert backend.stat("c/0") is None and backend.list_names("c") == set()
+    with pytest.raises(OSError) as raised:  # would block forever if opened
+        backend.open_reader(["c/0"])
+    assert raised.value.errno == errno.EIO and "FIFO" in str(raised.value)

@@ -261,6 +261,8 @@ def mount_argv(config: MountConfig) -> list[str]:
         argv.append(f"--cache-mb={config.cache_mb}")
     if config.metadata_ttl is not None:
         argv.append(f"--metadata-ttl={config.metadata_ttl!r}")
+    if config.symlink_root is not None:
+        argv.append(f"--symlink-root={config.symlink_root}")
     return argv
 
 

@@ -21,6 +21,7 @@ The words (``NAME`` alone means ``NAME=yes`` for switches):
 ``cache_mb=N``                 ``--cache-mb``
 ``layout=L``                   ``--layout`` (fanout, source)
 ``metadata_ttl=S``             ``--metadata-ttl`` (seconds)
+``symlink_root=DIR``           ``--symlink-root``
 ``uid=U``, ``gid=G``           ``--uid``, ``--gid`` (numbers or names)
 ``umask=OOO``                  ``--umask`` (octal)
 ``debug``                      ``--debug``
@@ -227,6 +228,7 @@ _VALUED = {
     "umask": ("umask", lambda n, v: parse_octal_mask(v)),
     "log_file": ("log_file", _nonempty),
     "metadata_ttl": ("metadata_ttl", lambda n, v: parse_seconds(v)),
+    "symlink_root": ("symlink_root", _nonempty),
 }
 _SWITCHES = {"verify": "verify", "debug": "debug", "read_only": "read_only"}
 # name -> the switch it turns off (``no_verify`` is ``verify=no``)

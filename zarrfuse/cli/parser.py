@@ -158,6 +158,11 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
         help="trust listings (which chunks exist, their sizes) this long before asking the "
         "store again (default: for the mount's life if read-only, 1 s if writable)",
     )
+    p.add_argument(
+        "--symlink-root", metavar="DIR",
+        help="let symlinks in a local store lead anywhere under DIR, an ancestor of the store "
+        "(git-annex, DataLad datasets); by default nothing outside the store is ever read",
+    )
     # Set only by the background parent on the daemon it spawns: report readiness here.
     p.add_argument("--ready-fd", type=_ready_fd, help=argparse.SUPPRESS)
     p.set_defaults(handler=handlers["mount"], usage=p)

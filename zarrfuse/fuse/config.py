@@ -57,6 +57,9 @@ class MountConfig:
     """Seconds a listing (which chunks exist, their sizes) is trusted before it is asked
     again, here and in the kernel's caches; None: for the mount's life when read-only, 1 s
     when writable."""
+    symlink_root: str | None = None
+    """Local stores: symlinks may lead anywhere beneath this ancestor of the store; None:
+    nothing outside the store itself is ever read, written or removed."""
 
     def __post_init__(self) -> None:
         if self.layout == "source":

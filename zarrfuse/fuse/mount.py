@@ -109,7 +109,7 @@ def build_filesystem(
         open_store_path(config.source, mode=mode, storage_options=config.storage_options or None)
     )
     catalog = Catalog(
-        backend_for(store_path.store),
+        backend_for(store_path.store, symlink_root=config.symlink_root),
         suffix=config.suffix,
         max_children=config.max_children,
         limiter=trio.CapacityLimiter(IO_THREADS),

@@ -18,10 +18,13 @@ from zarrfuse.storage.stores import StoreBackend
 __all__ = ["Backend", "PartReader", "backend_for"]
 
 
-def backend_for(store: Store) -> Backend:
-    """The fastest backend that serves ``store`` exactly."""
+def backend_for(store: Store, *, symlink_root: str | None = None) -> Backend:
+    """The fastest backend that serves ``store`` exactly. ``symlink_root``: see
+    ``LocalBackend`` (local stores only)."""
     if isinstance(store, LocalStore):
-        return LocalBackend(Path(store.root))
+        return LocalBackend(
+            Path(store.root), symlink_root=Path(symlink_root) if symlink_root else None
+        )
     if isinstance(store, ObjectStore):
         from zarrfuse.storage.objects import ObjectBackend  # noqa: PLC0415  (needs obstore)
 

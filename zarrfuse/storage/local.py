@@ -2,6 +2,8 @@
 
 ``LocalBackend`` talks to the directory behind a ``LocalStore`` directly: a FUSE read must not
 pay zarr's asyncio round trip (140-390 us a call, measured) when a ``pread`` costs 10 us.
+Every path is resolved beneath the store root and only regular files are opened (``beneath``):
+nothing outside the root is read, written or removed, whatever symlinks the store holds.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from zarrfuse.errors import ConfigurationError
 from zarrfuse.storage.base import Document, PartReader, Stat
+from zarrfuse.storage.beneath import NotRegular, Root
 
 __all__ = ["WRITE_STEP", "LocalBackend", "LocalPartReader"]
 
@@ -22,21 +26,15 @@ __all__ = ["WRITE_STEP", "LocalBackend", "LocalPartReader"]
 class LocalPartReader:
     """Open file descriptors: a reader keeps the versions it opened, even across renames."""
 
-    def __init__(self, root: str, keys: Sequence[str]) -> None:
+    def __init__(self, root: Root, keys: Sequence[str]) -> None:
         self.keys = list(keys)
         self._fds: list[int | None] = []
         sizes: list[int | None] = []
         try:
             for key in self.keys:
-                try:
-                    fd = os.open(os.path.join(root, key), os.O_RDONLY | os.O_CLOEXEC)
-                except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                    self._fds.append(None)
-                    sizes.append(None)
-                    continue
+                fd = _regular(root, key)
                 self._fds.append(fd)
-                st = os.fstat(fd)
-                sizes.append(st.st_size if stat.S_ISREG(st.st_mode) else None)
+                sizes.append(None if fd is None else os.fstat(fd).st_size)
         except BaseException:
             self.close()
             raise
@@ -78,105 +76,154 @@ class LocalBackend:
 
     stat_by_listing = False
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, symlink_root: Path | None = None) -> None:
+        """``symlink_root`` (an ancestor of ``root``) widens where symlinks may lead, for
+        stores made of symlinks into a dataset (git-annex, DataLad); default: ``root``."""
         self.root = root
+        self._beneath = Root(str(symlink_root or root))
+        real = os.path.realpath(root)
+        if real != self._beneath.path and not real.startswith(self._beneath.path + os.sep):
+            raise ConfigurationError(f"--symlink-root {symlink_root}: {root} is not inside it")
+        inside = os.path.relpath(real, self._beneath.path)
+        self._prefix = "" if inside == "." else inside + "/"
 
-    def _path(self, key: str) -> str:
-        return os.path.join(self.root, key)
+    def _key(self, key: str) -> str:
+        """The key as a path relative to the resolution root."""
+        return self._prefix + key.strip("/")
 
-    def list_stats(self, prefix: str) -> dict[str, Stat]:
-        out: dict[str, Stat] = {}
+    def _entries(self, prefix: str) -> list[tuple[str, os.stat_result]]:
+        """The regular files and directories of a store directory, each with its stat;
+        a symlink counts as what it leads to beneath the root (skipped if it leads out)."""
+        fd = self._beneath.open_dir(self._key(prefix))
+        if fd is None:
+            return []
+        out = []
         try:
-            with os.scandir(self._path(prefix)) as entries:
+            with os.scandir(fd) as entries:
                 for entry in entries:
-                    if entry.is_file(follow_symlinks=False):
-                        with contextlib.suppress(FileNotFoundError):  # removed while listing
+                    try:
+                        if entry.is_symlink():  # None: dangling, or leads out of the root
+                            st = self._beneath.stat(self._key(f"{prefix}/{entry.name}"))
+                        else:
                             st = entry.stat(follow_symlinks=False)
-                            out[entry.name] = Stat(st.st_size, st.st_mtime_ns)
-        except (FileNotFoundError, NotADirectoryError):
-            pass
+                    except FileNotFoundError:  # removed while listing
+                        continue
+                    if st is None:
+                        continue
+                    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+                        out.append((entry.name, st))
+        finally:
+            os.close(fd)
         return out
 
+    def list_stats(self, prefix: str) -> dict[str, Stat]:
+        return {
+            name: Stat(st.st_size, st.st_mtime_ns)
+            for name, st in self._entries(prefix) if stat.S_ISREG(st.st_mode)
+        }
+
     def list_names(self, prefix: str) -> set[str]:
-        try:
-            with os.scandir(self._path(prefix)) as entries:  # d_type: no stat per entry
-                return {e.name for e in entries if e.is_file(follow_symlinks=False)}
-        except (FileNotFoundError, NotADirectoryError):
+        fd = self._beneath.open_dir(self._key(prefix))
+        if fd is None:
             return set()
+        try:
+            with os.scandir(fd) as scan:  # d_type: no stat per entry, but for symlinks
+                entries = list(scan)
+            names = {e.name for e in entries if e.is_file(follow_symlinks=False)}
+            linked = [e.name for e in entries if e.is_symlink()]
+        finally:
+            os.close(fd)
+        for name in linked:
+            st = self._beneath.stat(self._key(f"{prefix}/{name}"))
+            if st is not None and stat.S_ISREG(st.st_mode):
+                names.add(name)
+        return names
 
     def list_subdirs(self, prefix: str) -> list[str]:
-        try:
-            with os.scandir(self._path(prefix)) as entries:
-                return [e.name for e in entries if e.is_dir(follow_symlinks=False)]
-        except (FileNotFoundError, NotADirectoryError):
-            return []
+        return [name for name, st in self._entries(prefix) if stat.S_ISDIR(st.st_mode)]
 
     def stat(self, key: str) -> Stat | None:
-        try:
-            st = os.stat(self._path(key))
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        return Stat(st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+        st = self._beneath.stat(self._key(key))
+        return Stat(st.st_size, st.st_mtime_ns) if st and stat.S_ISREG(st.st_mode) else None
 
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader:
-        return LocalPartReader(str(self.root), keys)  # an open fd's fstat is the truth
+        # an open fd's fstat is the truth
+        return LocalPartReader(self._beneath, [self._key(k) for k in keys])
 
     def read_all(self, key: str) -> bytes | None:
-        try:
-            with open(self._path(key), "rb") as f:
-                return f.read()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
+        document = self.read_document(key)
+        return None if document is None else document.data
 
     def read_document(self, key: str) -> Document | None:
-        try:
-            with open(self._path(key), "rb") as f:
-                return Document(f.read(), os.fstat(f.fileno()).st_mtime_ns)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        fd = _regular(self._beneath, self._key(key))
+        if fd is None:
             return None
+        with open(fd, "rb") as f:
+            return Document(f.read(), os.fstat(f.fileno()).st_mtime_ns)
 
     def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
         # Same scheme as zarr's LocalStore: a uniquely named temp file beside the target,
         # then rename over it. A crash leaves the old file or the new one, never a torn one.
-        path = self._path(key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temp = f"{path}.{uuid.uuid4().hex}.partial"
+        # Both names are taken relative to the directory resolved beneath the root.
+        parent, _, name = self._key(key).rpartition("/")
+        dir_fd = self._beneath.make_dirs(parent) if parent else self._beneath.make_dirs(".")
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            temp = f"{name}.{uuid.uuid4().hex}.partial"
             try:
-                _write_all(fd, pieces)
-                if durable:
-                    os.fsync(fd)
-                mtime_ns = os.fstat(fd).st_mtime_ns  # the rename below keeps it
-            finally:
-                os.close(fd)
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
-        if durable:
-            dir_fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
-            try:
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+                             | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+                try:
+                    _write_all(fd, pieces)
+                    if durable:
+                        os.fsync(fd)
+                    mtime_ns = os.fstat(fd).st_mtime_ns  # the rename below keeps it
+                finally:
+                    os.close(fd)
+                os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=dir_fd)
+                raise
+            if durable:
                 os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        finally:
+            os.close(dir_fd)
         return mtime_ns
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         """Stored with the file (``os.utime``), so every later mount shows it too."""
-        with contextlib.suppress(FileNotFoundError):  # an absent optional part
-            os.utime(self._path(key), ns=(mtime_ns, mtime_ns))
+        fd = _regular(self._beneath, self._key(key))
+        if fd is not None:  # None: an absent optional part
+            try:
+                os.utime(fd, ns=(mtime_ns, mtime_ns))
+            finally:
+                os.close(fd)
         return True
 
     def delete(self, key: str) -> None:
-        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            os.unlink(self._path(key))
+        parent, _, name = self._key(key).rpartition("/")
+        dir_fd = self._beneath.open_dir(parent or ".")
+        if dir_fd is None:
+            return
+        try:
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                os.unlink(name, dir_fd=dir_fd)  # a symlink itself, never what it leads to
+        finally:
+            os.close(dir_fd)
 
     def close(self) -> None:
-        pass  # plain system calls: nothing held
+        self._beneath.close()
+
+
+def _regular(root: Root, key: str) -> int | None:
+    """A read-only descriptor of the regular file ``key`` (None if absent); a special file
+    or a path leading out of the root is an I/O error for the reader, with one log line."""
+    try:
+        return root.open_regular(key)
+    except NotRegular as e:
+        raise OSError(errno.EIO, f"{key}: {e.strerror}") from None
 
 
 # Bytes per write system call when storing a part. One 1 MiB write makes the page cache take

@@ -1,0 +1,166 @@
+"""Stores are not trusted: symlinks never lead a mount out of the store, special files are
+never opened, and the mount keeps serving (issue 21, points 2 and 3).
+
+Arrays are mounted with ``--layout source`` so a chunk's file is at its own key; the rules are
+the local backend's and hold for every view.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+import zarrfuse
+from tests.mounting import mounted
+
+pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
+
+SECRET = b"outside the store: never to be served" * 10
+
+
+def _array(root: Path, **kwargs) -> zarr.Array:
+    array = zarr.create_array(root, shape=(4, 8), chunks=(2, 2), dtype="u1", compressors=None,
+                              fill_value=0, **kwargs)
+    array[...] = np.arange(32, dtype="u1").reshape(4, 8)
+    return array
+
+
+def _chunk(root: Path, *coords: int) -> Path:
+    return root.joinpath("c", *map(str, coords))
+
+
+def _errno_of(action) -> int | None:
+    try:
+        action()
+    except OSError as e:
+        return e.errno
+    return None
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory beside the store, with a file the daemon could read."""
+    where = tmp_path / "outside"
+    where.mkdir()
+    (where / "secret").write_bytes(SECRET)
+    (where / "0").write_bytes(SECRET)
+    return where
+
+
+def test_symlinks_leading_out_are_absent_and_those_inside_are_their_targets(tmp_path, outside):
+    store = tmp_path / "a.zarr"
+    _array(store)
+    os.remove(_chunk(store, 0, 1))
+    os.symlink(outside / "secret", _chunk(store, 0, 1))  # absolute, out
+    os.remove(_chunk(store, 0, 2))
+    os.symlink("../../../outside/secret", _chunk(store, 0, 2))  # relative, out
+    os.remove(_chunk(store, 1, 3))
+    os.symlink("../0/0", _chunk(store, 1, 3))  # relative, in
+    os.remove(_chunk(store, 1, 2))
+    os.symlink(_chunk(store, 0, 0), _chunk(store, 1, 2))  # absolute, in
+    inside = _chunk(store, 0, 0).read_bytes()
+    with mounted(store, tmp_path / "mnt", "--read-only", "--layout", "source") as mnt:
+        for leading_out in ("0/1", "0/2"):
+            path = mnt / "c" / leading_out
+            assert _errno_of(lambda p=path: p.read_bytes()) == errno.ENOENT
+            assert _errno_of(lambda p=path: os.stat(p)) == errno.ENOENT
+        names = sorted(os.listdir(mnt / "c" / "0"))
+        assert "1" not in names and "2" not in names and "0" in names
+        assert (mnt / "c" / "1" / "3").read_bytes() == inside
+        assert (mnt / "c" / "1" / "2").read_bytes() == inside
+        assert {"2", "3"} <= set(os.listdir(mnt / "c" / "1"))
+        # zarr through the mount: chunks leading out read as the fill value, not the secret
+        values = zarr.open_array(mnt, mode="r")[...]
+        assert (values[0:2, 2:6] == 0).all()
+    assert (outside / "secret").read_bytes() == SECRET
+
+
+def test_writes_and_removals_never_reach_outside(tmp_path, outside):
+    store = tmp_path / "a.zarr"
+    _array(store)
+    for name in os.listdir(store / "c" / "1"):
+        os.remove(store / "c" / "1" / name)
+    os.rmdir(store / "c" / "1")
+    os.symlink(outside, store / "c" / "1")  # a chunk directory that leads out
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    with mounted(store, tmp_path / "mnt", "--layout", "source") as mnt:
+        target = mnt / "c" / "1" / "0"
+        assert _errno_of(lambda: target.write_bytes(b"x" * 4)) in (errno.ENOENT, errno.EACCES)
+        assert _errno_of(lambda: os.unlink(target)) in (errno.ENOENT, errno.EACCES)
+        (mnt / "c" / "0" / "0").write_bytes(b"\x07" * 4)  # the rest of the mount still works
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
+    assert _chunk(store, 0, 0).read_bytes() == b"\x07" * 4
+
+
+def test_a_group_child_leading_out_is_not_shown(tmp_path, outside):
+    group = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    _array(tmp_path / "g.zarr" / "inside")
+    _array(outside / "elsewhere")
+    os.symlink(outside / "elsewhere", tmp_path / "g.zarr" / "linked")
+    assert group is not None
+    with mounted(tmp_path / "g.zarr", tmp_path / "mnt", "--read-only") as mnt:
+        assert "inside" in os.listdir(mnt)
+        assert "linked" not in os.listdir(mnt)
+        assert _errno_of(lambda: os.stat(mnt / "linked")) == errno.ENOENT
+
+
+def test_symlink_root_widens_where_links_may_lead(tmp_path):
+    """A DataLad/git-annex-like dataset: the store's chunks are symlinks into the dataset."""
+    dataset = tmp_path / "dataset"
+    store = dataset / "images" / "a.zarr"
+    _array(store)
+    objects = dataset / ".annex"
+    objects.mkdir()
+    for i, chunk in enumerate(sorted(p for p in (store / "c").rglob("*") if p.is_file())):
+        moved = objects / f"object{i}"
+        chunk.rename(moved)
+        os.symlink(os.path.relpath(moved, chunk.parent), chunk)
+    expected = np.arange(32, dtype="u1").reshape(4, 8)
+    with mounted(store, tmp_path / "m1", "--read-only", "--layout", "source") as mnt:
+        assert (zarr.open_array(mnt, mode="r")[...] == 0).all()  # nothing outside read
+    with mounted(store, tmp_path / "m2", "--read-only", "--layout", "source",
+                 "--symlink-root", str(dataset)) as mnt:
+        np.testing.assert_array_equal(zarr.open_array(mnt, mode="r")[...], expected)
+
+
+def test_a_fifo_part_gets_eio_at_once_and_the_mount_keeps_serving(tmp_path):
+    store = tmp_path / "p.zarr"
+    zarrfuse.create_array(
+        store, shape=(4, 8), chunks=(2, 2), dtype="u1", compressors=None,
+        storage_transformers=[{"name": "concat-parts", "configuration": {"parts": [
+            {"key_suffix": ""}, {"key_suffix": ".tail", "size": 1}]}}],
+    )[...] = np.arange(32, dtype="u1").reshape(4, 8)
+    fifo = Path(f"{_chunk(store, 0, 1)}.tail")
+    os.remove(fifo)
+    os.mkfifo(fifo)
+    os.remove(_chunk(store, 1, 1))
+    os.mkfifo(_chunk(store, 1, 1))  # a FIFO as the main part too
+    with mounted(store, tmp_path / "mnt", "--read-only", "--layout", "source") as mnt:
+        outcome: dict[str, object] = {}
+
+        def read() -> None:
+            start = time.monotonic()
+            outcome["errno"] = _errno_of(lambda: (mnt / "c" / "0" / "1").read_bytes())
+            outcome["seconds"] = time.monotonic() - start
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(10)
+        assert not reader.is_alive(), "the read hung on a FIFO"
+        assert outcome["errno"] in (errno.EIO, errno.ENOENT)
+        assert outcome["seconds"] < 5
+        assert _errno_of(lambda: (mnt / "c" / "1" / "1").read_bytes()) in (errno.EIO,
+                                                                           errno.ENOENT)
+        main = _chunk(store, 0, 0)
+        assert (mnt / "c" / "0" / "0").read_bytes() == (
+            main.read_bytes() + Path(f"{main}.tail").read_bytes()
+        )
+    # the FIFOs were never opened, and the unmount above did not hang
+    assert fifo.exists() and fifo.is_fifo()

@@ -1,0 +1,205 @@
+"""Paths of a local store resolved beneath its root, and only regular files opened.
+
+A store is not trusted: a symlink in it may point anywhere the daemon can read (with a root
+daemon and ``allow_other``, anything), and a FIFO or device blocks or has side effects when
+opened. So every path is resolved by the kernel with ``openat2(RESOLVE_BENEATH)`` from a
+descriptor of the root: symlinks are followed while their targets stay beneath the root
+(relative or absolute), and a path that would leave it fails with :class:`OutsideRoot`. Files
+are first opened ``O_PATH`` (no side effects, no blocking, whatever the file is), checked to
+be regular, and only then reopened for reading through ``/proc/self/fd``.
+
+Python has no ``openat2`` wrapper; it is called through ``ctypes`` (Linux 5.6+). Where the
+kernel lacks it, the same rule is kept with ``realpath`` and a prefix check (racy against a
+store that is changed while being read, and said so in the log once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import logging
+import os
+import stat
+from typing import Final
+
+__all__ = ["NotRegular", "OutsideRoot", "Root"]
+
+log = logging.getLogger(__name__)
+
+_SYS_OPENAT2: Final = {"x86_64": 437, "aarch64": 437, "riscv64": 437, "ppc64le": 437}
+_RESOLVE_NO_MAGICLINKS: Final = 0x02
+_RESOLVE_BENEATH: Final = 0x08
+
+
+class OutsideRoot(PermissionError):
+    """The path resolves outside the store's root (a symlink leads out): EACCES."""
+
+
+class NotRegular(OSError):
+    """The key names a FIFO, socket or device: never opened (EIO)."""
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
+                ("resolve", ctypes.c_uint64)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_syscall_number = _SYS_OPENAT2.get(os.uname().machine)
+_warned: set[str] = set()
+
+
+_WARNED_AT_MOST = 4096  # a hostile store with millions of bad links must not grow memory
+
+
+def _warn_once(key: str, message: str, *args: object) -> None:
+    if key not in _warned and len(_warned) < _WARNED_AT_MOST:
+        _warned.add(key)
+        log.warning(message, *args)
+
+
+def _openat2(dir_fd: int, path: str, flags: int) -> int:
+    how = _OpenHow(flags | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    fd = _libc.syscall(
+        _syscall_number, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how)
+    )
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), path)
+    return int(fd)
+
+
+class Root:
+    """A local store's root directory, and every path beneath it resolved safely."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.realpath(path)
+        self._fd = os.open(self.path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._use_openat2 = _syscall_number is not None
+        if self._use_openat2:
+            try:
+                os.close(_openat2(self._fd, ".", os.O_PATH))
+            except OSError as e:
+                if e.errno not in (errno.ENOSYS, errno.EPERM):  # EPERM: seccomp filters
+                    raise
+                self._use_openat2 = False
+        if not self._use_openat2:
+            _warn_once("no-openat2", "%s: the kernel has no openat2; symlinks are checked "
+                       "with realpath (racy if the store changes meanwhile)", self.path)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def _refused(self, key: str) -> OutsideRoot:
+        _warn_once(key, "%s: refused: it resolves outside the store root %s", key, self.path)
+        return OutsideRoot(errno.EACCES, "resolves outside the store root", key)
+
+    def open_path(self, key: str, *, directory: bool = False) -> int:
+        """An ``O_PATH`` descriptor of ``key`` resolved beneath the root (symlinks followed
+        while they stay beneath). FileNotFoundError if absent; OutsideRoot if it leaves."""
+        flags = os.O_PATH | (os.O_DIRECTORY if directory else 0)
+        key = key.strip("/") or "."
+        if self._use_openat2:
+            try:
+                return _openat2(self._fd, key, flags)
+            except OSError as e:
+                if e.errno == errno.EXDEV:  # ".." or an absolute symlink: resolve and retry
+                    return self._open_resolved(key, flags)
+                if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                    raise FileNotFoundError(e.errno, e.strerror, key) from None
+                if e.errno == errno.ELOOP:
+                    raise self._refused(key) from None
+                raise
+        return self._open_resolved(key, flags)
+
+    def _open_resolved(self, key: str, flags: int) -> int:
+        """Absolute symlinks into the store: resolve the whole path, then open the result
+        beneath the root again (so a race cannot lead out)."""
+        real = os.path.realpath(os.path.join(self.path, key))
+        if real != self.path and not real.startswith(self.path + os.sep):
+            raise self._refused(key)
+        inside = os.path.relpath(real, self.path)
+        if self._use_openat2:
+            try:
+                return _openat2(self._fd, inside, flags)
+            except OSError as e:
+                if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                    raise FileNotFoundError(e.errno, e.strerror, key) from None
+                if e.errno in (errno.EXDEV, errno.ELOOP):
+                    raise self._refused(key) from None
+                raise
+        try:
+            return os.open(real, flags | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except (NotADirectoryError, FileNotFoundError) as e:
+            raise FileNotFoundError(errno.ENOENT, str(e), key) from None
+
+    def stat(self, key: str) -> os.stat_result | None:
+        """The stat of what ``key`` resolves to beneath the root; None if absent or if it
+        leads out of the root (logged once): lookups and listings agree on what exists."""
+        try:
+            fd = self.open_path(key)
+        except (FileNotFoundError, OutsideRoot):
+            return None
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def open_regular(self, key: str) -> int | None:
+        """A read-only descriptor of the regular file ``key``; None if absent. A FIFO, socket
+        or device raises NotRegular without being opened (opening one may block forever).
+        A path leading out of the root is absent, as in :meth:`stat`."""
+        try:
+            path_fd = self.open_path(key)
+        except (FileNotFoundError, OutsideRoot):
+            return None
+        try:
+            mode = os.fstat(path_fd).st_mode
+            if stat.S_ISDIR(mode):
+                return None  # a directory where a file is asked for: no such file
+            if not stat.S_ISREG(mode):
+                _warn_once(f"special:{key}", "%s: not a regular file (%s); never opened",
+                           key, _kind(mode))
+                raise NotRegular(errno.EIO, f"not a regular file ({_kind(mode)})", key)
+            return os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            os.close(path_fd)
+
+    def open_dir(self, key: str) -> int | None:
+        """A descriptor of directory ``key`` (for listing, or as a ``dir_fd``); None if
+        absent, not a directory, or leading out of the root."""
+        try:
+            return self._open_dir(key)
+        except (FileNotFoundError, NotADirectoryError, OutsideRoot):
+            return None
+
+    def _open_dir(self, key: str) -> int:
+        path_fd = self.open_path(key, directory=True)
+        try:
+            return os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        finally:
+            os.close(path_fd)
+
+    def make_dirs(self, key: str) -> int:
+        """A descriptor of directory ``key``, creating missing components one at a time,
+        each beneath the root (a symlinked component that leads out is refused)."""
+        fd = self.open_dir(key)
+        if fd is not None:
+            return fd
+        parent, _, name = key.strip("/").rpartition("/")
+        parent_fd = self.make_dirs(parent) if parent else self._open_dir(".")
+        try:  # FileExistsError: made meanwhile, or a symlink (resolved beneath below)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o777, dir_fd=parent_fd)
+        finally:
+            os.close(parent_fd)
+        return self._open_dir(key)  # raises OutsideRoot where a symlink leads out
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return name
+    return "special file"
