@@ -39,6 +39,8 @@ INHERITED_THROUGH_SELF = {
     "clear",  # self.delete_dir("")
     "supports_partial_writes",  # False
     "supports_consolidated_metadata",  # True: a document like any other
+    "_get_bytes", "_get_json",  # 3.1.6: self.get, then bytes or json.loads
+    "_get_bytes_sync", "_get_json_sync",  # 3.1.6: zarr's sync() around the two above
 }
 # Written in ConcatPartsStore itself (by name, so a rename here is a rename there).
 OWN = {
