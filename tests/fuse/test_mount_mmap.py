@@ -63,12 +63,21 @@ def test_numpy_memmap_write_flush_close_commits(raw_array, tmp_path):
         assert (mnt / CHUNK).read_bytes() == expected.tobytes()
 
 
-def test_read_only_mapping_works_on_writable_and_read_only_mounts(raw_array, tmp_path):
-    for flags in ((), ("--read-only",)):
-        with mounted(raw_array, tmp_path / "mnt", *flags) as mnt:
-            m = np.memmap(mnt / CHUNK, dtype="u1", mode="r")
-            np.testing.assert_array_equal(m, np.arange(64, dtype="u1"))
-            del m
+def test_read_only_mappings(raw_array, tmp_path):
+    """Read-only mounts map chunk files shared; writable mounts give readers direct I/O (a
+    reader keeps its version, see page_cache), so there a read-only open maps privately
+    (MAP_PRIVATE, numpy's mode "c") and a shared mapping fails loudly with ENODEV."""
+    with mounted(raw_array, tmp_path / "ro", "--read-only") as mnt:
+        m = np.memmap(mnt / CHUNK, dtype="u1", mode="r")
+        np.testing.assert_array_equal(m, np.arange(64, dtype="u1"))
+        del m
+    with mounted(raw_array, tmp_path / "rw") as mnt:
+        m = np.memmap(mnt / CHUNK, dtype="u1", mode="c")
+        np.testing.assert_array_equal(m, np.arange(64, dtype="u1"))
+        del m
+        with pytest.raises(OSError) as refused:
+            np.memmap(mnt / CHUNK, dtype="u1", mode="r")
+        assert refused.value.errno == errno.ENODEV
 
 
 def test_mapped_writer_and_write_writer_never_mix(raw_array, tmp_path):

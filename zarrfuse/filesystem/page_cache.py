@@ -13,7 +13,21 @@ The rules, per inode:
 - while such a writer is open, every other handle of the file gets direct I/O (it cannot be
   mapped; ``mmap`` fails with ENODEV);
 - other writers (write-only, or not the sole user) get direct I/O, as do scratch files;
-- readers share the page cache with each other, as before.
+- on a read-only mount, readers share the page cache with each other;
+- on a writable mount, readers get direct I/O (so they never hold the page cache).
+
+Why the last rule: a reader keeps reading the version it opened until it closes, and the
+kernel cannot keep that promise for a reader that uses the page cache. When another process
+opens the file with O_TRUNC (``cp`` does), the kernel itself sets the file's size to 0
+(FUSE's atomic O_TRUNC, which libfuse turns on) and every cached read past that size ends at
+EOF without asking the daemon; asking for the size again races with the truncating writer's
+own writes, which move the size to where they end. Measured with 32 readers and 2 writers:
+9 in 10 reads came back short with readers in the page cache, 1 to 16 in 4,000 still with
+the size pushed back before every write (FUSE_NOTIFY_STORE), none with direct I/O. Direct
+reads always reach the daemon, which serves each from the reader's own open version.
+The cost: no page cache for readers of writable mounts, and ``mmap(MAP_SHARED)`` of a
+read-only open fails there with ENODEV (``MAP_PRIVATE`` works; read-only mounts and
+read-write opens map as before).
 """
 
 from __future__ import annotations

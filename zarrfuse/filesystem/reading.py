@@ -61,6 +61,9 @@ __all__ = ["ReadingFileSystem", "check_name"]
 
 log = logging.getLogger(__name__)
 
+READERS = (ChunkReader, MetadataReader, RenderedReader)
+"""Handles that only read (whole images, read-only, are their own case)."""
+
 BLOCK_SIZE = 4096
 
 
@@ -280,7 +283,10 @@ class ReadingFileSystem:
         read_write = flags & os.O_ACCMODE == os.O_RDWR
         # Whole images use direct I/O: the kernel's read-ahead would decode tiles nobody
         # asked for (opening must cost the header only); WholeImage reads ahead itself.
-        direct = isinstance(opened, ScratchHandle | DocumentWriter | ImageReader)
+        # Readers on a writable mount too: see page_cache (a reader keeps its version).
+        direct = isinstance(opened, ScratchHandle | DocumentWriter | ImageReader) or (
+            not self.read_only and isinstance(opened, READERS)
+        )
         if direct or not self.page_cache.admit(
             opened.node, handle, writer=isinstance(opened, ChunkWriter), read_write=read_write
         ):
@@ -288,6 +294,7 @@ class ReadingFileSystem:
         return handle
 
     async def open(self, inode: int, flags: int) -> int:
+        """A handle of the file; readers read the version they opened until they close."""
         node = self.namespace.node(inode)
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
         if writing:

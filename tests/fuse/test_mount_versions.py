@@ -1,0 +1,145 @@
+"""A reader keeps the version it opened until it closes, whatever other processes do meanwhile
+(issue 21, point 1): an ``O_TRUNC`` open (``cp`` does one), writes, commits, with the new
+version shorter or longer, on raw and rendered views; and under many readers and writers at
+once, every read returns whole bytes of one version that was written.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+import zarr
+from zarr.codecs import ZstdCodec
+
+from tests.mounting import mounted
+
+pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
+
+
+def _compressed_array(root: Path) -> zarr.Array:
+    array = zarr.create_array(root, shape=(64, 64), chunks=(64, 64), dtype="u1",
+                              compressors=[ZstdCodec(level=1)], fill_value=255)
+    array[...] = 0
+    return array
+
+
+def _stored(root: Path) -> bytes:
+    return (root / "c" / "0" / "0").read_bytes()
+
+
+def _pread_all(fd: int) -> bytes:
+    out, offset = [], 0
+    while piece := os.pread(fd, 1 << 16, offset):
+        out.append(piece)
+        offset += len(piece)
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("new_first", [False, True], ids=["grows", "shrinks"])
+def test_a_reader_keeps_its_version_across_o_trunc_writes_and_commits(tmp_path, new_first):
+    store = tmp_path / "a.zarr"
+    array = _compressed_array(store)
+    small = _stored(store)  # zeros: a few bytes
+    array[...] = np.random.default_rng(0).integers(0, 255, (64, 64), dtype="u1")
+    large = _stored(store)  # random: about 4 KiB
+    first, second = (large, small) if new_first else (small, large)
+    (store / "c" / "0" / "0").write_bytes(first)
+    with mounted(store, tmp_path / "mnt", "--layout", "source") as mnt:
+        chunk = mnt / "c" / "0" / "0"
+        reader = os.open(chunk, os.O_RDONLY)
+        try:
+            assert _pread_all(reader) == first
+            writer = os.open(chunk, os.O_WRONLY | os.O_TRUNC)
+            assert _pread_all(reader) == first  # the O_TRUNC open: still its version
+            os.write(writer, second)
+            assert _pread_all(reader) == first  # the other's uncommitted bytes: not seen
+            os.close(writer)  # commits
+            assert _stored(store) == second
+            assert _pread_all(reader) == first  # committed: still the version it opened
+            later = os.open(chunk, os.O_RDONLY)
+            try:
+                assert _pread_all(later) == second  # a new open reads the new version
+                assert _pread_all(reader) == first
+            finally:
+                os.close(later)
+        finally:
+            os.close(reader)
+        assert chunk.read_bytes() == second
+
+
+def test_a_rendered_reader_keeps_its_image_across_a_save(tmp_path):
+    store = tmp_path / "t.zarr"
+    array = zarr.create_array(store, shape=(32, 32), chunks=(32, 32), dtype="u1", fill_value=255)
+    array[...] = 3
+    with mounted(store, tmp_path / "mnt", "--format", "tiff") as mnt:
+        (tiff,) = list(mnt.rglob("*.tiff"))
+        reader = os.open(tiff, os.O_RDONLY)
+        try:
+            before = _pread_all(reader)
+            assert (tifffile.imread(tiff) == 3).all()
+            tifffile.imwrite(tiff, np.full((32, 32), 9, "u1"))  # O_TRUNC, writes, close
+            assert _pread_all(reader) == before
+            assert (tifffile.imread(tiff) == 9).all()
+        finally:
+            os.close(reader)
+
+
+def test_many_readers_and_two_writers_only_ever_read_whole_versions(tmp_path):
+    """32 readers and 2 writers in one process for a few seconds; each read (open, several
+    preads, close) must equal one version a writer wrote, whole."""
+    store = tmp_path / "a.zarr"
+    array = zarr.create_array(store, shape=(64, 64), chunks=(64, 64), dtype="u1",
+                              compressors=None, fill_value=255)
+    array[...] = 0
+    versions = {bytes([v]) * 4096 for v in range(0, 200)}
+    stop = threading.Event()
+    failures: list[str] = []
+    counts = {"reads": 0, "writes": 0}
+    lock = threading.Lock()
+    with mounted(store, tmp_path / "mnt", "--layout", "source") as mnt:
+        chunk = mnt / "c" / "0" / "0"
+
+        def write(first: int) -> None:
+            value = first
+            while not stop.is_set():
+                fd = os.open(chunk, os.O_WRONLY | os.O_TRUNC)
+                try:
+                    for _ in range(4):  # in pieces, as cp does with big files
+                        os.write(fd, bytes([value]) * 1024)
+                finally:
+                    os.close(fd)
+                with lock:
+                    counts["writes"] += 1
+                value = (value + 2) % 200
+
+        def read() -> None:
+            while not stop.is_set():
+                fd = os.open(chunk, os.O_RDONLY)
+                try:
+                    got = b"".join(os.pread(fd, 512, offset) for offset in range(0, 4608, 512))
+                finally:
+                    os.close(fd)
+                with lock:
+                    counts["reads"] += 1
+                    if got not in versions:
+                        failures.append(f"{len(got)} bytes, values {sorted(set(got))[:5]}")
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in (1, 2)]
+        threads += [threading.Thread(target=read) for _ in range(32)]
+        for t in threads:
+            t.start()
+        time.sleep(6)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert counts["writes"] > 10 and counts["reads"] > 100, counts
+    assert not failures, (
+        f"{len(failures)} of {counts} reads were not a whole version: {failures[:10]}"
+    )
