@@ -80,6 +80,39 @@ def test_the_package_root_imports_only_what_it_exports():
     }
 
 
+# Inside filesystem/: concerns in sub-packages, bottom first, each with what it may import
+# (every filesystem sub-package may use the layers below filesystem). The request layer
+# (filesystem/*.py: fs, reading, handles, attributes, page_cache) may import all four.
+SUB_LAYERS = ["chunks", "images", "tree", "writes"]
+SUB_ALLOWED = {
+    "chunks": {"chunks"},
+    "images": {"chunks", "images"},
+    "tree": {"chunks", "images", "tree"},
+    "writes": {"chunks", "images", "tree", "writes"},
+}
+
+
+def _sub_layer(module: str) -> str | None:
+    """The filesystem sub-package of a module; "" for the request layer; None outside."""
+    parts = module.split(".")
+    if parts[:2] != ["zarrfuse", "filesystem"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in SUB_LAYERS else ""
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if _sub_layer(m) not in (None, ""))
+)
+def test_filesystem_sub_packages_import_only_below(module):
+    layer = _sub_layer(module)
+    assert layer is not None
+    wrong = sorted(
+        imported for imported in _imports(MODULES[module])
+        if _sub_layer(imported) is not None and _sub_layer(imported) not in SUB_ALLOWED[layer]
+    )
+    assert not wrong, f"{module} (filesystem/{layer}) imports {wrong}"
+
+
 def test_leaf_modules_import_nothing_of_the_package():
     for leaf in LEAVES:
         assert _imports(MODULES[leaf]) == set(), leaf

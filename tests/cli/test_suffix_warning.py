@@ -7,7 +7,7 @@ import pytest
 import zarr
 
 from tests.mounting import ZARRFUSE, force_unmount, is_mounted, run_with_timeout
-from zarrfuse.filesystem.suffix_check import suffix_mismatch
+from zarrfuse.filesystem.images.suffix_check import suffix_mismatch
 from zarrfuse.tiff import create_tiff_array
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]

@@ -8,7 +8,7 @@ import pytest
 
 from zarrfuse.api.nodes import parse_node
 from zarrfuse.errors import ConfigurationError, SourceError
-from zarrfuse.filesystem.documents import array_documents, group_documents, member_paths
+from zarrfuse.filesystem.tree.documents import array_documents, group_documents, member_paths
 
 ARRAY = {"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint8",
          "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},

@@ -9,7 +9,7 @@ import pytest
 import tifffile
 
 from zarrfuse.errors import ConfigurationError, InvalidArgument
-from zarrfuse.filesystem import render
+from zarrfuse.filesystem.images import render as render
 
 DTYPES = ["bool", "int8", "uint16", "int64", "float16", "float32", "complex128"]
 SHAPES = [(), (1,), (7,), (5, 3), (64, 64), (2, 3, 4, 5), (4, 5, 3)]

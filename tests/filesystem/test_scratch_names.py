@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zarrfuse.filesystem.scratch import is_scratch_name, is_vim_probe
+from zarrfuse.filesystem.writes.scratch import is_scratch_name, is_vim_probe
 
 
 @pytest.mark.parametrize("name", [".000.XXXXXX", ".goutputstream-AB12CD", "#000#", ".#000",

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from tests.filesystem.test_view import walk
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding
-from zarrfuse.filesystem.shown_dims import ShownDims
-from zarrfuse.filesystem.view import FanoutTree
+from zarrfuse.filesystem.images.image_dims import ShownDims
+from zarrfuse.filesystem.tree.fanout_tree import FanoutTree
 
 # Up to 5 dimensions, many of extent 1 (as OME-Zarr's t, c, z), a few over 100 (two groups).
 extents = st.one_of(st.just(1), st.integers(0, 4), st.integers(95, 130))

@@ -23,9 +23,9 @@ from tests.extensions.encodings import (
 )
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding, encode_chunk_key
 from zarrfuse.extensions.transformers import ConcatParts, Part
-from zarrfuse.filesystem.chunk_source import ChunkSource
-from zarrfuse.filesystem.stored_index import KeyShape
-from zarrfuse.filesystem.view import ROOT, DirPosition, FanoutTree
+from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
+from zarrfuse.filesystem.chunks.stored_index import KeyShape
+from zarrfuse.filesystem.tree.fanout_tree import ROOT, DirPosition, FanoutTree
 from zarrfuse.storage.local import LocalBackend
 
 ENCODINGS = [DEFAULT, DEFAULT_DOT, V2, V2_SLASH, FANOUT_100, SUFFIX_X, SUFFIX_X_FANOUT,

@@ -15,7 +15,7 @@ from zarrfuse.extensions.chunk_keys import (
     SuffixChunkKeyEncoding,
     parse_encoding,
 )
-from zarrfuse.filesystem.view import ROOT, DirPosition, FanoutTree, view_encoding
+from zarrfuse.filesystem.tree.fanout_tree import ROOT, DirPosition, FanoutTree, view_encoding
 
 
 def walk(tree: FanoutTree, pos: DirPosition = ROOT, path: tuple[str, ...] = ("c",)):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zarrfuse.extensions.byte_ranges import slice_views
-from zarrfuse.filesystem.write_buffer import WriteBuffer
+from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 from zarrfuse.storage.local import _write_all
 
 operations = st.lists(

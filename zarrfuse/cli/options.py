@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.formats import SHOWN_FORMATS
+from zarrfuse.filesystem.images.formats import SHOWN_FORMATS
 from zarrfuse.fuse.config import MountConfig
 
 __all__ = [

@@ -12,7 +12,7 @@ from typing import TypeVar
 from zarrfuse import __version__
 from zarrfuse.cli import options
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.formats import SHOWN_FORMATS
+from zarrfuse.filesystem.images.formats import SHOWN_FORMATS
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.tiff.compression import COMPRESSIONS, DEFAULT_COMPRESSION
 

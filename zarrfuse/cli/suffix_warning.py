@@ -9,7 +9,7 @@ from zarr.storage import StorePath
 from zarrfuse.api.arrays import read_node
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode
 from zarrfuse.errors import ZarrFuseError
-from zarrfuse.filesystem.suffix_check import names_a_format, suffix_mismatch
+from zarrfuse.filesystem.images.suffix_check import names_a_format, suffix_mismatch
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.zarr_compat import sync
 

@@ -28,10 +28,9 @@ from zarrfuse.errors import (
     ZarrFuseError,
 )
 from zarrfuse.filesystem.attributes import Attributes
-from zarrfuse.filesystem.commits import ChunkWriter
-from zarrfuse.filesystem.document_writes import check_fits, check_identical
 from zarrfuse.filesystem.handles import DocumentWriter, ScratchHandle
-from zarrfuse.filesystem.namespace import (
+from zarrfuse.filesystem.reading import ReadingFileSystem, check_name
+from zarrfuse.filesystem.tree.namespace import (
     DIRECTORY_NODES,
     ArrayRoot,
     ChunkFile,
@@ -40,9 +39,10 @@ from zarrfuse.filesystem.namespace import (
     Node,
     ScratchFile,
 )
-from zarrfuse.filesystem.reading import ReadingFileSystem, check_name
-from zarrfuse.filesystem.scratch import is_scratch_name, is_vim_probe
-from zarrfuse.filesystem.write_buffer import WriteBuffer
+from zarrfuse.filesystem.writes.commits import ChunkWriter
+from zarrfuse.filesystem.writes.document_writes import check_fits, check_identical
+from zarrfuse.filesystem.writes.scratch import is_scratch_name, is_vim_probe
+from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = ["FileSystem"]
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zarrfuse.filesystem.chunk_caches import OpenChunk
-from zarrfuse.filesystem.commits import ChunkWriter
-from zarrfuse.filesystem.namespace import ChunkFile, ImageFile, MetadataFile, ScratchFile
-from zarrfuse.filesystem.write_buffer import WriteBuffer
+from zarrfuse.filesystem.chunks.chunk_caches import OpenChunk
+from zarrfuse.filesystem.tree.namespace import ChunkFile, ImageFile, MetadataFile, ScratchFile
+from zarrfuse.filesystem.writes.commits import ChunkWriter
+from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = [
     "ChunkReader",

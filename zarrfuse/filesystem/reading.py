@@ -28,9 +28,6 @@ from zarrfuse.errors import (
     ZarrFuseError,
 )
 from zarrfuse.filesystem.attributes import NAME_MAX, Attributes, Ownership, StatFs
-from zarrfuse.filesystem.catalog import ArrayView
-from zarrfuse.filesystem.commits import ChunkWriter, Committer, OpenWriters, WriteOptions
-from zarrfuse.filesystem.document_writes import Replacements
 from zarrfuse.filesystem.handles import (
     ChunkReader,
     DocumentWriter,
@@ -40,7 +37,9 @@ from zarrfuse.filesystem.handles import (
     RenderedReader,
     ScratchHandle,
 )
-from zarrfuse.filesystem.namespace import (
+from zarrfuse.filesystem.page_cache import PageCacheUsers
+from zarrfuse.filesystem.tree.catalog import ArrayView
+from zarrfuse.filesystem.tree.namespace import (
     DIRECTORY_NODES,
     ChunkFile,
     Entry,
@@ -52,9 +51,10 @@ from zarrfuse.filesystem.namespace import (
     Node,
     ScratchFile,
 )
-from zarrfuse.filesystem.page_cache import PageCacheUsers
-from zarrfuse.filesystem.scratch import ScratchArea, ScratchData
-from zarrfuse.filesystem.write_buffer import WriteBuffer
+from zarrfuse.filesystem.writes.commits import ChunkWriter, Committer, OpenWriters, WriteOptions
+from zarrfuse.filesystem.writes.document_writes import Replacements
+from zarrfuse.filesystem.writes.scratch import ScratchArea, ScratchData
+from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 from zarrfuse.storage.base import Stat
 
 __all__ = ["ReadingFileSystem", "check_name"]

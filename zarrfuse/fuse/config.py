@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.formats import WHOLE_IMAGE_FORMATS
+from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
 
 __all__ = ["READ_ONLY_SCHEMES", "MountConfig"]
 

@@ -20,13 +20,13 @@ import trio
 from zarrfuse.api.arrays import open_store_path
 from zarrfuse.errors import MountError, SourceError
 from zarrfuse.filesystem.attributes import Ownership
-from zarrfuse.filesystem.byte_cache import RenderCache
-from zarrfuse.filesystem.catalog import ArrayView, Catalog, Rendering
-from zarrfuse.filesystem.commits import WriteOptions
-from zarrfuse.filesystem.counters import Counters
+from zarrfuse.filesystem.chunks.byte_cache import RenderCache
+from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.fs import FileSystem
-from zarrfuse.filesystem.namespace import ArrayRoot, GroupDir, ImageDir, Namespace, Node
-from zarrfuse.filesystem.whole_image import WholeImage
+from zarrfuse.filesystem.images.whole_image_file import WholeImage
+from zarrfuse.filesystem.tree.catalog import ArrayView, Catalog, Rendering
+from zarrfuse.filesystem.tree.namespace import ArrayRoot, GroupDir, ImageDir, Namespace, Node
+from zarrfuse.filesystem.writes.commits import WriteOptions
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mountpoint import prepare_mountpoint
 from zarrfuse.fuse.operations import FuseOperations

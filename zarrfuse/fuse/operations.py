@@ -22,7 +22,7 @@ import trio
 
 from zarrfuse.errors import NotFound, NotShownNow, ZarrFuseError
 from zarrfuse.filesystem.attributes import Attributes
-from zarrfuse.filesystem.counters import Counters
+from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.fs import FileSystem
 
 __all__ = ["FuseOperations"]

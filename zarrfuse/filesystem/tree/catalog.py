@@ -34,28 +34,28 @@ from zarrfuse.extensions.chunk_keys import (
     parse_encoding,
 )
 from zarrfuse.extensions.transformers import parse_storage_transformers
-from zarrfuse.filesystem.byte_cache import DecodedChunks, RenderCache
-from zarrfuse.filesystem.chunk_decoder import ChunkDecoder
-from zarrfuse.filesystem.chunk_source import ChunkSource
-from zarrfuse.filesystem.counters import Counters
-from zarrfuse.filesystem.documents import (
+from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks, RenderCache
+from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
+from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
+from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.verify import ChunkCheck, checker_for_document
+from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
+from zarrfuse.filesystem.images.image_builder import ImageBuilder
+from zarrfuse.filesystem.images.image_dims import ShownDims
+from zarrfuse.filesystem.images.image_names import image_file_name
+from zarrfuse.filesystem.images.render import FORMATS, check_renderable
+from zarrfuse.filesystem.images.rendered_source import RenderedSource
+from zarrfuse.filesystem.images.suffix_check import suffix_mismatch
+from zarrfuse.filesystem.images.whole_image_file import ImageLevelSource, WholeImage
+from zarrfuse.filesystem.tree.documents import (
     Documents,
     Layout,
     array_documents,
     group_documents,
     member_paths,
 )
-from zarrfuse.filesystem.formats import WHOLE_IMAGE_FORMATS
-from zarrfuse.filesystem.image_names import image_file_name
-from zarrfuse.filesystem.image_views import ImageBuilder
-from zarrfuse.filesystem.render import FORMATS, check_renderable
-from zarrfuse.filesystem.rendered_source import RenderedSource
-from zarrfuse.filesystem.shown_dims import ShownDims
-from zarrfuse.filesystem.source_keys import SourceKeys
-from zarrfuse.filesystem.suffix_check import suffix_mismatch
-from zarrfuse.filesystem.verify import ChunkCheck, checker_for_document
-from zarrfuse.filesystem.view import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
-from zarrfuse.filesystem.whole_image import ImageLevelSource, WholeImage
+from zarrfuse.filesystem.tree.fanout_tree import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
+from zarrfuse.filesystem.tree.source_keys import SourceKeys
 from zarrfuse.storage.base import Backend, Document
 from zarrfuse.tiff.metadata import layout_for
 from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales

@@ -9,7 +9,7 @@ tries each.
 
 from __future__ import annotations
 
-from zarrfuse.filesystem.formats import WHOLE_IMAGE_FORMATS
+from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
 
 __all__ = ["IMAGE_SUFFIX", "image_file_name", "image_node_names"]
 

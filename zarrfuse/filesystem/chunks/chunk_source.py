@@ -23,9 +23,9 @@ import trio
 from zarrfuse.extensions.byte_ranges import pieces_for_span, slice_views
 from zarrfuse.extensions.chunk_keys import encode_chunk_key
 from zarrfuse.extensions.transformers import ConcatParts, Part
-from zarrfuse.filesystem.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
-from zarrfuse.filesystem.counters import Counters
-from zarrfuse.filesystem.stored_index import KeyShape, StoredIndex
+from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
+from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.stored_index import KeyShape, StoredIndex
 from zarrfuse.storage.base import Backend, PartReader, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 

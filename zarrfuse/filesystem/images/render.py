@@ -14,7 +14,7 @@ import tifffile
 from PIL import Image
 
 from zarrfuse.errors import ConfigurationError, InvalidArgument
-from zarrfuse.filesystem.formats import FORMATS
+from zarrfuse.filesystem.images.formats import FORMATS
 
 __all__ = ["FORMATS", "check_renderable", "decode", "encode", "encoded_size"]
 

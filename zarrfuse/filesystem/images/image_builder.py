@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.byte_cache import DecodedChunks
-from zarrfuse.filesystem.whole_image import ImageLevelSource, WholeImage
+from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
+from zarrfuse.filesystem.images.whole_image_file import ImageLevelSource, WholeImage
 from zarrfuse.tiff.ome_xml import image_description
 from zarrfuse.tiff.ome_zarr import Multiscales
 from zarrfuse.tiff.whole_image import (

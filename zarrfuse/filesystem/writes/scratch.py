@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from zarrfuse.errors import NoSpace
-from zarrfuse.filesystem.write_buffer import WriteBuffer
+from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = ["NoSpace", "ScratchArea", "is_scratch_name", "is_vim_probe"]
 

@@ -31,7 +31,7 @@ from zarrfuse.storage.base import Backend
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
 if TYPE_CHECKING:
-    from zarrfuse.filesystem.counters import Counters
+    from zarrfuse.filesystem.chunks.counters import Counters
 
 __all__ = ["KeyShape", "StoredIndex", "stored_prefix_values"]
 

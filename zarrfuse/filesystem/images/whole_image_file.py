@@ -17,7 +17,7 @@ import numpy as np
 import trio
 
 from zarrfuse.api.regions import chunk_region
-from zarrfuse.filesystem.byte_cache import DecodedChunks
+from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.tiff.whole_image import TileSpan, WholeImageLayout, tile_bytes
 
 __all__ = ["ImageLevelSource", "WholeImage"]

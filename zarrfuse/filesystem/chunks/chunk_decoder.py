@@ -20,8 +20,8 @@ import zarr
 
 from zarrfuse.api.chunk_decoding import SyncChunkDecoder
 from zarrfuse.api.regions import chunk_region
-from zarrfuse.filesystem.chunk_source import ChunkSource
-from zarrfuse.filesystem.counters import Counters
+from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
+from zarrfuse.filesystem.chunks.counters import Counters
 
 __all__ = ["ChunkDecoder"]
 

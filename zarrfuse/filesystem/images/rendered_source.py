@@ -18,9 +18,9 @@ import trio
 import zarr
 
 from zarrfuse.api.regions import chunk_region
-from zarrfuse.filesystem.byte_cache import RenderCache
-from zarrfuse.filesystem.chunk_decoder import ChunkDecoder
-from zarrfuse.filesystem.render import decode, encode, encoded_size
+from zarrfuse.filesystem.chunks.byte_cache import RenderCache
+from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
+from zarrfuse.filesystem.images.render import decode, encode, encoded_size
 
 __all__ = ["READ_AHEAD_CHUNKS", "RenderedSource"]
 

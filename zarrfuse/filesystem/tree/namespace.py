@@ -11,10 +11,10 @@ import contextlib
 from dataclasses import dataclass
 
 from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
-from zarrfuse.filesystem.catalog import ArrayView, Catalog, GroupView
-from zarrfuse.filesystem.image_names import image_node_names
-from zarrfuse.filesystem.view import ROOT, DirPosition
-from zarrfuse.filesystem.whole_image import WholeImage
+from zarrfuse.filesystem.images.image_names import image_node_names
+from zarrfuse.filesystem.images.whole_image_file import WholeImage
+from zarrfuse.filesystem.tree.catalog import ArrayView, Catalog, GroupView
+from zarrfuse.filesystem.tree.fanout_tree import ROOT, DirPosition
 from zarrfuse.storage.base import Stat
 
 __all__ = [
