@@ -35,6 +35,7 @@ __all__ = [
     "default_buffer_prototype",
     "make_store_path",
     "parse_chunk_key_encoding",
+    "stored_chunk_shape",
     "sync",
     "sync_decodable",
 ]
@@ -88,6 +89,17 @@ def array_config(array: Any) -> Any:
     return array._async_array.config
 
 
+def stored_chunk_shape(metadata: Any) -> tuple[int, ...]:
+    """The shape of every stored object of a regular grid (the shard, if sharded). zarr 3.4
+    also has rectilinear grids, whose objects differ in shape: refused (ValueError)."""
+    shape = getattr(metadata.chunk_grid, "chunk_shape", None)
+    if shape is None:
+        raise ValueError(
+            f"chunk grid {type(metadata.chunk_grid).__name__} is not supported: regular only"
+        )
+    return tuple(shape)
+
+
 def chunk_spec(metadata: Any, config: Any, prototype: Any) -> Any:
     """The spec zarr decodes a stored object of a regular grid with (the shard, if sharded).
 
@@ -97,13 +109,8 @@ def chunk_spec(metadata: Any, config: Any, prototype: Any) -> Any:
     """
     if isinstance(metadata, ArrayV2Metadata) or hasattr(metadata, "get_chunk_spec"):
         return metadata.get_chunk_spec((0,) * metadata.ndim, config, prototype)
-    shape = getattr(metadata.chunk_grid, "chunk_shape", None)
-    if shape is None:
-        raise ValueError(
-            f"chunk grid {type(metadata.chunk_grid).__name__} is not supported: regular only"
-        )
     return ArraySpec(
-        shape=tuple(shape), dtype=metadata.dtype, fill_value=metadata.fill_value,
+        shape=stored_chunk_shape(metadata), dtype=metadata.dtype, fill_value=metadata.fill_value,
         config=config, prototype=prototype,
     )
 

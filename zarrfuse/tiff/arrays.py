@@ -169,7 +169,7 @@ def create_tiff_array(
 
 
 def _array_arguments(
-    layout: TiffShardLayout, endian: str, suffix: str, max_children: int
+    layout: TiffShardLayout, endian: Literal["little", "big"], suffix: str, max_children: int
 ) -> dict[str, Any]:
     """``create_array`` arguments for the layout: TIFF-readable tile codecs, ``.tiff`` keys
     over fanout, and the index (and maybe the header) in parts of their own."""

@@ -59,7 +59,7 @@ from zarrfuse.filesystem.tree.source_keys import SourceKeys
 from zarrfuse.storage.base import Backend, Document
 from zarrfuse.tiff.metadata import layout_for
 from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
-from zarrfuse.zarr_compat import ArrayV3Metadata, AsyncArray
+from zarrfuse.zarr_compat import ArrayV3Metadata, AsyncArray, stored_chunk_shape
 
 __all__ = ["ArrayView", "Catalog", "GroupView", "Rendering"]
 
@@ -126,7 +126,9 @@ def parse_array_metadata(path: str, metadata: dict[str, Any]) -> ArrayV3Metadata
     does not know them), validated by zarr itself."""
     shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
     try:
-        return ArrayV3Metadata.from_dict(shown)
+        parsed = ArrayV3Metadata.from_dict(shown)
+        stored_chunk_shape(parsed)  # regular grids only (zarr 3.4 reads rectilinear ones)
+        return parsed
     except (ValueError, TypeError, KeyError) as e:
         raise ConfigurationError(f"{path or '/'}: invalid array metadata: {e}") from e
 
@@ -328,7 +330,7 @@ class Catalog:
         decoded = (
             None
             if native.hasobject or native.itemsize == 0
-            else math.prod(parsed.chunk_grid.chunk_shape) * native.itemsize  # type: ignore[attr-defined]
+            else math.prod(stored_chunk_shape(parsed)) * native.itemsize
         )
         unwritable = None
         if parts is not None:
