@@ -77,7 +77,7 @@ def test_stored_values_match_brute_force(case, encoding, split):
         async def check() -> None:
             source = source_for(root, encoding, grid, parts)
             for done in sorted(prefixes):
-                assert await source.index.stored_values(done) == brute_values(stored, done)
+                assert await source.listings.index.stored_values(done) == brute_values(stored, done)
 
         trio.run(check)
 
@@ -88,15 +88,15 @@ def test_commit_and_delete_through_the_source_update_cached_answers(tmp_path):
 
     async def check() -> None:
         source = source_for(tmp_path, DEFAULT, grid)
-        assert await source.index.stored_values(()) == [5]
-        assert await source.index.stored_values((5,)) == [7]
+        assert await source.listings.index.stored_values(()) == [5]
+        assert await source.listings.index.stored_values((5,)) == [7]
         lists = source.counters.store["list"]
         await source.commit((123_456, 9), [memoryview(b"y")], durable=False)
-        assert await source.index.stored_values(()) == [5, 123_456]
-        assert await source.index.stored_values((5,)) == [7]
+        assert await source.listings.index.stored_values(()) == [5, 123_456]
+        assert await source.listings.index.stored_values((5,)) == [7]
         assert source.counters.store["list"] == lists  # learnt from the commit, not re-listed
         await source.delete((5, 7))
-        assert await source.index.stored_values((5,)) == []
+        assert await source.listings.index.stored_values((5,)) == []
 
     trio.run(check)
 

@@ -16,14 +16,8 @@ import tifffile
 from tests.tiff import whole_image_readers as readers
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.tiff.ome_xml import NAMESPACE, image_description, ome_xml
-from zarrfuse.tiff.whole_image import (
-    MAX_TILE_SIDE,
-    ImageLevel,
-    TileSpan,
-    WholeImageLayout,
-    image_dtype_check,
-    tile_size_for,
-)
+from zarrfuse.tiff.tiles import MAX_TILE_SIDE, image_dtype_check, tile_size_for
+from zarrfuse.tiff.whole_image import ImageLevel, TileSpan, WholeImageLayout
 
 pytestmark = pytest.mark.timeout(300)
 

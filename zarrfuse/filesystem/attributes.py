@@ -11,7 +11,9 @@ import os
 import stat
 from dataclasses import dataclass
 
-__all__ = ["NAME_MAX", "Attributes", "Ownership", "StatFs"]
+from zarrfuse.errors import NameTooLong
+
+__all__ = ["NAME_MAX", "Attributes", "Ownership", "StatFs", "check_name"]
 
 NAME_MAX = 255
 
@@ -51,3 +53,10 @@ class StatFs:
     blocks: int
     files: int
     name_max: int = NAME_MAX
+
+
+def check_name(name: str) -> None:
+    """ENAMETOOLONG for a name over NAME_MAX bytes, as statvfs announces (the kernel passes
+    FUSE names up to 1024 bytes)."""
+    if len(os.fsencode(name)) > NAME_MAX:
+        raise NameTooLong(f"{name[:40]!r}...: names are at most {NAME_MAX} bytes")

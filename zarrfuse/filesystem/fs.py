@@ -27,10 +27,10 @@ from zarrfuse.errors import (
     NotPermitted,
     ZarrFuseError,
 )
-from zarrfuse.filesystem.attributes import Attributes
+from zarrfuse.filesystem.attributes import Attributes, check_name
 from zarrfuse.filesystem.handles import DocumentWriter, ScratchHandle
-from zarrfuse.filesystem.reading import ReadingFileSystem, check_name
-from zarrfuse.filesystem.tree.namespace import (
+from zarrfuse.filesystem.reading import ReadingFileSystem
+from zarrfuse.filesystem.tree.nodes import (
     DIRECTORY_NODES,
     ArrayRoot,
     ChunkFile,
@@ -305,6 +305,20 @@ class FileSystem(ReadingFileSystem):
         self._check_writable(self.namespace.node(parent_inode))
         check_name(name)
         raise ExpectedRefusal(f"{name!r}: {what} cannot be made in the mount")
+
+    def log_scratch_left(self) -> None:
+        """At unmount: name every scratch file still held, which is dropped unstored (a
+        tool that died before renaming its temp file, a backup an editor kept)."""
+        for key in self.scratch.names():
+            scratch = self.scratch.get(key)
+            if isinstance(key, ScratchFile) and scratch is not None:
+                where = self.namespace.directory_path(key.directory)
+                log.warning(
+                    "scratch file %s (%d bytes) was never renamed onto a chunk and is "
+                    "dropped at unmount, unstored",
+                    "/".join(p for p in (where, key.name) if p), len(scratch.data),
+                )
+
 
 def _document_named(directory: Node, name: str) -> MetadataFile | None:
     """The metadata document ``name`` that ``directory`` shows, if it shows one."""

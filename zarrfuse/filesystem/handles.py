@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zarrfuse.filesystem.chunks.chunk_caches import OpenChunk
-from zarrfuse.filesystem.tree.namespace import ChunkFile, ImageFile, MetadataFile, ScratchFile
+from zarrfuse.filesystem.tree.nodes import ChunkFile, ImageFile, MetadataFile, ScratchFile
 from zarrfuse.filesystem.writes.commits import ChunkWriter
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 

@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 
 from zarrfuse.errors import (
     BadHandle,
-    NameTooLong,
     NotAChunk,
     NotADirectory,
     NotFound,
@@ -27,7 +26,7 @@ from zarrfuse.errors import (
     ReadOnlyError,
     ZarrFuseError,
 )
-from zarrfuse.filesystem.attributes import NAME_MAX, Attributes, Ownership, StatFs
+from zarrfuse.filesystem.attributes import Attributes, Ownership, StatFs, check_name
 from zarrfuse.filesystem.handles import (
     ChunkReader,
     DocumentWriter,
@@ -38,18 +37,17 @@ from zarrfuse.filesystem.handles import (
     ScratchHandle,
 )
 from zarrfuse.filesystem.page_cache import PageCacheUsers
-from zarrfuse.filesystem.tree.catalog import ArrayView
-from zarrfuse.filesystem.tree.namespace import (
+from zarrfuse.filesystem.tree.namespace import Namespace
+from zarrfuse.filesystem.tree.nodes import (
     DIRECTORY_NODES,
     ChunkFile,
     Entry,
-    GroupDir,
     ImageDir,
     ImageFile,
     MetadataFile,
-    Namespace,
     Node,
     ScratchFile,
+    array_of,
 )
 from zarrfuse.filesystem.writes.commits import ChunkWriter, Committer, OpenWriters, WriteOptions
 from zarrfuse.filesystem.writes.document_writes import Replacements
@@ -57,7 +55,7 @@ from zarrfuse.filesystem.writes.scratch import ScratchArea, ScratchData
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 from zarrfuse.storage.base import Stat
 
-__all__ = ["ReadingFileSystem", "check_name"]
+__all__ = ["ReadingFileSystem"]
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +118,7 @@ class ReadingFileSystem:
         return set_time[0]
 
     def _attributes(self, node: Node, size: int, mtime_ns: int | None) -> Attributes:
-        array = _array_of(node)
+        array = array_of(node)
         read_only = (
             self.read_only
             or isinstance(node, MetadataFile | ImageFile | ImageDir)
@@ -264,7 +262,7 @@ class ReadingFileSystem:
         cannot be written: refused when a file is opened for writing, never at close()."""
         if self.read_only:
             raise ReadOnlyError("the mount is read-only")
-        array = None if node is None else _array_of(node)
+        array = None if node is None else array_of(node)
         if array is not None and array.unwritable is not None:
             raise ReadOnlyError(
                 f"array {array.path or '/'} cannot be written: {array.unwritable}"
@@ -399,32 +397,3 @@ class ReadingFileSystem:
 
     def statfs(self) -> StatFs:
         return StatFs(block_size=BLOCK_SIZE, blocks=0, files=self.namespace.inode_count)
-
-    def log_scratch_left(self) -> None:
-        """At unmount: name every scratch file still held, which is dropped unstored (a
-        tool that died before renaming its temp file, a backup an editor kept)."""
-        for key in self.scratch.names():
-            scratch = self.scratch.get(key)
-            if isinstance(key, ScratchFile) and scratch is not None:
-                where = self.namespace.directory_path(key.directory)
-                log.warning(
-                    "scratch file %s (%d bytes) was never renamed onto a chunk and is "
-                    "dropped at unmount, unstored",
-                    "/".join(p for p in (where, key.name) if p), len(scratch.data),
-                )
-
-
-def check_name(name: str) -> None:
-    """ENAMETOOLONG for a name over NAME_MAX bytes, as statvfs announces (the kernel passes
-    FUSE names up to 1024 bytes)."""
-    if len(os.fsencode(name)) > NAME_MAX:
-        raise NameTooLong(f"{name[:40]!r}...: names are at most {NAME_MAX} bytes")
-
-
-def _array_of(node: Node) -> ArrayView | None:
-    """The array a file or directory belongs to (scratch files: their directory's)."""
-    if isinstance(node, ScratchFile):
-        node = node.directory
-    if isinstance(node, MetadataFile | GroupDir | ImageDir | ImageFile):
-        return None
-    return node.array

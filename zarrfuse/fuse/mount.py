@@ -24,8 +24,10 @@ from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.fs import FileSystem
 from zarrfuse.filesystem.images.whole_image_file import WholeImage
-from zarrfuse.filesystem.tree.catalog import ArrayView, Catalog, Rendering
-from zarrfuse.filesystem.tree.namespace import ArrayRoot, GroupDir, ImageDir, Namespace, Node
+from zarrfuse.filesystem.tree.catalog import Catalog
+from zarrfuse.filesystem.tree.mounted import ArrayView, Rendering
+from zarrfuse.filesystem.tree.namespace import Namespace
+from zarrfuse.filesystem.tree.nodes import ArrayRoot, GroupDir, ImageDir, Node
 from zarrfuse.filesystem.writes.commits import WriteOptions
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mountpoint import prepare_mountpoint

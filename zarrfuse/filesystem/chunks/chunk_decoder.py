@@ -67,7 +67,8 @@ class ChunkDecoder:
         if not self.shape:  # a 0-d array: one chunk, no listing to ask
             present = {()}
         else:
-            present = await self.source.stored_among({self.stored_coords(c) for c in coords})
+            stored = {self.stored_coords(c) for c in coords}
+            present = await self.source.listings.stored_among(stored)
         wanted = [c for c in coords if self.stored_coords(c) in present]
         out: dict[Coords, np.ndarray] = {}
         for c in coords:

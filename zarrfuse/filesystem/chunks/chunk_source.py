@@ -3,7 +3,7 @@
 A chunk is one or more parts (``concat-parts``); its logical size is the sum of its parts,
 its time the newest of theirs, and its bytes are the parts laid end to end. Which chunks
 exist, with their sizes and times, is learnt by listing the store directory that holds them,
-once per directory (cached), never with a request per chunk.
+once per directory (cached, ``chunk_listings``), never with a request per chunk.
 Backend calls block, so they run in worker threads; the trio thread never waits on storage.
 The per-chunk caches (sizes learnt one by one, chunks kept open) are ``chunk_caches``.
 """
@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from bisect import bisect_left, bisect_right
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -24,8 +22,8 @@ from zarrfuse.extensions.byte_ranges import pieces_for_span, slice_views
 from zarrfuse.extensions.chunk_keys import encode_chunk_key
 from zarrfuse.extensions.transformers import ConcatParts, Part
 from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
+from zarrfuse.filesystem.chunks.chunk_listings import LISTABLE_KEYS, ChunkListings, logical_stat
 from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.filesystem.chunks.stored_index import KeyShape, StoredIndex
 from zarrfuse.storage.base import Backend, PartReader, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
@@ -35,13 +33,8 @@ T = TypeVar("T")
 L = TypeVar("L")
 
 SINGLE_PART = ConcatParts((Part(""),))
-LISTING_CACHE_DIRS = 256
 OPEN_CACHE_CHUNKS = 256
 KNOWN_SIZES = 65536
-# A directory whose chunks are asked about one by one is listed instead, once it has cost
-# this many stats within a listing TTL, provided it can hold at most LISTABLE_KEYS keys.
-LIST_AFTER_STATS = 2
-LISTABLE_KEYS = 4096
 
 
 class ShardLayout(Protocol):
@@ -79,29 +72,23 @@ class ChunkSource:
         self.parts = parts or SINGLE_PART
         self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
         self._limiter = limiter
-        self._ttl = listing_ttl
-        self._listings: OrderedDict[str, tuple[float, dict[str, Stat]]] = OrderedDict()
-        self._names: OrderedDict[str, tuple[float, Collection[str]]] = OrderedDict()
-        """Names-only listings (which chunks exist), for directories not listed in full."""
         self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl)
-        self._listable = (
-            keys_per_directory is not None
-            and keys_per_directory * len(self.parts.parts) <= LISTABLE_KEYS
-        )
-        self._stats_by_directory: dict[str, tuple[float, int]] = {}
         self._locks: dict[tuple[int, ...], tuple[trio.Lock, list[int]]] = {}
         self._open_cache = OpenChunkCache(OPEN_CACHE_CHUNKS, listing_ttl) if keep_open else None
-        self.index = StoredIndex(
-            shape=KeyShape(encoding, grid),
+        self.listings = ChunkListings(
+            backend,
             prefix=self._prefix,
-            part_suffixes=[p.key_suffix for p in self.parts.parts],
-            list_files=self.listed_names,
-            backend=backend,
+            encoding=encoding,
+            grid=grid,
+            parts=self.parts,
+            chunk_key=self.chunk_key,
+            listable=keys_per_directory is not None
+            and keys_per_directory * len(self.parts.parts) <= LISTABLE_KEYS,
             run=self._run,
-            ttl=listing_ttl,
+            listing_ttl=listing_ttl,
             counters=self.counters,
         )
-        """Which chunks are stored, a coordinate at a time (for listing sparse grids)."""
+        """What the store's listings say: which chunks exist, their sizes (and ``index``)."""
 
     # --- keys ----------------------------------------------------------------------------
 
@@ -113,156 +100,8 @@ class ChunkSource:
         key = self.chunk_key(coords)
         return [key + p.key_suffix for p in self.parts.parts]
 
-    @staticmethod
-    def _split(key: str) -> tuple[str, str]:
-        directory, _, name = key.rpartition("/")
-        return directory, name
-
-    # --- listings ------------------------------------------------------------------------
-
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
-
-    def _fresh_listing(self, directory: str) -> dict[str, Stat] | None:
-        """The cached listing of ``directory`` if it is still within its TTL (a hit)."""
-        cached = self._listings.get(directory)
-        if cached is None or (self._ttl is not None and time.monotonic() - cached[0] >= self._ttl):
-            return None
-        self._listings.move_to_end(directory)
-        self.counters.cache["listing_hit"] += 1
-        return cached[1]
-
-    async def _listing(self, directory: str) -> dict[str, Stat]:
-        listing = self._fresh_listing(directory)
-        if listing is not None:
-            return listing
-        return await self._list_into(self._listings, directory, self.backend.list_stats)
-
-    async def _list_into(
-        self,
-        cache: OrderedDict[str, tuple[float, L]],
-        directory: str,
-        list_directory: Callable[[str], L],
-    ) -> L:
-        """List ``directory`` (a worker thread) and keep the result in ``cache`` for the
-        TTL, the oldest directories out first."""
-        self.counters.cache["listing_miss"] += 1
-        self.counters.store["list"] += 1
-        now = time.monotonic()
-        listing = await self._run(list_directory, directory)
-        cache[directory] = (now, listing)
-        if len(cache) > LISTING_CACHE_DIRS:
-            cache.popitem(last=False)
-        return listing
-
-    async def _stored_names(self, directory: str) -> Collection[str]:
-        """The object names in ``directory``: from its full listing if fresh, else from a
-        names-only listing kept for the TTL (a local directory then costs no stat per
-        entry: listing beside decoding threads, each stat waited for the GIL)."""
-        listing = self._fresh_listing(directory)
-        if listing is not None:
-            return listing.keys()
-        cached = self._names.get(directory)
-        if cached is not None and (self._ttl is None or time.monotonic() - cached[0] < self._ttl):
-            self.counters.cache["listing_hit"] += 1
-            return cached[1]
-        return await self._list_into(self._names, directory, self.backend.list_names)
-
-    async def stored_among(self, coords: Iterable[tuple[int, ...]]) -> set[tuple[int, ...]]:
-        """Which of these chunks are stored (any part present), from one listing per store
-        directory and never a request per chunk: an absent chunk costs nothing more."""
-        by_directory: dict[str, list[tuple[tuple[int, ...], str]]] = {}
-        for c in coords:
-            for key in self.part_keys(c):
-                directory, name = self._split(key)
-                by_directory.setdefault(directory, []).append((c, name))
-        found: set[tuple[int, ...]] = set()
-        for directory, candidates in by_directory.items():
-            names = await self._stored_names(directory)
-            found.update(c for c, name in candidates if name in names)
-        return found
-
-    async def listed_names(self, directory: str) -> Collection[str]:
-        """The names of the objects in ``directory`` (a cached listing)."""
-        return (await self._listing(directory)).keys()
-
-    async def stored_stats(
-        self,
-        done: tuple[int, ...],
-        lo: int,
-        hi: int,
-        only: Iterable[int] | None = None,
-        *,
-        first: bool = False,
-    ) -> dict[int, Stat]:
-        """Stored chunks ``(*done, c)`` for ``lo <= c <= hi``: last coordinate -> logical size
-        and time.
-
-        ``only``: the candidates for ``c`` if known (from ``index``), so a sparse directory
-        costs its stored chunks rather than its range. ``first``: stop at the first found
-        (whether there is any)."""
-        by_directory: dict[str, list[tuple[int, str]]] = {}
-        for c in range(lo, hi + 1) if only is None else only:
-            directory, name = self._split(self.chunk_key((*done, c)))
-            by_directory.setdefault(directory, []).append((c, name))
-        suffixes = [p.key_suffix for p in self.parts.parts]
-        found: dict[int, Stat] = {}
-        for directory, candidates in by_directory.items():
-            listing = await self._listing(directory)
-            if not listing:
-                continue
-            for c, name in candidates:
-                if len(suffixes) == 1:  # most arrays: no per-chunk joining of parts
-                    stat = listing.get(name + suffixes[0])
-                else:
-                    stat = _logical(listing.get(name + suffix) for suffix in suffixes)
-                if stat is not None:
-                    found[c] = stat
-                    if first:
-                        return found
-        return found
-
-    async def stored_stats_between(
-        self, done: tuple[int, ...], lo: int, hi: int, *, first: bool = False
-    ) -> dict[int, Stat]:
-        """``stored_stats`` of a leaf directory, by the cheaper of two ways: look up every
-        candidate's key when the store directory holds about as many names as the range
-        (dense: decoding every name as well cost a third more CPU for ``ls -lR``, measured),
-        else only the values the index finds stored (sparse: a directory costs what it
-        holds, not its range)."""
-        directory = self._split(self.chunk_key((*done, lo)))[0]
-        names = len(await self._listing(directory))
-        if 2 * names >= (hi - lo + 1) * len(self.parts.parts):
-            return await self.stored_stats(done, lo, hi, first=first)
-        values = await self.index.stored_values(done)
-        candidates = values[bisect_left(values, lo) : bisect_right(values, hi)]
-        return await self.stored_stats(done, lo, hi, candidates, first=first)
-
-    async def listed_keys(
-        self, directory: str, chunk_at: Callable[[str], tuple[int, ...] | None]
-    ) -> tuple[list[str], dict[tuple[int, ...], Stat]]:
-        """One store directory (relative to the array) as the source layout lists it: its
-        subdirectory names, and the chunks whose key's last name ``chunk_at`` recognises
-        among its files (parts joined: coords -> logical size and newest time)."""
-        store_directory = (self._prefix + directory).rstrip("/")
-        listing = await self._listing(store_directory)
-        self.counters.store["list"] += 1
-        subdirs = await self._run(self.backend.list_subdirs, store_directory)
-        suffixes = [p.key_suffix for p in self.parts.parts]
-        parts: dict[tuple[int, ...], list[Stat | None]] = {}
-        for name, stat in listing.items():
-            for index, suffix in enumerate(suffixes):
-                if not name.endswith(suffix):
-                    continue
-                coords = chunk_at(name[: len(name) - len(suffix)] if suffix else name)
-                if coords is not None:
-                    parts.setdefault(coords, [None] * len(suffixes))[index] = stat
-        chunks: dict[tuple[int, ...], Stat] = {}
-        for coords, stats in parts.items():
-            logical = _logical(stats)
-            if logical is not None:
-                chunks[coords] = logical
-        return sorted(subdirs), chunks
 
     async def size(self, coords: tuple[int, ...]) -> int | None:
         """Logical size of one chunk, None if it is not stored."""
@@ -281,54 +120,19 @@ class ChunkSource:
             self.counters.cache["size_hit"] += 1
             return known.stat
         keys = self.part_keys(coords)
-        listed = await self._listed_stats(keys, by_name=True)
+        listed = await self.listings.listed_stats(keys, by_name=True)
         if listed is not None:
-            return _logical(listed)
+            return logical_stat(listed)
         self.counters.store["stat"] += len(keys)
         asked = time.monotonic()
-        stat = _logical(await self._run(self._stat_parts, keys))
+        stat = logical_stat(await self._run(self._stat_parts, keys))
         self._sizes.put(coords, stat, learnt=asked)
         return stat
-
-    def _worth_listing(self, directory: str) -> bool:
-        """Whether to list ``directory`` rather than stat one more chunk in it.
-
-        Tools that write many files (``cp``, ``rsync``) stat each new name first; past a few
-        stats in one directory, one listing answers the rest of them for the TTL. Directories
-        that may hold many keys (flat ``v2`` or ``default`` layouts) are never listed here.
-        """
-        if not self._listable:
-            return False
-        now = time.monotonic()
-        since, count = self._stats_by_directory.get(directory, (now, 0))
-        if self._ttl is not None and now - since >= self._ttl:
-            since, count = now, 0
-        if len(self._stats_by_directory) >= LISTING_CACHE_DIRS:
-            self._stats_by_directory.clear()
-        self._stats_by_directory[directory] = (since, count + 1)
-        return count >= LIST_AFTER_STATS
 
     # --- reading -------------------------------------------------------------------------
 
     def _stat_parts(self, keys: Sequence[str]) -> list[Stat | None]:
         return [self.backend.stat(k) for k in keys]
-
-    async def _listed_stats(
-        self, keys: Sequence[str], *, by_name: bool = False
-    ) -> list[Stat | None] | None:
-        """The parts' sizes and times from a fresh listing of their directory, listed anew if the
-        backend prefers listing to a request per part, or (``by_name``: a lookup or stat)
-        if the directory has been asked about name by name; None without one. A directory
-        that may hold more than LISTABLE_KEYS keys is never listed for one chunk."""
-        directory = self._split(keys[0])[0]
-        listing = self._fresh_listing(directory)
-        if listing is None and self._listable and (
-            self.backend.stat_by_listing or (by_name and self._worth_listing(directory))
-        ):
-            listing = await self._listing(directory)
-        if listing is None:
-            return None
-        return [listing.get(self._split(k)[1]) for k in keys]
 
     def _open_checked(
         self, coords: tuple[int, ...], listed: Sequence[Stat | None] | None
@@ -374,7 +178,7 @@ class ChunkSource:
                 self.counters.cache["open_hit"] += 1
                 return cached
         async with self._locked(coords):
-            listed = await self._listed_stats(self.part_keys(coords))
+            listed = await self.listings.listed_stats(self.part_keys(coords))
             opened = await self._run(self._open_checked, coords, listed)
         if opened is not None and self._open_cache is not None:
             self._open_cache.adopt(coords, opened)
@@ -438,7 +242,7 @@ class ChunkSource:
             # A single unsized part is read whole, unchecked: no listed sizes needed.
             whole = len(self.parts.parts) == 1 and self.parts.parts[0].size is None
             listed = {
-                c: None if whole else await self._listed_stats(self.part_keys(c))
+                c: None if whole else await self.listings.listed_stats(self.part_keys(c))
                 for c in coords
             }
 
@@ -450,26 +254,15 @@ class ChunkSource:
     # --- writing -------------------------------------------------------------------------
 
     def _remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
-        self._sizes.put(coords, _logical(stats))
-        self.index.note(coords, stored=_logical(stats) is not None)
-        keys = self.part_keys(coords)
-        self._names.pop(self._split(keys[0])[0], None)
-        cached = self._listings.get(self._split(keys[0])[0])
-        if cached is None:
-            return
-        for key, stat in zip(keys, stats, strict=True):
-            name = self._split(key)[1]
-            if stat is None:
-                cached[1].pop(name, None)
-            else:
-                cached[1][name] = stat
+        self._sizes.put(coords, logical_stat(stats))
+        self.listings.index.note(coords, stored=logical_stat(stats) is not None)
+        self.listings.note(self.part_keys(coords), stats)
 
     def forget(self, coords: tuple[int, ...]) -> None:
         """The chunk was changed by another way than this source (zarr, for rendered views):
         what was learnt of it, and its directory's listing, are asked again."""
         self._sizes.drop(coords)
-        self._listings.pop(self._split(self.chunk_key(coords))[0], None)
-        self._names.pop(self._split(self.chunk_key(coords))[0], None)
+        self.listings.forget(self.chunk_key(coords))
 
     def _write_parts(
         self,
@@ -556,15 +349,6 @@ class ChunkSource:
         else:
             self.counters.cache["page_cache_hit"] += 1
         return max(stop - start, 0)
-
-
-def _logical(stats: Iterable[Stat | None]) -> Stat | None:
-    """A chunk's size and time: its present parts together, and the newest of their times;
-    None when no part is stored."""
-    present = [stat for stat in stats if stat is not None]
-    if not present:
-        return None
-    return Stat(sum(s.size for s in present), max(s.mtime_ns for s in present))
 
 
 def _read_rest(reader: PartReader, pending: list[tuple[int, int, memoryview]]) -> None:

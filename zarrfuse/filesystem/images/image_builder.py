@@ -22,12 +22,8 @@ from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.images.whole_image_file import ImageLevelSource, WholeImage
 from zarrfuse.tiff.ome_xml import image_description
 from zarrfuse.tiff.ome_zarr import Multiscales
-from zarrfuse.tiff.whole_image import (
-    ImageLevel,
-    WholeImageLayout,
-    image_dtype_check,
-    tile_size_for,
-)
+from zarrfuse.tiff.tiles import image_dtype_check, tile_size_for
+from zarrfuse.tiff.whole_image import ImageLevel, WholeImageLayout
 
 __all__ = ["ImageBuilder", "LevelOpener", "samples_of"]
 

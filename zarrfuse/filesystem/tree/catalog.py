@@ -1,52 +1,28 @@
-"""The Zarr hierarchy as the mount shows it: one view per array or group, built from its
-stored metadata documents (v3 ``zarr.json`` or v2 ``.zarray``/``.zgroup``...).
-
-An ``ArrayView`` holds what the mount needs to present an array: its directory tree (the
-fanout view's, or in the source layout the array's own keys), the view's file suffix, the
-metadata documents it shows (``documents``) and the chunk source that reads its chunks.
+"""The Zarr hierarchy as the mount shows it: one ``ArrayView`` or ``GroupView`` (``mounted``)
+per array or group, read from its stored metadata documents (v3 ``zarr.json`` or v2
+``.zarray``/``.zgroup``...), cached for the listing time; arrays are built by
+``array_builder``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
 import trio
-import zarr
-from zarr.abc.store import Store
-from zarr.storage import StorePath
 
-from zarrfuse.api.arrays import wrap_array
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
-from zarrfuse.api.regions import chunk_grid_shape
-from zarrfuse.errors import ConfigurationError, ZarrFuseError
-from zarrfuse.extensions.chunk_keys import (
-    FanoutChunkKeyEncoding,
-    SuffixChunkKeyEncoding,
-    keys_per_directory,
-    parse_encoding,
-)
-from zarrfuse.extensions.transformers import parse_storage_transformers
-from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks, RenderCache
-from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
-from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
+from zarrfuse.errors import ZarrFuseError
+from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.filesystem.chunks.verify import ChunkCheck, checker_for_document
 from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
 from zarrfuse.filesystem.images.image_builder import ImageBuilder
-from zarrfuse.filesystem.images.image_dims import ShownDims
 from zarrfuse.filesystem.images.image_names import image_file_name
-from zarrfuse.filesystem.images.render import FORMATS, check_renderable
-from zarrfuse.filesystem.images.rendered_source import RenderedSource
-from zarrfuse.filesystem.images.suffix_check import suffix_mismatch
-from zarrfuse.filesystem.images.whole_image_file import ImageLevelSource, WholeImage
+from zarrfuse.filesystem.images.whole_image_file import WholeImage
+from zarrfuse.filesystem.tree.array_builder import ArrayBuilder
 from zarrfuse.filesystem.tree.documents import (
     Documents,
     Layout,
@@ -54,83 +30,13 @@ from zarrfuse.filesystem.tree.documents import (
     group_documents,
     member_paths,
 )
-from zarrfuse.filesystem.tree.fanout_tree import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
-from zarrfuse.filesystem.tree.source_keys import SourceKeys
+from zarrfuse.filesystem.tree.mounted import ArrayView, GroupView, Rendering
 from zarrfuse.storage.base import Backend, Document
-from zarrfuse.tiff.metadata import layout_for
 from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
-from zarrfuse.zarr_compat import ArrayV3Metadata, AsyncArray, stored_chunk_shape
 
-__all__ = ["ArrayView", "Catalog", "GroupView", "Rendering"]
+__all__ = ["Catalog"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class ArrayView:
-    """One array as mounted. Compared by identity: one view per array per mount."""
-
-    path: str
-    tree: FanoutTree
-    suffix: str
-    documents: Documents
-    source: ChunkSource
-    metadata: dict[str, Any]
-    """The array's v3-shaped document as zarr reads it (no storage transformers)."""
-    decoded_chunk_bytes: int | None
-    """Bytes of one decoded chunk (shard, for sharded arrays); None for variable-size types."""
-    rendered: RenderedSource | None = None
-    """For rendered views (tiff, npy, png): the array's chunks as image files."""
-    shown_dims: ShownDims | None = None
-    """Rendered views: the grid dimensions paths name (those of extent other than 1; ``tree``
-    is over them alone); None: all of them."""
-    keys: SourceKeys | None = None
-    """Source layout of a ``default``/``v2`` encoded array: files at its own keys, not
-    ``tree`` (which then only knows the grid)."""
-    metadata_time_ns: int = 0
-    """The time of the stored metadata (the newest document): the array's documents and
-    directories show it, and so do the chunks of a rendered view that are not stored."""
-    unwritable: str | None = None
-    """Why the array cannot be written (concat-parts that cannot be split), None if it can:
-    its files then show no write bits and opening one for writing is EROFS."""
-
-    @functools.cached_property
-    def checker(self) -> ChunkCheck:
-        """How a written chunk is checked before it is stored; built on the first commit."""
-        return checker_for_document(self.metadata)
-
-
-@dataclass(frozen=True)
-class Rendering:
-    """How a rendered view draws its arrays: format, the store zarr reads, CPU bound, cache."""
-
-    fmt: str
-    store: Store
-    read_only: bool
-    limiter: trio.CapacityLimiter
-    cache: RenderCache
-
-
-@dataclass(eq=False)
-class GroupView:
-    """One group as mounted, with the documents it shows."""
-
-    path: str
-    documents: Documents
-    metadata_time_ns: int = 0
-    """The time of the stored metadata (the newest document), which the group shows."""
-
-
-def parse_array_metadata(path: str, metadata: dict[str, Any]) -> ArrayV3Metadata:
-    """zarr's reading of a v3-shaped array document (storage transformers left out: zarr
-    does not know them), validated by zarr itself."""
-    shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
-    try:
-        parsed = ArrayV3Metadata.from_dict(shown)
-        stored_chunk_shape(parsed)  # regular grids only (zarr 3.4 reads rectilinear ones)
-        return parsed
-    except (ValueError, TypeError, KeyError) as e:
-        raise ConfigurationError(f"{path or '/'}: invalid array metadata: {e}") from e
 
 
 def _join(*parts: str) -> str:
@@ -189,14 +95,16 @@ class Catalog:
         self.layout: Layout = layout
         self.counters = counters or Counters()
         self._rendering = rendering
-        self._keep_open = keep_open
-        self._suffix = suffix
-        self._max_children = max_children
         self._limiter = limiter
         self._ttl = listing_ttl
         self._children: dict[str, _ChildView] = {}
+        self.arrays = ArrayBuilder(
+            backend, suffix=suffix, max_children=max_children, limiter=limiter,
+            listing_ttl=listing_ttl, counters=self.counters, rendering=rendering,
+            keep_open=keep_open, layout=layout,
+        )
         self._images = (
-            ImageBuilder(self._open_level, DecodedChunks(rendering.cache.limit_bytes))
+            ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit_bytes))
             if rendering is not None and rendering.fmt in WHOLE_IMAGE_FORMATS
             else None
         )
@@ -288,7 +196,7 @@ class Catalog:
                 return self._images.from_array(path, file_name, node.metadata, loaded.time_ns)
             return GroupView(path, {}, loaded.time_ns)
         if node.node_type == "array":
-            view = self._array_view(path, node)
+            view = self.arrays.array_view(path, node)
             view.metadata_time_ns = loaded.time_ns
             return view
         members = None
@@ -307,148 +215,10 @@ class Catalog:
         if node.node_type == "group":
             return group_documents(node, self.layout, None)
         try:
-            return array_documents(node, self.layout, self._shown_encoding(path, node))
+            return array_documents(node, self.layout, self.arrays.shown_encoding(path, node))
         except ZarrFuseError as e:
             log.warning("consolidated member %s left out: %s", path, e)
             return None
-
-    def _shown_encoding(self, path: str, node: StoredNode) -> dict[str, Any]:
-        own = parse_encoding(node.metadata.get("chunk_key_encoding", "default"))
-        suffix = self._suffix
-        if self._rendering is not None and suffix is None:
-            suffix = FORMATS[self._rendering.fmt]
-        if self.layout == "source":
-            return own.to_dict()
-        return view_encoding(own, suffix, self._max_children).to_dict()
-
-    def _array_view(self, path: str, node: StoredNode) -> ArrayView:
-        metadata = node.metadata
-        parts = parse_storage_transformers(metadata.get("storage_transformers"))
-        shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
-        parsed = parse_array_metadata(path, metadata)
-        native = parsed.dtype.to_native_dtype()
-        decoded = (
-            None
-            if native.hasobject or native.itemsize == 0
-            else math.prod(stored_chunk_shape(parsed)) * native.itemsize
-        )
-        unwritable = None
-        if parts is not None:
-            try:
-                parts.check_writable()
-            except ConfigurationError as e:
-                unwritable = str(e)
-        source = self.chunk_source(path, metadata)
-        rendered = (
-            self._rendered(path, metadata, parsed, source, writable=unwritable is None)
-            if self._rendering
-            else None
-        )
-        shown_encoding = parse_encoding(self._shown_encoding(path, node))
-        if isinstance(shown_encoding, SuffixChunkKeyEncoding):
-            fanout, suffix = shown_encoding.base_encoding, shown_encoding.suffix
-        else:
-            fanout, suffix = shown_encoding, ""
-        stored_grid = chunk_grid_shape(metadata)
-        keys = None
-        if not isinstance(fanout, FanoutChunkKeyEncoding):  # source layout, default/v2 keys
-            keys = SourceKeys(stored_grid, shown_encoding)
-            fanout, suffix = FanoutChunkKeyEncoding(DEFAULT_MAX_CHILDREN), ""
-        mismatch = suffix_mismatch(
-            self._suffix, self._rendering.fmt if self._rendering else "raw", metadata
-        )
-        if mismatch is not None:
-            log.warning("--suffix %s on %s: %s", self._suffix, path or "/", mismatch)
-        grid = rendered.grid if rendered is not None else stored_grid
-        # Browsing: a rendered view's grid dimensions of extent 1 make no level of the path.
-        shown_dims = ShownDims.for_browsing(grid) if rendered is not None else None
-        if shown_dims is not None:
-            grid = shown_dims.shown_grid
-        documents = (
-            {} if rendered is not None
-            else array_documents(node, self.layout, shown_encoding.to_dict())
-        )
-        return ArrayView(
-            path=path,
-            tree=FanoutTree(grid, fanout),
-            suffix=suffix,
-            documents=documents,
-            source=source,
-            metadata=shown,
-            decoded_chunk_bytes=decoded,
-            rendered=rendered,
-            keys=keys,
-            unwritable=unwritable,
-            shown_dims=shown_dims,
-        )
-
-    def chunk_source(self, path: str, metadata: dict[str, Any]) -> ChunkSource:
-        """The stored chunks of the array at ``path`` whose v3-shaped document is
-        ``metadata``."""
-        encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
-        stored_grid = chunk_grid_shape(metadata)
-        return ChunkSource(
-            self.backend,
-            array_path=path,
-            encoding=encoding,
-            keys_per_directory=keys_per_directory(encoding, stored_grid),
-            parts=parse_storage_transformers(metadata.get("storage_transformers")),
-            limiter=self._limiter,
-            listing_ttl=self._ttl,
-            counters=self.counters,
-            keep_open=self._keep_open,
-            shard_layout=layout_for(metadata),
-            grid=stored_grid,
-        )
-
-    def zarr_array(
-        self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata, *, writable: bool
-    ) -> zarr.Array:
-        """The array as zarr sees it (storage transformers applied), for rendered views."""
-        rendering = self._rendering
-        assert rendering is not None
-        store_path = wrap_array(
-            StorePath(rendering.store, path), metadata,
-            writable=writable and not rendering.read_only,
-        )
-        return zarr.Array(AsyncArray(metadata=parsed, store_path=store_path))
-
-    def _open_level(self, path: str, metadata: dict[str, Any]) -> ImageLevelSource:
-        """An array of a whole image: its geometry and the source of its decoded chunks."""
-        rendering = self._rendering
-        assert rendering is not None
-        array = self.zarr_array(
-            path, metadata, parse_array_metadata(path, metadata), writable=False
-        )
-        decoder = ChunkDecoder(
-            array, self.chunk_source(path, metadata),
-            limiter=rendering.limiter, counters=self.counters,
-        )
-        return ImageLevelSource(
-            tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype), decoder.decode
-        )
-
-    def _rendered(
-        self,
-        path: str,
-        metadata: dict[str, Any],
-        parsed: ArrayV3Metadata,
-        source: ChunkSource,
-        *,
-        writable: bool,
-    ) -> RenderedSource:
-        """The array rendered in the mount's format."""
-        rendering = self._rendering
-        assert rendering is not None
-        array = self.zarr_array(path, metadata, parsed, writable=writable)
-        check_renderable(rendering.fmt, np.dtype(array.dtype), tuple(array.chunks))
-        decoder = ChunkDecoder(
-            array, source, limiter=rendering.limiter, counters=self.counters
-        )
-        return RenderedSource(
-            array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache,
-            decoder=decoder,
-        )
 
     async def open_child(
         self, group_path: str, name: str

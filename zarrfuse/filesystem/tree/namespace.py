@@ -1,182 +1,45 @@
-"""The mount's names: nodes, their inodes and lookup counts, and path <-> chunk coordinates.
+"""The mount's names: path <-> node (``nodes``), for every layout and view.
 
-A node is a value (group, array root, fanout directory, chunk file, metadata file), so the same
-path always maps to the same inode while the kernel remembers it. Inodes are handed out on
-first use and dropped when the kernel's lookup count falls to zero (``forget``).
+Lookups and listings of groups, arrays, fanout directories, source-layout key directories and
+whole-image directories; a node's size and time. Its inodes are ``inodes``' table.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 
 from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
 from zarrfuse.filesystem.images.image_names import image_node_names
 from zarrfuse.filesystem.images.whole_image_file import WholeImage
-from zarrfuse.filesystem.tree.catalog import ArrayView, Catalog, GroupView
+from zarrfuse.filesystem.tree.catalog import Catalog
 from zarrfuse.filesystem.tree.fanout_tree import ROOT, DirPosition
+from zarrfuse.filesystem.tree.inodes import InodeTable
+from zarrfuse.filesystem.tree.mounted import ArrayView, GroupView
+from zarrfuse.filesystem.tree.nodes import (
+    ArrayRoot,
+    ChunkFile,
+    Entry,
+    FanoutDir,
+    GroupDir,
+    ImageDir,
+    ImageFile,
+    KeyDir,
+    MetadataFile,
+    Node,
+    ScratchFile,
+)
 from zarrfuse.storage.base import Stat
 
-__all__ = [
-    "ArrayRoot",
-    "ChunkFile",
-    "Entry",
-    "FanoutDir",
-    "GroupDir",
-    "ImageDir",
-    "ImageFile",
-    "KeyDir",
-    "MetadataFile",
-    "Namespace",
-    "Node",
-    "NotAChunk",
-    "NotFound",
-    "ScratchFile",
-]
-
-ROOT_INODE = 1  # FUSE_ROOT_ID
-METADATA_NAME = "zarr.json"
+__all__ = ["Namespace"]
 
 
-@dataclass(frozen=True)
-class GroupDir:
-    group: GroupView
 
-
-@dataclass(frozen=True)
-class ArrayRoot:
-    array: ArrayView
-
-
-@dataclass(frozen=True)
-class FanoutDir:
-    array: ArrayView
-    pos: DirPosition
-
-
-@dataclass(frozen=True)
-class ChunkFile:
-    array: ArrayView
-    coords: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ScratchFile:
-    """A temporary file (an editor's or rsync's) held by the daemon, never stored."""
-
-    directory: GroupDir | ArrayRoot | FanoutDir | KeyDir | ImageDir
-    name: str
-
-
-@dataclass(frozen=True)
-class KeyDir:
-    """A directory of an array's own keys (source layout): the names below the array."""
-
-    array: ArrayView
-    names: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ImageDir:
-    """The root of a whole-image mount of one array (or one OME-Zarr image): it holds that
-    image's one file."""
-
-    image: WholeImage
-
-
-@dataclass(frozen=True)
-class ImageFile:
-    """A whole array (or OME-Zarr pyramid) as one OME-TIFF file (``--format ome-tiff``)."""
-
-    image: WholeImage
-
-
-@dataclass(frozen=True)
-class MetadataFile:
-    """A metadata document the node shows (``zarr.json``, ``.zarray``, ...)."""
-
-    owner: ArrayView | GroupView
-    name: str = METADATA_NAME
-
-    @property
-    def data(self) -> bytes:
-        return self.owner.documents[self.name]
-
-
-Node = (
-    GroupDir | ArrayRoot | FanoutDir | KeyDir | ChunkFile | MetadataFile | ScratchFile
-    | ImageDir | ImageFile
-)
-DIRECTORY_NODES = (GroupDir, ArrayRoot, FanoutDir, KeyDir, ImageDir)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A named node and, for files, its size and time (None: the node's fixed time)."""
-
-    name: str
-    node: Node
-    size: int = 0
-    mtime_ns: int | None = None
-
-
-class Namespace:
-    """Resolves names to nodes and keeps the inode table."""
+class Namespace(InodeTable):
+    """Resolves names to nodes (and, as an ``InodeTable``, keeps their inodes)."""
 
     def __init__(self, root: Node, catalog: Catalog) -> None:
+        super().__init__(root)
         self.catalog = catalog
-        self._by_node: dict[Node, int] = {root: ROOT_INODE}
-        self._by_inode: dict[int, Node] = {ROOT_INODE: root}
-        self._lookups: dict[int, int] = {}
-        self._next_inode = ROOT_INODE + 1
-
-    # --- inodes --------------------------------------------------------------------------
-
-    def inode_of(self, node: Node) -> int:
-        inode = self._by_node.get(node)
-        if inode is None:
-            inode = self._next_inode
-            self._next_inode += 1
-            self._by_node[node] = inode
-            self._by_inode[inode] = node
-        return inode
-
-    def node(self, inode: int) -> Node:
-        try:
-            return self._by_inode[inode]
-        except KeyError:
-            raise NotFound(f"unknown inode {inode}") from None
-
-    def remember(self, inode: int) -> None:
-        """The kernel now holds one more reference (lookup, create, accepted readdir entry)."""
-        self._lookups[inode] = self._lookups.get(inode, 0) + 1
-
-    def forget(self, inode: int, count: int) -> None:
-        left = self._lookups.get(inode, 0) - count
-        if left > 0:
-            self._lookups[inode] = left
-            return
-        self._lookups.pop(inode, None)
-        if inode != ROOT_INODE:
-            node = self._by_inode.pop(inode, None)
-            if node is not None and self._by_node.get(node) == inode:
-                del self._by_node[node]
-
-    def known_inode(self, node: Node) -> int | None:
-        """The inode the kernel may hold for ``node``, without handing out a new one."""
-        return self._by_node.get(node)
-
-    def rebind(self, inode: int, node: Node) -> None:
-        """After a rename the kernel keeps the moved file's inode: make it mean ``node``."""
-        old = self._by_inode.get(inode)
-        if old is not None and self._by_node.get(old) == inode:
-            del self._by_node[old]
-        self._by_inode[inode] = node
-        self._by_node[node] = inode
-
-    @property
-    def inode_count(self) -> int:
-        return len(self._by_inode)
 
     # --- names ---------------------------------------------------------------------------
 
@@ -213,10 +76,6 @@ class Namespace:
             raise NotFound(f"chunk {node.coords} of {array.path or '/'} is not stored")
         return stat
 
-    async def size(self, node: Node) -> int:
-        """Current size of a file node; NotFound if a chunk is no longer stored."""
-        return (await self.stat(node)).size
-
     async def _file_entry(self, name: str, node: ChunkFile) -> Entry:
         stat = await self.stat(node)
         return Entry(name, node, stat.size, stat.mtime_ns)
@@ -235,7 +94,7 @@ class Namespace:
         varying = len(first) - 1 if array.shown_dims is None else array.shown_dims.dims[-1]
         per = rendered.per_stored[varying]
         if varying == len(first) - 1:
-            stored = await array.source.stored_stats(first[:-1], first[-1], hi // per)
+            stored = await array.source.listings.stored_stats(first[:-1], first[-1], hi // per)
         else:
             stored = {}
             for s in range(first[varying], hi // per + 1):
@@ -433,7 +292,7 @@ class Namespace:
             except NotAChunk:
                 return None
 
-        subdirs, chunks = await array.source.listed_keys("/".join(names), chunk_at)
+        subdirs, chunks = await array.source.listings.listed_keys("/".join(names), chunk_at)
         entries = [
             Entry(name, KeyDir(array, (*names, name)))
             for name in subdirs
@@ -481,7 +340,7 @@ class Namespace:
             if array.rendered is not None:  # every chunk of the grid renders
                 stored = await self._rendered_stats(array, pos.done, lo, hi)
             else:
-                stored = await array.source.stored_stats_between(pos.done, lo, hi)
+                stored = await array.source.listings.stored_stats_between(pos.done, lo, hi)
             return [
                 Entry(
                     array.tree.file_name(c) + array.suffix,
@@ -519,9 +378,9 @@ async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
         # One group count whose directory is the leaf: it leads to stored chunks if the
         # leaf holds any, which costs what listing the leaf costs (no decoding of names).
         lo, hi = array.tree.leaf_range(only)
-        found = await array.source.stored_stats_between(pos.done, lo, hi, first=True)
+        found = await array.source.listings.stored_stats_between(pos.done, lo, hi, first=True)
         return names if found else []
-    stored = await array.source.index.stored_values(pos.done)
+    stored = await array.source.listings.index.stored_values(pos.done)
     return array.tree.stored_child_names(pos, stored)
 
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import trio
 
 from zarrfuse.errors import FileTooBig, ZarrFuseError
-from zarrfuse.filesystem.tree.catalog import ArrayView
-from zarrfuse.filesystem.tree.namespace import ChunkFile, Namespace, Node
+from zarrfuse.filesystem.tree.mounted import ArrayView
+from zarrfuse.filesystem.tree.namespace import Namespace
+from zarrfuse.filesystem.tree.nodes import ChunkFile, Node
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = ["ChunkWriter", "Committer", "OpenWriters", "WriteOptions"]

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from zarrfuse.errors import NotPermitted
-from zarrfuse.filesystem.tree.namespace import MetadataFile
+from zarrfuse.filesystem.tree.nodes import MetadataFile
 
 __all__ = ["REPLACE_SECONDS", "Replacements", "check_fits", "check_identical"]
 

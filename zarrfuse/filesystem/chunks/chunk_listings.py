@@ -1,0 +1,290 @@
+"""What the store's listings say about one array's chunks: which are stored, their sizes.
+
+A :class:`ChunkSource` asks here before it asks the store chunk by chunk: each store
+directory is listed once (a full listing with sizes and times, or names only) and kept for the
+listing TTL, the oldest directories out first; a directory asked about name by name is
+listed once it has cost a few stats. ``index`` learns which coordinates are stored, one
+dimension at a time, for sparse grids.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from typing import Any, TypeVar
+
+from zarrfuse.extensions.transformers import ConcatParts
+from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.stored_index import KeyShape, StoredIndex
+from zarrfuse.storage.base import Backend, Stat
+from zarrfuse.zarr_compat import ChunkKeyEncoding
+
+__all__ = ["LISTABLE_KEYS", "ChunkListings", "logical_stat", "split_key"]
+
+L = TypeVar("L")
+
+LISTING_CACHE_DIRS = 256
+# A directory whose chunks are asked about one by one is listed instead, once it has cost
+# this many stats within a listing TTL, provided it can hold at most LISTABLE_KEYS keys.
+LIST_AFTER_STATS = 2
+LISTABLE_KEYS = 4096
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """A store key as (its directory, its last name)."""
+    directory, _, name = key.rpartition("/")
+    return directory, name
+
+
+def logical_stat(stats: Iterable[Stat | None]) -> Stat | None:
+    """A chunk's size and time: its present parts together, and the newest of their times;
+    None when no part is stored."""
+    present = [stat for stat in stats if stat is not None]
+    if not present:
+        return None
+    return Stat(sum(s.size for s in present), max(s.mtime_ns for s in present))
+
+
+class ChunkListings:
+    """Cached listings of the store directories that hold one array's chunks."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        prefix: str,
+        encoding: ChunkKeyEncoding,
+        grid: tuple[int, ...],
+        parts: ConcatParts,
+        chunk_key: Callable[[tuple[int, ...]], str],
+        listable: bool,
+        run: Callable[..., Awaitable[Any]],
+        listing_ttl: float | None,
+        counters: Counters,
+    ) -> None:
+        self.backend = backend
+        self.parts = parts
+        self.chunk_key = chunk_key
+        self.counters = counters
+        self._prefix = prefix
+        self._listable = listable
+        self._run = run
+        self._ttl = listing_ttl
+        self._listings: OrderedDict[str, tuple[float, dict[str, Stat]]] = OrderedDict()
+        self._names: OrderedDict[str, tuple[float, Collection[str]]] = OrderedDict()
+        """Names-only listings (which chunks exist), for directories not listed in full."""
+        self._stats_by_directory: dict[str, tuple[float, int]] = {}
+        self.index = StoredIndex(
+            shape=KeyShape(encoding, grid),
+            prefix=prefix,
+            part_suffixes=[p.key_suffix for p in parts.parts],
+            list_files=self.listed_names,
+            backend=backend,
+            run=run,
+            ttl=listing_ttl,
+            counters=counters,
+        )
+        """Which chunks are stored, a coordinate at a time (for listing sparse grids)."""
+
+    def part_keys(self, coords: tuple[int, ...]) -> list[str]:
+        key = self.chunk_key(coords)
+        return [key + p.key_suffix for p in self.parts.parts]
+
+    def fresh_listing(self, directory: str) -> dict[str, Stat] | None:
+        """The cached listing of ``directory`` if it is still within its TTL (a hit)."""
+        cached = self._listings.get(directory)
+        if cached is None or (self._ttl is not None and time.monotonic() - cached[0] >= self._ttl):
+            return None
+        self._listings.move_to_end(directory)
+        self.counters.cache["listing_hit"] += 1
+        return cached[1]
+
+    async def listing(self, directory: str) -> dict[str, Stat]:
+        listing = self.fresh_listing(directory)
+        if listing is not None:
+            return listing
+        return await self._list_into(self._listings, directory, self.backend.list_stats)
+
+    async def _list_into(
+        self,
+        cache: OrderedDict[str, tuple[float, L]],
+        directory: str,
+        list_directory: Callable[[str], L],
+    ) -> L:
+        """List ``directory`` (a worker thread) and keep the result in ``cache`` for the
+        TTL, the oldest directories out first."""
+        self.counters.cache["listing_miss"] += 1
+        self.counters.store["list"] += 1
+        now = time.monotonic()
+        listing = await self._run(list_directory, directory)
+        cache[directory] = (now, listing)
+        if len(cache) > LISTING_CACHE_DIRS:
+            cache.popitem(last=False)
+        return listing
+
+    async def stored_names(self, directory: str) -> Collection[str]:
+        """The object names in ``directory``: from its full listing if fresh, else from a
+        names-only listing kept for the TTL (a local directory then costs no stat per
+        entry: listing beside decoding threads, each stat waited for the GIL)."""
+        listing = self.fresh_listing(directory)
+        if listing is not None:
+            return listing.keys()
+        cached = self._names.get(directory)
+        if cached is not None and (self._ttl is None or time.monotonic() - cached[0] < self._ttl):
+            self.counters.cache["listing_hit"] += 1
+            return cached[1]
+        return await self._list_into(self._names, directory, self.backend.list_names)
+
+    async def stored_among(self, coords: Iterable[tuple[int, ...]]) -> set[tuple[int, ...]]:
+        """Which of these chunks are stored (any part present), from one listing per store
+        directory and never a request per chunk: an absent chunk costs nothing more."""
+        by_directory: dict[str, list[tuple[tuple[int, ...], str]]] = {}
+        for c in coords:
+            for key in self.part_keys(c):
+                directory, name = split_key(key)
+                by_directory.setdefault(directory, []).append((c, name))
+        found: set[tuple[int, ...]] = set()
+        for directory, candidates in by_directory.items():
+            names = await self.stored_names(directory)
+            found.update(c for c, name in candidates if name in names)
+        return found
+
+    async def listed_names(self, directory: str) -> Collection[str]:
+        """The names of the objects in ``directory`` (a cached listing)."""
+        return (await self.listing(directory)).keys()
+
+    async def stored_stats(
+        self,
+        done: tuple[int, ...],
+        lo: int,
+        hi: int,
+        only: Iterable[int] | None = None,
+        *,
+        first: bool = False,
+    ) -> dict[int, Stat]:
+        """Stored chunks ``(*done, c)`` for ``lo <= c <= hi``: last coordinate -> logical size
+        and time.
+
+        ``only``: the candidates for ``c`` if known (from ``index``), so a sparse directory
+        costs its stored chunks rather than its range. ``first``: stop at the first found
+        (whether there is any)."""
+        by_directory: dict[str, list[tuple[int, str]]] = {}
+        for c in range(lo, hi + 1) if only is None else only:
+            directory, name = split_key(self.chunk_key((*done, c)))
+            by_directory.setdefault(directory, []).append((c, name))
+        suffixes = [p.key_suffix for p in self.parts.parts]
+        found: dict[int, Stat] = {}
+        for directory, candidates in by_directory.items():
+            listing = await self.listing(directory)
+            if not listing:
+                continue
+            for c, name in candidates:
+                if len(suffixes) == 1:  # most arrays: no per-chunk joining of parts
+                    stat = listing.get(name + suffixes[0])
+                else:
+                    stat = logical_stat(listing.get(name + suffix) for suffix in suffixes)
+                if stat is not None:
+                    found[c] = stat
+                    if first:
+                        return found
+        return found
+
+    async def stored_stats_between(
+        self, done: tuple[int, ...], lo: int, hi: int, *, first: bool = False
+    ) -> dict[int, Stat]:
+        """``stored_stats`` of a leaf directory, by the cheaper of two ways: look up every
+        candidate's key when the store directory holds about as many names as the range
+        (dense: decoding every name as well cost a third more CPU for ``ls -lR``, measured),
+        else only the values the index finds stored (sparse: a directory costs what it
+        holds, not its range)."""
+        directory = split_key(self.chunk_key((*done, lo)))[0]
+        names = len(await self.listing(directory))
+        if 2 * names >= (hi - lo + 1) * len(self.parts.parts):
+            return await self.stored_stats(done, lo, hi, first=first)
+        values = await self.index.stored_values(done)
+        candidates = values[bisect_left(values, lo) : bisect_right(values, hi)]
+        return await self.stored_stats(done, lo, hi, candidates, first=first)
+
+    async def listed_keys(
+        self, directory: str, chunk_at: Callable[[str], tuple[int, ...] | None]
+    ) -> tuple[list[str], dict[tuple[int, ...], Stat]]:
+        """One store directory (relative to the array) as the source layout lists it: its
+        subdirectory names, and the chunks whose key's last name ``chunk_at`` recognises
+        among its files (parts joined: coords -> logical size and newest time)."""
+        store_directory = (self._prefix + directory).rstrip("/")
+        listing = await self.listing(store_directory)
+        self.counters.store["list"] += 1
+        subdirs = await self._run(self.backend.list_subdirs, store_directory)
+        suffixes = [p.key_suffix for p in self.parts.parts]
+        parts: dict[tuple[int, ...], list[Stat | None]] = {}
+        for name, stat in listing.items():
+            for index, suffix in enumerate(suffixes):
+                if not name.endswith(suffix):
+                    continue
+                coords = chunk_at(name[: len(name) - len(suffix)] if suffix else name)
+                if coords is not None:
+                    parts.setdefault(coords, [None] * len(suffixes))[index] = stat
+        chunks: dict[tuple[int, ...], Stat] = {}
+        for coords, stats in parts.items():
+            logical = logical_stat(stats)
+            if logical is not None:
+                chunks[coords] = logical
+        return sorted(subdirs), chunks
+
+    def worth_listing(self, directory: str) -> bool:
+        """Whether to list ``directory`` rather than stat one more chunk in it.
+
+        Tools that write many files (``cp``, ``rsync``) stat each new name first; past a few
+        stats in one directory, one listing answers the rest of them for the TTL. Directories
+        that may hold many keys (flat ``v2`` or ``default`` layouts) are never listed here.
+        """
+        if not self._listable:
+            return False
+        now = time.monotonic()
+        since, count = self._stats_by_directory.get(directory, (now, 0))
+        if self._ttl is not None and now - since >= self._ttl:
+            since, count = now, 0
+        if len(self._stats_by_directory) >= LISTING_CACHE_DIRS:
+            self._stats_by_directory.clear()
+        self._stats_by_directory[directory] = (since, count + 1)
+        return count >= LIST_AFTER_STATS
+
+    async def listed_stats(
+        self, keys: Sequence[str], *, by_name: bool = False
+    ) -> list[Stat | None] | None:
+        """The parts' sizes and times from a fresh listing of their directory, listed anew if the
+        backend prefers listing to a request per part, or (``by_name``: a lookup or stat)
+        if the directory has been asked about name by name; None without one. A directory
+        that may hold more than LISTABLE_KEYS keys is never listed for one chunk."""
+        directory = split_key(keys[0])[0]
+        listing = self.fresh_listing(directory)
+        if listing is None and self._listable and (
+            self.backend.stat_by_listing or (by_name and self.worth_listing(directory))
+        ):
+            listing = await self.listing(directory)
+        if listing is None:
+            return None
+        return [listing.get(split_key(k)[1]) for k in keys]
+
+    def note(self, keys: Sequence[str], stats: Sequence[Stat | None]) -> None:
+        """The parts at ``keys`` were just written or removed (``stats``, None: removed):
+        their directory's cached listings say so at once."""
+        directory = split_key(keys[0])[0]
+        self._names.pop(directory, None)
+        cached = self._listings.get(directory)
+        if cached is None:
+            return
+        for key, stat in zip(keys, stats, strict=True):
+            name = split_key(key)[1]
+            if stat is None:
+                cached[1].pop(name, None)
+            else:
+                cached[1][name] = stat
+
+    def forget(self, key: str) -> None:
+        """The chunk at ``key`` changed another way: its directory is listed anew."""
+        directory = split_key(key)[0]
+        self._listings.pop(directory, None)
+        self._names.pop(directory, None)

@@ -1,0 +1,210 @@
+"""Building one mounted array (``ArrayView``) from its stored document: its chunk source,
+the encoding its files are named by, and for rendered views and whole images, the array as
+zarr reads it with a decoder of its chunks."""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import trio
+import zarr
+from zarr.storage import StorePath
+
+from zarrfuse.api.arrays import wrap_array
+from zarrfuse.api.nodes import StoredNode
+from zarrfuse.api.regions import chunk_grid_shape
+from zarrfuse.errors import ConfigurationError
+from zarrfuse.extensions.chunk_keys import (
+    FanoutChunkKeyEncoding,
+    SuffixChunkKeyEncoding,
+    keys_per_directory,
+    parse_encoding,
+)
+from zarrfuse.extensions.transformers import parse_storage_transformers
+from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
+from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
+from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.images.image_dims import ShownDims
+from zarrfuse.filesystem.images.render import FORMATS, check_renderable
+from zarrfuse.filesystem.images.rendered_source import RenderedSource
+from zarrfuse.filesystem.images.suffix_check import suffix_mismatch
+from zarrfuse.filesystem.images.whole_image_file import ImageLevelSource
+from zarrfuse.filesystem.tree.documents import Layout, array_documents
+from zarrfuse.filesystem.tree.fanout_tree import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
+from zarrfuse.filesystem.tree.mounted import ArrayView, Rendering, parse_array_metadata
+from zarrfuse.filesystem.tree.source_keys import SourceKeys
+from zarrfuse.storage.base import Backend
+from zarrfuse.tiff.metadata import layout_for
+from zarrfuse.zarr_compat import ArrayV3Metadata, AsyncArray, stored_chunk_shape
+
+__all__ = ["ArrayBuilder"]
+
+log = logging.getLogger(__name__)
+
+
+class ArrayBuilder:
+    """Builds the mounted arrays of one mount, with the mount's options."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        suffix: str | None,
+        max_children: int | None,
+        limiter: trio.CapacityLimiter,
+        listing_ttl: float | None,
+        counters: Counters,
+        rendering: Rendering | None,
+        keep_open: bool,
+        layout: Layout,
+    ) -> None:
+        self.backend = backend
+        self.layout: Layout = layout
+        self.counters = counters
+        self._rendering = rendering
+        self._keep_open = keep_open
+        self._suffix = suffix
+        self._max_children = max_children
+        self._limiter = limiter
+        self._ttl = listing_ttl
+
+    def shown_encoding(self, path: str, node: StoredNode) -> dict[str, Any]:
+        own = parse_encoding(node.metadata.get("chunk_key_encoding", "default"))
+        suffix = self._suffix
+        if self._rendering is not None and suffix is None:
+            suffix = FORMATS[self._rendering.fmt]
+        if self.layout == "source":
+            return own.to_dict()
+        return view_encoding(own, suffix, self._max_children).to_dict()
+
+    def array_view(self, path: str, node: StoredNode) -> ArrayView:
+        metadata = node.metadata
+        parts = parse_storage_transformers(metadata.get("storage_transformers"))
+        shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
+        parsed = parse_array_metadata(path, metadata)
+        native = parsed.dtype.to_native_dtype()
+        decoded = (
+            None
+            if native.hasobject or native.itemsize == 0
+            else math.prod(stored_chunk_shape(parsed)) * native.itemsize
+        )
+        unwritable = None
+        if parts is not None:
+            try:
+                parts.check_writable()
+            except ConfigurationError as e:
+                unwritable = str(e)
+        source = self.chunk_source(path, metadata)
+        rendered = (
+            self._rendered(path, metadata, parsed, source, writable=unwritable is None)
+            if self._rendering
+            else None
+        )
+        shown_encoding = parse_encoding(self.shown_encoding(path, node))
+        if isinstance(shown_encoding, SuffixChunkKeyEncoding):
+            fanout, suffix = shown_encoding.base_encoding, shown_encoding.suffix
+        else:
+            fanout, suffix = shown_encoding, ""
+        stored_grid = chunk_grid_shape(metadata)
+        keys = None
+        if not isinstance(fanout, FanoutChunkKeyEncoding):  # source layout, default/v2 keys
+            keys = SourceKeys(stored_grid, shown_encoding)
+            fanout, suffix = FanoutChunkKeyEncoding(DEFAULT_MAX_CHILDREN), ""
+        mismatch = suffix_mismatch(
+            self._suffix, self._rendering.fmt if self._rendering else "raw", metadata
+        )
+        if mismatch is not None:
+            log.warning("--suffix %s on %s: %s", self._suffix, path or "/", mismatch)
+        grid = rendered.grid if rendered is not None else stored_grid
+        # Browsing: a rendered view's grid dimensions of extent 1 make no level of the path.
+        shown_dims = ShownDims.for_browsing(grid) if rendered is not None else None
+        if shown_dims is not None:
+            grid = shown_dims.shown_grid
+        documents = (
+            {} if rendered is not None
+            else array_documents(node, self.layout, shown_encoding.to_dict())
+        )
+        return ArrayView(
+            path=path,
+            tree=FanoutTree(grid, fanout),
+            suffix=suffix,
+            documents=documents,
+            source=source,
+            metadata=shown,
+            decoded_chunk_bytes=decoded,
+            rendered=rendered,
+            keys=keys,
+            unwritable=unwritable,
+            shown_dims=shown_dims,
+        )
+
+    def chunk_source(self, path: str, metadata: dict[str, Any]) -> ChunkSource:
+        """The stored chunks of the array at ``path`` whose v3-shaped document is
+        ``metadata``."""
+        encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
+        stored_grid = chunk_grid_shape(metadata)
+        return ChunkSource(
+            self.backend,
+            array_path=path,
+            encoding=encoding,
+            keys_per_directory=keys_per_directory(encoding, stored_grid),
+            parts=parse_storage_transformers(metadata.get("storage_transformers")),
+            limiter=self._limiter,
+            listing_ttl=self._ttl,
+            counters=self.counters,
+            keep_open=self._keep_open,
+            shard_layout=layout_for(metadata),
+            grid=stored_grid,
+        )
+
+    def zarr_array(
+        self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata, *, writable: bool
+    ) -> zarr.Array:
+        """The array as zarr sees it (storage transformers applied), for rendered views."""
+        rendering = self._rendering
+        assert rendering is not None
+        store_path = wrap_array(
+            StorePath(rendering.store, path), metadata,
+            writable=writable and not rendering.read_only,
+        )
+        return zarr.Array(AsyncArray(metadata=parsed, store_path=store_path))
+
+    def open_level(self, path: str, metadata: dict[str, Any]) -> ImageLevelSource:
+        """An array of a whole image: its geometry and the source of its decoded chunks."""
+        rendering = self._rendering
+        assert rendering is not None
+        array = self.zarr_array(
+            path, metadata, parse_array_metadata(path, metadata), writable=False
+        )
+        decoder = ChunkDecoder(
+            array, self.chunk_source(path, metadata),
+            limiter=rendering.limiter, counters=self.counters,
+        )
+        return ImageLevelSource(
+            tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype), decoder.decode
+        )
+
+    def _rendered(
+        self,
+        path: str,
+        metadata: dict[str, Any],
+        parsed: ArrayV3Metadata,
+        source: ChunkSource,
+        *,
+        writable: bool,
+    ) -> RenderedSource:
+        """The array rendered in the mount's format."""
+        rendering = self._rendering
+        assert rendering is not None
+        array = self.zarr_array(path, metadata, parsed, writable=writable)
+        check_renderable(rendering.fmt, np.dtype(array.dtype), tuple(array.chunks))
+        decoder = ChunkDecoder(
+            array, source, limiter=rendering.limiter, counters=self.counters
+        )
+        return RenderedSource(
+            array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache,
+            decoder=decoder,
+        )

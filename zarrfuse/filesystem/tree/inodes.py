@@ -1,0 +1,70 @@
+"""The inode table: which inode each node has while the kernel remembers it.
+
+Inodes are handed out on first use and dropped when the kernel's lookup count falls to zero
+(``forget``); the root is always inode 1.
+"""
+
+from __future__ import annotations
+
+from zarrfuse.errors import NotFound
+from zarrfuse.filesystem.tree.nodes import Node
+
+__all__ = ["ROOT_INODE", "InodeTable"]
+
+ROOT_INODE = 1  # FUSE_ROOT_ID
+
+
+class InodeTable:
+    """Nodes <-> inodes, and the kernel's lookup count of each inode."""
+
+    def __init__(self, root: Node) -> None:
+        self._by_node: dict[Node, int] = {root: ROOT_INODE}
+        self._by_inode: dict[int, Node] = {ROOT_INODE: root}
+        self._lookups: dict[int, int] = {}
+        self._next_inode = ROOT_INODE + 1
+
+    def inode_of(self, node: Node) -> int:
+        inode = self._by_node.get(node)
+        if inode is None:
+            inode = self._next_inode
+            self._next_inode += 1
+            self._by_node[node] = inode
+            self._by_inode[inode] = node
+        return inode
+
+    def node(self, inode: int) -> Node:
+        try:
+            return self._by_inode[inode]
+        except KeyError:
+            raise NotFound(f"unknown inode {inode}") from None
+
+    def remember(self, inode: int) -> None:
+        """The kernel now holds one more reference (lookup, create, accepted readdir entry)."""
+        self._lookups[inode] = self._lookups.get(inode, 0) + 1
+
+    def forget(self, inode: int, count: int) -> None:
+        left = self._lookups.get(inode, 0) - count
+        if left > 0:
+            self._lookups[inode] = left
+            return
+        self._lookups.pop(inode, None)
+        if inode != ROOT_INODE:
+            node = self._by_inode.pop(inode, None)
+            if node is not None and self._by_node.get(node) == inode:
+                del self._by_node[node]
+
+    def known_inode(self, node: Node) -> int | None:
+        """The inode the kernel may hold for ``node``, without handing out a new one."""
+        return self._by_node.get(node)
+
+    def rebind(self, inode: int, node: Node) -> None:
+        """After a rename the kernel keeps the moved file's inode: make it mean ``node``."""
+        old = self._by_inode.get(inode)
+        if old is not None and self._by_node.get(old) == inode:
+            del self._by_node[old]
+        self._by_inode[inode] = node
+        self._by_node[node] = inode
+
+    @property
+    def inode_count(self) -> int:
+        return len(self._by_inode)

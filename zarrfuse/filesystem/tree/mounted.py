@@ -1,0 +1,95 @@
+"""Arrays and groups as the mount shows them: what the catalog hands the tree.
+
+An ``ArrayView`` holds what the mount needs to present an array: its directory tree (the
+fanout tree's, or in the source layout the array's own keys), its files' suffix, the metadata
+documents it shows (``documents``) and the chunk source that reads its chunks.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from zarr.abc.store import Store
+
+from zarrfuse.errors import ConfigurationError
+from zarrfuse.filesystem.chunks.byte_cache import RenderCache
+from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
+from zarrfuse.filesystem.chunks.verify import ChunkCheck, checker_for_document
+from zarrfuse.filesystem.images.image_dims import ShownDims
+from zarrfuse.filesystem.images.rendered_source import RenderedSource
+from zarrfuse.filesystem.tree.documents import Documents
+from zarrfuse.filesystem.tree.fanout_tree import FanoutTree
+from zarrfuse.filesystem.tree.source_keys import SourceKeys
+from zarrfuse.zarr_compat import ArrayV3Metadata, stored_chunk_shape
+
+__all__ = ["ArrayView", "GroupView", "Rendering", "parse_array_metadata"]
+
+
+@dataclass(eq=False)
+class ArrayView:
+    """One array as mounted. Compared by identity: one view per array per mount."""
+
+    path: str
+    tree: FanoutTree
+    suffix: str
+    documents: Documents
+    source: ChunkSource
+    metadata: dict[str, Any]
+    """The array's v3-shaped document as zarr reads it (no storage transformers)."""
+    decoded_chunk_bytes: int | None
+    """Bytes of one decoded chunk (shard, for sharded arrays); None for variable-size types."""
+    rendered: RenderedSource | None = None
+    """For rendered views (tiff, npy, png): the array's chunks as image files."""
+    shown_dims: ShownDims | None = None
+    """Rendered views: the grid dimensions paths name (those of extent other than 1; ``tree``
+    is over them alone); None: all of them."""
+    keys: SourceKeys | None = None
+    """Source layout of a ``default``/``v2`` encoded array: files at its own keys, not
+    ``tree`` (which then only knows the grid)."""
+    metadata_time_ns: int = 0
+    """The time of the stored metadata (the newest document): the array's documents and
+    directories show it, and so do the chunks of a rendered view that are not stored."""
+    unwritable: str | None = None
+    """Why the array cannot be written (concat-parts that cannot be split), None if it can:
+    its files then show no write bits and opening one for writing is EROFS."""
+
+    @functools.cached_property
+    def checker(self) -> ChunkCheck:
+        """How a written chunk is checked before it is stored; built on the first commit."""
+        return checker_for_document(self.metadata)
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """How a rendered view draws its arrays: format, the store zarr reads, CPU bound, cache."""
+
+    fmt: str
+    store: Store
+    read_only: bool
+    limiter: trio.CapacityLimiter
+    cache: RenderCache
+
+
+@dataclass(eq=False)
+class GroupView:
+    """One group as mounted, with the documents it shows."""
+
+    path: str
+    documents: Documents
+    metadata_time_ns: int = 0
+    """The time of the stored metadata (the newest document), which the group shows."""
+
+
+def parse_array_metadata(path: str, metadata: dict[str, Any]) -> ArrayV3Metadata:
+    """zarr's reading of a v3-shaped array document (storage transformers left out: zarr
+    does not know them), validated by zarr itself."""
+    shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
+    try:
+        parsed = ArrayV3Metadata.from_dict(shown)
+        stored_chunk_shape(parsed)  # regular grids only (zarr 3.4 reads rectilinear ones)
+        return parsed
+    except (ValueError, TypeError, KeyError) as e:
+        raise ConfigurationError(f"{path or '/'}: invalid array metadata: {e}") from e
