@@ -113,6 +113,12 @@ class FileTooBig(ZarrFuseError):
     errno = _errno.EFBIG
 
 
+class CorruptChunk(ZarrFuseError):
+    """A stored chunk that does not decode with its array's codecs (EIO, one log line)."""
+
+    errno = _errno.EIO
+
+
 class NoSpace(ZarrFuseError):
     """The scratch area is full."""
 

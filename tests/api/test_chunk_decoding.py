@@ -19,9 +19,8 @@ from zarr.codecs import (
 )
 
 from zarrfuse.api.chunk_decoding import SyncChunkDecoder
-from zarrfuse.api.nodes import parse_node
+from zarrfuse.api.nodes import parse_array_metadata, parse_node
 from zarrfuse.api.regions import chunk_region
-from zarrfuse.filesystem.tree.mounted import parse_array_metadata
 
 V3_CHAINS = {
     "bytes-le": {"serializer": BytesCodec(endian="little"), "compressors": None},

@@ -8,6 +8,7 @@ the local backend's and hold for every view.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import threading
 import time
@@ -16,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from zarr.codecs import ZstdCodec
 
 import zarrfuse
-from tests.mounting import mounted
+from tests.mounting import ZARRFUSE, is_mounted, mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
@@ -92,8 +94,8 @@ def test_writes_and_removals_never_reach_outside(tmp_path, outside):
     before = {p.name: p.read_bytes() for p in outside.iterdir()}
     with mounted(store, tmp_path / "mnt", "--layout", "source") as mnt:
         target = mnt / "c" / "1" / "0"
-        assert _errno_of(lambda: target.write_bytes(b"x" * 4)) in (errno.ENOENT, errno.EACCES)
         assert _errno_of(lambda: os.unlink(target)) in (errno.ENOENT, errno.EACCES)
+        assert _errno_of(lambda: target.write_bytes(b"x" * 4)) in (errno.ENOENT, errno.EACCES)
         (mnt / "c" / "0" / "0").write_bytes(b"\x07" * 4)  # the rest of the mount still works
     assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
     assert _chunk(store, 0, 0).read_bytes() == b"\x07" * 4
@@ -164,3 +166,51 @@ def test_a_fifo_part_gets_eio_at_once_and_the_mount_keeps_serving(tmp_path):
         )
     # the FIFOs were never opened, and the unmount above did not hang
     assert fifo.exists() and fifo.is_fifo()
+
+
+# --- messages and log lines (issue 21, points 8 and 10) --------------------------------------
+
+
+def test_an_out_of_range_fill_value_is_refused_naming_the_file_and_the_field(tmp_path):
+    store = tmp_path / "a.zarr"
+    _array(store)
+    document = json.loads((store / "zarr.json").read_text())
+    document["fill_value"] = 300  # uint8
+    (store / "zarr.json").write_text(json.dumps(document))
+    (tmp_path / "mnt").mkdir()
+    result = run_with_timeout([*ZARRFUSE, "mount", str(store), str(tmp_path / "mnt")], 30,
+                              check=False)
+    assert result.returncode != 0
+    assert "zarr.json" in result.stderr and "fill_value 300" in result.stderr, result.stderr
+    assert "OverflowError:" not in result.stderr.splitlines()[0][:20]
+    assert not is_mounted(tmp_path / "mnt")
+
+
+def test_a_chunk_that_does_not_decode_is_eio_with_one_log_line(tmp_path):
+    store = tmp_path / "z.zarr"
+    zarr.create_array(store, shape=(8, 8), chunks=(4, 4), dtype="u1", fill_value=0,
+                      compressors=[ZstdCodec(level=1)])[...] = 5
+    _chunk(store, 0, 1).write_bytes(b"\x28\xb5\x2f\xfd" + b"garbage" * 10)  # a broken frame
+    log = tmp_path / "mount.log"
+    with mounted(store, tmp_path / "mnt", "--format", "tiff", "--read-only",
+                 "--log-file", str(log)) as mnt:
+        files = sorted(mnt.rglob("*.tiff"))
+        broken = [f for f in files if _errno_of(f.read_bytes) == errno.EIO]
+        assert len(broken) == 1 and len(files) == 4
+    lines = [line for line in log.read_text().splitlines() if "does not decode" in line]
+    assert len(lines) >= 1 and all("(0, 1)" in line for line in lines), log.read_text()
+    assert "Traceback" not in log.read_text()
+
+
+def test_a_name_that_is_not_utf8_reaches_the_log(tmp_path):
+    store = tmp_path / "a.zarr"
+    _array(store)
+    log = tmp_path / "mount.log"
+    with mounted(store, tmp_path / "mnt", "--layout", "source", "--log-file", str(log)) as mnt:
+        name = os.fsencode(mnt / "c") + b"/.\xff\xfe-partial.tmp"  # a scratch file
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, b"left behind")
+        os.close(fd)
+    text = log.read_text(encoding="utf-8", errors="strict")
+    assert "Logging error" not in text and "UnicodeEncodeError" not in text, text
+    assert any("scratch file" in line and "\\udcff" in line for line in text.splitlines()), text

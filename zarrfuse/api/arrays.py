@@ -14,7 +14,7 @@ import zarr
 from zarr.abc.store import Store
 from zarr.storage import StorePath, ZipStore
 
-from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
+from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_array_metadata, parse_node
 from zarrfuse.api.s3 import is_s3_url, open_s3
 from zarrfuse.errors import ConfigurationError, SourceError, ZarrFuseError
 from zarrfuse.extensions.concat_parts_store import ConcatPartsStore
@@ -130,6 +130,7 @@ def open_array(
         raise SourceError(f"{source}: is a Zarr group, not an array")
     if node.zarr_format == 2:
         return zarr.open_array(store_path, mode=mode, zarr_format=2)
+    parse_array_metadata(str(source), node.metadata)  # a clear error, naming the field
     wrapped = wrap_array(store_path, node.metadata, writable=mode != "r")
     return zarr.open_array(wrapped, mode=mode, zarr_format=3)
 

@@ -31,12 +31,14 @@ from zarrfuse.zarr_compat import (
     convert_v2_compressor,
     convert_v2_filters,
     default_buffer_prototype,
+    stored_chunk_shape,
 )
 
 __all__ = [
     "V2_NAMES",
     "V3_NAME",
     "StoredNode",
+    "parse_array_metadata",
     "parse_node",
     "v2_array_as_v3",
 ]
@@ -206,3 +208,37 @@ def v2_array_as_v3(
     if isinstance(names, list) and len(names) == len(document["shape"]):
         document["dimension_names"] = names
     return document
+
+
+def parse_array_metadata(where: str, metadata: dict[str, Any]) -> ArrayV3Metadata:
+    """zarr's reading of a v3-shaped array document (storage transformers left out: zarr
+    does not know them), validated by zarr itself; regular chunk grids only.
+
+    Raises ConfigurationError naming the node and, where zarr's own message does not (a
+    fill value out of the data type's range), the field.
+    """
+    shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
+    try:
+        parsed = ArrayV3Metadata.from_dict(shown)
+        stored_chunk_shape(parsed)  # regular grids only (zarr 3.4 reads rectilinear ones)
+        return parsed
+    except (ValueError, TypeError, KeyError, OverflowError) as e:
+        field = _blamed_field(shown)
+        named = f"{field} {shown.get(field)!r}: " if field else ""
+        raise ConfigurationError(
+            f"{where.rstrip('/') + '/' if where else ''}{V3_NAME}: invalid array metadata: "
+            f"{named}{e}"
+        ) from e
+
+
+def _blamed_field(document: dict[str, Any]) -> str | None:
+    """``fill_value`` if the document reads with a plain fill value in its place."""
+    if "fill_value" not in document:
+        return None
+    for stand_in in (0, False, ""):
+        try:
+            ArrayV3Metadata.from_dict({**document, "fill_value": stand_in})
+        except (ValueError, TypeError, KeyError, OverflowError):
+            continue
+        return "fill_value"
+    return None

@@ -125,8 +125,12 @@ def preflight(config: MountConfig) -> None:
 
 def configure_logging(config: MountConfig) -> None:
     """Log to ``--log-file`` (else stderr): DEBUG with ``--debug``, else INFO."""
+    # Names may hold any bytes (surrogate-escaped): written escaped, never lost to an
+    # encoding error inside logging (stderr escapes them already).
     handler: logging.Handler = (
-        logging.FileHandler(config.log_file) if config.log_file else logging.StreamHandler()
+        logging.FileHandler(config.log_file, encoding="utf-8", errors="backslashreplace")
+        if config.log_file
+        else logging.StreamHandler()
     )
     handler.setFormatter(logging.Formatter(_LOG_FORMAT))
     logging.basicConfig(

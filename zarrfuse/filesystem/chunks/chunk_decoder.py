@@ -10,8 +10,10 @@ are read through zarr, a region per chunk, in the same threads.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -20,10 +22,13 @@ import zarr
 
 from zarrfuse.api.chunk_decoding import SyncChunkDecoder
 from zarrfuse.api.regions import chunk_region
+from zarrfuse.errors import CorruptChunk, ZarrFuseError
 from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
 from zarrfuse.filesystem.chunks.counters import Counters
 
 __all__ = ["ChunkDecoder"]
+
+log = logging.getLogger(__name__)
 
 Coords = tuple[int, ...]
 T = TypeVar("T")
@@ -101,9 +106,12 @@ class ChunkDecoder:
         async def run(batch: list[T]) -> None:
             results.update(await trio.to_thread.run_sync(work, batch, limiter=self._limiter))
 
-        async with trio.open_nursery() as nursery:
-            for i in range(0, len(items), size):
-                nursery.start_soon(run, items[i : i + size])
+        try:
+            async with trio.open_nursery() as nursery:
+                for i in range(0, len(items), size):
+                    nursery.start_soon(run, items[i : i + size])
+        except BaseExceptionGroup as group:  # one batch's failure is the answer's
+            raise _first_leaf(group) from None
         return results
 
     def _decode_raw(self, jobs: list[tuple[Coords, bytes | None]]) -> dict[Coords, np.ndarray]:
@@ -114,11 +122,35 @@ class ChunkDecoder:
                 out[coords] = self._fill(coords)
                 continue
             region = chunk_region(coords, self.chunks, self.shape)
-            value = self._sync.decode(data)
+            with self._decoding(coords):
+                value = self._sync.decode(data)
             out[coords] = value[tuple(slice(0, r.stop - r.start) for r in region)]
         return out
 
+    @contextlib.contextmanager
+    def _decoding(self, coords: Coords) -> Iterator[None]:
+        """Stored bytes that do not decode are the store's fault, not a bug: CorruptChunk,
+        one log line with the reason (the traceback only at --debug)."""
+        try:
+            yield
+        except (ZarrFuseError, MemoryError):
+            raise
+        except Exception as e:  # any codec's failure: numcodecs, zarr, imagecodecs
+            log.debug("chunk %s of %s does not decode", coords, self.array.path, exc_info=True)
+            raise CorruptChunk(
+                f"chunk {coords} of {self.array.path or '/'} does not decode: "
+                f"{type(e).__name__}: {e}"
+            ) from None
+
     def _read_through_zarr(self, coords: list[Coords]) -> dict[Coords, np.ndarray]:
-        return {
-            c: np.asarray(self.array[chunk_region(c, self.chunks, self.shape)]) for c in coords
-        }
+        out = {}
+        for c in coords:
+            with self._decoding(c):
+                out[c] = np.asarray(self.array[chunk_region(c, self.chunks, self.shape)])
+        return out
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The first exception a group holds, however deeply nested (a CorruptChunk, say)."""
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

@@ -14,7 +14,7 @@ import zarr
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import wrap_array
-from zarrfuse.api.nodes import StoredNode
+from zarrfuse.api.nodes import StoredNode, parse_array_metadata
 from zarrfuse.api.regions import chunk_grid_shape
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.extensions.chunk_keys import (
@@ -34,7 +34,7 @@ from zarrfuse.filesystem.images.suffix_check import suffix_mismatch
 from zarrfuse.filesystem.images.whole_image_file import ImageLevelSource
 from zarrfuse.filesystem.tree.documents import Layout, array_documents
 from zarrfuse.filesystem.tree.fanout_tree import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
-from zarrfuse.filesystem.tree.mounted import ArrayView, Rendering, parse_array_metadata
+from zarrfuse.filesystem.tree.mounted import ArrayView, Rendering
 from zarrfuse.filesystem.tree.source_keys import SourceKeys
 from zarrfuse.storage.base import Backend
 from zarrfuse.tiff.metadata import layout_for

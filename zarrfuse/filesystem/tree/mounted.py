@@ -14,7 +14,6 @@ from typing import Any
 import trio
 from zarr.abc.store import Store
 
-from zarrfuse.errors import ConfigurationError
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
 from zarrfuse.filesystem.chunks.verify import ChunkCheck, checker_for_document
@@ -23,9 +22,8 @@ from zarrfuse.filesystem.images.rendered_source import RenderedSource
 from zarrfuse.filesystem.tree.documents import Documents
 from zarrfuse.filesystem.tree.fanout_tree import FanoutTree
 from zarrfuse.filesystem.tree.source_keys import SourceKeys
-from zarrfuse.zarr_compat import ArrayV3Metadata, stored_chunk_shape
 
-__all__ = ["ArrayView", "GroupView", "Rendering", "parse_array_metadata"]
+__all__ = ["ArrayView", "GroupView", "Rendering"]
 
 
 @dataclass(eq=False)
@@ -81,15 +79,3 @@ class GroupView:
     documents: Documents
     metadata_time_ns: int = 0
     """The time of the stored metadata (the newest document), which the group shows."""
-
-
-def parse_array_metadata(path: str, metadata: dict[str, Any]) -> ArrayV3Metadata:
-    """zarr's reading of a v3-shaped array document (storage transformers left out: zarr
-    does not know them), validated by zarr itself."""
-    shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
-    try:
-        parsed = ArrayV3Metadata.from_dict(shown)
-        stored_chunk_shape(parsed)  # regular grids only (zarr 3.4 reads rectilinear ones)
-        return parsed
-    except (ValueError, TypeError, KeyError) as e:
-        raise ConfigurationError(f"{path or '/'}: invalid array metadata: {e}") from e
