@@ -117,6 +117,7 @@ EVERY_FIELD = {
     "verify": False, "max_chunk_bytes": 12345, "scratch_mb": 0, "uid": 1234, "gid": 0,
     "umask": 0o027, "format": "png", "cache_mb": 7, "metadata_ttl": 0.25,
     "layout": "fanout",  # source excludes suffix, max_children and format: checked below
+    "symlink_root": "/data",
 }
 
 
