@@ -78,8 +78,6 @@ def test_mount_arguments_become_a_frozen_config(tmp_path, monkeypatch):
 def test_writes_are_verified_unless_no_verify():
     assert parse_mount("/s", "/m").verify and parse_mount("/s", "/m", "--verify").verify
     assert not parse_mount("/s", "/m", "--no-verify").verify
-    assert "--no-verify" in daemon.mount_argv(MountConfig("/s", "/m", verify=False))
-    assert not any("verify" in a for a in daemon.mount_argv(MountConfig("/s", "/m")))
 
 
 @pytest.mark.parametrize("source", ["s3://bucket/path/arr", "file:///data/arr", "memory://x"])
@@ -121,14 +119,16 @@ EVERY_FIELD = {
 }
 
 
-def test_daemon_command_line_parses_back_to_the_same_config():
-    """The daemon must get the whole config: a new MountConfig field needs a flag."""
+def test_the_daemon_gets_the_whole_config_through_its_pipe():
+    """Every MountConfig field reaches the daemon (JSON on --config-fd), unchanged."""
     assert set(EVERY_FIELD) == {f.name for f in fields(MountConfig)}, "add the new field here"
-    config = MountConfig(**EVERY_FIELD)
-    assert parse_mount(*daemon.mount_argv(config)[1:]) == config
-    assert parse_mount(*daemon.mount_argv(MountConfig("/s", "/m"))[1:]) == MountConfig("/s", "/m")
-    source = MountConfig("/s", "/m", layout="source")
-    assert parse_mount(*daemon.mount_argv(source)[1:]) == source
+    for config in (MountConfig(**EVERY_FIELD), MountConfig("/s", "/m"),
+                   MountConfig("/s", "/m", layout="source")):
+        assert daemon.config_from_json(daemon.config_json(config)) == config
+        read, write = os.pipe()
+        os.write(write, daemon.config_json(config))
+        os.close(write)
+        assert daemon.read_config(read) == config
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ import pytest
 import zarr
 
 import zarrfuse
-from tests.mounting import mounted, requires_fuse, run_with_timeout
+from tests.mounting import daemon_pids, mounted, requires_fuse, run_with_timeout
 from tests.s3server import CREDENTIALS, S3Server, aws_environment
 from zarrfuse.api import arrays as api
 from zarrfuse.errors import ConfigurationError, SourceError
@@ -392,3 +392,26 @@ def test_unreachable_endpoint_fails_within_bounded_time(mountpoint):
     )
     assert result.returncode == 1 and result.stderr.startswith("zarrfuse: ")
     assert time.monotonic() - start < 40
+
+
+def test_no_secret_reaches_any_command_line_or_environment(s3, tmp_path):
+    """A background mount's daemon gets its storage options through a pipe: the secret key
+    given with --storage-option is in no process's /proc/PID/cmdline or environ."""
+    random_array(s3, "secret/a", (4, 4), (2, 2))
+    secret = "s3cr3t-" + os.urandom(8).hex()
+    with mounted(f"s3://{BUCKET}/secret/a", tmp_path / "mnt", "--read-only", *endpoint(s3),
+                 "--storage-option", "key=testing",
+                 "--storage-option", f"secret={secret}") as mnt:
+        assert sorted(p.name for p in mnt.iterdir())  # the mount works with those options
+        seen = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            for name in ("cmdline", "environ"):
+                try:
+                    if secret.encode() in (proc / name).read_bytes():
+                        seen.append(f"{proc.name}/{name}")
+                except OSError:
+                    continue
+        assert daemon_pids(mnt), "no daemon found for the mount"
+        assert not seen, seen

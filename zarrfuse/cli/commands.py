@@ -73,6 +73,11 @@ def mount_config(args: argparse.Namespace) -> MountConfig:
 
 
 def _mount(args: argparse.Namespace) -> int:
+    if args.config_fd is not None:  # the daemon: its configuration comes through a pipe
+        config = daemon.read_config(args.config_fd)
+        if args.ready_fd is not None:
+            return daemon.serve_as_daemon(config, args.ready_fd)
+        return daemon.serve_in_foreground(config)
     config = mount_config(args)
     if args.ready_fd is not None:
         return daemon.serve_as_daemon(config, args.ready_fd)

@@ -3,15 +3,23 @@
 ``zarrfuse mount`` without ``--foreground`` must return only once the mount is live, or fail
 with the reason and leave nothing mounted. The classic way, ``fork()`` after setup, is not
 available: trio, threads and zarr's asyncio loop thread do not survive a fork. So the parent
-spawns a fresh ``python -m zarrfuse mount ... --foreground --ready-fd N`` in its own session
-and waits on a pipe: the child writes ``ok`` once ``serve()`` reports the mount live, or
-``error: <message>`` if it failed before that. EOF with nothing written means it crashed.
+spawns a fresh ``python -m zarrfuse mount - MOUNTPOINT --foreground --config-fd M --ready-fd N``
+in its own session and waits on a pipe: the child writes ``ok`` once ``serve()`` reports the
+mount live, or ``error: <message>`` if it failed before that. EOF with nothing written means
+it crashed.
+
+The configuration goes to the child as JSON through a pipe (``--config-fd``), never on its
+command line: ``/proc/PID/cmdline`` is readable by every local user, and storage options
+hold secrets (an S3 secret key). Only the mountpoint shows there, so ``ps`` and ``zarrfuse
+umount`` can still tell which mount a daemon serves.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
+import json
 import logging
 import os
 import select
@@ -29,9 +37,11 @@ from zarrfuse.fuse.mountpoint import is_mounted, prepare_mountpoint, unmount
 __all__ = [
     "READY_TIMEOUT",
     "check_source",
+    "config_from_json",
+    "config_json",
     "error_message",
-    "mount_argv",
     "mount_in_background",
+    "read_config",
     "serve_as_daemon",
     "serve_in_foreground",
 ]
@@ -227,55 +237,34 @@ def serve_as_daemon(config: MountConfig, ready_fd: int) -> int:
 # --- the background path: the parent --------------------------------------------------------
 
 
-def mount_argv(config: MountConfig) -> list[str]:
-    """The ``mount`` arguments that parse back into ``config`` (values as ``--opt=value``)."""
-    argv = ["mount", config.source, config.mountpoint]
-    if config.suffix is not None:
-        argv.append(f"--suffix={config.suffix}")
-    if config.max_children is not None:
-        argv.append(f"--max-children={config.max_children}")
-    if config.read_only:
-        argv.append("--read-only")
-    if config.foreground:
-        argv.append("--foreground")
-    if config.fuse_options:
-        argv.append("-o" + ",".join(config.fuse_options))
-    if config.debug:
-        argv.append("--debug")
-    if config.log_file is not None:
-        argv.append(f"--log-file={config.log_file}")
-    argv += [f"--storage-option={k}={v}" for k, v in config.storage_options.items()]
-    if not config.verify:
-        argv.append("--no-verify")
-    if config.max_chunk_bytes is not None:
-        argv.append(f"--max-chunk-bytes={config.max_chunk_bytes}")
-    if config.scratch_mb != MountConfig.scratch_mb:
-        argv.append(f"--scratch-mb={config.scratch_mb}")
-    if config.uid is not None:
-        argv.append(f"--uid={config.uid}")
-    if config.gid is not None:
-        argv.append(f"--gid={config.gid}")
-    if config.umask != MountConfig.umask:
-        argv.append(f"--umask={config.umask:03o}")
-    if config.format != MountConfig.format:
-        argv.append(f"--format={config.format}")
-    if config.layout != MountConfig.layout:
-        argv.append(f"--layout={config.layout}")
-    if config.cache_mb != MountConfig.cache_mb:
-        argv.append(f"--cache-mb={config.cache_mb}")
-    if config.metadata_ttl is not None:
-        argv.append(f"--metadata-ttl={config.metadata_ttl!r}")
-    if config.symlink_root is not None:
-        argv.append(f"--symlink-root={config.symlink_root}")
-    return argv
+def config_json(config: MountConfig) -> bytes:
+    """The whole configuration, for the daemon (every field of MountConfig)."""
+    return json.dumps(dataclasses.asdict(config)).encode()
+
+
+def config_from_json(data: bytes) -> MountConfig:
+    """The configuration :func:`config_json` wrote."""
+    fields = json.loads(data)
+    fields["fuse_options"] = tuple(fields.get("fuse_options") or ())
+    return MountConfig(**fields)
+
+
+def read_config(fd: int) -> MountConfig:
+    """The configuration the parent wrote on ``fd`` (read to EOF, then closed)."""
+    with os.fdopen(fd, "rb") as pipe:
+        return config_from_json(pipe.read())
 
 
 def _spawn(config: MountConfig, ready_fd: int) -> subprocess.Popen[bytes]:
     """Start the daemon in its own session, detached from our terminal and files."""
-    argv = [sys.executable, "-m", "zarrfuse", *mount_argv(config)]
-    if not config.foreground:
-        argv.append("--foreground")
-    argv += ["--ready-fd", str(ready_fd)]
+    config_read, config_write = os.pipe()
+    try:
+        # Small enough for the pipe's buffer (64 KiB): written whole before the child runs.
+        os.write(config_write, config_json(config))
+    finally:
+        os.close(config_write)
+    argv = [sys.executable, "-m", "zarrfuse", "mount", "-", config.mountpoint, "--foreground",
+            "--config-fd", str(config_read), "--ready-fd", str(ready_fd)]
     # Closed in the finally below, once the child holds its own copy.
     log_file: IO[bytes] | None = (
         open(config.log_file, "ab") if config.log_file else None  # noqa: SIM115
@@ -283,7 +272,7 @@ def _spawn(config: MountConfig, ready_fd: int) -> subprocess.Popen[bytes]:
     try:
         return subprocess.Popen(
             argv,
-            pass_fds=(ready_fd,),
+            pass_fds=(ready_fd, config_read),
             start_new_session=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -291,6 +280,7 @@ def _spawn(config: MountConfig, ready_fd: int) -> subprocess.Popen[bytes]:
             cwd="/",
         )
     finally:
+        os.close(config_read)
         if log_file is not None:
             log_file.close()
 

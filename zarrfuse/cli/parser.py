@@ -165,6 +165,8 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
     )
     # Set only by the background parent on the daemon it spawns: report readiness here.
     p.add_argument("--ready-fd", type=_ready_fd, help=argparse.SUPPRESS)
+    # ... and hand it its configuration as JSON on this descriptor (never on argv).
+    p.add_argument("--config-fd", type=_ready_fd, help=argparse.SUPPRESS)
     p.set_defaults(handler=handlers["mount"], usage=p)
 
 
