@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+import tracemalloc
 
 import numpy as np
 import pytest
 import tifffile
 
 from zarrfuse.errors import ConfigurationError, InvalidArgument
-from zarrfuse.filesystem.images import render as render
+from zarrfuse.filesystem.images import render
 
 DTYPES = ["bool", "int8", "uint16", "int64", "float16", "float32", "complex128"]
 SHAPES = [(), (1,), (7,), (5, 3), (64, 64), (2, 3, 4, 5), (4, 5, 3)]
@@ -65,3 +66,28 @@ def test_multi_page_tiff_keeps_pages_over_leading_dimensions():
     data = sample((2, 3, 4, 5), "uint16")
     with tifffile.TiffFile(io.BytesIO(render.encode("tiff", data))) as tif:
         assert len(tif.pages) == 6 and tif.pages[0].shape == (4, 5)
+
+
+@pytest.mark.parametrize("fmt", ["tiff", "npy"])
+@pytest.mark.parametrize(
+    "shape, dtype",
+    [((64, 64), "u1"), ((3, 40, 50), "f4"), ((5,), ">u2"), ((), "f8"), ((2, 3, 4, 5), "i2"),
+     ((300, 700), "u1"), ((7, 9), "bool"), ((4, 4, 3), "u1")],
+)
+def test_encoded_size_is_the_size_of_the_encoding(fmt, shape, dtype):
+    assert render.encoded_size(fmt, shape, np.dtype(dtype).str) == len(
+        render.encode(fmt, np.zeros(shape, dtype=dtype))
+    )
+
+
+def test_sizing_a_huge_chunk_allocates_nothing_of_its_size():
+    """A 2 GiB uint8 chunk (and a 1 TiB one): sized in well under a second, with a few MB."""
+    tracemalloc.start()
+    try:
+        for fmt in ("tiff", "npy"):
+            assert render.encoded_size(fmt, (46341, 46341), "|u1") > 46341 * 46341
+            assert render.encoded_size(fmt, (1 << 20, 1 << 20), "|u1") > 1 << 40
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak

@@ -20,7 +20,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 import zarrfuse
-from tests.mounting import ZARRFUSE, is_mounted, mounted, run_with_timeout
+from tests.mounting import ZARRFUSE, daemon_pid, is_mounted, mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
@@ -214,3 +214,43 @@ def test_a_name_that_is_not_utf8_reaches_the_log(tmp_path):
     text = log.read_text(encoding="utf-8", errors="strict")
     assert "Logging error" not in text and "UnicodeEncodeError" not in text, text
     assert any("scratch file" in line and "\\udcff" in line for line in text.splitlines()), text
+
+
+# --- chunks too large to render (issue 21, point 5) ------------------------------------------
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_rendered_file_of_a_1_gib_chunk_is_sized_without_decoding_it(tmp_path):
+    store = tmp_path / "big.zarr"
+    zarr.create_array(store, shape=(32768, 32768), chunks=(32768, 32768), dtype="u1",
+                      fill_value=0)  # one 1 GiB chunk, not stored
+    with mounted(store, tmp_path / "mnt", "--format", "tiff", "--read-only") as mnt:
+        (tiff,) = list(mnt.rglob("*.tiff"))
+        started = time.monotonic()
+        size = tiff.stat().st_size
+        assert time.monotonic() - started < 2
+        assert size > 1 << 30
+        assert _rss_mb(daemon_pid(mnt)) < 400
+
+
+def test_an_array_whose_chunks_are_too_large_to_render_is_left_out(tmp_path):
+    group = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    group.create_array("small", shape=(8, 8), chunks=(4, 4), dtype="u1")[...] = 1
+    group.create_array("large", shape=(64, 64), chunks=(64, 64), dtype="u1")[...] = 2
+    log = tmp_path / "mount.log"
+    with mounted(tmp_path / "g.zarr", tmp_path / "mnt", "--format", "tiff", "--read-only",
+                 "--max-chunk-bytes", "1000", "--log-file", str(log)) as mnt:
+        assert list((mnt / "small").rglob("*.tiff"))
+        assert not (mnt / "large").exists() or not list((mnt / "large").rglob("*.tiff"))
+    lines = [line for line in log.read_text().splitlines() if "too large to render" in line]
+    assert len(lines) == 1 and "large" in lines[0], log.read_text()
+    result = run_with_timeout(
+        [*ZARRFUSE, "mount", str(tmp_path / "g.zarr" / "large"), str(tmp_path / "mnt"),
+         "--format", "tiff", "--max-chunk-bytes", "1000"], 30, check=False)
+    assert result.returncode != 0 and "too large to render" in result.stderr

@@ -117,7 +117,8 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
     )
     p.add_argument(
         "--max-chunk-bytes", metavar="N", type=_positive_int,
-        help="largest chunk file a write may make (default: derived from the chunk)",
+        help="largest chunk file a write may make (default: derived from the chunk); in "
+        "rendered views also the largest decoded chunk shown (default: 2 GiB)",
     )
     p.add_argument(
         "--scratch-mb", metavar="N", type=_non_negative_int,

@@ -127,6 +127,8 @@ def build_filesystem(
             read_only=config.read_only,
             limiter=trio.CapacityLimiter(os.cpu_count() or 1),
             cache=RenderCache(config.cache_mb << 20),
+            **({} if config.max_chunk_bytes is None
+               else {"max_chunk_bytes": config.max_chunk_bytes}),
         ),
     )
     loaded = catalog.load(store_path.path)  # one read of the documents: node and time

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import io
+import math
+from typing import IO, Any, cast
 
 import numpy as np
 import tifffile
@@ -61,7 +63,7 @@ def _encode(fmt: str, data: np.ndarray) -> bytes:
         # become pages, and tifffile's shape description restores the exact shape (also for
         # 0-d and 1-d chunks, written as one row: tifffile fails on some of those as they are).
         shape = data.shape
-        image = data if data.ndim >= 2 else data.reshape(1, -1)
+        image = data.reshape(_tiff_image_shape(shape))
         tifffile.imwrite(out, image, photometric="minisblack", metadata={"shape": list(shape)})
     elif fmt == "npy":
         np.save(out, data, allow_pickle=False)
@@ -94,9 +96,70 @@ def decode(fmt: str, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np
 
 
 @functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def encoded_size(fmt: str, shape: tuple[int, ...], dtype: str) -> int:
-    """Size of the file for any chunk of ``shape`` and ``dtype``: the same for every value."""
-    return len(_encode(fmt, np.zeros(shape, dtype=np.dtype(dtype))))
+    """Size of the file for any chunk of ``shape`` and ``dtype``: the same for every value.
+
+    Known without a chunk in memory (a 2 GiB chunk must not cost 4 GB to ``stat``): TIFF
+    from tifffile writing the empty image's structure into a sink that keeps no bytes, NPY
+    from numpy's own header; PNG (2-D chunks only) and bool TIFF (bits) by encoding zeros.
+    """
+    kind = np.dtype(dtype)
+    values = math.prod(shape) * kind.itemsize
+    if fmt == "tiff" and kind != np.dtype(bool):  # bool is packed to bits: encoded below
+        sink = _SizeSink()
+        tifffile.imwrite(cast(IO[bytes], sink), shape=_tiff_image_shape(shape), dtype=kind,
+                         photometric="minisblack", metadata={"shape": list(shape)})
+        return sink.end
+    if fmt == "npy":
+        header = {"descr": np.lib.format.dtype_to_descr(kind), "fortran_order": False,
+                  "shape": shape}
+        out = io.BytesIO()
+        try:
+            np.lib.format.write_array_header_1_0(out, header)
+        except ValueError:  # over 64 KiB of header: numpy's np.save writes version 2.0
+            out = io.BytesIO()
+            np.lib.format.write_array_header_2_0(out, header)
+        return len(out.getvalue()) + values
+    return len(_encode(fmt, np.zeros(shape, dtype=kind)))
+
+
+def _tiff_image_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """0-d and 1-d chunks are written as one row (tifffile fails on some of them as they
+    are); the shape description restores the exact shape."""
+    return shape if len(shape) >= 2 else (1, math.prod(shape))
+
+
+class _SizeSink(io.RawIOBase):
+    """A seekable file that keeps no bytes, only how long the file would be."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos = self.end = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        n = memoryview(data).nbytes
+        self.pos += n
+        self.end = max(self.end, self.pos)
+        return n
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.end}[whence]
+        self.pos = base + offset
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def truncate(self, size: int | None = None) -> int:
+        self.end = self.pos if size is None else size
+        return self.end
 
 
 @functools.lru_cache(maxsize=1024)

@@ -201,6 +201,12 @@ class ArrayBuilder:
         assert rendering is not None
         array = self.zarr_array(path, metadata, parsed, writable=writable)
         check_renderable(rendering.fmt, np.dtype(array.dtype), tuple(array.chunks))
+        chunk_bytes = math.prod(array.chunks) * np.dtype(array.dtype).itemsize
+        if chunk_bytes > rendering.max_chunk_bytes:
+            raise ConfigurationError(
+                f"{path or '/'}: chunks of {chunk_bytes} bytes decoded are too large to render "
+                f"(over --max-chunk-bytes {rendering.max_chunk_bytes}); mount it raw"
+            )
         decoder = ChunkDecoder(
             array, source, limiter=rendering.limiter, counters=self.counters
         )

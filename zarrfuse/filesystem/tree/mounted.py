@@ -69,6 +69,9 @@ class Rendering:
     read_only: bool
     limiter: trio.CapacityLimiter
     cache: RenderCache
+    max_chunk_bytes: int = 2 << 30
+    """Arrays whose decoded chunks are larger are left out (one log line): a rendered file
+    is a chunk in memory (``--max-chunk-bytes``, default 2 GiB)."""
 
 
 @dataclass(eq=False)
