@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import numcodecs
 import numpy as np
 import pytest
 import zarr
@@ -254,3 +255,29 @@ def test_an_array_whose_chunks_are_too_large_to_render_is_left_out(tmp_path):
         [*ZARRFUSE, "mount", str(tmp_path / "g.zarr" / "large"), str(tmp_path / "mnt"),
          "--format", "tiff", "--max-chunk-bytes", "1000"], 30, check=False)
     assert result.returncode != 0 and "too large to render" in result.stderr
+
+
+# --- decompression bombs (issue 21, point 6) -------------------------------------------------
+
+
+def test_a_decompression_bomb_is_refused_before_it_is_allocated(tmp_path):
+    """A 4 KiB chunk stored as a zstd frame of 512 MiB of zeros (about 16 KiB): reading it
+    rendered, or writing it through a raw mount, is refused (EIO) and the daemon stays small."""
+    store = tmp_path / "z.zarr"
+    zarr.create_array(store, shape=(128, 64), chunks=(64, 64), dtype="u1", fill_value=0,
+                      compressors=[ZstdCodec(level=1)])[...] = 3
+    bomb = numcodecs.Zstd(level=1).encode(bytes(512 << 20))
+    assert len(bomb) < 64 << 10
+    _chunk(store, 1, 0).write_bytes(bomb)
+    log = tmp_path / "mount.log"
+    with mounted(store, tmp_path / "m1", "--format", "tiff", "--read-only",
+                 "--log-file", str(log)) as mnt:
+        files = sorted(mnt.rglob("*.tiff"))
+        assert [_errno_of(f.read_bytes) for f in files] == [None, errno.EIO]
+        assert _rss_mb(daemon_pid(mnt)) < 300
+    assert "declares 536870912 decoded bytes" in log.read_text()
+    _chunk(store, 1, 0).unlink()
+    with mounted(store, tmp_path / "m2", "--layout", "source") as mnt:
+        assert _errno_of(lambda: (mnt / "c" / "1" / "0").write_bytes(bomb)) == errno.EIO
+        assert _rss_mb(daemon_pid(mnt)) < 300
+    assert not _chunk(store, 1, 0).exists()

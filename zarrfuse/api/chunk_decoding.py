@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 import zarr
 
+from zarrfuse.api.declared_sizes import SLACK, check_declared_size
 from zarrfuse.zarr_compat import (
     ArraySpec,
     ArrayV3Metadata,
+    Buffer,
     BufferPrototype,
     array_config,
     chunk_spec,
@@ -42,8 +44,15 @@ class SyncChunkDecoder:
         self, codecs: Sequence[Any], specs: Sequence[ArraySpec], prototype: BufferPrototype
     ) -> None:
         self._steps = list(reversed(list(zip(codecs, specs, strict=True))))
+        self._names = [str(codec.to_dict().get("name", "")) for codec, _ in self._steps]
         self._prototype = prototype
         self.chunk_shape = tuple(specs[0].shape)
+        native = specs[0].dtype.to_native_dtype()
+        self._limit = (
+            None if native.hasobject or native.itemsize == 0
+            else int(np.prod(self.chunk_shape, dtype=np.int64)) * native.itemsize + SLACK
+        )
+        """The most bytes any step may decode to (a bomb declares more: refused first)."""
 
     @classmethod
     def for_array(cls, array: zarr.Array) -> SyncChunkDecoder | None:
@@ -65,7 +74,9 @@ class SyncChunkDecoder:
     def decode(self, data: bytes) -> np.ndarray:
         """The chunk's values, full chunk shape (regular grids store edge chunks whole)."""
         value: Any = self._prototype.buffer.from_bytes(data)
-        for codec, spec in self._steps:
+        for (codec, spec), name in zip(self._steps, self._names, strict=True):
+            if isinstance(value, Buffer):
+                check_declared_size(value.to_bytes(), name, self._limit)
             value = decode_sync(codec, value, spec)
         decoded: np.ndarray = value.as_numpy_array()
         if decoded.shape != self.chunk_shape:  # bytes/transpose give the shape; be sure

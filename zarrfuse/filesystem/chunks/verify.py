@@ -25,6 +25,7 @@ import numpy as np
 from zarr.abc.codec import CodecPipeline
 from zarr.codecs import BytesCodec, Crc32cCodec, TransposeCodec
 
+from zarrfuse.api.declared_sizes import SLACK, check_declared_size
 from zarrfuse.errors import WriteRefusedError
 from zarrfuse.extensions.byte_ranges import slice_views
 from zarrfuse.zarr_compat import (
@@ -107,6 +108,10 @@ class DecodeCheck:
     metadata: ArrayMetadata
     pipeline: CodecPipeline
     codecs: str
+    outer: str = ""
+    """The name of the codec that decodes the stored bytes first (its declared size is
+    checked before: a written bomb must not make the daemon allocate it)."""
+    limit: int | None = None
     name: ClassVar[str] = "decode"
     inline: ClassVar[bool] = False
 
@@ -114,7 +119,12 @@ class DecodeCheck:
         prototype = default_buffer_prototype()
         order = self.metadata.order if isinstance(self.metadata, ArrayV2Metadata) else "C"
         spec = chunk_spec(self.metadata, ArrayConfig(order, True), prototype)
-        value = prototype.buffer.from_bytes(b"".join(views))
+        data = b"".join(views)
+        try:
+            check_declared_size(data, self.outer, self.limit)
+        except ValueError as e:
+            raise _refused(coords, str(e)) from e
+        value = prototype.buffer.from_bytes(data)
         try:
             sync(self.pipeline.decode([(value, spec)]))
         except Exception as e:  # any codec's failure means: refused
@@ -137,10 +147,12 @@ def checker_for(metadata: ArrayMetadata) -> ChunkCheck:
     fixed_dtype = not native.hasobject and native.itemsize > 0
     spec = chunk_spec(metadata, ArrayConfig("C", True), default_buffer_prototype())
     decoded_bytes = int(np.prod(spec.shape, dtype=np.int64)) * native.itemsize
+    limit = decoded_bytes + SLACK if fixed_dtype else None
     if isinstance(metadata, ArrayV2Metadata):
         if fixed_dtype and not metadata.filters and metadata.compressor is None:
             return LengthCheck(decoded_bytes, names)
-        return DecodeCheck(metadata, pipeline, names)
+        outer = str(metadata.compressor.codec_id) if metadata.compressor is not None else ""
+        return DecodeCheck(metadata, pipeline, names, outer, limit)
     array_array, array_bytes, bytes_bytes = codecs_from_list(metadata.codecs)
     if (
         fixed_dtype
@@ -151,7 +163,8 @@ def checker_for(metadata: ArrayMetadata) -> ChunkCheck:
             return LengthCheck(pipeline.compute_encoded_size(decoded_bytes, spec), names)
         if len(bytes_bytes) == 1 and isinstance(bytes_bytes[0], Crc32cCodec):
             return Crc32cCheck(pipeline.compute_encoded_size(decoded_bytes, spec), names)
-    return DecodeCheck(metadata, pipeline, names)
+    outer = str(metadata.codecs[-1].to_dict().get("name", ""))
+    return DecodeCheck(metadata, pipeline, names, outer, limit)
 
 
 def checker_for_document(document: dict[str, Any]) -> ChunkCheck:
