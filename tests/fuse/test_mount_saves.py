@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import tifffile
 import zarr
+from PIL import Image
 
 from tests.mounting import mounted, run_with_timeout
 
@@ -183,3 +184,24 @@ def test_image_tools_save_onto_a_tiff_view(tmp_path):
             np.testing.assert_array_equal(block, new[tool], err_msg=tool)
     assert log_errors(log) == []
     assert "dropped at unmount" not in log.read_text()
+
+
+@pytest.mark.parametrize("fmt", ["tiff", "npy", "png"])
+def test_python_image_libraries_save_onto_a_chunk_with_no_error_logged(fmt, tmp_path):
+    """tifffile.imwrite, numpy.save and PIL.Image.save write through more than one
+    descriptor (numpy's tofile writes through a dup and closes it first): the flush of the
+    half-written file stores nothing and logs no error; the last close stores the image."""
+    path, log = tmp_path / "img", tmp_path / "daemon.log"
+    dtype = "f8" if fmt != "png" else "u1"
+    zarr.create_array(path, shape=(32, 32), chunks=(32, 32), dtype=dtype, fill_value=0)[...] = 1
+    new = np.arange(32 * 32).reshape(32, 32).astype(dtype)
+    with mounted(path, tmp_path / "mnt", "--format", fmt, "--log-file", str(log)) as mnt:
+        (chunk,) = list(mnt.rglob(f"*.{fmt}"))
+        if fmt == "tiff":
+            tifffile.imwrite(chunk, new)
+        elif fmt == "npy":
+            np.save(chunk, new)
+        else:
+            Image.fromarray(new).save(chunk)
+    np.testing.assert_array_equal(zarr.open_array(path)[...], new)
+    assert log_errors(log) == []

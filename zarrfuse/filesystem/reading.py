@@ -390,7 +390,12 @@ class ReadingFileSystem:
             finally:
                 self.writers.close(opened)
             if opened.dirty:
-                log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
+                if opened.refused is not None:  # the last close's refusal: final
+                    log.error("refused to store chunk %s: %s", opened.node.coords,
+                              opened.refused)
+                else:
+                    log.warning("discarding uncommitted writes to chunk %s",
+                                opened.node.coords)
                 await self.committer.show_stored_state(opened.node)
             elif opened.emptied:  # opened with O_TRUNC, never written nor closed: unchanged
                 await self.committer.show_stored_state(opened.node)

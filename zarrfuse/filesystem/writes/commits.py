@@ -55,8 +55,11 @@ class ChunkWriter:
     """Order of the last change among all writers: the newest writer's size is shown."""
     committing: trio.Event | None = None
     """Set while the buffer is being stored: changes wait, so the commit needs no copy."""
-    refused: bool = False
-    """The last commit was refused, and nothing changed since: release drops the changes."""
+    refused: ZarrFuseError | None = None
+    """Why the last commit was refused, if it was and nothing changed since: release then
+    drops the changes and logs this reason (a flush's refusal alone is not final: a file
+    written through several descriptors, as numpy's ``tofile`` does through a dup, is
+    flushed half-written at the first close, and is complete at the last)."""
     emptied: bool = False
     """Opened with O_TRUNC (or created) and neither written nor truncated since. Closing it
     stores nothing: ImageMagick opens its output so before writing it through another open,
@@ -88,7 +91,7 @@ class OpenWriters:
     def changed(self, writer: ChunkWriter) -> None:
         """``writer``'s buffer changed: it is dirty and now the newest."""
         writer.dirty = True
-        writer.refused = False
+        writer.refused = None
         writer.emptied = writer.closed_empty = False
         writer.serial = next(self._serials)
 
@@ -190,9 +193,8 @@ class Committer:
         try:
             await self.commit(writer.node, writer.data, durable=durable, drop_cache=False)
         except ZarrFuseError as e:
-            log.error("refused to store chunk %s: %s", writer.node.coords, e)
-            writer.refused = True
-            refused = e
+            log.info("not storing chunk %s as it is now: %s", writer.node.coords, e)
+            writer.refused = refused = e
         else:
             writer.dirty = False
         finally:
