@@ -110,8 +110,11 @@ def build_filesystem(
     store_path = sync(
         open_store_path(config.source, mode=mode, storage_options=config.storage_options or None)
     )
+    backend = backend_for(store_path.store, symlink_root=config.symlink_root)
+    if not config.read_only:  # before anything is read: every chunk old or new, not mixed
+        backend.recover()
     catalog = Catalog(
-        backend_for(store_path.store, symlink_root=config.symlink_root),
+        backend,
         suffix=config.suffix,
         max_children=config.max_children,
         limiter=trio.CapacityLimiter(IO_THREADS),

@@ -84,6 +84,19 @@ class Backend(Protocol):
         tells it cheaply, else the time of the write)."""
         ...
 
+    def write_parts(
+        self, parts: Sequence[tuple[str, Sequence[memoryview]]], *, durable: bool = False
+    ) -> list[int]:
+        """Replace several objects (a chunk's parts) as one: after a crash at any moment,
+        and :meth:`recover`, all are old or all are new (where the store can promise it).
+        Returns their new times."""
+        ...
+
+    def recover(self) -> None:
+        """Finish or undo the multi-part writes a crash interrupted (writable mounts, before
+        serving)."""
+        ...
+
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         """Set an object's modification time, if the store can (False: it cannot, as S3's
         ``LastModified`` is the store's own)."""

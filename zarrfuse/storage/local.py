@@ -19,6 +19,7 @@ from pathlib import Path
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.beneath import NotRegular, Root
+from zarrfuse.storage.local_journal import CommitJournal
 
 __all__ = ["WRITE_STEP", "LocalBackend", "LocalPartReader"]
 
@@ -86,6 +87,7 @@ class LocalBackend:
             raise ConfigurationError(f"--symlink-root {symlink_root}: {root} is not inside it")
         inside = os.path.relpath(real, self._beneath.path)
         self._prefix = "" if inside == "." else inside + "/"
+        self._journal = CommitJournal(self._beneath, self._prefix, _write_all)
 
     def _key(self, key: str) -> str:
         """The key as a path relative to the resolution root."""
@@ -191,6 +193,16 @@ class LocalBackend:
         finally:
             os.close(dir_fd)
         return mtime_ns
+
+    def write_parts(
+        self, parts: Sequence[tuple[str, Sequence[memoryview]]], *, durable: bool = False
+    ) -> list[int]:
+        if len(parts) == 1:
+            return [self.write(parts[0][0], parts[0][1], durable=durable)]
+        return self._journal.commit([(self._key(k), p) for k, p in parts], durable)
+
+    def recover(self) -> None:
+        self._journal.recover()
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         """Stored with the file (``os.utime``), so every later mount shows it too."""

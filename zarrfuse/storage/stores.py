@@ -133,6 +133,15 @@ class StoreBackend:
         sync(self.store.set(key, self.prototype.buffer.from_bytes(b"".join(pieces))))
         return time.time_ns()
 
+    def write_parts(
+        self, parts: Sequence[tuple[str, Sequence[memoryview]]], *, durable: bool = False
+    ) -> list[int]:
+        # One write per part: no journal here yet (a crash between two may mix commits).
+        return [self.write(key, pieces, durable=durable) for key, pieces in parts]
+
+    def recover(self) -> None:
+        pass  # nothing journalled
+
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         return False  # zarr's Store API has no way to set a time
 

@@ -271,11 +271,12 @@ class ChunkSource:
         spans: Sequence[tuple[int, int]],
         durable: bool,
     ) -> list[Stat | None]:
-        stats: list[Stat | None] = []
-        for key, (start, stop) in zip(keys, spans, strict=True):
-            mtime_ns = self.backend.write(key, slice_views(views, start, stop), durable=durable)
-            stats.append(Stat(stop - start, mtime_ns))
-        return stats
+        # All parts as one (a journal on local stores): a crash leaves the old or the new chunk.
+        mtimes = self.backend.write_parts(
+            [(key, slice_views(views, a, b)) for key, (a, b) in zip(keys, spans, strict=True)],
+            durable=durable,
+        )
+        return [Stat(b - a, m) for (a, b), m in zip(spans, mtimes, strict=True)]
 
     async def commit(
         self, coords: tuple[int, ...], views: Sequence[memoryview], *, durable: bool

@@ -1,0 +1,180 @@
+"""Multi-part commits on a local directory that a crash leaves old or new, never mixed.
+
+A chunk stored as several parts (``concat-parts``: a main part and a ``.crc32c``, say) is
+replaced part by part, each by a rename; a daemon killed between two renames would leave a
+chunk whose parts come from two commits, which then fails its checksum. So a multi-part
+commit goes through a journal in ``.zarrfuse-commits/`` at the store root:
+
+1. ``TX.pending`` names the temp files about to be written (so a crash leaves no orphans);
+2. every part's new bytes are written to its temp file beside its key;
+3. ``TX.commit`` is written: the point of no return;
+4. each temp file is renamed over its key; then both records are removed.
+
+On the next mount (:meth:`CommitJournal.recover`), a transaction with a ``commit`` record is
+rolled forward (its remaining temp files renamed into place: every chunk new) and one
+without is rolled back (its temp files removed: every chunk old). Records are written as a
+temp file renamed into place. Against a killed daemon this needs no ``fsync``: the kernel
+keeps what was written. Against a power cut, ``fsync`` on the chunk (``durable``) also
+syncs the temp files, the records and their directories at each step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import uuid
+from collections.abc import Callable, Sequence
+
+from zarrfuse.storage.beneath import Root
+
+__all__ = ["JOURNAL_DIR", "CommitJournal"]
+
+log = logging.getLogger(__name__)
+
+JOURNAL_DIR = ".zarrfuse-commits"
+
+WriteAll = Callable[[int, Sequence[memoryview]], None]
+
+
+class CommitJournal:
+    """The journal of one local store (``prefix``: the store's path below ``root``)."""
+
+    def __init__(self, root: Root, prefix: str, write_all: WriteAll) -> None:
+        self._root = root
+        self._prefix = prefix
+        self._write_all = write_all
+        self._dir = f"{prefix}{JOURNAL_DIR}"
+
+    def commit(self, parts: Sequence[tuple[str, Sequence[memoryview]]], durable: bool) -> list[int]:
+        """Replace every ``(key, pieces)`` (keys relative to ``root``); the new times."""
+        tx = uuid.uuid4().hex
+        renames = [(f"{key}.{tx}.partial", key) for key, _ in parts]
+        self._record(tx, "pending", renames, durable)
+        mtimes = []
+        try:
+            for (temp, _), (_, pieces) in zip(renames, parts, strict=True):
+                mtimes.append(self._write_temp(temp, pieces, durable))
+            self._record(tx, "commit", renames, durable)
+        except BaseException:
+            self._remove_temps(renames)
+            self._remove_records(tx)
+            raise
+        self._rename_all(renames, durable)
+        self._remove_records(tx)
+        return mtimes
+
+    def recover(self) -> tuple[int, int]:
+        """Finish what a crash interrupted: (transactions rolled forward, rolled back)."""
+        fd = self._root.open_dir(self._dir)
+        if fd is None:
+            return 0, 0
+        try:
+            names = os.listdir(fd)
+        finally:
+            os.close(fd)
+        forward = back = 0
+        for tx in sorted({n.split(".", 1)[0] for n in names}):
+            committed = self._read_record(tx, "commit")
+            if committed is not None:
+                self._rename_all(committed, durable=True)
+                forward += 1
+            else:
+                self._remove_temps(self._read_record(tx, "pending") or [])
+                back += 1
+            self._remove_records(tx)
+        if forward or back:
+            log.warning("%s: finished %d commit(s) a crash interrupted and undid %d unfinished "
+                        "one(s): every chunk is its old or its new value", self._root.path,
+                        forward, back)
+        return forward, back
+
+    # --- steps -------------------------------------------------------------------------------
+
+    def _parent(self, key: str) -> tuple[int, str]:
+        parent, _, name = key.rpartition("/")
+        return self._root.make_dirs(parent or "."), name
+
+    def _write_temp(self, temp: str, pieces: Sequence[memoryview], durable: bool) -> int:
+        dir_fd, name = self._parent(temp)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                         0o644, dir_fd=dir_fd)
+            try:
+                self._write_all(fd, pieces)
+                if durable:
+                    os.fsync(fd)
+                return os.fstat(fd).st_mtime_ns
+            finally:
+                os.close(fd)
+        finally:
+            os.close(dir_fd)
+
+    def _record(
+        self, tx: str, kind: str, renames: Sequence[tuple[str, str]], durable: bool
+    ) -> None:
+        data = json.dumps([list(r) for r in renames]).encode()
+        dir_fd = self._root.make_dirs(self._dir)
+        try:
+            temp = f"{tx}.{kind}.tmp"
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
+                         0o644, dir_fd=dir_fd)
+            try:
+                os.write(fd, data)
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, f"{tx}.{kind}", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            if durable:
+                os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _read_record(self, tx: str, kind: str) -> list[tuple[str, str]] | None:
+        fd = self._root.open_regular(f"{self._dir}/{tx}.{kind}")
+        if fd is None:
+            return None
+        with open(fd, "rb") as f:
+            try:
+                return [(str(a), str(b)) for a, b in json.loads(f.read())]
+            except (ValueError, TypeError):
+                log.warning("%s: unreadable commit record %s.%s: left alone", self._root.path,
+                            tx, kind)
+                return None
+
+    def _rename_all(self, renames: Sequence[tuple[str, str]], durable: bool) -> None:
+        for temp, key in renames:
+            dir_fd, temp_name = self._parent(temp)
+            try:
+                with contextlib.suppress(FileNotFoundError):  # renamed before the crash
+                    os.replace(temp_name, key.rpartition("/")[2], src_dir_fd=dir_fd,
+                               dst_dir_fd=dir_fd)
+                if durable:
+                    os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def _remove_temps(self, renames: Sequence[tuple[str, str]]) -> None:
+        for temp, _ in renames:
+            parent, _, name = temp.rpartition("/")
+            dir_fd = self._root.open_dir(parent or ".")
+            if dir_fd is None:
+                continue
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def _remove_records(self, tx: str) -> None:
+        dir_fd = self._root.open_dir(self._dir)
+        if dir_fd is None:
+            return
+        try:
+            for kind in ("commit", "pending", "commit.tmp", "pending.tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{tx}.{kind}", dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
