@@ -77,8 +77,7 @@ def test_kill_9_under_parallel_writers_leaves_every_chunk_old_or_new(tmp_path):
     torn = {row: sorted(set(value))[:4] for row, value in stored.items() if value not in allowed}
     assert not torn, f"chunks neither old nor new after kill -9: {torn}"
     assert not list(store.rglob("*.partial")), "temp files left behind"
-    journal = store / JOURNAL_DIR
-    assert not journal.exists() or not list(journal.iterdir()), "journal records left behind"
+    assert not (store / JOURNAL_DIR).exists(), "journal left behind"
 
 
 def _journal(tmp_path: Path) -> tuple[CommitJournal, Path]:
@@ -111,7 +110,7 @@ def test_recovery_rolls_each_transaction_forward_or_back(tmp_path, state, expect
     journal.recover()
     assert ((root / "c/0").read_bytes(), (root / "c/0.crc").read_bytes()) == expected
     assert sorted(p.name for p in (root / "c").iterdir()) == ["0", "0.crc"]
-    assert list((root / JOURNAL_DIR).iterdir()) == []
+    assert not (root / JOURNAL_DIR).exists()  # removed once no commit is under way
 
 
 def test_a_commit_replaces_every_part_and_leaves_no_record(tmp_path):
@@ -119,4 +118,4 @@ def test_a_commit_replaces_every_part_and_leaves_no_record(tmp_path):
     journal.commit([("c/0", [memoryview(b"abc")]), ("c/0.crc", [memoryview(b"1234")])], False)
     assert (root / "c/0").read_bytes() == b"abc" and (root / "c/0.crc").read_bytes() == b"1234"
     assert sorted(p.name for p in (root / "c").iterdir()) == ["0", "0.crc"]
-    assert list((root / JOURNAL_DIR).iterdir()) == []
+    assert not (root / JOURNAL_DIR).exists()  # removed once no commit is under way

@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -46,24 +47,35 @@ class CommitJournal:
         self._prefix = prefix
         self._write_all = write_all
         self._dir = f"{prefix}{JOURNAL_DIR}"
+        self._lock = threading.Lock()
+        self._active = 0
+        """Transactions under way: the journal directory is removed when none is, so the
+        store shows no stray directory to zarr (which warns of it) between commits."""
 
     def commit(self, parts: Sequence[tuple[str, Sequence[memoryview]]], durable: bool) -> list[int]:
         """Replace every ``(key, pieces)`` (keys relative to ``root``); the new times."""
         tx = uuid.uuid4().hex
         renames = [(f"{key}.{tx}.partial", key) for key, _ in parts]
-        self._record(tx, "pending", renames, durable)
-        mtimes = []
+        with self._lock:
+            self._active += 1
         try:
-            for (temp, _), (_, pieces) in zip(renames, parts, strict=True):
-                mtimes.append(self._write_temp(temp, pieces, durable))
-            self._record(tx, "commit", renames, durable)
-        except BaseException:
-            self._remove_temps(renames)
+            self._record(tx, "pending", renames, durable)
+            mtimes = []
+            try:
+                for (temp, _), (_, pieces) in zip(renames, parts, strict=True):
+                    mtimes.append(self._write_temp(temp, pieces, durable))
+                self._record(tx, "commit", renames, durable)
+            except BaseException:
+                self._remove_temps(renames)
+                raise
+            self._rename_all(renames, durable)
+            return mtimes
+        finally:
             self._remove_records(tx)
-            raise
-        self._rename_all(renames, durable)
-        self._remove_records(tx)
-        return mtimes
+            with self._lock:
+                self._active -= 1
+                if self._active == 0:
+                    self._remove_dir()
 
     def recover(self) -> tuple[int, int]:
         """Finish what a crash interrupted: (transactions rolled forward, rolled back)."""
@@ -84,6 +96,7 @@ class CommitJournal:
                 self._remove_temps(self._read_record(tx, "pending") or [])
                 back += 1
             self._remove_records(tx)
+        self._remove_dir()
         if forward or back:
             log.warning("%s: finished %d commit(s) a crash interrupted and undid %d unfinished "
                         "one(s): every chunk is its old or its new value", self._root.path,
@@ -176,5 +189,16 @@ class CommitJournal:
             for kind in ("commit", "pending", "commit.tmp", "pending.tmp"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{tx}.{kind}", dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _remove_dir(self) -> None:
+        parent, _, name = self._dir.rpartition("/")
+        dir_fd = self._root.open_dir(parent or ".")
+        if dir_fd is None:
+            return
+        try:
+            with contextlib.suppress(FileNotFoundError, OSError):  # not empty: left
+                os.rmdir(name, dir_fd=dir_fd)
         finally:
             os.close(dir_fd)
