@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-__all__ = ["Backend", "Document", "PartReader", "Stat"]
+__all__ = ["Backend", "Document", "PartReader", "Stat", "write_each"]
 
 
 class Stat(NamedTuple):
@@ -129,3 +129,11 @@ class PartReader(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def write_each(
+    backend: Backend, parts: Sequence[tuple[str, Sequence[memoryview]]], durable: bool
+) -> list[int]:
+    """``write_parts`` for backends without a journal: one atomic write per part (a crash
+    between two may leave parts of two commits)."""
+    return [backend.write(key, pieces, durable=durable) for key, pieces in parts]

@@ -112,17 +112,23 @@ class CommitJournal:
     def _write_temp(self, temp: str, pieces: Sequence[memoryview], durable: bool) -> int:
         dir_fd, name = self._parent(temp)
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
-                         0o644, dir_fd=dir_fd)
-            try:
-                self._write_all(fd, pieces)
-                if durable:
-                    os.fsync(fd)
-                return os.fstat(fd).st_mtime_ns
-            finally:
-                os.close(fd)
+            return self._new_file(dir_fd, name, pieces, durable)
         finally:
             os.close(dir_fd)
+
+    def _new_file(
+        self, dir_fd: int, name: str, pieces: Sequence[memoryview], durable: bool
+    ) -> int:
+        """Create ``name`` (never through a symlink) with ``pieces``; its mtime."""
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                     0o644, dir_fd=dir_fd)
+        try:
+            self._write_all(fd, pieces)
+            if durable:
+                os.fsync(fd)
+            return os.fstat(fd).st_mtime_ns
+        finally:
+            os.close(fd)
 
     def _record(
         self, tx: str, kind: str, renames: Sequence[tuple[str, str]], durable: bool
@@ -131,14 +137,7 @@ class CommitJournal:
         dir_fd = self._root.make_dirs(self._dir)
         try:
             temp = f"{tx}.{kind}.tmp"
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
-                         0o644, dir_fd=dir_fd)
-            try:
-                os.write(fd, data)
-                if durable:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            self._new_file(dir_fd, temp, [memoryview(data)], durable)
             os.replace(temp, f"{tx}.{kind}", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             if durable:
                 os.fsync(dir_fd)

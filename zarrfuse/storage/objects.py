@@ -23,7 +23,7 @@ from obstore.exceptions import NotFoundError
 if TYPE_CHECKING:  # types only: obstore declares them in its stubs
     from obstore import ListResult, ObjectMeta
 
-from zarrfuse.storage.base import Document, PartReader, Stat
+from zarrfuse.storage.base import Document, PartReader, Stat, write_each
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
 
 __all__ = ["ObjectBackend", "ObjectPartReader"]
@@ -197,8 +197,7 @@ class ObjectBackend:
     def write_parts(
         self, parts: Sequence[tuple[str, Sequence[memoryview]]], *, durable: bool = False
     ) -> list[int]:
-        # One write per part: no journal here yet (a crash between two may mix commits).
-        return [self.write(key, pieces, durable=durable) for key, pieces in parts]
+        return write_each(self, parts, durable)
 
     def recover(self) -> None:
         pass  # nothing journalled

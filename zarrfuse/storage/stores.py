@@ -20,7 +20,7 @@ from typing import Any
 from zarr.abc.store import RangeByteRequest, Store
 from zarr.storage import FsspecStore
 
-from zarrfuse.storage.base import Document, PartReader, Stat
+from zarrfuse.storage.base import Document, PartReader, Stat, write_each
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
 __all__ = ["StoreBackend", "StorePartReader"]
@@ -136,8 +136,7 @@ class StoreBackend:
     def write_parts(
         self, parts: Sequence[tuple[str, Sequence[memoryview]]], *, durable: bool = False
     ) -> list[int]:
-        # One write per part: no journal here yet (a crash between two may mix commits).
-        return [self.write(key, pieces, durable=durable) for key, pieces in parts]
+        return write_each(self, parts, durable)
 
     def recover(self) -> None:
         pass  # nothing journalled
