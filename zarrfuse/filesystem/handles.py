@@ -14,6 +14,7 @@ from zarrfuse.filesystem.writes.commits import ChunkWriter
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = [
+    "READERS",
     "ChunkReader",
     "DocumentWriter",
     "MetadataReader",
@@ -71,3 +72,6 @@ OpenFile = (
     ChunkReader | MetadataReader | RenderedReader | ChunkWriter | ScratchHandle | DocumentWriter
     | ImageReader
 )
+
+READERS = (ChunkReader, MetadataReader, RenderedReader)
+"""Handles that only read (whole images, read-only, are their own case)."""

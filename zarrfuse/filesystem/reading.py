@@ -28,6 +28,7 @@ from zarrfuse.errors import (
 )
 from zarrfuse.filesystem.attributes import Attributes, Ownership, StatFs, check_name
 from zarrfuse.filesystem.handles import (
+    READERS,
     ChunkReader,
     DocumentWriter,
     ImageReader,
@@ -58,9 +59,6 @@ from zarrfuse.storage.base import Stat
 __all__ = ["ReadingFileSystem"]
 
 log = logging.getLogger(__name__)
-
-READERS = (ChunkReader, MetadataReader, RenderedReader)
-"""Handles that only read (whole images, read-only, are their own case)."""
 
 BLOCK_SIZE = 4096
 
@@ -391,11 +389,9 @@ class ReadingFileSystem:
                 self.writers.close(opened)
             if opened.dirty:
                 if opened.refused is not None:  # the last close's refusal: final
-                    log.error("refused to store chunk %s: %s", opened.node.coords,
-                              opened.refused)
+                    log.error("refused to store chunk %s: %s", opened.node.coords, opened.refused)
                 else:
-                    log.warning("discarding uncommitted writes to chunk %s",
-                                opened.node.coords)
+                    log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
                 await self.committer.show_stored_state(opened.node)
             elif opened.emptied:  # opened with O_TRUNC, never written nor closed: unchanged
                 await self.committer.show_stored_state(opened.node)
