@@ -239,3 +239,31 @@ def test_ome_zarr_physical_sizes_and_channel_names_reach_the_ome_xml(tmp_path):
         assert 'PhysicalSizeX="0.5"' in xml and 'PhysicalSizeY="0.25"' in xml
         assert 'PhysicalSizeZ="2.0"' in xml and "PhysicalSizeXUnit" in xml
         assert 'Name="DAPI"' in xml and 'Name="GFP"' in xml
+
+
+def test_a_whole_image_maps_shared_read_only_and_mapping_its_header_decodes_nothing(tmp_path):
+    """Image libraries (Imlib2, which feh uses; libtiff's mapped reads) map the file shared and
+    read-only: that must work, and faulting in the header must not decode a tile."""
+    import mmap  # noqa: PLC0415
+
+    data = np.arange(1024 * 768, dtype="u2").reshape(1024, 768)
+    _array(tmp_path / "a", data, (128, 128))
+    with mounted(tmp_path / "a", tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        path = mnt / "a.ome.tif"
+        with open(path, "rb", buffering=0) as f, tifffile.TiffFile(f) as tif:
+            offsets, counts = tif.pages[0].dataoffsets, tif.pages[0].databytecounts
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            mapped = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        with mapped:
+            assert mapped[:4] == b"II*\x00"
+            assert _decoded(stats(mnt)).get("chunks", 0) == 0  # the header's pages only
+            tiles_across = 768 // 128
+            for index in (0, 7, len(offsets) - 1):
+                tile = np.frombuffer(mapped[offsets[index] : offsets[index] + counts[index]],
+                                     dtype="<u2").reshape(128, 128)
+                row, col = divmod(index, tiles_across)
+                np.testing.assert_array_equal(
+                    tile, data[row * 128 : (row + 1) * 128, col * 128 : (col + 1) * 128])

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import zarr
 
-from tests.mounting import mounted
+from tests.mounting import mounted, run_with_timeout
 from tests.tiff import whole_image_readers as readers
 
 pytestmark = pytest.mark.timeout(600)
@@ -122,3 +122,15 @@ def test_pillow(mount, name):
     mnt, cases = mount
     case = cases[name]
     readers.check_pillow(mnt / case.file, case.levels)
+
+
+@pytest.mark.parametrize("name", ["gray", "rgb", "odd"])
+def test_feh_imlib2_which_maps_the_file(mount, name):
+    """feh's Imlib2 maps the file (``MAP_SHARED``, ``PROT_READ``) to load it: with direct I/O
+    that mapping failed and feh said "No Imlib2 loader for that file format"."""
+    mnt, cases = mount
+    case = cases[name]
+    listed = run_with_timeout(["feh", "--list", mnt / case.file], timeout=60)
+    row = listed.stdout.splitlines()[1].split("\t")
+    height, width = case.levels[0].shape[:2]
+    assert row[1:4] == ["tiff", str(width), str(height)], listed.stdout

@@ -277,10 +277,10 @@ class ReadingFileSystem:
         handle = next(self._handles)
         self._files[handle] = opened
         read_write = flags & os.O_ACCMODE == os.O_RDWR
-        # Whole images use direct I/O: the kernel's read-ahead would decode tiles nobody
-        # asked for (opening must cost the header only); WholeImage reads ahead itself.
-        # Readers on a writable mount too: see page_cache (a reader keeps its version).
-        direct = isinstance(opened, ScratchHandle | DocumentWriter | ImageReader) or (
+        # Readers on a writable mount use direct I/O: see page_cache (a reader keeps its
+        # version). Whole images keep the page cache, so they can be mapped: their layout
+        # keeps the kernel's read-ahead of the header off the tiles (READ_AHEAD_GAP).
+        direct = isinstance(opened, ScratchHandle | DocumentWriter) or (
             not self.read_only and isinstance(opened, READERS)
         )
         if direct or not self.page_cache.admit(
