@@ -58,7 +58,8 @@ LARGE_DATA_ALIGNMENT = 1 << 20
 LARGE_FILE = 64 << 20
 """Files with this many tile bytes or more start their tiles past a 1 MiB boundary: readers
 that read the header through a 1 MiB buffer (tifffile does, Python's buffered I/O) then never
-reach a tile, so opening a large image decodes no chunk. The padding costs at most 3.1% (2 MiB in 64 MiB)."""
+reach a tile, so opening a large image decodes no chunk. The padding costs at most 3.1%
+(2 MiB in 64 MiB)."""
 HEADER_BUFFER = 1 << 20
 READ_AHEAD_GAP = 512 << 10
 """Free bytes between what a reader reads of the header and the first tile. Whole images use
