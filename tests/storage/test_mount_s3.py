@@ -241,7 +241,10 @@ def test_concat_parts_array_on_s3(s3, tmp_path):
         run_with_timeout(["sh", "-c", f"printf ABCDE > {first}"])
         counts, _ = s3.snapshot()
         assert stored(s3, "parts/a/c/0.head") == b"ABC" and stored(s3, "parts/a/c/0") == b"DE"
-        assert counts["PUT"] == 2, counts  # one PUT per part
+        # A two-part commit, crash-atomic (object_journal): two temp PUTs, the commit record,
+        # two server-side copies (PUT-class), one bulk DELETE; nothing left in the journal.
+        assert (counts["PUT"], counts["POST"]) == (5, 1), counts
+        assert not [k for k in keys_under(s3, "parts/a/") if ".zarrfuse-commits" in k]
     assert api.open_array(f"s3://{BUCKET}/parts/a", storage_options=options(s3))[:5].tobytes() == (
         b"ABCDE"
     )

@@ -119,6 +119,7 @@ def _verify(args: argparse.Namespace) -> int:
         options.absolute_source(args.source),
         storage_options=dict(args.storage_options) or None,
         jobs=args.jobs,
+        repair_commits=args.repair,
     )
 
 

@@ -32,6 +32,7 @@ from zarrfuse.api.regions import chunk_region
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, encode_chunk_key, parse_encoding
 from zarrfuse.progress import Progress
+from zarrfuse.storage import backend_for
 from zarrfuse.zarr_compat import sync
 
 __all__ = ["Failure", "Report", "find_arrays", "main", "stored_chunks", "verify"]
@@ -184,8 +185,25 @@ def verify(
     return report
 
 
-def main(source: str, *, storage_options: dict[str, Any] | None = None, jobs: int = 8) -> int:
+def repair(source: str, *, storage_options: dict[str, Any] | None = None) -> tuple[int, int]:
+    """Finish or undo the multi-part commits a crashed writable mount left, as the next
+    writable mount would: (rolled forward, rolled back)."""
+    store_path = sync(open_store_path(source, mode="r+", storage_options=storage_options))
+    backend = backend_for(store_path.store, path=store_path.path)
+    try:
+        return backend.recover()
+    finally:
+        backend.close()
+
+
+def main(
+    source: str, *, storage_options: dict[str, Any] | None = None, jobs: int = 8,
+    repair_commits: bool = False,
+) -> int:
     """The ``zarrfuse verify`` command: 0 if every chunk decodes, 1 otherwise."""
+    if repair_commits:
+        forward, back = repair(source, storage_options=storage_options)
+        print(f"interrupted commits: {forward} finished, {back} undone")
     with Progress(unit="chunk", description="listing chunks") as progress:
         shown_live = progress.enabled
         report = verify(source, storage_options=storage_options, jobs=jobs, progress=progress)

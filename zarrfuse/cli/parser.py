@@ -291,6 +291,11 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
         "--jobs", metavar="N", type=_positive_int, default=8,
         help="chunks decoded at once (default: %(default)s)",
     )
+    p.add_argument(
+        "--repair", action="store_true",
+        help="first finish or undo the multi-part commits a crashed writable mount left "
+        "(what the next writable mount does before it serves)",
+    )
     p.add_argument("--debug", action="store_true", help="tracebacks for errors")
     p.set_defaults(handler=handlers["verify"])
     _add_tiff_commands(commands, handlers)

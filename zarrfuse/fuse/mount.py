@@ -110,7 +110,9 @@ def build_filesystem(
     store_path = sync(
         open_store_path(config.source, mode=mode, storage_options=config.storage_options or None)
     )
-    backend = backend_for(store_path.store, symlink_root=config.symlink_root)
+    backend = backend_for(
+        store_path.store, symlink_root=config.symlink_root, path=store_path.path
+    )
     if not config.read_only:  # before anything is read: every chunk old or new, not mixed
         backend.recover()
     catalog = Catalog(

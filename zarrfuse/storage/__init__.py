@@ -18,9 +18,12 @@ from zarrfuse.storage.stores import StoreBackend
 __all__ = ["Backend", "PartReader", "backend_for"]
 
 
-def backend_for(store: Store, *, symlink_root: str | None = None) -> Backend:
+def backend_for(
+    store: Store, *, symlink_root: str | None = None, path: str = ""
+) -> Backend:
     """The fastest backend that serves ``store`` exactly. ``symlink_root``: see
-    ``LocalBackend`` (local stores only)."""
+    ``LocalBackend`` (local stores only). ``path``: the mounted node's path in ``store``,
+    where an object store keeps its commit journal (a bucket holds many arrays)."""
     if isinstance(store, LocalStore):
         return LocalBackend(
             Path(store.root), symlink_root=Path(symlink_root) if symlink_root else None
@@ -28,5 +31,5 @@ def backend_for(store: Store, *, symlink_root: str | None = None) -> Backend:
     if isinstance(store, ObjectStore):
         from zarrfuse.storage.objects import ObjectBackend  # noqa: PLC0415  (needs obstore)
 
-        return ObjectBackend(store.store)
+        return ObjectBackend(store.store, journal_path=path)
     return StoreBackend(store)

@@ -92,9 +92,9 @@ class Backend(Protocol):
         Returns their new times."""
         ...
 
-    def recover(self) -> None:
+    def recover(self) -> tuple[int, int]:
         """Finish or undo the multi-part writes a crash interrupted (writable mounts, before
-        serving)."""
+        serving, and ``zarrfuse verify --repair``): (rolled forward, rolled back)."""
         ...
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:

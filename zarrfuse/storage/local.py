@@ -201,8 +201,8 @@ class LocalBackend:
             return [self.write(parts[0][0], parts[0][1], durable=durable)]
         return self._journal.commit([(self._key(k), p) for k, p in parts], durable)
 
-    def recover(self) -> None:
-        self._journal.recover()
+    def recover(self) -> tuple[int, int]:
+        return self._journal.recover()
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         """Stored with the file (``os.utime``), so every later mount shows it too."""

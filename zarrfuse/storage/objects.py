@@ -23,7 +23,8 @@ from obstore.exceptions import NotFoundError
 if TYPE_CHECKING:  # types only: obstore declares them in its stubs
     from obstore import ListResult, ObjectMeta
 
-from zarrfuse.storage.base import Document, PartReader, Stat, write_each
+from zarrfuse.storage.base import Document, PartReader, Stat
+from zarrfuse.storage.object_journal import ObjectJournal
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
 
 __all__ = ["ObjectBackend", "ObjectPartReader"]
@@ -103,8 +104,9 @@ class ObjectBackend:
     """A LIST costs about what a HEAD does and answers for every sibling: the chunk source
     learns one chunk's size by listing its directory (cached), not by asking for it."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, journal_path: str = "") -> None:
         self.store = store
+        self._journal = ObjectJournal(self, _describe(store), journal_path)
         self.read_ahead_policy = ReadAheadPolicy(
             pool=ThreadPoolExecutor(PREFETCH_REQUESTS, thread_name_prefix="zarrfuse-fetch"),
             budget=PrefetchBudget(PREFETCH_BUDGET),
@@ -194,19 +196,36 @@ class ObjectBackend:
         _request(f"PUT {key}", lambda: obstore.put(self.store, key, data, use_multipart=False))
         return time.time_ns()
 
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove objects in one bulk request (absent ones are fine)."""
+        _request(f"DELETE {len(keys)} objects", lambda: obstore.delete(self.store, list(keys)))
+
+    def copy(self, source: str, key: str) -> None:
+        """Replace ``key`` with a copy of ``source``, made by the server (no bytes here)."""
+        _request(f"COPY {source} to {key}", lambda: obstore.copy(self.store, source, key))
+
     def write_parts(
         self, parts: Sequence[tuple[str, Sequence[memoryview]]], *, durable: bool = False
     ) -> list[int]:
-        return write_each(self, parts, durable)
+        if len(parts) == 1:  # one PUT is atomic by itself
+            return [self.write(parts[0][0], parts[0][1], durable=durable)]
+        return self._journal.commit(parts)
 
-    def recover(self) -> None:
-        pass  # nothing journalled
+    def recover(self) -> tuple[int, int]:
+        return self._journal.recover()
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         return False  # LastModified is set by the store alone
 
     def delete(self, key: str) -> None:
         _request(f"DELETE {key}", lambda: obstore.delete(self.store, key))
+
+
+def _describe(store: Any) -> str:
+    """The store as log lines name it (``s3://bucket/prefix``)."""
+    bucket = (getattr(store, "config", None) or {}).get("bucket")
+    prefix = str(getattr(store, "prefix", None) or "")
+    return f"s3://{bucket}/{prefix}".rstrip("/") if bucket else repr(store)
 
 
 def _stat(meta: ObjectMeta) -> Stat:

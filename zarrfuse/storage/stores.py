@@ -138,8 +138,8 @@ class StoreBackend:
     ) -> list[int]:
         return write_each(self, parts, durable)
 
-    def recover(self) -> None:
-        pass  # nothing journalled
+    def recover(self) -> tuple[int, int]:
+        return 0, 0  # nothing journalled
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         return False  # zarr's Store API has no way to set a time
