@@ -32,6 +32,7 @@ from typing import IO
 
 from zarrfuse.errors import MountError, SourceError, ZarrFuseError
 from zarrfuse.fuse.config import MountConfig
+from zarrfuse.fuse.handed_fd import handed_fuse_fd
 from zarrfuse.fuse.mountpoint import is_mounted, prepare_mountpoint, unmount
 
 __all__ = [
@@ -130,7 +131,8 @@ def preflight(config: MountConfig) -> None:
     """Everything that can be checked before mounting: the mountpoint, the source, the device."""
     prepare_mountpoint(config.mountpoint)
     check_source(config)
-    check_fuse_device()
+    if handed_fuse_fd(config.mountpoint) is None:  # else the device is open already
+        check_fuse_device()
 
 
 def configure_logging(config: MountConfig) -> None:
@@ -269,10 +271,11 @@ def _spawn(config: MountConfig, ready_fd: int) -> subprocess.Popen[bytes]:
     log_file: IO[bytes] | None = (
         open(config.log_file, "ab") if config.log_file else None  # noqa: SIM115
     )
+    handed = handed_fuse_fd(config.mountpoint)
     try:
         return subprocess.Popen(
             argv,
-            pass_fds=(ready_fd, config_read),
+            pass_fds=(ready_fd, config_read, *(() if handed is None else (handed,))),
             start_new_session=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -30,6 +30,7 @@ from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import ArrayRoot, GroupDir, ImageDir, Node
 from zarrfuse.filesystem.writes.commits import WriteOptions
 from zarrfuse.fuse.config import MountConfig
+from zarrfuse.fuse.handed_fd import handed_fuse_fd
 from zarrfuse.fuse.mountpoint import prepare_mountpoint
 from zarrfuse.fuse.operations import FuseOperations
 from zarrfuse.storage import backend_for
@@ -175,7 +176,10 @@ def _source_name(source: str) -> str:
 
 def _check_live_and_raise_read_ahead(mountpoint: str) -> None:
     """Stat the mount through the kernel (proving the loop answers), then, best effort, let
-    the kernel read ahead 1 MiB at a time on it."""
+    the kernel read ahead 1 MiB at a time on it. A handed descriptor's mount is elsewhere,
+    and was live before we started."""
+    if handed_fuse_fd(mountpoint) is not None:
+        return
     device = os.stat(mountpoint).st_dev
     path = f"/sys/class/bdi/{os.major(device)}:{os.minor(device)}/read_ahead_kb"
     try:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from zarrfuse.errors import MountError
+from zarrfuse.fuse.handed_fd import handed_fuse_fd
 
 __all__ = [
     "MountEntry",
@@ -242,6 +243,8 @@ def prepare_mountpoint(path: str) -> None:
     A dead mount left by a killed daemon is detached, so it does not block a new mount.
     Raises MountError saying what is wrong otherwise.
     """
+    if handed_fuse_fd(path) is not None:  # mounted already, by whoever handed it on
+        return
     path = os.path.abspath(path)
     _detach_dead_mounts(path)
     try:
