@@ -23,6 +23,9 @@ class Stat(NamedTuple):
 
     size: int
     mtime_ns: int
+    etag: str | None = None
+    """The store's entity tag (S3's ETag), where it gives one: unlike ``mtime_ns`` (S3's
+    ``LastModified`` has whole seconds), it tells two versions written in one second apart."""
 
 
 class Document(NamedTuple):

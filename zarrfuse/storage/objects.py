@@ -232,4 +232,4 @@ def _stat(meta: ObjectMeta) -> Stat:
     """Size and ``LastModified`` of an object, as a listing or a HEAD gives them."""
     modified = meta["last_modified"]
     mtime_ns = int(modified.timestamp()) * 1_000_000_000 + modified.microsecond * 1000
-    return Stat(meta["size"], mtime_ns)
+    return Stat(meta["size"], mtime_ns, meta.get("e_tag"))

@@ -1,0 +1,134 @@
+"""The persistent disk cache (issue 24, point 2), at the backend level against a real S3
+server (moto on loopback): a second "mount" (a new backend on the same cache directory)
+fetches no chunk bytes, a changed object is never served from the cache, the directory
+stays under its limit, and a half-written or torn block is never served."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from obstore.store import S3Store
+
+from tests.s3server import CREDENTIALS, S3Server, aws_environment
+from zarrfuse.storage.cached_backend import CachingBackend
+from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
+from zarrfuse.storage.objects import ObjectBackend
+
+BUCKET = "cached"
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[S3Server]:
+    with aws_environment(CREDENTIALS), S3Server() as s3:
+        boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1").create_bucket(
+            Bucket=BUCKET)
+        yield s3
+
+
+def _put(server: S3Server, key: str, data: bytes) -> None:
+    boto3.client("s3", endpoint_url=server.url, region_name="us-east-1").put_object(
+        Bucket=BUCKET, Key=key, Body=data)
+
+
+def _mount(server: S3Server, cache_dir: Path, limit: int = 1 << 30) -> CachingBackend:
+    """What one mount builds: its own backend, on the shared cache directory."""
+    inner = ObjectBackend(S3Store(BUCKET, endpoint=server.url, access_key_id="testing",
+                                  secret_access_key="testing", region="us-east-1",
+                                  client_options={"allow_http": True}))
+    return CachingBackend(inner, DiskCache(cache_dir, limit), f"s3:{server.url}:{BUCKET}")
+
+
+def _read(backend: CachingBackend, prefix: str, name: str, chunk: int = 128 << 10) -> bytes:
+    """Read an object as the mount does: listed first, then read in kernel-sized pieces."""
+    stats = backend.list_stats(prefix)
+    reader = backend.open_reader([f"{prefix}/{name}"], [stats[name].size])
+    try:
+        out = bytearray(reader.sizes[0] or 0)
+        for at in range(0, len(out), chunk):
+            view = memoryview(out)[at : at + chunk]
+            if reader.read_into_nowait(0, at, view) < len(view):
+                reader.read_into(0, at, view)
+        return bytes(out)
+    finally:
+        reader.close()
+
+
+def _gets(server: S3Server) -> tuple[int, int]:
+    counts, sent = server.snapshot()
+    return counts["GET"], sent
+
+
+def test_a_second_mount_reads_from_the_cache_and_not_from_the_server(server, tmp_path):
+    objects = {f"c/{i}": os.urandom(3 * MiB + i) for i in range(4)}
+    big = os.urandom(2 * BLOCK_SIZE + 5)  # several blocks
+    for key, data in {**objects, "c/big": big}.items():
+        _put(server, f"a/{key}", data)
+    server.reset()
+    first = _mount(server, tmp_path / "cache")
+    for key, data in objects.items():
+        assert _read(first, "a/c", key.split("/")[1]) == data
+    assert _read(first, "a/c", "big") == big
+    first_gets, first_bytes = _gets(server)
+    assert first_bytes >= sum(map(len, objects.values())) + len(big)
+    server.reset()
+    second = _mount(server, tmp_path / "cache")
+    for key, data in objects.items():
+        assert _read(second, "a/c", key.split("/")[1]) == data
+    assert _read(second, "a/c", "big") == big
+    gets, sent = _gets(server)
+    assert gets == 0, "a cached block was fetched again"
+    assert sent < first_bytes / 10  # listings only
+
+
+def test_an_object_changed_on_the_server_is_fetched_anew(server, tmp_path):
+    _put(server, "b/c/0", b"old" * 1000)
+    assert _read(_mount(server, tmp_path / "cache"), "b/c", "0") == b"old" * 1000
+    _put(server, "b/c/0", b"new" * 1000)  # same size, new LastModified/ETag
+    assert _read(_mount(server, tmp_path / "cache"), "b/c", "0") == b"new" * 1000
+
+
+def test_a_write_through_the_mount_is_never_shadowed_by_its_cached_old_bytes(server, tmp_path):
+    _put(server, "w/c/0", b"A" * 5000)
+    mount = _mount(server, tmp_path / "cache")
+    assert _read(mount, "w/c", "0") == b"A" * 5000
+    mount.write("w/c/0", [memoryview(b"B" * 5000)])
+    reader = mount.open_reader(["w/c/0"], [5000])  # the size the write returned
+    try:
+        out = bytearray(5000)
+        reader.read_into(0, 0, memoryview(out))
+    finally:
+        reader.close()
+    assert bytes(out) == b"B" * 5000
+
+
+def test_the_cache_stays_under_its_limit_least_recently_used_first(server, tmp_path):
+    for i in range(8):
+        _put(server, f"lru/c/{i}", bytes([i]) * MiB)
+    mount = _mount(server, tmp_path / "cache", limit=4 * MiB)
+    for i in range(8):
+        _read(mount, "lru/c", str(i))
+        size = sum(p.stat().st_size for p in (tmp_path / "cache" / "blocks").rglob("*")
+                   if p.is_file())
+        assert size <= 4 * MiB
+    server.reset()
+    assert _read(mount, "lru/c", "7") == bytes([7]) * MiB  # the most recent: still there
+    assert _gets(server)[0] == 0
+    assert _read(mount, "lru/c", "0") == bytes([0]) * MiB  # the oldest: gone, fetched again
+    assert _gets(server)[0] >= 1
+
+
+def test_a_torn_or_half_written_block_is_never_served(server, tmp_path):
+    data = os.urandom(100_000)
+    _put(server, "torn/c/0", data)
+    assert _read(_mount(server, tmp_path / "cache"), "torn/c", "0") == data
+    [block] = [p for p in (tmp_path / "cache" / "blocks").rglob("*") if p.is_file()]
+    block.write_bytes(data[:50_000])  # a crash mid-write (without the rename) or a bad disk
+    (block.parent / f"{block.name}.0123.tmp").write_bytes(b"x" * 100_000)  # a temp left over
+    server.reset()
+    assert _read(_mount(server, tmp_path / "cache"), "torn/c", "0") == data
+    assert _gets(server)[0] >= 1  # fetched again, not served torn

@@ -1,0 +1,218 @@
+"""A remote backend whose chunk bytes are kept in a ``DiskCache`` (``--cache-dir``).
+
+Only object bytes are cached: listings, stats and documents (``zarr.json``) always come from
+the store, so what exists and what it is stays as fresh as the mount's listing time allows,
+and each listing gives the validators (size and modification time) that cached blocks are
+found by (and the ETag, where the store gives one). A block is served only if it was
+cached for exactly that validator: an object
+changed by anyone shows a new validator at the next listing and is fetched again; this
+mount's own writes forget the key's validator at once, so the next read asks the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from zarrfuse.storage.base import Backend, Document, PartReader, Stat
+from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
+
+__all__ = ["CachedPartReader", "CachingBackend"]
+
+VALIDATORS_KEPT = 1 << 20
+"""Keys whose last listed validator is remembered (about 150 bytes each)."""
+
+
+class CachingBackend:
+    """``inner`` (a remote backend) with its object bytes in ``cache``.
+
+    ``identity`` names the store (scheme, endpoint, bucket, prefix): blocks of two stores
+    never mix, and mounts of the same store share them.
+    """
+
+    def __init__(self, inner: Backend, cache: DiskCache, identity: str) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.identity = identity
+        self.stat_by_listing = inner.stat_by_listing
+        self._validators: OrderedDict[str, Stat] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # --- validators, learnt from what passes through --------------------------------------
+
+    def _learn(self, key: str, stat: Stat | None) -> None:
+        with self._lock:
+            if stat is None:
+                self._validators.pop(key, None)
+                return
+            self._validators[key] = stat
+            self._validators.move_to_end(key)
+            if len(self._validators) > VALIDATORS_KEPT:
+                self._validators.popitem(last=False)
+
+    def validator(self, key: str, size: int | None) -> Stat | None:
+        """The validator of ``key`` if one was listed for an object of ``size`` bytes."""
+        with self._lock:
+            stat = self._validators.get(key)
+        return stat if stat is not None and (size is None or stat.size == size) else None
+
+    def block_name(self, key: str, stat: Stat, block: int) -> str:
+        return DiskCache.block_name(
+            f"{self.identity}\0{key}\0{stat.size}\0{stat.mtime_ns}\0{stat.etag}\0{block}"
+        )
+
+    # --- the Backend interface -------------------------------------------------------------
+
+    def list_stats(self, prefix: str) -> dict[str, Stat]:
+        found = self.inner.list_stats(prefix)
+        base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+        for name, stat in found.items():
+            self._learn(base + name, stat)
+        return found
+
+    def list_names(self, prefix: str) -> set[str]:
+        return self.inner.list_names(prefix)
+
+    def list_subdirs(self, prefix: str) -> list[str]:
+        return self.inner.list_subdirs(prefix)
+
+    def stat(self, key: str) -> Stat | None:
+        found = self.inner.stat(key)
+        self._learn(key, found)
+        return found
+
+    def open_reader(
+        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
+    ) -> PartReader:
+        if sizes is None:
+            stats = [self.stat(k) for k in keys]
+        else:
+            stats = [
+                None if size is None else (self.validator(k, size) or self.stat(k))
+                for k, size in zip(keys, sizes, strict=True)
+            ]
+        return CachedPartReader(self, keys, stats)
+
+    def read_all(self, key: str) -> bytes | None:
+        stat = self.validator(key, None)
+        if stat is None:  # no listing named it: nothing to check a block against
+            return self.inner.read_all(key)
+        reader = CachedPartReader(self, [key], [stat])
+        try:
+            out = bytearray(stat.size)
+            reader.read_into(0, 0, memoryview(out))
+        except OSError:  # gone or replaced since the listing: the store decides
+            self._learn(key, None)
+            return self.inner.read_all(key)
+        finally:
+            reader.close()
+        return bytes(out)
+
+    def read_document(self, key: str) -> Document | None:
+        return self.inner.read_document(key)
+
+    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
+        self._learn(key, None)
+        try:
+            return self.inner.write(key, pieces, durable=durable)
+        finally:
+            self._learn(key, None)
+
+    def write_parts(
+        self, parts: Sequence[tuple[str, Sequence[memoryview]]], *, durable: bool = False
+    ) -> list[int]:
+        for key, _ in parts:
+            self._learn(key, None)
+        try:
+            return self.inner.write_parts(parts, durable=durable)
+        finally:
+            for key, _ in parts:
+                self._learn(key, None)
+
+    def recover(self) -> tuple[int, int]:
+        return self.inner.recover()
+
+    def set_mtime(self, key: str, mtime_ns: int) -> bool:
+        return self.inner.set_mtime(key, mtime_ns)
+
+    def delete(self, key: str) -> None:
+        self._learn(key, None)
+        self.inner.delete(key)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class CachedPartReader:
+    """Parts read block by block from the cache; a missing block is read through the inner
+    backend's reader (with its read-ahead) and kept."""
+
+    def __init__(
+        self, backend: CachingBackend, keys: Sequence[str], stats: Sequence[Stat | None]
+    ) -> None:
+        self.backend = backend
+        self.keys = list(keys)
+        self.stats = list(stats)
+        self.sizes = tuple(None if s is None else s.size for s in stats)
+        self._inner: PartReader | None = None
+
+    def _fetch(self, part: int, start: int, out: memoryview) -> None:
+        if self._inner is None:
+            self._inner = self.backend.inner.open_reader(self.keys, self.sizes)
+        self._inner.read_into(part, start, out)
+
+    def _blocks(self, part: int, start: int, count: int) -> list[tuple[int, int, int, int]]:
+        """(block, its length, offset in it, bytes to take) covering ``start..+count``."""
+        size = self.sizes[part] or 0
+        out = []
+        position, end = start, min(start + count, size)
+        while position < end:
+            block = position // BLOCK_SIZE
+            length = min(BLOCK_SIZE, size - block * BLOCK_SIZE)
+            offset = position - block * BLOCK_SIZE
+            take = min(length - offset, end - position)
+            out.append((block, length, offset, take))
+            position += take
+        return out
+
+    def read_into_nowait(self, part: int, start: int, out: memoryview) -> int:
+        stat = self.stats[part]
+        if stat is None:
+            return 0
+        done = 0
+        for block, length, offset, take in self._blocks(part, start, len(out)):
+            name = self.backend.block_name(self.keys[part], stat, block)
+            got = self.backend.cache.read(name, length, offset, out[done : done + take],
+                                          nowait=True)
+            done += got
+            if got < take:
+                break
+        return done
+
+    def read_into(self, part: int, start: int, out: memoryview) -> None:
+        stat = self.stats[part]
+        if stat is None:
+            self._fetch(part, start, out)
+            return
+        done = 0
+        for block, length, offset, take in self._blocks(part, start, len(out)):
+            name = self.backend.block_name(self.keys[part], stat, block)
+            target = out[done : done + take]
+            if self.backend.cache.read(name, length, offset, target, nowait=False) < take:
+                whole = bytearray(length)
+                self._fetch(part, block * BLOCK_SIZE, memoryview(whole))
+                self.backend.cache.write(name, whole)
+                target[:] = memoryview(whole)[offset : offset + take]
+            done += take
+        if done < len(out):  # past the end: the inner reader says how
+            self._fetch(part, start + done, out[done:])
+
+    def release(self) -> None:
+        if self._inner is not None:
+            self._inner.release()
+
+    def close(self) -> None:
+        if self._inner is not None:
+            self._inner.close()
+            self._inner = None

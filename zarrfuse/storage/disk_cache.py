@@ -1,0 +1,161 @@
+"""Blocks of remote objects kept on local disk, across mounts (``--cache-dir``).
+
+One directory may serve many mounts at once, of the same source or not: every file in it is
+written whole under a temp name and renamed into place, so a reader (this mount or another)
+sees a block whole or not at all, and a crash leaves at most a temp file, never a torn
+block. A block's name is a hash of what identifies its bytes: the store, the key, the
+object's validator (its size and modification time as the store reports them: S3's
+``LastModified``, HTTP's ``Last-Modified``) and the block's number. A changed object has a
+new validator, so its old blocks are never found again; they age out.
+
+Bounded: the files' total size is kept under ``limit`` by removing the least recently used
+first (each hit sets the file's mtime). Eviction scans the directory under an exclusive
+``flock`` of its lock file, so concurrent mounts never evict at once; each mount counts what
+it adds and scans when its count passes the limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["BLOCK_SIZE", "DiskCache"]
+
+log = logging.getLogger(__name__)
+
+BLOCK_SIZE = 4 << 20
+"""Bytes per cached block: a chunk of up to 4 MiB is one file; a larger object, several, so
+a range read of a big shard fetches and keeps only the blocks it touches."""
+EVICT_TO = 0.9
+"""Eviction removes files until the total is this fraction of the limit (hysteresis)."""
+STALE_TEMP_SECONDS = 600
+"""Temp files older than this were left by a crashed writer and are removed at a scan."""
+TEMP_SUFFIX = ".tmp"
+
+
+class DiskCache:
+    """A cache directory, at most ``limit`` bytes of blocks."""
+
+    def __init__(self, root: str | os.PathLike[str], limit: int) -> None:
+        self.root = Path(root)
+        self.limit = limit
+        self._blocks = self.root / "blocks"
+        self._blocks.mkdir(parents=True, exist_ok=True)
+        self._lock_path = self.root / ".lock"
+        self._lock = threading.Lock()
+        self._total = self._scan_and_evict(force=True)
+
+    @staticmethod
+    def block_name(identity: str) -> str:
+        return hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()
+
+    def _path(self, name: str) -> Path:
+        return self._blocks / name[:2] / name[2:]
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def read(self, name: str, length: int, offset: int, out: memoryview, *, nowait: bool) -> int:
+        """Copy bytes ``offset..`` of block ``name`` (whole size ``length``) into ``out``;
+        the count copied, 0 on a miss (or, with ``nowait``, if the disk would be waited for).
+        A file of the wrong size is not served (and removed)."""
+        try:
+            fd = os.open(self._path(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return 0
+        try:
+            if os.fstat(fd).st_size != length:
+                log.warning("cache block %s has the wrong size: removed", name)
+                with contextlib.suppress(OSError):
+                    os.unlink(self._path(name))
+                return 0
+            try:
+                got = os.preadv(fd, [out], offset, os.RWF_NOWAIT if nowait else 0)
+            except OSError as e:
+                if e.errno in (errno.EAGAIN, errno.EOPNOTSUPP, errno.EINVAL) and nowait:
+                    return 0
+                raise
+            if got and not nowait:
+                os.utime(fd)  # least recently used goes first
+            return got
+        finally:
+            os.close(fd)
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def write(self, name: str, data: bytes | memoryview) -> None:
+        """Keep ``data`` as block ``name``. Best effort: a full disk loses the block, never
+        the read that fetched it."""
+        path = self._path(name)
+        temp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            os.replace(temp, path)
+        except OSError as e:
+            log.warning("cannot keep a block in %s: %s", self.root, e)
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            return
+        with self._lock:
+            self._total += len(data)
+            over = self._total > self.limit
+        if over:
+            self._total = self._scan_and_evict()
+
+    # --- eviction ----------------------------------------------------------------------------
+
+    def _entries(self) -> Iterator[os.DirEntry[str]]:
+        with os.scandir(self._blocks) as parents:
+            for parent in parents:
+                if parent.is_dir(follow_symlinks=False):
+                    with os.scandir(parent.path) as files:
+                        yield from files
+
+    def _scan_and_evict(self, force: bool = False) -> int:
+        """Remove the least recently used blocks until under the limit (and stale temps);
+        the total left. Skipped (returning the count as is) while another mount evicts."""
+        with open(self._lock_path, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if force else fcntl.LOCK_NB))
+            except BlockingIOError:
+                return self._total
+            now = time.time()
+            blocks: list[tuple[float, int, str]] = []
+            for entry in self._entries():
+                with contextlib.suppress(FileNotFoundError):
+                    st = entry.stat(follow_symlinks=False)
+                    if entry.name.endswith(TEMP_SUFFIX):
+                        if now - st.st_mtime > STALE_TEMP_SECONDS:
+                            os.unlink(entry.path)
+                    else:
+                        blocks.append((st.st_mtime, st.st_size, entry.path))
+            total = sum(size for _, size, _ in blocks)
+            if total <= self.limit:
+                return total
+            target = int(self.limit * EVICT_TO)
+            removed = 0
+            for _, size, path in sorted(blocks):
+                if total <= target:
+                    break
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                total -= size
+                removed += 1
+            log.info("cache %s: removed %d least recently used blocks, %d bytes kept",
+                     self.root, removed, total)
+            return total
