@@ -91,7 +91,7 @@ class DiskCache:
 
     # --- writing -----------------------------------------------------------------------------
 
-    def write(self, name: str, data: bytes | memoryview) -> None:
+    def write(self, name: str, data: bytes | bytearray | memoryview) -> None:
         """Keep ``data`` as block ``name``. Best effort: a full disk loses the block, never
         the read that fetched it."""
         path = self._path(name)
