@@ -10,9 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
+import numpy as np
 import pytest
 from obstore.store import S3Store
 
+import zarrfuse
+from tests.mounting import mounted, run_with_timeout
 from tests.s3server import CREDENTIALS, S3Server, aws_environment
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
@@ -132,3 +135,73 @@ def test_a_torn_or_half_written_block_is_never_served(server, tmp_path):
     server.reset()
     assert _read(_mount(server, tmp_path / "cache"), "torn/c", "0") == data
     assert _gets(server)[0] >= 1  # fetched again, not served torn
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    found = run_with_timeout(["find", root, "-type", "f"]).stdout.split()
+    return {str(Path(p).relative_to(root)): Path(p).read_bytes() for p in found}
+
+
+@pytest.mark.fuse
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("view", [[], ["--format", "tiff"]], ids=["raw", "tiff"])
+def test_a_second_mount_of_an_s3_array_gets_its_chunks_from_the_disk_cache(
+    server, tmp_path, view
+):
+    url = f"s3://{BUCKET}/mounted{len(view)}"
+    data = np.random.default_rng(3).integers(0, 255, (512, 512), dtype="u1")
+    zarrfuse.create_array(url, data=data, chunks=(128, 128), compressors=None,
+                          storage_options={"endpoint_url": server.url})
+    args = ["--read-only", "--cache-dir", tmp_path / "cache", *view,
+            "--storage-option", f"endpoint_url={server.url}"]
+    server.reset()
+    with mounted(url, tmp_path / "first", *args) as mnt:
+        first = _tree(mnt)
+    _, first_bytes = server.snapshot()
+    assert len([name for name in first if not name.endswith("zarr.json")]) == 16
+    server.reset()
+    with mounted(url, tmp_path / "second", *args) as mnt:
+        assert _tree(mnt) == first
+    _, sent = server.snapshot()
+    fetched = {key for (kind, key), _ in server.per_key.items() if kind == "GET"}
+    assert all(key.endswith("/zarr.json") for key in fetched), fetched  # metadata is not cached
+    assert sent < first_bytes / 10, (sent, first_bytes)
+
+
+@pytest.mark.fuse
+@pytest.mark.timeout(180)
+def test_a_chunk_written_through_a_mount_is_read_new_by_the_next_mount(server, tmp_path):
+    url = f"s3://{BUCKET}/written"
+    zarrfuse.create_array(url, data=np.zeros((64, 64), dtype="u1"), chunks=(64, 64), fill_value=9,
+                          compressors=None, storage_options={"endpoint_url": server.url})
+    args = ["--cache-dir", tmp_path / "cache", "--storage-option", f"endpoint_url={server.url}"]
+    with mounted(url, tmp_path / "mnt", *args) as mnt:
+        [chunk] = [p for p in mnt.rglob("*") if p.is_file() and "zarr.json" not in p.name]
+        assert chunk.read_bytes() == bytes(64 * 64)  # cached now
+        (tmp_path / "ones").write_bytes(b"\x01" * 64 * 64)
+        run_with_timeout(["cp", tmp_path / "ones", chunk])
+        assert chunk.read_bytes() == b"\x01" * 64 * 64
+    with mounted(url, tmp_path / "mnt", *args) as mnt:
+        assert chunk.read_bytes() == b"\x01" * 64 * 64
+
+
+@pytest.mark.fuse
+@pytest.mark.timeout(180)
+def test_with_a_metadata_ttl_the_second_mount_also_reuses_the_listings(server, tmp_path):
+    """A read-only mount given ``--metadata-ttl`` trusts listings kept in the cache for that
+    long: the second mount asks the server for its ``zarr.json`` and nothing else."""
+    url = f"s3://{BUCKET}/ttl"
+    data = np.random.default_rng(4).integers(0, 255, (256, 256), dtype="u1")
+    zarrfuse.create_array(url, data=data, chunks=(64, 64), compressors=None,
+                          storage_options={"endpoint_url": server.url})
+    args = ["--read-only", "--cache-dir", tmp_path / "cache", "--metadata-ttl", "600",
+            "--storage-option", f"endpoint_url={server.url}"]
+    with mounted(url, tmp_path / "first", *args) as mnt:
+        first = _tree(mnt)
+    server.reset()
+    with mounted(url, tmp_path / "second", *args) as mnt:
+        assert _tree(mnt) == first
+    counts, _ = server.snapshot()
+    assert counts["LIST"] <= 1 and set(counts) <= {"GET", "LIST"}, counts  # the root's only
+    fetched = {key for (kind, key), _ in server.per_key.items() if kind == "GET"}
+    assert all(key.endswith("/zarr.json") for key in fetched), fetched

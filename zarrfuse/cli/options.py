@@ -22,6 +22,8 @@ The words (``NAME`` alone means ``NAME=yes`` for switches):
 ``layout=L``                   ``--layout`` (fanout, source)
 ``metadata_ttl=S``             ``--metadata-ttl`` (seconds)
 ``symlink_root=DIR``           ``--symlink-root``
+``cache_dir=DIR``              ``--cache-dir``
+``cache_size=SIZE``            ``--cache-size`` (bytes; K, M, G, T)
 ``uid=U``, ``gid=G``           ``--uid``, ``--gid`` (numbers or names)
 ``umask=OOO``                  ``--umask`` (octal)
 ``debug``                      ``--debug``
@@ -208,6 +210,23 @@ def parse_seconds(text: str) -> float:
     return value
 
 
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """A byte count, with an optional K, M, G or T (powers of 1024): ``cache_size=10G``."""
+    number, unit = text.strip(), ""
+    if number[-1:].upper() in _SIZE_UNITS:
+        number, unit = number[:-1], number[-1].upper()
+    try:
+        value = int(float(number) * _SIZE_UNITS[unit])
+    except ValueError:
+        raise ConfigurationError(f"{text!r}: expected a size such as 500M or 10G") from None
+    if value <= 0:
+        raise ConfigurationError(f"{text!r}: expected a size above 0")
+    return value
+
+
 def _nonempty(name: str, text: str) -> str:
     if not text:
         raise ConfigurationError(f"{name}= needs a value")
@@ -229,6 +248,8 @@ _VALUED = {
     "log_file": ("log_file", _nonempty),
     "metadata_ttl": ("metadata_ttl", lambda n, v: parse_seconds(v)),
     "symlink_root": ("symlink_root", _nonempty),
+    "cache_dir": ("cache_dir", _nonempty),
+    "cache_size": ("cache_size", lambda n, v: parse_size(v)),
 }
 _SWITCHES = {"verify": "verify", "debug": "debug", "read_only": "read_only"}
 # name -> the switch it turns off (``no_verify`` is ``verify=no``)

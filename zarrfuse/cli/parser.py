@@ -121,6 +121,16 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
         "rendered views also the largest decoded chunk shown (default: 2 GiB)",
     )
     p.add_argument(
+        "--cache-dir", metavar="DIR",
+        help="keep chunk bytes fetched from a remote store (S3, HTTP) in DIR, across mounts "
+        "and shared by concurrent ones (default: no disk cache)",
+    )
+    p.add_argument(
+        "--cache-size", metavar="SIZE", type=_argparse_type(options.parse_size, "size"),
+        help="most bytes the disk cache keeps, least recently used out first "
+        f"(default: {MountConfig.cache_size >> 30}G)",
+    )
+    p.add_argument(
         "--scratch-mb", metavar="N", type=_non_negative_int,
         help="memory for temporary files (rsync's, editors'); 0 refuses them "
         f"(default: {MountConfig.scratch_mb})",

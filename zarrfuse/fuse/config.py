@@ -58,6 +58,11 @@ class MountConfig:
     again, here and in the kernel's caches; None: for the mount's life when read-only, 1 s
     when writable."""
     symlink_root: str | None = None
+    cache_dir: str | None = None
+    """Directory where chunk bytes fetched from a remote store are kept across mounts (shared
+    by concurrent mounts); None: no disk cache."""
+    cache_size: int = 10 << 30
+    """Bytes the disk cache may hold (least recently used out first)."""
     """Local stores: symlinks may lead anywhere beneath this ancestor of the store; None:
     nothing outside the store itself is ever read, written or removed."""
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import pyfuse3
 import trio
+from zarr.abc.store import Store
 
 from zarrfuse.api.arrays import open_store_path
 from zarrfuse.errors import MountError, SourceError
@@ -33,7 +34,9 @@ from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.handed_fd import handed_fuse_fd
 from zarrfuse.fuse.mountpoint import prepare_mountpoint
 from zarrfuse.fuse.operations import FuseOperations
-from zarrfuse.storage import backend_for
+from zarrfuse.storage import Backend, backend_for, cache_identity
+from zarrfuse.storage.cached_backend import CachingBackend
+from zarrfuse.storage.disk_cache import DiskCache
 from zarrfuse.zarr_compat import sync
 
 __all__ = ["MountInfo", "MountServices", "serve"]
@@ -116,6 +119,8 @@ def build_filesystem(
     )
     if not config.read_only:  # before anything is read: every chunk old or new, not mixed
         backend.recover()
+    if config.cache_dir:
+        backend = _with_disk_cache(backend, store_path.store, config)
     catalog = Catalog(
         backend,
         suffix=config.suffix,
@@ -167,6 +172,19 @@ def build_filesystem(
         ownership=ownership,
     )
     return fs, kind
+
+
+def _with_disk_cache(backend: Backend, store: Store, config: MountConfig) -> Backend:
+    """``backend`` with its chunk bytes kept in ``--cache-dir`` (remote stores only)."""
+    identity = cache_identity(store)
+    if identity is None:
+        log.info("--cache-dir: %s is not remote; nothing is cached", config.source)
+        return backend
+    cache = DiskCache(os.path.expanduser(config.cache_dir or ""), config.cache_size)
+    log.info("caching chunk bytes in %s (up to %d bytes)", cache.root, cache.limit)
+    # Listings kept on disk are trusted for a read-only mount's explicit metadata TTL.
+    ttl = config.metadata_ttl if config.read_only else None
+    return CachingBackend(backend, cache, identity, listing_ttl=ttl)
 
 
 def _source_name(source: str) -> str:

@@ -15,7 +15,7 @@ from zarrfuse.storage.base import Backend, PartReader
 from zarrfuse.storage.local import LocalBackend
 from zarrfuse.storage.stores import StoreBackend
 
-__all__ = ["Backend", "PartReader", "backend_for"]
+__all__ = ["Backend", "PartReader", "backend_for", "cache_identity"]
 
 
 def backend_for(
@@ -33,3 +33,24 @@ def backend_for(
 
         return ObjectBackend(store.store, journal_path=path)
     return StoreBackend(store)
+
+
+def cache_identity(store: Store) -> str | None:
+    """What names ``store`` in a disk cache (its kind, endpoint, bucket and prefix, or its
+    URL), so that blocks of two stores never mix; None for stores not worth caching (local
+    directories, zip files)."""
+    if isinstance(store, ObjectStore):
+        inner = store.store
+        config = getattr(inner, "config", None) or {}
+        where = {k: v for k, v in sorted(config.items()) if k in _IDENTIFYING}
+        return f"obstore:{type(inner).__name__}:{where}:{getattr(inner, 'prefix', None) or ''}"
+    fs = getattr(store, "fs", None)
+    if fs is not None and getattr(store, "path", None) is not None:
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        if protocol not in ("file", "local"):
+            return f"fsspec:{protocol}:{store.path}"  # type: ignore[attr-defined]
+    return None
+
+
+_IDENTIFYING = {"endpoint", "bucket", "region", "container_name", "account_name", "url"}
+"""Object store settings that say where the bytes are (never credentials)."""

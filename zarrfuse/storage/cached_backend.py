@@ -31,10 +31,15 @@ class CachingBackend:
     never mix, and mounts of the same store share them.
     """
 
-    def __init__(self, inner: Backend, cache: DiskCache, identity: str) -> None:
+    def __init__(
+        self, inner: Backend, cache: DiskCache, identity: str, listing_ttl: float | None = None
+    ) -> None:
         self.inner = inner
         self.cache = cache
         self.identity = identity
+        self.listing_ttl = listing_ttl
+        """Seconds a listing kept in the cache (by any mount) is trusted: the metadata TTL
+        of a read-only mount given one; None: every mount lists anew."""
         self.stat_by_listing = inner.stat_by_listing
         self._validators: OrderedDict[str, Stat] = OrderedDict()
         self._lock = threading.Lock()
@@ -65,13 +70,37 @@ class CachingBackend:
     # --- the Backend interface -------------------------------------------------------------
 
     def list_stats(self, prefix: str) -> dict[str, Stat]:
-        found = self.inner.list_stats(prefix)
+        found = self._kept_listing(prefix)
+        if found is None:
+            found = self.inner.list_stats(prefix)
+            if self.listing_ttl is not None:
+                self.cache.write_listing(self._listing_name(prefix),
+                                         {n: list(s) for n, s in found.items()})
         base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
         for name, stat in found.items():
             self._learn(base + name, stat)
         return found
 
+    def _listing_name(self, prefix: str) -> str:
+        return DiskCache.block_name(f"{self.identity}\0listing\0{prefix.strip('/')}")
+
+    def _kept_listing(self, prefix: str) -> dict[str, Stat] | None:
+        if self.listing_ttl is None:
+            return None
+        kept = self.cache.read_listing(self._listing_name(prefix), self.listing_ttl)
+        if kept is None:
+            return None
+        try:
+            return {
+                str(n): Stat(int(size), int(mtime), None if etag is None else str(etag))
+                for n, (size, mtime, etag) in kept.items()
+            }
+        except (TypeError, ValueError):  # not what write_listing wrote: ask the store
+            return None
+
     def list_names(self, prefix: str) -> set[str]:
+        if self.stat_by_listing:  # the same one LIST gives the validators: learn them
+            return set(self.list_stats(prefix))
         return self.inner.list_names(prefix)
 
     def list_subdirs(self, prefix: str) -> list[str]:
@@ -95,9 +124,9 @@ class CachingBackend:
         return CachedPartReader(self, keys, stats)
 
     def read_all(self, key: str) -> bytes | None:
-        stat = self.validator(key, None)
-        if stat is None:  # no listing named it: nothing to check a block against
-            return self.inner.read_all(key)
+        stat = self.validator(key, None) or self.stat(key)  # a HEAD costs less than a GET
+        if stat is None:
+            return None
         reader = CachedPartReader(self, [key], [stat])
         try:
             out = bytearray(stat.size)

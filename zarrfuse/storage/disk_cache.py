@@ -20,6 +20,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import threading
@@ -27,6 +28,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 __all__ = ["BLOCK_SIZE", "DiskCache"]
 
@@ -50,6 +52,8 @@ class DiskCache:
         self.limit = limit
         self._blocks = self.root / "blocks"
         self._blocks.mkdir(parents=True, exist_ok=True)
+        self._listings = self.root / "listings"
+        self._listings.mkdir(exist_ok=True)
         self._lock_path = self.root / ".lock"
         self._lock = threading.Lock()
         self._total = self._scan_and_evict(force=True)
@@ -116,6 +120,31 @@ class DiskCache:
             over = self._total > self.limit
         if over:
             self._total = self._scan_and_evict()
+
+    # --- listings ----------------------------------------------------------------------------
+
+    def read_listing(self, name: str, max_age: float) -> dict[str, Any] | None:
+        """A listing kept by :meth:`write_listing` at most ``max_age`` seconds ago."""
+        path = self._listings / name
+        try:
+            if time.time() - path.stat().st_mtime > max_age:
+                return None
+            found = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return None
+        return found if isinstance(found, dict) else None
+
+    def write_listing(self, name: str, listing: dict[str, Any]) -> None:
+        """Keep a listing (whole, by rename; best effort)."""
+        path = self._listings / name
+        temp = path.with_name(f"{name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
+        try:
+            temp.write_bytes(json.dumps(listing).encode())
+            os.replace(temp, path)
+        except OSError as e:
+            log.warning("cannot keep a listing in %s: %s", self.root, e)
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
 
     # --- eviction ----------------------------------------------------------------------------
 
