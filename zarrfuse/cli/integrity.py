@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
+from tqdm import tqdm
 from zarr.abc.store import Store
 from zarr.storage import StorePath
 
@@ -31,7 +32,7 @@ from zarrfuse.api.nodes import V2_NAMES, V3_NAME
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, encode_chunk_key, parse_encoding
-from zarrfuse.progress import Progress
+from zarrfuse.progress import progress_bar, restart
 from zarrfuse.storage import backend_for
 from zarrfuse.zarr_compat import sync
 
@@ -121,14 +122,14 @@ def verify(
     *,
     storage_options: dict[str, Any] | None = None,
     jobs: int = 8,
-    progress: Progress | None = None,
+    progress: tqdm | None = None,
 ) -> Report:
     """Decode every stored chunk under ``source``; a Report of what failed.
 
     Raises SourceError/ConfigurationError if ``source`` itself cannot be opened.
     """
     report = Report()
-    progress = progress or Progress(enabled=False)
+    progress = progress if progress is not None else progress_bar(enabled=False)
     if isinstance(source, StorePath):
         root = source
     else:
@@ -136,12 +137,12 @@ def verify(
 
     def found(failure: Failure) -> None:
         report.failures.append(failure)
-        if progress.enabled:  # shown as it comes, above the bar; else sorted at the end
+        if not progress.disable:  # shown as it comes, above the bar; else sorted at the end
             progress.write(str(failure))
 
     try:
         work: list[tuple[str, Any, tuple[int, ...], tuple[slice, ...]]] = []
-        progress.set_description("listing chunks")
+        progress.set_description_str("listing chunks")
         for path, metadata, error in find_arrays(root):
             shown = path[len(root.path) :].strip("/") if root.path else path
             if metadata is None:
@@ -162,7 +163,7 @@ def verify(
                 work.append((key, array, coords, chunk_region(coords, chunk_shape, shape)))
             progress.update(len(coords_list))
         report.chunks = len(work)
-        progress.reset(len(work), "verifying")
+        restart(progress, len(work), "verifying")
 
         def check(item: tuple[str, Any, tuple[int, ...], tuple[slice, ...]]) -> Failure | None:
             key, array, _, region = item
@@ -179,6 +180,7 @@ def verify(
                 if failure is not None:
                     found(failure)
                 progress.update()
+        progress.refresh()  # the last count, drawn once before the bar is erased
     finally:
         root.store.close()
     report.failures.sort(key=lambda f: f.where)
@@ -204,8 +206,8 @@ def main(
     if repair_commits:
         forward, back = repair(source, storage_options=storage_options)
         print(f"interrupted commits: {forward} finished, {back} undone")
-    with Progress(unit="chunk", description="listing chunks") as progress:
-        shown_live = progress.enabled
+    with progress_bar(unit="chunk", description="listing chunks") as progress:
+        shown_live = not progress.disable
         report = verify(source, storage_options=storage_options, jobs=jobs, progress=progress)
     if not shown_live:
         for failure in report.failures:

@@ -64,7 +64,3 @@ class PageCacheUsers:
     def writer(self, file: Hashable) -> int | None:
         """The handle of the writer that owns ``file``'s pages, if one does."""
         return next((h for h, w in self._by_file.get(file, {}).items() if w), None)
-
-    def has_writer(self, file: Hashable) -> bool:
-        """Whether a writer owns ``file``'s pages (its mapping may hold unwritten changes)."""
-        return any(self._by_file.get(file, {}).values())

@@ -24,7 +24,7 @@ from zarr.errors import ContainsArrayError, ContainsGroupError
 
 from zarrfuse.api.arrays import create_array, open_array, open_store_path, read_node_metadata
 from zarrfuse.errors import ConfigurationError, Exists, ZarrFuseError
-from zarrfuse.progress import Progress
+from zarrfuse.progress import progress_bar
 from zarrfuse.tiff.compression import COMPRESSIONS, DEFAULT_COMPRESSION, Compression, compressors
 from zarrfuse.tiff.layout import (
     CLASSIC_LIMIT,
@@ -248,8 +248,8 @@ def convert_to_tiff_array(
         layout = layout_of(dest)
         shards = list(shard_grid(layout))
         with (
-            Progress(
-                total=len(shards), unit="shard", description="converting", enabled=progress
+            progress_bar(
+                len(shards), unit="shard", description="converting", enabled=progress
             ) as bar,
             ThreadPoolExecutor(jobs) as pool,
         ):
@@ -300,7 +300,7 @@ def repair_tiff_headers(
     checked = rewritten = 0
     unreadable: list[str] = []
     shards = list(shard_grid(layout))
-    with Progress(total=len(shards), unit="shard", description="checking", enabled=progress) as bar:
+    with progress_bar(len(shards), unit="shard", description="checking", enabled=progress) as bar:
         for coords in shards:
             key = array.store_path.path + "/" if array.store_path.path else ""
             key += array.metadata.encode_chunk_key(coords)

@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
 import numpy as np
+from tifffile import OmeXml
 
 from zarrfuse.errors import ConfigurationError
 
 __all__ = ["LENGTH_UNITS", "OME_PIXEL_TYPES", "TIME_UNITS", "image_description", "ome_xml"]
 
 NAMESPACE = "http://www.openmicroscopy.org/Schemas/OME/2016-06"
+"""The schema of the documents (the one tifffile's OmeXml writes)."""
 OME_PIXEL_TYPES = {
     "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
     "int8": "int8", "int16": "int16", "int32": "int32",
@@ -70,24 +72,21 @@ def _roles(roles: Sequence[str | None], sizes: Sequence[int]) -> list[tuple[str,
     return out[::-1]
 
 
-def _dimension_order(dims: list[tuple[str, int]]) -> str:
-    present = [r for r, _ in reversed(dims)]  # fastest first
-    return "XY" + "".join(r.upper() for r in present + [r for r in _ROLES if r not in present])
-
-
-def _physical(axis: str, value: tuple[float, str] | None) -> str:
-    """The PhysicalSize (or TimeIncrement) attributes of one axis, if its unit is OME's."""
-    if value is None:
-        return ""
-    size, unit = value
-    if axis == "t":
-        if unit not in TIME_UNITS:
-            return ""
-        return f' TimeIncrement="{float(size)!r}" TimeIncrementUnit={quoteattr(unit)}'
-    if unit not in LENGTH_UNITS or not size > 0:
-        return ""
-    name = axis.upper()
-    return f' PhysicalSize{name}="{float(size)!r}" PhysicalSize{name}Unit={quoteattr(unit)}'
+def _physical(physical: Mapping[str, tuple[float, str]]) -> dict[str, Any]:
+    """OmeXml's PhysicalSize/TimeIncrement attributes of the axes whose unit OME knows (a
+    size without its unit would be read as µm)."""
+    out: dict[str, Any] = {}
+    for axis in ("x", "y", "z", "t"):
+        if axis not in physical:
+            continue
+        size, unit = physical[axis]
+        if axis == "t":
+            if unit in TIME_UNITS:
+                out |= {"TimeIncrement": float(size), "TimeIncrementUnit": unit}
+        elif unit in LENGTH_UNITS and size > 0:
+            name = f"PhysicalSize{axis.upper()}"
+            out |= {name: float(size), f"{name}Unit": unit}
+    return out
 
 
 def ome_xml(
@@ -103,11 +102,13 @@ def ome_xml(
     channel_names: Sequence[str] | None = None,
 ) -> str:
     """The OME-XML document of one image whose pages are the leading dims (``roles``,
-    ``sizes``) in C order, planes ``y`` x ``x`` with ``samples`` per pixel (3, 4: RGB(A)).
+    ``sizes``) in C order, planes ``y`` x ``x`` with ``samples`` per pixel (3, 4: RGB(A)),
+    written by tifffile's ``OmeXml``.
 
     ``physical_sizes``: per axis 'x', 'y', 'z', 't' a (value, OME unit symbol) pair, e.g.
-    ``{"x": (0.5, "µm")}``; pairs with a unit OME does not know are left out (a size without
-    its unit would be read as µm). ``channel_names``: used when there is one per channel.
+    ``{"x": (0.5, "µm")}``; pairs with a unit OME does not know are left out.
+    ``channel_names``: used when there is one per channel. The document's UUID is derived
+    from what it describes, so every mount shows the same bytes for the same image.
     """
     dtype_name = np.dtype(dtype).name
     if dtype_name not in OME_PIXEL_TYPES:
@@ -116,30 +117,23 @@ def ome_xml(
             "double); use image_description for a plain TIFF description"
         )
     dims = _roles(roles, sizes)
-    size = dict.fromkeys(_ROLES, 1) | dict(dims)
     planes = math.prod(n for _, n in dims)
-    physical = physical_sizes or {}
-    attributes = "".join(_physical(a, physical.get(a)) for a in ("x", "y", "z", "t"))
-    interleaved = ' Interleaved="true"' if samples > 1 else ""
-    names = list(channel_names or [])
-    channels = []
-    for c in range(size["c"]):
-        label = f" Name={quoteattr(names[c])}" if len(names) == size["c"] else ""
-        channels.append(f'<Channel ID="Channel:0:{c}"{label} SamplesPerPixel="{samples}"/>')
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?>'
-        f'<OME xmlns="{NAMESPACE}" '
-        'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
-        f'xsi:schemaLocation="{NAMESPACE} {NAMESPACE}/ome.xsd" Creator="zarrfuse">'
-        f'<Image ID="Image:0" Name={quoteattr(name)}>'
-        f'<Pixels ID="Pixels:0" DimensionOrder="{_dimension_order(dims)}" '
-        f'Type="{OME_PIXEL_TYPES[dtype_name]}" SizeX="{x}" SizeY="{y}" SizeZ="{size["z"]}" '
-        f'SizeC="{size["c"] * samples}" SizeT="{size["t"]}"{interleaved}'
-        f' BigEndian="false"{attributes}>'
-        f'{"".join(channels)}'
-        f'<TiffData IFD="0" PlaneCount="{planes}"/>'
-        "</Pixels></Image></OME>"
-    )
+    axes = "".join(r.upper() for r, _ in dims) + "YX" + ("S" if samples > 1 else "")
+    shape = (*(n for _, n in dims), y, x, *((samples,) if samples > 1 else ()))
+    metadata: dict[str, Any] = {"Name": name, **_physical(physical_sizes or {})}
+    channels = dict(dims).get("c", 1)
+    if channel_names and len(channel_names) == channels:
+        metadata["Channel"] = {"Name": list(channel_names)}
+    identity = json.dumps([name, axes, shape, dtype_name, sorted(metadata.items(), key=str)],
+                          default=str)
+    document = OmeXml(UUID=str(uuid.uuid5(_UUID_NAMESPACE, identity)), Creator="zarrfuse")
+    document.addimage(np.dtype(dtype), shape, (planes, 1, 1, y, x, samples), axes=axes,
+                      **metadata)
+    return document.tostring(declaration=True)
+
+
+_UUID_NAMESPACE = uuid.UUID("5f0c6a52-8b7e-4c55-9a55-7a1e0d0f2e11")
+"""Namespace of the documents' UUIDs (uuid5 of what a document describes)."""
 
 
 def image_description(
