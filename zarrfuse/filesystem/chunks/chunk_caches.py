@@ -9,9 +9,9 @@ counted by its users. Neither touches storage: ``chunk_source`` asks and fills t
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
 from zarrfuse.storage.base import PartReader, Stat
 
 __all__ = ["KnownSize", "KnownSizes", "OpenChunk", "OpenChunkCache"]
@@ -31,22 +31,13 @@ class KnownSizes:
     forever, for read-only mounts); the least recently used are dropped past ``capacity``."""
 
     def __init__(self, capacity: int, ttl: float | None) -> None:
-        self.capacity = capacity
-        self.ttl = ttl
-        self._sizes: OrderedDict[tuple[int, ...], KnownSize] = OrderedDict()
+        self._sizes: RecentlyUsed[tuple[int, ...], KnownSize] = RecentlyUsed(capacity, ttl=ttl)
 
     def get(self, coords: tuple[int, ...]) -> KnownSize | None:
-        known = self._sizes.get(coords)
-        if known is None:
-            return None
-        if self.ttl is not None and time.monotonic() - known.learnt >= self.ttl:
-            del self._sizes[coords]
-            return None
-        self._sizes.move_to_end(coords)
-        return known
+        return self._sizes.get(coords)
 
     def drop(self, coords: tuple[int, ...]) -> None:
-        self._sizes.pop(coords, None)
+        self._sizes.drop(coords)
 
     def put(
         self, coords: tuple[int, ...], stat: Stat | None, *, learnt: float | None = None
@@ -57,10 +48,7 @@ class KnownSizes:
         known = self._sizes.get(coords)
         if known is not None and known.learnt > learnt:
             return
-        self._sizes[coords] = KnownSize(stat, learnt)
-        self._sizes.move_to_end(coords)
-        while len(self._sizes) > self.capacity:
-            self._sizes.popitem(last=False)
+        self._sizes.put(coords, KnownSize(stat, learnt), at=learnt)
 
 
 @dataclass
@@ -93,32 +81,25 @@ class OpenChunkCache:
     """
 
     def __init__(self, capacity: int, ttl: float | None = None) -> None:
-        self.capacity = capacity
-        self.ttl = ttl
-        self._chunks: OrderedDict[tuple[int, ...], tuple[float, OpenChunk]] = OrderedDict()
+        self._chunks: RecentlyUsed[tuple[int, ...], OpenChunk] = RecentlyUsed(
+            capacity, ttl=ttl, on_evict=_evicted
+        )
 
     def take(self, coords: tuple[int, ...]) -> OpenChunk | None:
-        entry = self._chunks.get(coords)
-        if entry is None:
-            return None
-        born, opened = entry
-        if self.ttl is not None and time.monotonic() - born >= self.ttl:
-            self._evict(coords)
-            return None
-        self._chunks.move_to_end(coords)
-        opened.users += 1
+        opened = self._chunks.get(coords)
+        if opened is not None:
+            opened.users += 1
         return opened
 
     def adopt(self, coords: tuple[int, ...], opened: OpenChunk) -> None:
-        if coords in self._chunks:
+        if self._chunks.get(coords) is not None:
             return  # another open won the race; this one closes with its only user
         opened.cached = True
-        self._chunks[coords] = (time.monotonic(), opened)
-        while len(self._chunks) > self.capacity:
-            self._evict(next(iter(self._chunks)))
+        self._chunks.put(coords, opened)
 
-    def _evict(self, coords: tuple[int, ...]) -> None:
-        _, evicted = self._chunks.pop(coords)
-        evicted.cached = False
-        if evicted.users <= 0:
-            evicted.reader.close()
+
+def _evicted(opened: OpenChunk) -> None:
+    """An open chunk the cache let go: closed now if nobody reads it, else by its last user."""
+    opened.cached = False
+    if opened.users <= 0:
+        opened.reader.close()

@@ -104,7 +104,7 @@ class Catalog:
             keep_open=keep_open, layout=layout,
         )
         self._images = (
-            ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit_bytes))
+            ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit))
             if rendering is not None and rendering.fmt in WHOLE_IMAGE_FORMATS
             else None
         )
