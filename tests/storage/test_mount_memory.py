@@ -1,0 +1,57 @@
+"""Bounded memory (issue 24, point 6): reading a remote whole image end to end keeps the
+daemon's RSS under its configured caches plus 300 MB. The 100k x 100k run is
+``bench/bench_memory.py``; here a 20k x 20k image (400 MB of tiles) on the same path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import numpy as np
+import pytest
+
+import zarrfuse
+from tests.mounting import daemon_pid, mounted
+from tests.s3server import CREDENTIALS, S3Server, aws_environment
+
+pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
+
+BUCKET = "memory"
+CACHE_MB = 64
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[S3Server]:
+    with aws_environment(CREDENTIALS), S3Server() as s3:
+        boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1").create_bucket(
+            Bucket=BUCKET)
+        yield s3
+
+
+def _peak_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_reading_a_remote_whole_image_end_to_end_stays_under_the_caches_plus_300_mb(
+    server, tmp_path
+):
+    url = f"s3://{BUCKET}/slide"
+    side, chunk = 20_000, 1024
+    array = zarrfuse.create_array(url, shape=(side, side), chunks=(chunk, chunk), dtype="u1",
+                                  fill_value=0, storage_options={"endpoint_url": server.url})
+    band = np.random.default_rng(8).integers(1, 255, (chunk, side), dtype="u1")
+    array[:chunk, :] = band  # one stored row of chunks, the rest absent
+    with mounted(url, tmp_path / "mnt", "--format", "ome-tiff", "--cache-mb", str(CACHE_MB),
+                 "--storage-option", f"endpoint_url={server.url}") as mnt:
+        [image] = list(mnt.iterdir())
+        total, buffer = 0, bytearray(1 << 20)
+        with open(image, "rb", buffering=0) as f:
+            while n := f.readinto(buffer):
+                total += n
+        assert total == image.stat().st_size > side * side
+        peak = _peak_rss(daemon_pid(mnt))
+    assert peak < (CACHE_MB << 20) + 300_000_000, f"peak RSS {peak / 1e6:.0f} MB"
