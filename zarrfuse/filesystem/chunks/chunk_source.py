@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -199,33 +200,36 @@ class ChunkSource:
     def _read_opened(
         self, coords: Sequence[tuple[int, ...]], listed: Sequence[Sequence[Stat | None] | None]
     ) -> list[bytes | None]:
-        """Open and read each chunk whole, in this (worker) thread. Blocking."""
-        out: list[bytes | None] = []
-        whole = len(self.parts.parts) == 1 and self.parts.parts[0].size is None
-        for c, stats in zip(coords, listed, strict=True):
-            if whole:  # one part of any size: the object is the chunk, one request
-                self.counters.store["read"] += 1
-                whole_chunk = self.backend.read_all(self.part_keys(c)[0])
-                self.counters.store_bytes_read += len(whole_chunk or b"")
-                out.append(whole_chunk)
-                continue
-            opened = self._open_checked(c, stats)
-            if opened is None:
-                out.append(None)
-                continue
-            try:
-                data = bytearray(sum(opened.sizes))
-                view, pending, at = memoryview(data), [], 0
-                for part, size in enumerate(opened.sizes):
-                    pending.append((part, 0, view[at : at + size]))
-                    at += size
-                _read_rest(opened.reader, pending)
-                self.counters.store["read"] += len(pending)
-                self.counters.store_bytes_read += at
-                out.append(bytes(data))
-            finally:
-                opened.close()
-        return out
+        """Open and read each chunk whole. Blocking. On a remote store the chunks are fetched
+        at once (``FETCH_THREADS`` requests in flight): one after another, each would wait a
+        whole round trip, and a whole image's tiles or a rendered batch are many chunks."""
+        if self.backend.stat_by_listing and len(coords) > 1:
+            return list(_fetch_pool().map(self._read_one, coords, listed))
+        return [self._read_one(c, stats) for c, stats in zip(coords, listed, strict=True)]
+
+    def _read_one(
+        self, c: tuple[int, ...], stats: Sequence[Stat | None] | None
+    ) -> bytes | None:
+        if len(self.parts.parts) == 1 and self.parts.parts[0].size is None:
+            self.counters.store["read"] += 1  # one part of any size: the object, one request
+            whole_chunk = self.backend.read_all(self.part_keys(c)[0])
+            self.counters.store_bytes_read += len(whole_chunk or b"")
+            return whole_chunk
+        opened = self._open_checked(c, stats)
+        if opened is None:
+            return None
+        try:
+            data = bytearray(sum(opened.sizes))
+            view, pending, at = memoryview(data), [], 0
+            for part, size in enumerate(opened.sizes):
+                pending.append((part, 0, view[at : at + size]))
+                at += size
+            _read_rest(opened.reader, pending)
+            self.counters.store["read"] += len(pending)
+            self.counters.store_bytes_read += at
+            return bytes(data)
+        finally:
+            opened.close()
 
     @asynccontextmanager
     async def reading(
@@ -355,3 +359,14 @@ class ChunkSource:
 def _read_rest(reader: PartReader, pending: list[tuple[int, int, memoryview]]) -> None:
     for part, start, view in pending:
         reader.read_into(part, start, view)
+
+
+FETCH_THREADS = 64
+"""Chunk reads in flight at once on a remote store, for every batch of the mount together."""
+_pool: list[ThreadPoolExecutor] = []
+
+
+def _fetch_pool() -> ThreadPoolExecutor:
+    if not _pool:  # created on first use: local mounts never start its threads
+        _pool.append(ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="zarrfuse-fetch"))
+    return _pool[0]
