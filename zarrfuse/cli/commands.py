@@ -88,6 +88,13 @@ def _mount(args: argparse.Namespace) -> int:
 
 
 def _umount(args: argparse.Namespace) -> int:
+    if args.all:
+        from zarrfuse.cli.desktop import user_mounts  # noqa: PLC0415  (only this option)
+
+        for path in user_mounts():
+            if unmount_or_detach(path):
+                _complain(f"{path} was dead, stuck or busy: detached it lazily")
+        return 0
     if args.mountpoint is not None:
         path = os.path.abspath(args.mountpoint)
     else:
@@ -166,6 +173,19 @@ def _repair_tiff(args: argparse.Namespace) -> int:
     return 1 if found.unreadable or (args.check and found.stale) else 0
 
 
+def _desktop(args: argparse.Namespace) -> int:
+    from zarrfuse.cli import desktop  # noqa: PLC0415  (only this command)
+
+    if args.action == "install":
+        for path in desktop.install():
+            print(path)
+        return 0
+    if args.folder is None:
+        raise ConfigurationError("desktop open needs the FOLDER to mount")
+    desktop.mount_folder(args.folder, open_it=not args.no_open)
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from zarrfuse.cli import demo  # noqa: PLC0415  (only this command needs it; loads the mount)
 
@@ -181,6 +201,7 @@ HANDLERS: dict[str, Handler] = {
     "convert-tiff": _convert_tiff,
     "repair-tiff": _repair_tiff,
     "demo": _demo,
+    "desktop": _desktop,
 }
 
 
@@ -199,8 +220,8 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     handler = getattr(args, "handler", None)
     if handler is _mount:
         return _missing_paths(args)
-    if handler is _umount and (args.mountpoint is None) == (args.config is None):
-        return "give MOUNTPOINT or --config FILE (one of them)"
+    if handler is _umount and not args.all and (args.mountpoint is None) == (args.config is None):
+        return "give MOUNTPOINT, --config FILE or --all (one of them)"
     return None
 
 

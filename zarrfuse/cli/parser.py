@@ -280,6 +280,8 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
         "--if-mounted", action="store_true",
         help="succeed quietly when nothing is mounted there (for systemd's ExecStopPost=)",
     )
+    p.add_argument("--all", action="store_true",
+                   help="unmount every zarrfuse mount of this user (root: every one)")
     p.set_defaults(handler=handlers["umount"], usage=p)
     p = commands.add_parser(
         "stats", help="show a mount's counters (requests, bytes, store requests, errors)",
@@ -314,4 +316,14 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
         "dir", metavar="DIR", nargs="?", help="where to put the demo (default: a temp dir)"
     )
     p.set_defaults(handler=handlers["demo"])
+    p = commands.add_parser(
+        "desktop", help="mount Zarr folders from the file manager",
+        description="install: add 'Open as images (zarrfuse)' to this user's file managers "
+        "(Open With, pcmanfm/Caja/Nemo context menus, Nautilus scripts). open FOLDER: mount "
+        "FOLDER read-only as TIFF images under $XDG_RUNTIME_DIR/zarrfuse and open it.",
+    )
+    p.add_argument("action", choices=["install", "open"])
+    p.add_argument("folder", metavar="FOLDER", nargs="?", help="the Zarr folder (open)")
+    p.add_argument("--no-open", action="store_true", help="mount, print the path, open nothing")
+    p.set_defaults(handler=handlers["desktop"])
     return parser

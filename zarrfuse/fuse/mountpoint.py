@@ -54,6 +54,8 @@ class MountEntry:
     mountpoint: str
     fstype: str
     source: str
+    options: str = ""
+    """The file system's own options (``rw,user_id=1000,...``)."""
 
 
 def _unescape(field: bytes) -> str:
@@ -81,7 +83,9 @@ def mount_entries() -> list[MountEntry]:
         try:
             sep = fields.index(b"-", 6)  # optional fields end with a lone "-"
             where, fstype, source = fields[4], fields[sep + 1], fields[sep + 2]
-            entries.append(MountEntry(_unescape(where), _unescape(fstype), _unescape(source)))
+            options = fields[sep + 3] if len(fields) > sep + 3 else b""
+            entries.append(MountEntry(_unescape(where), _unescape(fstype), _unescape(source),
+                                      _unescape(options)))
         except (ValueError, IndexError):
             continue
     return entries
