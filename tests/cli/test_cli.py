@@ -116,7 +116,7 @@ EVERY_FIELD = {
     "umask": 0o027, "format": "png", "cache_mb": 7, "metadata_ttl": 0.25,
     "layout": "fanout",  # source excludes suffix, max_children and format: checked below
     "symlink_root": "/data",
-    "cache_dir": "/var/cache/zarrfuse", "cache_size": 5 << 30,
+    "cache_dir": "/var/cache/zarrfuse", "cache_size": 5 << 30, "store_timeout": 2.5,
 }
 
 

@@ -40,7 +40,7 @@ def _missing_paths(args: argparse.Namespace) -> str | None:
 _FLAG_FIELDS = (
     "suffix", "max_children", "read_only", "debug", "verify", "max_chunk_bytes", "scratch_mb",
     "uid", "gid", "umask", "format", "cache_mb", "metadata_ttl",
-    "layout", "symlink_root", "cache_dir", "cache_size",
+    "layout", "symlink_root", "cache_dir", "cache_size", "store_timeout",
 )
 
 

@@ -24,6 +24,7 @@ The words (``NAME`` alone means ``NAME=yes`` for switches):
 ``symlink_root=DIR``           ``--symlink-root``
 ``cache_dir=DIR``              ``--cache-dir``
 ``cache_size=SIZE``            ``--cache-size`` (bytes; K, M, G, T)
+``store_timeout=S``            ``--store-timeout`` (seconds)
 ``uid=U``, ``gid=G``           ``--uid``, ``--gid`` (numbers or names)
 ``umask=OOO``                  ``--umask`` (octal)
 ``debug``                      ``--debug``
@@ -227,6 +228,14 @@ def parse_size(text: str) -> int:
     return value
 
 
+def parse_timeout(text: str) -> float:
+    """A number of seconds above 0 (``store_timeout``)."""
+    value = parse_seconds(text)
+    if value <= 0:
+        raise ConfigurationError(f"{text!r}: expected a number of seconds above 0")
+    return value
+
+
 def _nonempty(name: str, text: str) -> str:
     if not text:
         raise ConfigurationError(f"{name}= needs a value")
@@ -250,6 +259,7 @@ _VALUED = {
     "symlink_root": ("symlink_root", _nonempty),
     "cache_dir": ("cache_dir", _nonempty),
     "cache_size": ("cache_size", lambda n, v: parse_size(v)),
+    "store_timeout": ("store_timeout", lambda n, v: parse_timeout(v)),
 }
 _SWITCHES = {"verify": "verify", "debug": "debug", "read_only": "read_only"}
 # name -> the switch it turns off (``no_verify`` is ``verify=no``)

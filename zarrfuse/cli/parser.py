@@ -121,6 +121,12 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
         "rendered views also the largest decoded chunk shown (default: 2 GiB)",
     )
     p.add_argument(
+        "--store-timeout", metavar="SECONDS",
+        type=_argparse_type(options.parse_timeout, "seconds"),
+        help="answer EIO to a lookup, stat, listing, open or read that waited this long for "
+        f"the store (default: {MountConfig.store_timeout:g})",
+    )
+    p.add_argument(
         "--cache-dir", metavar="DIR",
         help="keep chunk bytes fetched from a remote store (S3, HTTP) in DIR, across mounts "
         "and shared by concurrent ones (default: no disk cache)",

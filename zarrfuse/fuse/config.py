@@ -63,6 +63,9 @@ class MountConfig:
     by concurrent mounts); None: no disk cache."""
     cache_size: int = 10 << 30
     """Bytes the disk cache may hold (least recently used out first)."""
+    store_timeout: float = 30.0
+    """Seconds a request that reads (lookup, getattr, readdir, open, read) may wait for the
+    store before it is answered EIO."""
     """Local stores: symlinks may lead anywhere beneath this ancestor of the store; None:
     nothing outside the store itself is ever read, written or removed."""
 

@@ -298,6 +298,7 @@ def serve(
         fs, entry_timeout=kernel_timeout, attr_timeout=kernel_timeout, counters=counters,
         # With a TTL, files may change behind a read-only mount: each open reads them anew.
         keep_cache=config.read_only and config.metadata_ttl is None,
+        store_timeout=config.store_timeout,
     )
     if services is not None:
         services.built(

@@ -35,6 +35,17 @@ R = TypeVar("R")
 _QUIET_ERRNOS = frozenset({errno.ENOENT})
 
 
+BOUNDED = frozenset({
+    "lookup", "getattr", "opendir", "readdir", "open", "read", "statfs", "getxattr",
+    "listxattr", "access",
+})
+"""Requests answered within ``--store-timeout`` (EIO past it): those that only read. The
+store calls they wait on run in threads that are abandoned at the deadline. Requests that
+store (flush, release, fsync, unlink, rename, setattr) run to their end instead: an answer
+of EIO for a commit that then lands would be a lie; each of their store requests is bounded
+by the client's own timeouts."""
+
+
 def _fuse_errors(
     handler: Callable[P, Coroutine[Any, Any, R]],
 ) -> Callable[P, Coroutine[Any, Any, R]]:
@@ -47,8 +58,15 @@ def _fuse_errors(
         counters: Counters = args[0].counters  # type: ignore[attr-defined]
         counters.requests[name] += 1
         started = time.perf_counter()
+        deadline: float | None = args[0].store_timeout  # type: ignore[attr-defined]
         try:
-            return await handler(*args, **kwargs)
+            if deadline is None or name not in BOUNDED:
+                return await handler(*args, **kwargs)
+            with trio.move_on_after(deadline):
+                return await handler(*args, **kwargs)
+            log.warning("%s: the store did not answer within %g s (--store-timeout); "
+                        "answering EIO", name, deadline)
+            raise pyfuse3.FUSEError(errno.EIO)
         except pyfuse3.FUSEError as e:
             counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
             raise
@@ -88,11 +106,14 @@ class FuseOperations(pyfuse3.Operations):
         attr_timeout: float,
         counters: Counters | None = None,
         keep_cache: bool | None = None,
+        store_timeout: float | None = None,
     ) -> None:
         """``keep_cache``: let the kernel keep a file's pages across opens (default: on
-        read-only mounts, whose files cannot change)."""
+        read-only mounts, whose files cannot change). ``store_timeout``: seconds a request
+        that reads may wait (see ``BOUNDED``); None: no bound."""
         super().__init__()
         self.fs = fs
+        self.store_timeout = store_timeout
         self.counters = counters or Counters()
         fs.set_invalidators(self.invalidate, self.invalidate_entry)
         self.entry_timeout = entry_timeout

@@ -104,7 +104,9 @@ class ChunkDecoder:
         results: dict[Coords, np.ndarray] = {}
 
         async def run(batch: list[T]) -> None:
-            results.update(await trio.to_thread.run_sync(work, batch, limiter=self._limiter))
+            results.update(await trio.to_thread.run_sync(
+                work, batch, limiter=self._limiter, abandon_on_cancel=True
+            ))
 
         try:
             async with trio.open_nursery() as nursery:

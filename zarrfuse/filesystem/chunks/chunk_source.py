@@ -102,6 +102,14 @@ class ChunkSource:
         return [key + p.key_suffix for p in self.parts.parts]
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """A read in a worker thread; abandoned (its result dropped, nothing cached) if the
+        request is cancelled at its ``--store-timeout``."""
+        return await trio.to_thread.run_sync(
+            fn, *args, limiter=self._limiter, abandon_on_cancel=True
+        )
+
+    async def _run_to_end(self, fn: Callable[..., T], *args: Any) -> T:
+        """A change to the store in a worker thread: never abandoned halfway."""
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
     async def size(self, coords: tuple[int, ...]) -> int | None:
@@ -292,13 +300,13 @@ class ChunkSource:
         (WriteRefusedError) before anything is written.
         """
         if self.shard_layout is not None:  # CPU work that grows with pages x tiles: a thread
-            views = await self._run(self.shard_layout.shard_with_header, coords, views)
+            views = await self._run_to_end(self.shard_layout.shard_with_header, coords, views)
         spans = self.parts.split(sum(len(v) for v in views))
         keys = self.part_keys(coords)
         self.counters.store["write"] += len(keys)
         self.counters.store_bytes_written += spans[-1][1] if spans else 0
         async with self._locked(coords):
-            stats = await self._run(self._write_parts, keys, views, spans, durable)
+            stats = await self._run_to_end(self._write_parts, keys, views, spans, durable)
             self._remember(coords, stats)
 
     def _delete_parts(self, keys: Sequence[str]) -> None:
@@ -309,7 +317,7 @@ class ChunkSource:
         """Remove every part of the chunk."""
         self.counters.store["delete"] += len(self.parts.parts)
         async with self._locked(coords):
-            await self._run(self._delete_parts, self.part_keys(coords))
+            await self._run_to_end(self._delete_parts, self.part_keys(coords))
             self._remember(coords, [None] * len(self.parts.parts))
 
     def _set_part_times(self, keys: Sequence[str], mtime_ns: int) -> list[Stat | None] | None:
@@ -322,7 +330,7 @@ class ChunkSource:
         ``rsync`` keeping the source's time); False where the store cannot keep a time."""
         keys = self.part_keys(coords)
         async with self._locked(coords):
-            stats = await self._run(self._set_part_times, keys, mtime_ns)
+            stats = await self._run_to_end(self._set_part_times, keys, mtime_ns)
             if stats is None:
                 return False
             self._remember(coords, stats)

@@ -237,7 +237,9 @@ class Catalog:
             return cached.view
         self.counters.store["read"] += 1
         try:
-            loaded = await trio.to_thread.run_sync(self.load, path, limiter=self._limiter)
+            loaded = await trio.to_thread.run_sync(
+                self.load, path, limiter=self._limiter, abandon_on_cancel=True
+            )
         except ZarrFuseError as e:
             log.warning("skipping %s: %s", path, e)
             loaded = None
@@ -260,7 +262,7 @@ class Catalog:
         """Names of the group's children that are readable Zarr nodes, sorted."""
         self.counters.store["list"] += 1
         names = await trio.to_thread.run_sync(
-            self.backend.list_subdirs, group_path, limiter=self._limiter
+            self.backend.list_subdirs, group_path, limiter=self._limiter, abandon_on_cancel=True
         )
         children = []
         for name in sorted(names):

@@ -1,0 +1,84 @@
+"""A hung store never holds a request past ``--store-timeout`` (issue 21, point 9): lookups,
+listings, stats, opens and reads get EIO at the deadline, the daemon keeps answering, and once
+the server answers again the same files read exact (nothing from the hung calls was kept).
+
+The S3 server (moto) sits behind a proxy on loopback that can stall: it accepts connections
+and holds every byte, as a stuck endpoint does.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Iterator
+
+import boto3
+import numpy as np
+import pytest
+
+import zarrfuse
+from tests.mounting import ZARRFUSE, mounted, run_with_timeout
+from tests.s3server import CREDENTIALS, S3Server, aws_environment
+from tests.stall_proxy import StallProxy
+
+pytestmark = [pytest.mark.fuse, pytest.mark.timeout(240)]
+
+BUCKET = "hung"
+TIMEOUT = 2.0
+MARGIN = 3.0  # the kernel's round trip, the daemon's log line, a loaded CI machine
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[StallProxy]:
+    with aws_environment(CREDENTIALS), S3Server() as server:
+        boto3.client("s3", endpoint_url=server.url, region_name="us-east-1").create_bucket(
+            Bucket=BUCKET)
+        with StallProxy(server.port) as stalling:
+            yield stalling
+
+
+def _timed(fn) -> tuple[float, OSError | None]:
+    started = time.monotonic()
+    try:
+        fn()
+    except OSError as e:
+        return time.monotonic() - started, e
+    return time.monotonic() - started, None
+
+
+def test_a_hung_store_gets_eio_within_the_timeout_and_the_mount_recovers(proxy, tmp_path):
+    url = f"s3://{BUCKET}/a"
+    data = np.random.default_rng(9).integers(0, 255, (4, 4, 1024), dtype="u1")
+    zarrfuse.create_array(url, data=data, chunks=(1, 1, 1024), compressors=None,
+                          storage_options={"endpoint_url": proxy.url})
+    with mounted(url, tmp_path / "mnt", "--read-only", "--store-timeout", str(TIMEOUT),
+                 "--metadata-ttl", "0.2", "--layout", "source",
+                 "--storage-option", f"endpoint_url={proxy.url}") as mnt:
+        first = mnt / "c" / "0" / "0" / "0"
+        assert first.read_bytes() == data[0, 0].tobytes()
+        time.sleep(0.3)  # past the listing TTL: the next lookups ask the store
+        proxy.stall()
+        try:
+            for attempt in (
+                lambda: (mnt / "c" / "1" / "1" / "0").read_bytes(),  # lookup, open, read
+                lambda: os.listdir(mnt / "c" / "2"),  # a listing
+                lambda: (mnt / "c" / "3" / "2" / "0").stat(),  # a stat
+            ):
+                took, error = _timed(attempt)
+                assert error is not None and error.errno == errno.EIO, error
+                assert took < TIMEOUT + MARGIN, f"answered after {took:.1f} s"
+            # The daemon still answers what needs no store.
+            assert run_with_timeout(["stat", mnt], timeout=TIMEOUT + MARGIN).returncode == 0
+        finally:
+            proxy.resume()
+        time.sleep(0.3)
+        for i, j, k in ((1, 1, 0), (2, 3, 0), (3, 2, 0)):  # nothing wrong was kept
+            assert (mnt / "c" / str(i) / str(j) / str(k)).read_bytes() == data[i, j].tobytes()
+        assert sorted(os.listdir(mnt / "c" / "2")) == ["0", "1", "2", "3"]
+
+
+def test_store_timeout_must_be_positive(tmp_path):
+    result = run_with_timeout([*ZARRFUSE, "mount", tmp_path, tmp_path / "m",
+                               "--store-timeout", "0"], check=False)
+    assert result.returncode == 2 and "above 0" in result.stderr
