@@ -1,4 +1,4 @@
-"""zarrfuse: Zarr v3 arrays as ordinary files, and the zarr-python extensions behind them.
+"""zarrfuse: Zarr v2 and v3 arrays as ordinary files, and the zarr-python extensions behind them.
 
 Installing zarrfuse registers the ``fanout`` and ``suffix`` chunk key encodings with zarr;
 :func:`open_array` and :func:`create_array` add the ``concat-parts`` storage transformer.

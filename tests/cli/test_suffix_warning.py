@@ -76,3 +76,10 @@ def test_dual_access_shards_are_tiff_files_and_a_group_warns_once(tmp_path):
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "2 arrays (one, two)" in lines[0], stderr
     assert _mount_stderr(root / "tiffs", tmp_path / "mnt", "--suffix", ".tiff") == ""
+
+
+def test_a_suffix_without_a_leading_dot_warns_in_one_line(tmp_path):
+    zarr.create_array(tmp_path / "a.zarr", shape=(8, 8), chunks=(4, 4), dtype="u1")[:] = 1
+    stderr = _mount_stderr(tmp_path / "a.zarr", tmp_path / "mnt", "--suffix", "tiff")
+    assert stderr.strip() == ("zarrfuse: warning: --suffix tiff has no leading dot: chunk files "
+                              "are named like 000tiff; did you mean --suffix .tiff?")

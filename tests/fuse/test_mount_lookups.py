@@ -154,3 +154,19 @@ def test_a_read_only_mount_keeps_the_group_it_mounted(group_store, tmp_path):
         assert sorted(os.listdir(mnt)) == ["a", "zarr.json"]
         zarr.open_group(group_store, mode="r+")["a"].resize((6,))
         assert not wait_for(lambda: shape_shown(mnt, "a") == [6], timeout=1.5)
+
+
+def test_ls_a_lists_dot_and_dot_dot_and_tools_are_unaffected(tmp_path):
+    """``ls -a`` shows ``.`` and ``..`` in every directory; ``find`` and ``rsync`` (which skip
+    them) see exactly the files they saw before."""
+    zarr.create_array(tmp_path / "a", data=np.ones((4, 4), dtype="u1"), chunks=(2, 2))
+    with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
+        for where in (mnt, mnt / "c", mnt / "c" / "0"):
+            listed = run_with_timeout(["ls", "-a", where]).stdout.split()
+            assert listed[:2] == [".", ".."] and listed.count(".") == 1
+        found = sorted(run_with_timeout(["find", mnt, "-type", "f"]).stdout.split())
+        assert len(found) == 1 + 4 and all(".." not in f for f in found)
+        run_with_timeout(["rsync", "-a", f"{mnt}/", tmp_path / "copy"])
+        assert sorted(str(p.relative_to(tmp_path / "copy")) for p in
+                      (tmp_path / "copy").rglob("*") if p.is_file()) == sorted(
+            str(Path(f).relative_to(mnt)) for f in found)

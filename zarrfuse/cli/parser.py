@@ -80,7 +80,7 @@ def _add_storage_option(p: argparse.ArgumentParser) -> None:
 def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None:
     p = commands.add_parser(
         "mount",
-        help="mount a Zarr v3 array or group",
+        help="mount a Zarr v2 or v3 array or group",
         description="Mount SOURCE (a path, file:// URL, .zip store or any URL zarr-python "
         "opens, e.g. s3://bucket/array) at MOUNTPOINT. Returns once the mount is live, "
         "unless --foreground.",
@@ -274,7 +274,8 @@ def _add_tiff_commands(commands: argparse._SubParsersAction, handlers: Handlers)
 def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
     """The ``zarrfuse`` argument parser and its subcommands; ``handlers`` by command name."""
     parser = argparse.ArgumentParser(
-        prog="zarrfuse", description="Zarr v3 arrays as ordinary files, one file per chunk."
+        prog="zarrfuse",
+        description="Zarr v2 and v3 arrays as ordinary files, one file per chunk.",
     )
     parser.add_argument("--version", action="version", version=f"zarrfuse {__version__}")
     commands = parser.add_subparsers(metavar="COMMAND", required=True)

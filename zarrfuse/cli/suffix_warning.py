@@ -49,6 +49,9 @@ def _arrays(store_path: StorePath, node: StoredNode) -> list[tuple[str, StoredNo
 
 def suffix_warning(store_path: StorePath, node: StoredNode, config: MountConfig) -> str | None:
     """The warning line for ``config.suffix`` on the source, or None."""
+    if config.suffix and config.suffix[0] not in "._-~":  # "tiff": files named 000tiff
+        return (f"warning: --suffix {config.suffix} has no leading dot: chunk files are named "
+                f"like 000{config.suffix}; did you mean --suffix .{config.suffix}?")
     if not names_a_format(config.suffix):  # .raw, .zst...: no need to walk a group
         return None
     concerned = []

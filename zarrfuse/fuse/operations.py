@@ -35,6 +35,7 @@ R = TypeVar("R")
 _QUIET_ERRNOS = frozenset({errno.ENOENT})
 
 
+DOTS = (b".", b"..")
 BOUNDED = frozenset({
     "lookup", "getattr", "opendir", "readdir", "open", "read", "statfs", "getxattr",
     "listxattr", "access",
@@ -114,6 +115,8 @@ class FuseOperations(pyfuse3.Operations):
         super().__init__()
         self.fs = fs
         self.store_timeout = store_timeout
+        self._dir_inodes: dict[int, int] = {}
+        """The directory each open directory handle lists (for its ``.`` entry)."""
         self.counters = counters or Counters()
         fs.set_invalidators(self.invalidate, self.invalidate_entry)
         self.entry_timeout = entry_timeout
@@ -177,18 +180,29 @@ class FuseOperations(pyfuse3.Operations):
 
     @_fuse_errors
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
-        return await self.fs.opendir(inode)
+        handle = await self.fs.opendir(inode)
+        self._dir_inodes[handle] = inode
+        return handle
 
     @_fuse_errors
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        for name, attributes, next_id in await self.fs.readdir(fh, start_id):
+        """``.`` and ``..`` first (``ls -a`` shows them; the kernel takes no reference on
+        them, so they are not remembered), then the directory's entries, their ids shifted
+        past the two."""
+        if start_id < len(DOTS):
+            here = self._entry(await self.fs.getattr(self._dir_inodes[fh]))
+            for index in range(start_id, len(DOTS)):
+                if not pyfuse3.readdir_reply(token, DOTS[index], here, index + 1):
+                    return
+        for name, attributes, next_id in await self.fs.readdir(fh, max(0, start_id - len(DOTS))):
             entry = self._entry(attributes)
-            if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, next_id):
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, next_id + len(DOTS)):
                 break
             self.fs.remember(attributes.inode)
 
     @_fuse_errors
     async def releasedir(self, fh: int) -> None:
+        self._dir_inodes.pop(fh, None)
         self.fs.releasedir(fh)
 
     def _file_info(self, handle: int) -> pyfuse3.FileInfo:
