@@ -22,7 +22,6 @@ import faulthandler
 import json
 import logging
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import IO
 
+from zarrfuse.cli.ready_pipe import ReadyPipe, print_note, read_report
 from zarrfuse.errors import MountError, SourceError, ZarrFuseError
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.handed_fd import handed_fuse_fd
@@ -151,12 +151,16 @@ def configure_logging(config: MountConfig) -> None:
     logging.captureWarnings(True)
 
 
-def _serve(config: MountConfig, on_ready: Callable[[], None] | None) -> None:
+def _serve(
+    config: MountConfig,
+    on_ready: Callable[[], None] | None,
+    on_note: Callable[[str], None] | None = None,
+) -> None:
     """``zarrfuse.fuse.mount.serve``, imported late so the parent never loads pyfuse3."""
     from zarrfuse.cli.services import OperatingServices  # noqa: PLC0415  (loads trio)
     from zarrfuse.fuse.mount import serve  # noqa: PLC0415  (loads pyfuse3)
 
-    serve(config, on_ready=on_ready, services=OperatingServices())
+    serve(config, on_ready=on_ready, services=OperatingServices(), on_note=on_note)
 
 
 # --- the foreground path ---------------------------------------------------------------------
@@ -168,7 +172,7 @@ def serve_in_foreground(config: MountConfig) -> int:
     live: list[bool] = []
     try:
         preflight(config)
-        _serve(config, on_ready=lambda: live.append(True))
+        _serve(config, on_ready=lambda: live.append(True), on_note=print_note)
     except BaseException as e:
         if config.log_file:  # else the log is stderr, where the CLI prints the one line itself
             _log_failure(e, "serving failed" if live else "mount failed")
@@ -184,40 +188,6 @@ def _log_failure(exc: BaseException, what: str) -> None:
         log.exception("%s: %s", what, error_message(exc))
 
 
-class ReadyPipe:
-    """The child's end of the readiness pipe: write one line, then close."""
-
-    def __init__(self, fd: int) -> None:
-        # Not inherited by anything the child spawns (libfuse may run fusermount3, which
-        # with auto_unmount stays alive): a copy held open would keep the parent from EOF.
-        os.set_inheritable(fd, False)
-        self._fd: int | None = fd
-
-    @property
-    def pending(self) -> bool:
-        """Whether nothing has been reported yet."""
-        return self._fd is not None
-
-    def ready(self) -> None:
-        """The ``on_ready`` callback: tell the parent the mount is live."""
-        self._send(b"ok\n")
-
-    def fail(self, message: str) -> None:
-        """Tell the parent why the mount failed."""
-        self._send(b"error: " + " ".join(message.split()).encode("utf-8", "replace") + b"\n")
-
-    def _send(self, line: bytes) -> None:
-        if self._fd is None:
-            return
-        fd, self._fd = self._fd, None
-        try:
-            os.write(fd, line)
-        except OSError:
-            pass  # the parent is gone (it gave up); nobody is left to tell
-        finally:
-            os.close(fd)
-
-
 def serve_as_daemon(config: MountConfig, ready_fd: int) -> int:
     """The spawned child: serve, reporting readiness or the first error on ``ready_fd``.
 
@@ -227,7 +197,7 @@ def serve_as_daemon(config: MountConfig, ready_fd: int) -> int:
     configure_logging(config)
     faulthandler.enable()  # a crash leaves a traceback in --log-file
     try:
-        _serve(config, on_ready=pipe.ready)
+        _serve(config, on_ready=pipe.ready, on_note=pipe.note)
     except BaseException as e:  # noqa: BLE001  (the parent must hear of any failure, then exit)
         what = "mount failed" if pipe.pending else "serving failed"
         pipe.fail(error_message(e))  # nothing if the parent already heard "ok"
@@ -288,20 +258,6 @@ def _spawn(config: MountConfig, ready_fd: int) -> subprocess.Popen[bytes]:
             log_file.close()
 
 
-def _read_report(fd: int, deadline: float) -> bytes | None:
-    """The child's first line (b"" if it closed the pipe without one); None on timeout."""
-    data = b""
-    while b"\n" not in data:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            return None
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        data += chunk
-    return data.partition(b"\n")[0]
-
-
 def _reap(child: subprocess.Popen[bytes]) -> int:
     """The child's exit status, killing its whole session if it does not exit soon."""
     try:
@@ -352,7 +308,7 @@ def mount_in_background(config: MountConfig, timeout: float = READY_TIMEOUT) -> 
     finally:
         os.close(write_fd)  # only the child may hold the write end, or EOF never comes
     try:
-        report = _read_report(read_fd, time.monotonic() + timeout)
+        report = read_report(read_fd, time.monotonic() + timeout)
     except BaseException:  # Ctrl-C while waiting: take the half-made mount down with us
         _kill(child)
         _reap(child)

@@ -32,6 +32,7 @@ from zarrfuse.filesystem.tree.nodes import ArrayRoot, GroupDir, ImageDir, Node
 from zarrfuse.filesystem.writes.commits import WriteOptions
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.handed_fd import handed_fuse_fd
+from zarrfuse.fuse.left_out import left_out_note
 from zarrfuse.fuse.mountpoint import prepare_mountpoint
 from zarrfuse.fuse.operations import FuseOperations
 from zarrfuse.storage import Backend, backend_for, cache_identity
@@ -278,8 +279,10 @@ def serve(
     config: MountConfig,
     on_ready: Callable[[], None] | None = None,
     services: MountServices | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> None:
     """Mount ``config.source`` at ``config.mountpoint`` and serve until unmounted.
+    ``on_note(line)``: told, before mounting, what of a group the view leaves out.
 
     Raises SourceError or ConfigurationError (bad source) or MountError (bad mountpoint)
     before anything is mounted. Calls ``on_ready()`` once the mount is live, and
@@ -290,6 +293,14 @@ def serve(
     _raise_open_file_limit()
     _keep_freed_memory()
     fs, kind = build_filesystem(config, counters)
+    if kind == "group":
+        root = fs.namespace.node(pyfuse3.ROOT_INODE)
+        assert isinstance(root, GroupDir)
+        note = trio.run(left_out_note, fs.namespace.catalog, root.group.path, config.source)
+        if note is not None:
+            log.warning("%s", note)
+            if on_note is not None:
+                on_note(note)
     prepare_mountpoint(config.mountpoint)
     kernel_timeout = _metadata_ttl(config)
     if kernel_timeout is None:

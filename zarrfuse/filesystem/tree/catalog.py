@@ -98,6 +98,8 @@ class Catalog:
         self._limiter = limiter
         self._ttl = listing_ttl
         self._children: dict[str, _ChildView] = {}
+        self.skipped: dict[str, ZarrFuseError] = {}
+        """Group members left out of the view, and why (the last reason per path)."""
         self.arrays = ArrayBuilder(
             backend, suffix=suffix, max_children=max_children, limiter=limiter,
             listing_ttl=listing_ttl, counters=self.counters, rendering=rendering,
@@ -242,6 +244,7 @@ class Catalog:
             )
         except ZarrFuseError as e:
             log.warning("skipping %s: %s", path, e)
+            self.skipped[path] = e
             loaded = None
         raw = loaded.raw if loaded is not None else (None,)
         if cached is not None and raw == cached.raw:
@@ -255,6 +258,7 @@ class Catalog:
                 view = self.view_for(path, loaded)
             except ZarrFuseError as e:
                 log.warning("skipping %s: %s", path, e)
+                self.skipped[path] = e
         self._children[path] = _ChildView(raw, view, now)
         return view
 
