@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Sequence
 
 from zarrfuse.cli import daemon, extras, options, parser
+from zarrfuse.cli.option_table import MOUNT_OPTIONS
 from zarrfuse.cli.parser import Handler
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
 from zarrfuse.fuse.config import MountConfig
@@ -37,11 +38,7 @@ def _missing_paths(args: argparse.Namespace) -> str | None:
 
 
 # MountConfig fields that ``zarrfuse mount`` flags set directly (None: not given).
-_FLAG_FIELDS = (
-    "suffix", "max_children", "read_only", "debug", "verify", "max_chunk_bytes", "scratch_mb",
-    "uid", "gid", "umask", "format", "cache_mb", "metadata_ttl",
-    "layout", "symlink_root", "cache_dir", "cache_size", "store_timeout",
-)
+_FLAG_FIELDS = tuple(option.field for option in MOUNT_OPTIONS)
 
 
 def mount_config(args: argparse.Namespace) -> MountConfig:

@@ -8,29 +8,9 @@ One vocabulary serves three places, so an option is spelled the same everywhere:
   the ``zarrfuse@.service`` systemd unit), which add ``source=`` and ``mountpoint=``;
 - nothing else: ``zarrfuse mount``'s own ``-o`` stays plain FUSE options, as documented.
 
-The words (``NAME`` alone means ``NAME=yes`` for switches):
-
-=============================  ========================================================
-``ro`` / ``rw``                read-only / writable (``read_only=yes|no`` also works)
-``suffix=S``                   ``--suffix``
-``max_children=N``             ``--max-children``
-``verify``, ``no_verify``      ``--verify`` (the default), ``--no-verify``
-``max_chunk_bytes=N``          ``--max-chunk-bytes``
-``scratch_mb=N``               ``--scratch-mb``
-``format=F``                   ``--format`` (raw, tiff, npy, png, ome-tiff)
-``cache_mb=N``                 ``--cache-mb``
-``layout=L``                   ``--layout`` (fanout, source)
-``metadata_ttl=S``             ``--metadata-ttl`` (seconds)
-``symlink_root=DIR``           ``--symlink-root``
-``cache_dir=DIR``              ``--cache-dir``
-``cache_size=SIZE``            ``--cache-size`` (bytes; K, M, G, T)
-``store_timeout=S``            ``--store-timeout`` (seconds)
-``uid=U``, ``gid=G``           ``--uid``, ``--gid`` (numbers or names)
-``umask=OOO``                  ``--umask`` (octal)
-``debug``                      ``--debug``
-``log_file=PATH``              ``--log-file``
-``storage_option.KEY=VALUE``   ``--storage-option KEY=VALUE``
-=============================  ========================================================
+The words are declared once, in :mod:`zarrfuse.cli.option_table` (each option's field name,
+``NAME`` alone meaning ``NAME=yes`` for switches, ``ro``/``rw``, ``no_verify``), plus
+``storage_option.KEY=VALUE`` for ``--storage-option KEY=VALUE``.
 
 Dashes in these names may be written as underscores or dashes (``max-children``). Options
 that only mean something to mount(8) or systemd (``defaults``, ``auto``, ``noauto``, ``user``,
@@ -45,24 +25,19 @@ refuses the ones it does not know, and the mount fails saying so.
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from zarrfuse.cli.option_table import by_word
+from zarrfuse.cli.option_values import nonempty, switch
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.images.formats import SHOWN_FORMATS
 from zarrfuse.fuse.config import MountConfig
 
 __all__ = [
     "ParsedOptions",
-    "parse_group",
-    "parse_octal_mask",
     "parse_options",
-    "parse_seconds",
-    "parse_user",
     "read_config_file",
     "split_option_list",
 ]
@@ -75,8 +50,8 @@ _IGNORED = frozenset(
         "silent", "loud",
     }
 )
-_TRUE = frozenset({"", "1", "yes", "true", "on"})
-_FALSE = frozenset({"0", "no", "false", "off"})
+_OPTIONS = by_word()
+_KNOWN = {*_OPTIONS, "source", "mountpoint"}
 STORAGE_OPTION_PREFIX = "storage_option."
 
 
@@ -125,148 +100,6 @@ def split_option_list(text: str) -> list[str]:
     return [o.strip() for o in options if o.strip()]
 
 
-def _positive(name: str, text: str) -> int:
-    value = _integer(name, text)
-    if value <= 0:
-        raise ConfigurationError(f"{name}={text}: expected a positive integer")
-    return value
-
-
-def _non_negative(name: str, text: str) -> int:
-    value = _integer(name, text)
-    if value < 0:
-        raise ConfigurationError(f"{name}={text}: expected a non-negative integer")
-    return value
-
-
-def _integer(name: str, text: str) -> int:
-    try:
-        return int(text.strip(), 10)
-    except ValueError:
-        raise ConfigurationError(f"{name}={text}: expected an integer") from None
-
-
-def _switch(name: str, text: str | None) -> bool:
-    word = "" if text is None else text.strip().lower()
-    if word in _TRUE:
-        return True
-    if word in _FALSE:
-        return False
-    raise ConfigurationError(f"{name}={text}: expected yes or no")
-
-
-def parse_octal_mask(text: str) -> int:
-    """A umask written in octal (``022``, ``0o27``, ``0077``), 0 to 0o777."""
-    try:
-        value = int(text.strip().removeprefix("0o"), 8)
-    except ValueError:
-        raise ConfigurationError(f"umask {text!r}: expected an octal number such as 022") from None
-    if not 0 <= value <= 0o777:
-        raise ConfigurationError(f"umask {text!r}: must be between 000 and 777")
-    return value
-
-
-def parse_user(text: str) -> int:
-    """A uid: a non-negative number, or a user name from the password database."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        return pwd.getpwnam(text).pw_uid
-    except KeyError:
-        raise ConfigurationError(f"uid {text!r}: no such user") from None
-
-
-def parse_group(text: str) -> int:
-    """A gid: a non-negative number, or a group name from the group database."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        return grp.getgrnam(text).gr_gid
-    except KeyError:
-        raise ConfigurationError(f"gid {text!r}: no such group") from None
-
-
-def _format(text: str) -> str:
-    if text not in SHOWN_FORMATS:
-        raise ConfigurationError(f"format={text}: choose {', '.join(SHOWN_FORMATS)}")
-    return text
-
-
-def _layout(text: str) -> str:
-    if text not in ("fanout", "source"):
-        raise ConfigurationError(f"layout={text}: choose fanout or source")
-    return text
-
-
-def parse_seconds(text: str) -> float:
-    """A non-negative number of seconds (``metadata_ttl``)."""
-    try:
-        value = float(text.strip())
-    except ValueError:
-        raise ConfigurationError(f"{text!r}: expected a number of seconds") from None
-    if not value >= 0 or value == float("inf"):
-        raise ConfigurationError(f"{text!r}: expected a finite number of seconds >= 0")
-    return value
-
-
-_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def parse_size(text: str) -> int:
-    """A byte count, with an optional K, M, G or T (powers of 1024): ``cache_size=10G``."""
-    number, unit = text.strip(), ""
-    if number[-1:].upper() in _SIZE_UNITS:
-        number, unit = number[:-1], number[-1].upper()
-    try:
-        value = int(float(number) * _SIZE_UNITS[unit])
-    except ValueError:
-        raise ConfigurationError(f"{text!r}: expected a size such as 500M or 10G") from None
-    if value <= 0:
-        raise ConfigurationError(f"{text!r}: expected a size above 0")
-    return value
-
-
-def parse_timeout(text: str) -> float:
-    """A number of seconds above 0 (``store_timeout``)."""
-    value = parse_seconds(text)
-    if value <= 0:
-        raise ConfigurationError(f"{text!r}: expected a number of seconds above 0")
-    return value
-
-
-def _nonempty(name: str, text: str) -> str:
-    if not text:
-        raise ConfigurationError(f"{name}= needs a value")
-    return text
-
-
-# name -> (MountConfig field, converter of the value; None: a switch)
-_VALUED = {
-    "suffix": ("suffix", lambda n, v: v),
-    "max_children": ("max_children", _positive),
-    "max_chunk_bytes": ("max_chunk_bytes", _positive),
-    "scratch_mb": ("scratch_mb", _non_negative),
-    "format": ("format", lambda n, v: _format(v)),
-    "cache_mb": ("cache_mb", _non_negative),
-    "layout": ("layout", lambda n, v: _layout(v)),
-    "uid": ("uid", lambda n, v: parse_user(v)),
-    "gid": ("gid", lambda n, v: parse_group(v)),
-    "umask": ("umask", lambda n, v: parse_octal_mask(v)),
-    "log_file": ("log_file", _nonempty),
-    "metadata_ttl": ("metadata_ttl", lambda n, v: parse_seconds(v)),
-    "symlink_root": ("symlink_root", _nonempty),
-    "cache_dir": ("cache_dir", _nonempty),
-    "cache_size": ("cache_size", lambda n, v: parse_size(v)),
-    "store_timeout": ("store_timeout", lambda n, v: parse_timeout(v)),
-}
-_SWITCHES = {"verify": "verify", "debug": "debug", "read_only": "read_only"}
-# name -> the switch it turns off (``no_verify`` is ``verify=no``)
-_NEGATED = {"no_verify": "verify"}
-_KNOWN = {*_VALUED, *_SWITCHES, *_NEGATED, "ro", "rw", "source", "mountpoint"}
-
-
 def _normalized(name: str) -> str:
     """Known names with dashes spelled as underscores; other names (FUSE's) as given."""
     candidate = name.replace("-", "_")
@@ -285,17 +118,14 @@ def parse_options(options: Iterable[str], *, allow_paths: bool = False) -> Parse
         raw_name, sep, value = option.partition("=")
         name = _normalized(raw_name.strip())
         text = value if sep else None  # values keep their blanks: config files quote them
-        if name in ("ro", "rw") and not sep:
-            parsed.values["read_only"] = name == "ro"
-        elif name in _SWITCHES:
-            parsed.values[_SWITCHES[name]] = _switch(name, text)
-        elif name in _NEGATED:
-            parsed.values[_NEGATED[name]] = not _switch(name, text)
-        elif name in _VALUED:
+        declared = _OPTIONS.get(name)
+        if declared is not None and declared.kind != "value":
+            on = switch(name, text)
+            parsed.values[declared.field] = not on if declared.negated_by(name) else on
+        elif declared is not None:
             if not sep:
                 raise ConfigurationError(f"option {name} needs a value: {name}=...")
-            target, convert = _VALUED[name]
-            parsed.values[target] = convert(name, value)
+            parsed.values[declared.field] = declared.value(value)
         elif name.startswith(STORAGE_OPTION_PREFIX[:-1]):
             prefixed = name.startswith(STORAGE_OPTION_PREFIX)
             key = name[len(STORAGE_OPTION_PREFIX) :] if prefixed else ""
@@ -307,7 +137,7 @@ def parse_options(options: Iterable[str], *, allow_paths: bool = False) -> Parse
         elif name in ("source", "mountpoint"):
             if not allow_paths:
                 raise ConfigurationError(f"{name}= belongs in a mount configuration file")
-            parsed.values[name] = _nonempty(name, value)
+            parsed.values[name] = nonempty(name, value)
         elif name in _IGNORED or name.startswith(("x-", "comment=")) or raw_name == "comment":
             parsed.ignored.append(option)
         else:

@@ -10,10 +10,8 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from zarrfuse import __version__
-from zarrfuse.cli import options
+from zarrfuse.cli.option_table import MOUNT_OPTIONS, MountOption
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.images.formats import SHOWN_FORMATS
-from zarrfuse.fuse.config import MountConfig
 from zarrfuse.tiff.compression import COMPRESSIONS, DEFAULT_COMPRESSION
 
 __all__ = ["Handler", "Handlers", "build_parser"]
@@ -32,15 +30,6 @@ def _positive_int(text: str) -> int:
 
 _positive_int.__name__ = "positive integer"  # argparse names the type in its error
 
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
-
-
-_non_negative_int.__name__ = "non-negative integer"
 
 
 def _storage_option(text: str) -> tuple[str, str]:
@@ -77,6 +66,24 @@ def _add_storage_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_mount_option(p: argparse.ArgumentParser, option: MountOption) -> None:
+    """One declared mount option as a flag; None when not given, so files can layer."""
+    if option.kind == "switch":
+        p.add_argument(option.flag, dest=option.field, action="store_true", default=None,
+                       help=option.help)
+    elif option.kind == "toggle":
+        p.add_argument(option.flag, dest=option.field, action=argparse.BooleanOptionalAction,
+                       default=None, help=option.help)
+    elif option.choices is not None:
+        p.add_argument(option.flag, dest=option.field, choices=option.choices, default=None,
+                       help=option.help)
+    else:
+        p.add_argument(
+            option.flag, dest=option.field, metavar=option.metavar, help=option.help,
+            type=_argparse_type(option.value, option.metavar or option.field),
+        )
+
+
 def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None:
     p = commands.add_parser(
         "mount",
@@ -92,12 +99,6 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
         help="a mount configuration file (one -o style option per line, plus source= and "
         "mountpoint=); flags given here override it",
     )
-    p.add_argument("--suffix", metavar="S", help="file suffix of chunk files (default: derived)")
-    p.add_argument(
-        "--max-children", metavar="N", type=_positive_int,
-        help="fanout: at most N entries per directory (default: derived)",
-    )
-    p.add_argument("--read-only", action="store_true", default=None, help="refuse all writes")
     p.add_argument(
         "--foreground", action="store_true", help="serve in this process until unmounted"
     )
@@ -105,81 +106,9 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
         "-o", dest="fuse_options", metavar="OPTS", action="append", default=[],
         help="comma-separated FUSE options (allow_other, ...); repeatable",
     )
-    p.add_argument(
-        "--debug", action="store_true", default=None, help="debug logging and tracebacks"
-    )
-    p.add_argument("--log-file", metavar="PATH", help="log here instead of stderr")
     _add_storage_option(p)
-    p.add_argument(
-        "--verify", action=argparse.BooleanOptionalAction, default=None,
-        help="check every written chunk against the array's codecs before storing it and "
-        "refuse (EIO) what zarr could not decode (default: on; --no-verify stores any bytes)",
-    )
-    p.add_argument(
-        "--max-chunk-bytes", metavar="N", type=_positive_int,
-        help="largest chunk file a write may make (default: derived from the chunk); in "
-        "rendered views also the largest decoded chunk shown (default: 2 GiB)",
-    )
-    p.add_argument(
-        "--store-timeout", metavar="SECONDS",
-        type=_argparse_type(options.parse_timeout, "seconds"),
-        help="answer EIO to a lookup, stat, listing, open or read that waited this long for "
-        f"the store (default: {MountConfig.store_timeout:g})",
-    )
-    p.add_argument(
-        "--cache-dir", metavar="DIR",
-        help="keep chunk bytes fetched from a remote store (S3, HTTP) in DIR, across mounts "
-        "and shared by concurrent ones (default: no disk cache)",
-    )
-    p.add_argument(
-        "--cache-size", metavar="SIZE", type=_argparse_type(options.parse_size, "size"),
-        help="most bytes the disk cache keeps, least recently used out first "
-        f"(default: {MountConfig.cache_size >> 30}G)",
-    )
-    p.add_argument(
-        "--scratch-mb", metavar="N", type=_non_negative_int,
-        help="memory for temporary files (rsync's, editors'); 0 refuses them "
-        f"(default: {MountConfig.scratch_mb})",
-    )
-    p.add_argument(
-        "--uid", metavar="USER", type=_argparse_type(options.parse_user, "user"),
-        help="owner shown for every file (number or name; default: the mounting user)",
-    )
-    p.add_argument(
-        "--gid", metavar="GROUP", type=_argparse_type(options.parse_group, "group"),
-        help="group shown for every file (number or name; default: the mounting user's)",
-    )
-    p.add_argument(
-        "--umask", metavar="OOO", type=_argparse_type(options.parse_octal_mask, "umask"),
-        help="octal permission bits removed from 0777 (directories) and 0666 (files) "
-        f"(default: {MountConfig.umask:03o}); read-only mounts also drop write bits",
-    )
-    p.add_argument(
-        "--format", choices=SHOWN_FORMATS, default=None,
-        help="raw: chunk files are the stored bytes (default); tiff, npy, png: every chunk "
-        "rendered as an image file, readable and writable; ome-tiff: every array as one "
-        "tiled OME-TIFF file (NAME.ome.tif, pyramidal for OME-Zarr multiscales), read-only",
-    )
-    p.add_argument(
-        "--layout", choices=("fanout", "source"), default=None,
-        help="fanout: chunk files named with a suffix in a fanout tree (default); source: at "
-        "each array's own keys, readable by every Zarr implementation (raw format only)",
-    )
-    p.add_argument(
-        "--cache-mb", metavar="N", type=_non_negative_int,
-        help=f"memory for recently rendered chunks (default: {MountConfig.cache_mb})",
-    )
-    p.add_argument(
-        "--metadata-ttl", metavar="SECONDS",
-        type=_argparse_type(options.parse_seconds, "seconds"),
-        help="trust listings (which chunks exist, their sizes) this long before asking the "
-        "store again (default: for the mount's life if read-only, 1 s if writable)",
-    )
-    p.add_argument(
-        "--symlink-root", metavar="DIR",
-        help="let symlinks in a local store lead anywhere under DIR, an ancestor of the store "
-        "(git-annex, DataLad datasets); by default nothing outside the store is ever read",
-    )
+    for option in MOUNT_OPTIONS:
+        _add_mount_option(p, option)
     # Set only by the background parent on the daemon it spawns: report readiness here.
     p.add_argument("--ready-fd", type=_ready_fd, help=argparse.SUPPRESS)
     # ... and hand it its configuration as JSON on this descriptor (never on argv).

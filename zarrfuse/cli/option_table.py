@@ -1,0 +1,200 @@
+"""The mount options, declared once: every place that spells an option is generated from here.
+
+``zarrfuse mount``'s flags (:mod:`zarrfuse.cli.parser`), the ``-o`` words of fstab, mount(8)
+and configuration files (:mod:`zarrfuse.cli.options`), which flags reach ``MountConfig``
+(:mod:`zarrfuse.cli.commands`) and the documentation's table (:func:`markdown_table`) all read
+``MOUNT_OPTIONS``. The daemon receives the resulting ``MountConfig`` whole, as JSON on a pipe.
+A test checks that the table covers every ``MountConfig`` field a user can set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from zarrfuse.cli import option_values as v
+from zarrfuse.filesystem.images.formats import SHOWN_FORMATS
+from zarrfuse.fuse.config import MountConfig
+
+__all__ = ["MOUNT_OPTIONS", "MountOption", "by_word", "markdown_table"]
+
+Kind = Literal["value", "switch", "toggle"]
+"""value: ``--flag X`` / ``word=X``; switch: ``--flag`` / ``word[=yes|no]``; toggle: both
+``--flag``/``--no-flag`` and ``word``/``no_word``."""
+
+
+@dataclass(frozen=True)
+class MountOption:
+    """One mount option: the ``MountConfig`` field it sets and how users spell it."""
+
+    field: str
+    help: str
+    kind: Kind = "value"
+    metavar: str | None = None
+    parse: Callable[[str, str], Any] | None = None
+    """``parse(word, text)``: the field's value; raises ConfigurationError naming both."""
+    choices: tuple[str, ...] | None = None
+    words: tuple[str, ...] = ()
+    """Extra ``-o`` words that turn a switch on (``ro``)."""
+    off_words: tuple[str, ...] = ()
+    """Extra ``-o`` words that turn a switch off (``rw``; toggles also get ``no_NAME``)."""
+
+    @property
+    def word(self) -> str:
+        """The ``-o`` word: the field's name (dashes also accepted)."""
+        return self.field
+
+    @property
+    def flag(self) -> str:
+        """The ``zarrfuse mount`` flag."""
+        return "--" + self.field.replace("_", "-")
+
+    def negated_by(self, word: str) -> bool:
+        """Whether ``word`` (one of this switch's words) turns it off."""
+        return word in self.off_words or (self.kind == "toggle" and word == "no_" + self.word)
+
+    def value(self, text: str) -> Any:
+        """The field's value for ``word=text``."""
+        if self.choices is not None:
+            return v.choice(self.word, text, self.choices)
+        if self.parse is None:
+            return text
+        return self.parse(self.word, text)
+
+
+def _seconds(name: str, text: str) -> float:
+    return v.parse_seconds(text)
+
+
+_DEFAULT = MountConfig(source="", mountpoint="")
+
+MOUNT_OPTIONS: tuple[MountOption, ...] = (
+    MountOption(
+        "format", choices=SHOWN_FORMATS,
+        help="raw: chunk files are the stored bytes (default); tiff, npy, png: every chunk "
+        "rendered as an image file, readable and writable; ome-tiff: every array as one "
+        "tiled OME-TIFF file (NAME.ome.tif, pyramidal for OME-Zarr multiscales), read-only",
+    ),
+    MountOption(
+        "read_only", kind="switch", words=("ro",), off_words=("rw",),
+        help="refuse all writes",
+    ),
+    MountOption("suffix", metavar="S", help="file suffix of chunk files (default: derived)"),
+    MountOption(
+        "max_children", metavar="N", parse=v.positive,
+        help="fanout: at most N entries per directory (default: derived)",
+    ),
+    MountOption(
+        "layout", choices=v.LAYOUTS,
+        help="fanout: chunk files named with a suffix in a fanout tree (default); source: at "
+        "each array's own keys, readable by every Zarr implementation (raw format only)",
+    ),
+    MountOption("debug", kind="switch", help="debug logging and tracebacks"),
+    MountOption(
+        "log_file", metavar="PATH", parse=v.nonempty, help="log here instead of stderr"
+    ),
+    MountOption(
+        "verify", kind="toggle",
+        help="check every written chunk against the array's codecs before storing it and "
+        "refuse (EIO) what zarr could not decode (default: on; --no-verify stores any bytes)",
+    ),
+    MountOption(
+        "max_chunk_bytes", metavar="N", parse=v.positive,
+        help="largest chunk file a write may make (default: derived from the chunk); in "
+        "rendered views also the largest decoded chunk shown (default: 2 GiB)",
+    ),
+    MountOption(
+        "store_timeout", metavar="SECONDS", parse=lambda n, t: v.parse_timeout(t),
+        help="answer EIO to a lookup, stat, listing, open or read that waited this long for "
+        f"the store (default: {_DEFAULT.store_timeout:g})",
+    ),
+    MountOption(
+        "cache_dir", metavar="DIR", parse=v.nonempty,
+        help="keep chunk bytes fetched from a remote store (S3, HTTP) in DIR, across mounts "
+        "and shared by concurrent ones (default: no disk cache)",
+    ),
+    MountOption(
+        "cache_size", metavar="SIZE", parse=lambda n, t: v.parse_size(t),
+        help="most bytes the disk cache keeps, least recently used out first; K, M, G, T "
+        f"(default: {_DEFAULT.cache_size >> 30}G)",
+    ),
+    MountOption(
+        "scratch_mb", metavar="N", parse=v.non_negative,
+        help="memory for temporary files (rsync's, editors'); 0 refuses them "
+        f"(default: {_DEFAULT.scratch_mb})",
+    ),
+    MountOption(
+        "uid", metavar="USER", parse=lambda n, t: v.parse_user(t),
+        help="owner shown for every file (number or name; default: the mounting user)",
+    ),
+    MountOption(
+        "gid", metavar="GROUP", parse=lambda n, t: v.parse_group(t),
+        help="group shown for every file (number or name; default: the mounting user's)",
+    ),
+    MountOption(
+        "umask", metavar="OOO", parse=lambda n, t: v.parse_octal_mask(t),
+        help="octal permission bits removed from 0777 (directories) and 0666 (files) "
+        f"(default: {_DEFAULT.umask:03o}); read-only mounts also drop write bits",
+    ),
+    MountOption(
+        "cache_mb", metavar="N", parse=v.non_negative,
+        help=f"memory for recently rendered chunks (default: {_DEFAULT.cache_mb})",
+    ),
+    MountOption(
+        "metadata_ttl", metavar="SECONDS", parse=_seconds,
+        help="trust listings (which chunks exist, their sizes) this long before asking the "
+        "store again, here and in the kernel's caches (default: for the mount's life if "
+        "read-only, 1 s if writable)",
+    ),
+    MountOption(
+        "symlink_root", metavar="DIR", parse=v.nonempty,
+        help="let symlinks in a local store lead anywhere under DIR, an ancestor of the store "
+        "(git-annex, DataLad datasets); by default nothing outside the store is ever read",
+    ),
+)
+
+NOT_OPTIONS = frozenset({"source", "mountpoint", "foreground", "fuse_options", "storage_options"})
+"""MountConfig fields that are not options: positional, per-invocation, or collected from
+repeated ``-o`` / ``--storage-option``."""
+
+
+def by_word() -> dict[str, MountOption]:
+    """Every option by the ``-o`` words that name it (its field's name, ``ro``, ``rw``)."""
+    out: dict[str, MountOption] = {}
+    for option in MOUNT_OPTIONS:
+        out[option.word] = option
+        for word in (*option.words, *option.off_words):
+            out[word] = option
+        if option.kind == "toggle":
+            out["no_" + option.word] = option
+    return out
+
+
+def _word_cell(option: MountOption) -> str:
+    if option.kind == "value":
+        return f"`{option.word}={option.metavar or '|'.join(option.choices or ())}`"
+    if option.kind == "toggle":
+        return f"`{option.word}`, `no_{option.word}`"
+    return ", ".join(f"`{w}`" for w in (option.word, *option.words, *option.off_words))
+
+
+def _flag_cell(option: MountOption) -> str:
+    if option.kind == "value":
+        return f"`{option.flag} {option.metavar or '{' + ','.join(option.choices or ()) + '}'}`"
+    if option.kind == "toggle":
+        return f"`{option.flag}`, `--no-{option.flag[2:]}`"
+    return f"`{option.flag}`"
+
+
+def markdown_table() -> str:
+    """The documentation's table of mount options (``-o`` word, flag, meaning)."""
+    rows = ["| `-o` word | `zarrfuse mount` flag | meaning |", "|---|---|---|"]
+    for option in MOUNT_OPTIONS:
+        meaning = option.help.replace("|", "\\|")
+        rows.append(f"| {_word_cell(option)} | {_flag_cell(option)} | {meaning} |")
+    rows.append(
+        "| `storage_option.KEY=VALUE` | `--storage-option KEY=VALUE` | passed to the store "
+        "(fsspec / obstore option names); repeatable |"
+    )
+    return "\n".join(rows) + "\n"
