@@ -105,6 +105,18 @@ def _umount(args: argparse.Namespace) -> int:
     return 0
 
 
+def _log(args: argparse.Namespace) -> int:
+    """``zarrfuse log MOUNTPOINT``: the daemon's last log lines, and where the rest are."""
+    from zarrfuse.cli import control  # noqa: PLC0415  (keeps trio out of the other commands)
+
+    document = control.request_stats(args.mountpoint)
+    lines = document.get("log") or []
+    for line in lines[-args.lines :] if args.lines else lines:
+        print(line)
+    print(f"zarrfuse: the whole log: {document.get('log_to', 'unknown')}", file=sys.stderr)
+    return 0
+
+
 def _stats(args: argparse.Namespace) -> int:
     from zarrfuse.cli import control  # noqa: PLC0415  (keeps trio out of the other commands)
 
@@ -193,6 +205,7 @@ HANDLERS: dict[str, Handler] = {
     "mount": _mount,
     "umount": _umount,
     "stats": _stats,
+    "log": _log,
     "verify": _verify,
     "info": _info,
     "convert-tiff": _convert_tiff,
@@ -204,7 +217,7 @@ HANDLERS: dict[str, Handler] = {
 
 # The commands that mount or talk to a mount: without the mount extra they stop before
 # anything else, saying what to install (the mount(8) helper path checks in mount_helper).
-NEEDS_MOUNT_EXTRA: tuple[Handler, ...] = (_mount, _stats, _demo)
+NEEDS_MOUNT_EXTRA: tuple[Handler, ...] = (_mount, _stats, _log, _demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

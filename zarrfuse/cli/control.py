@@ -1,4 +1,5 @@
-"""The control socket: a mount's counters, readable by ``zarrfuse stats MOUNTPOINT``.
+"""The control socket: a mount's counters and recent log lines, read by ``zarrfuse stats``
+and ``zarrfuse log``.
 
 Why a socket, and not the mount itself: extended attributes would work on the mountpoint, but
 the mount answers every xattr request with ENOSYS on purpose (``ls -l`` asks for xattrs on every
@@ -41,6 +42,7 @@ from typing import Any
 import trio
 
 from zarrfuse import __version__
+from zarrfuse.cli import mount_log
 from zarrfuse.errors import MountError
 
 __all__ = [
@@ -239,6 +241,8 @@ def describe_mount(
             "started": started,
             "uptime_s": round(time.time() - started, 3),
             "counters": counters.snapshot(),
+            "log_to": mount_log.DESTINATION.text,
+            "log": mount_log.RECENT.lines(),
         }
 
     return describe

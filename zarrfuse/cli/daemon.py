@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import IO
 
+from zarrfuse.cli import mount_log
 from zarrfuse.cli.ready_pipe import ReadyPipe, print_note, read_report
 from zarrfuse.errors import MountError, SourceError, ZarrFuseError
 from zarrfuse.fuse.config import MountConfig
@@ -51,6 +52,7 @@ READY_TIMEOUT = 60.0
 """Seconds the parent waits for the daemon to report; opening a remote store can be slow."""
 _REAP_TIMEOUT = 10.0
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_SYSLOG_FORMAT = "%(levelname)s %(name)s: %(message)s"  # syslog stamps the time
 
 log = logging.getLogger(__name__)
 
@@ -135,20 +137,42 @@ def preflight(config: MountConfig) -> None:
         check_fuse_device()
 
 
-def configure_logging(config: MountConfig) -> None:
-    """Log to ``--log-file`` (else stderr): DEBUG with ``--debug``, else INFO."""
+def configure_logging(config: MountConfig, *, background: bool = False) -> None:
+    """Log to ``--log-file``, else (``background``) to syslog or the default file, else
+    stderr; DEBUG with ``--debug``, else INFO. The last lines also stay in memory for
+    ``zarrfuse log``."""
     # Names may hold any bytes (surrogate-escaped): written escaped, never lost to an
     # encoding error inside logging (stderr escapes them already).
-    handler: logging.Handler = (
-        logging.FileHandler(config.log_file, encoding="utf-8", errors="backslashreplace")
-        if config.log_file
-        else logging.StreamHandler()
+    handler: logging.Handler
+    syslog = mount_log.syslog_address() if background else None
+    if config.log_file and config.log_file == mount_log.default_log_file(config.mountpoint):
+        handler = mount_log.rotating_file_handler(config.log_file)
+    elif config.log_file:
+        handler = logging.FileHandler(config.log_file, encoding="utf-8", errors="backslashreplace")
+    elif syslog is not None:
+        handler = mount_log.syslog_handler(syslog)
+    else:
+        handler = logging.StreamHandler()
+    mount_log.DESTINATION.text = (
+        config.log_file or ("syslog (journalctl -t zarrfuse)" if syslog else "stderr")
     )
-    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    handler.setFormatter(logging.Formatter(_SYSLOG_FORMAT if syslog else _LOG_FORMAT))
+    mount_log.RECENT.setFormatter(logging.Formatter(_LOG_FORMAT))
     logging.basicConfig(
-        level=logging.DEBUG if config.debug else logging.INFO, handlers=[handler], force=True
+        level=logging.DEBUG if config.debug else logging.INFO,
+        handlers=[handler, mount_log.RECENT], force=True,
     )
     logging.captureWarnings(True)
+
+
+def with_default_log(config: MountConfig) -> MountConfig:
+    """A background mount's configuration with a log file of its own when it would otherwise
+    log nowhere (no ``--log-file``, no syslog)."""
+    if config.log_file or mount_log.syslog_address() is not None:
+        return config
+    path = mount_log.default_log_file(config.mountpoint)
+    mount_log.prepare_log_file(path)
+    return dataclasses.replace(config, log_file=path)
 
 
 def _serve(
@@ -194,7 +218,7 @@ def serve_as_daemon(config: MountConfig, ready_fd: int) -> int:
     The parent already ran the preflight checks; ``serve()`` repeats its own.
     """
     pipe = ReadyPipe(ready_fd)
-    configure_logging(config)
+    configure_logging(config, background=True)
     faulthandler.enable()  # a crash leaves a traceback in --log-file
     try:
         _serve(config, on_ready=pipe.ready, on_note=pipe.note)
@@ -299,6 +323,7 @@ def mount_in_background(config: MountConfig, timeout: float = READY_TIMEOUT) -> 
     MountError if the daemon crashed or did not report within ``timeout`` seconds.
     """
     preflight(config)
+    config = with_default_log(config)
     read_fd, write_fd = os.pipe()
     try:
         child = _spawn(config, write_fd)
@@ -337,7 +362,7 @@ def _conclude(
     text = report.decode("utf-8", "replace")
     if text.startswith("error: "):
         raise ZarrFuseError(text.removeprefix("error: "))
-    where = f"see {config.log_file}" if config.log_file else "rerun with --foreground or --log-file"
+    where = f"see {config.log_file}" if config.log_file else "see journalctl -t zarrfuse"
     raise MountError(
         f"the mount daemon {_describe_exit(status)} before the mount was live ({where})"
     )

@@ -228,6 +228,16 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the daemon's JSON document")
     p.set_defaults(handler=handlers["stats"])
     p = commands.add_parser(
+        "log", help="print a mount's recent log lines (why a write was refused, ...)",
+        description="Ask the daemon serving MOUNTPOINT for its last log lines, over its "
+        "control socket; says on stderr where its whole log is (the --log-file, syslog, or "
+        "the default file a background mount writes).",
+    )
+    p.add_argument("mountpoint", metavar="MOUNTPOINT")
+    p.add_argument("-n", "--lines", metavar="N", type=_positive_int, default=None,
+                   help="only the last N lines")
+    p.set_defaults(handler=handlers["log"])
+    p = commands.add_parser(
         "verify", help="decode every stored chunk; report those that fail",
         description="Decode every stored chunk of the array at SOURCE, or of every array "
         "under the group at SOURCE, with the array's own codecs. Prints each chunk that "
