@@ -40,6 +40,9 @@ class Backend(Protocol):
 
     stat_by_listing: bool
     """Whether one chunk's size is better learnt by listing its directory (remote stores)."""
+    can_list: bool
+    """Whether the store can list at all. Static web servers, S3 website endpoints and CDNs
+    cannot (403/404 on a directory): callers then learn what exists key by key (``stat``)."""
 
     def list_stats(self, prefix: str) -> dict[str, Stat]:
         """Objects directly under ``prefix`` (a directory key, "" for the root): name -> size

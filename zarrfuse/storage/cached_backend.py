@@ -41,6 +41,7 @@ class CachingBackend:
         """Seconds a listing kept in the cache (by any mount) is trusted: the metadata TTL
         of a read-only mount given one; None: every mount lists anew."""
         self.stat_by_listing = inner.stat_by_listing
+        self.can_list = inner.can_list
         self._validators: OrderedDict[str, Stat] = OrderedDict()
         self._lock = threading.Lock()
 

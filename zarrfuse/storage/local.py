@@ -76,6 +76,7 @@ class LocalBackend:
     """A directory on a local filesystem, as laid out by zarr's ``LocalStore``."""
 
     stat_by_listing = False
+    can_list = True
 
     def __init__(self, root: Path, *, symlink_root: Path | None = None) -> None:
         """``symlink_root`` (an ancestor of ``root``) widens where symlinks may lead, for

@@ -101,6 +101,7 @@ class ObjectBackend:
     """An obstore ``ObjectStore`` (S3), keys relative to its root."""
 
     stat_by_listing = True
+    can_list = True
     """A LIST costs about what a HEAD does and answers for every sibling: the chunk source
     learns one chunk's size by listing its directory (cached), not by asking for it."""
 

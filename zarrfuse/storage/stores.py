@@ -12,27 +12,34 @@ import contextlib
 import errno
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from zarr.abc.store import RangeByteRequest, Store
 from zarr.storage import FsspecStore
 
 from zarrfuse.storage.base import Document, PartReader, Stat, write_each
+from zarrfuse.storage.http_stat import http_stat
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
 __all__ = ["StoreBackend", "StorePartReader"]
+
+T = TypeVar("T")
 
 
 class StorePartReader:
     """Parts of a chunk in any zarr Store; every read is a ranged request."""
 
-    def __init__(self, backend: StoreBackend, keys: Sequence[str]) -> None:
+    def __init__(
+        self, backend: StoreBackend, keys: Sequence[str], sizes: Sequence[int | None] | None
+    ) -> None:
         self.backend = backend
         self.keys = list(keys)
-        self.sizes = tuple(backend.size(k) for k in self.keys)
+        self.sizes = tuple(sizes) if sizes is not None else tuple(
+            None if (found := backend.stat(k)) is None else found.size for k in self.keys
+        )
 
     def read_into_nowait(self, part: int, start: int, out: memoryview) -> int:
         return 0  # every store request may wait
@@ -56,9 +63,15 @@ class StoreBackend:
         self.store = store
         self.prototype = default_buffer_prototype()
         self.fallback_time_ns = _store_file_time(store)
+        self._http = _is_http(store)
+        self.can_list = store.supports_listing and not self._http
 
     async def _stat(self, key: str) -> Stat | None:
         """Size and time in one request: fsspec's ``info``, else zarr's ``getsize``."""
+        if self._http:
+            assert isinstance(self.store, FsspecStore)
+            url = f"{self.store.path.rstrip('/')}/{key}"
+            return await http_stat(self.store.fs, url, self.fallback_time_ns)
         try:
             if isinstance(self.store, FsspecStore):
                 root = self.store.path.rstrip("/")
@@ -80,7 +93,7 @@ class StoreBackend:
         return out
 
     def list_stats(self, prefix: str) -> dict[str, Stat]:
-        return sync(self._list_stats(prefix.strip("/")))
+        return _asked(prefix, self._list_stats(prefix.strip("/")))
 
     def list_names(self, prefix: str) -> set[str]:
         # Objects and prefixes alike (see list_subdirs): a prefix never matches a chunk key.
@@ -94,10 +107,10 @@ class StoreBackend:
         async def names() -> list[str]:
             return [n async for n in self.store.list_dir(prefix)]
 
-        return sync(names())
+        return _asked(prefix, names())
 
     def stat(self, key: str) -> Stat | None:
-        return sync(self._stat(key))
+        return _asked(key, self._stat(key))
 
     def size(self, key: str) -> int | None:
         try:
@@ -106,7 +119,7 @@ class StoreBackend:
             return None
 
     def read(self, key: str, start: int, stop: int) -> bytes:
-        buf = sync(self.store.get(key, self.prototype, RangeByteRequest(start, stop)))
+        buf = _asked(key, self.store.get(key, self.prototype, RangeByteRequest(start, stop)))
         if buf is None or len(buf) != stop - start:
             got = "nothing" if buf is None else f"{len(buf)} bytes"
             raise OSError(errno.EIO, f"{key}: asked for {stop - start} bytes, got {got}")
@@ -115,10 +128,10 @@ class StoreBackend:
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader:
-        return StorePartReader(self, keys)
+        return StorePartReader(self, keys, sizes)
 
     def read_all(self, key: str) -> bytes | None:
-        buf = sync(self.store.get(key, self.prototype))
+        buf = _asked(key, self.store.get(key, self.prototype))
         return None if buf is None else buf.to_bytes()
 
     def read_document(self, key: str) -> Document | None:
@@ -151,6 +164,26 @@ class StoreBackend:
         pass  # the store belongs to zarr's event loop, which closes with the process
 
 
+def _asked(key: str, request: Coroutine[Any, Any, T]) -> T:
+    """Run one store request; a failure other than "absent" or an OSError with its errno
+    (a server error, a body cut short, a wrong length) becomes EIO with its reason in one
+    line: the operations layer logs it as an expected error, never with a traceback."""
+    try:
+        return sync(request)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise
+    except OSError as e:
+        if e.errno is not None:
+            raise
+        raise OSError(errno.EIO, f"{key}: {_reason(e)}") from e
+    except Exception as e:
+        raise OSError(errno.EIO, f"{key}: {_reason(e)}") from e
+
+
+def _reason(e: BaseException) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())
+
+
 def _info_time(info: dict[str, Any]) -> int | None:
     """The modification time in an fsspec ``info`` dict, in ns; None if it has none."""
     for field in ("mtime", "LastModified", "last_modified", "Last-Modified", "updated"):
@@ -166,6 +199,17 @@ def _info_time(info: dict[str, Any]) -> int | None:
             if isinstance(value, datetime):
                 return int(value.timestamp()) * 1_000_000_000 + value.microsecond * 1000
     return None
+
+
+def _is_http(store: Store) -> bool:
+    """Whether ``store`` is a web server, which zarrfuse never lists: most answer a
+    directory with 403 (nginx's and Apache's defaults, S3 website endpoints, CDNs), and an
+    index page, where there is one, is HTML made for people, not a listing of keys."""
+    if not isinstance(store, FsspecStore):
+        return False
+    protocol = store.fs.protocol
+    names = (protocol,) if isinstance(protocol, str) else tuple(protocol)
+    return any(name in ("http", "https") for name in names)
 
 
 def _store_file_time(store: Store) -> int:

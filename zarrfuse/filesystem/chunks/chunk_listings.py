@@ -9,14 +9,18 @@ dimension at a time, for sparse grids.
 
 from __future__ import annotations
 
+import errno
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
 
+import trio
+
 from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
 from zarrfuse.filesystem.chunks.stored_index import KeyShape, StoredIndex
 from zarrfuse.storage.base import Backend, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
@@ -30,6 +34,8 @@ LISTING_CACHE_DIRS = 256
 # this many stats within a listing TTL, provided it can hold at most LISTABLE_KEYS keys.
 LIST_AFTER_STATS = 2
 LISTABLE_KEYS = 4096
+# Stores that cannot list: keys whose answer (size, or absent) is remembered for the TTL.
+ASKED_KEYS = 1 << 18
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -76,6 +82,9 @@ class ChunkListings:
         self._names: OrderedDict[str, tuple[float, Collection[str]]] = OrderedDict()
         """Names-only listings (which chunks exist), for directories not listed in full."""
         self._stats_by_directory: dict[str, tuple[float, int]] = {}
+        self.can_list = backend.can_list
+        self._asked: RecentlyUsed[str, Stat | None] = RecentlyUsed(ASKED_KEYS, ttl=listing_ttl)
+        """Stores that cannot list: what each key's own request said (None: absent)."""
         self.index = StoredIndex(
             shape=KeyShape(encoding, grid),
             prefix=prefix,
@@ -124,6 +133,36 @@ class ChunkListings:
             cache.popitem(last=False)
         return listing
 
+    async def asked(self, directory: str, names: Iterable[str]) -> dict[str, Stat]:
+        """For a store that cannot list: which of ``names`` in ``directory`` exist, asked
+        key by key (a HEAD each on a web server, all at once), each answer kept for the TTL:
+        what a listing would have said of them."""
+        found: dict[str, Stat] = {}
+        missing: list[str] = []
+        for name in dict.fromkeys(names):
+            key = f"{directory}/{name}" if directory else name
+            entry = self._asked.entry(key)
+            if entry is None:
+                missing.append(name)
+            elif entry[1] is not None:
+                found[name] = entry[1]
+        if not missing:
+            self.counters.cache["listing_hit"] += 1
+            return found
+
+        async def ask(name: str) -> None:
+            key = f"{directory}/{name}" if directory else name
+            stat = await self._run(self.backend.stat, key)
+            self._asked.put(key, stat)
+            if stat is not None:
+                found[name] = stat
+
+        self.counters.store["stat"] += len(missing)
+        async with trio.open_nursery() as nursery:
+            for name in missing:
+                nursery.start_soon(ask, name)
+        return found
+
     async def stored_names(self, directory: str) -> Collection[str]:
         """The object names in ``directory``: from its full listing if fresh, else from a
         names-only listing kept for the TTL (a local directory then costs no stat per
@@ -147,7 +186,11 @@ class ChunkListings:
                 by_directory.setdefault(directory, []).append((c, name))
         found: set[tuple[int, ...]] = set()
         for directory, candidates in by_directory.items():
-            names = await self.stored_names(directory)
+            names: Collection[str]
+            if self.can_list:
+                names = await self.stored_names(directory)
+            else:
+                names = (await self.asked(directory, (name for _, name in candidates))).keys()
             found.update(c for c, name in candidates if name in names)
         return found
 
@@ -177,7 +220,12 @@ class ChunkListings:
         suffixes = [p.key_suffix for p in self.parts.parts]
         found: dict[int, Stat] = {}
         for directory, candidates in by_directory.items():
-            listing = await self.listing(directory)
+            if self.can_list:
+                listing = await self.listing(directory)
+            else:
+                listing = await self.asked(
+                    directory, (name + suffix for _, name in candidates for suffix in suffixes)
+                )
             if not listing:
                 continue
             for c, name in candidates:
@@ -198,7 +246,9 @@ class ChunkListings:
         candidate's key when the store directory holds about as many names as the range
         (dense: decoding every name as well cost a third more CPU for ``ls -lR``, measured),
         else only the values the index finds stored (sparse: a directory costs what it
-        holds, not its range)."""
+        holds, not its range). A store that cannot list is asked for every candidate."""
+        if not self.can_list:
+            return await self.stored_stats(done, lo, hi, first=first)
         directory = split_key(self.chunk_key((*done, lo)))[0]
         names = len(await self.listing(directory))
         if 2 * names >= (hi - lo + 1) * len(self.parts.parts):
@@ -214,6 +264,11 @@ class ChunkListings:
         subdirectory names, and the chunks whose key's last name ``chunk_at`` recognises
         among its files (parts joined: coords -> logical size and newest time)."""
         store_directory = (self._prefix + directory).rstrip("/")
+        if not self.can_list:
+            raise OSError(
+                errno.EIO, "this store cannot list, and --layout source shows what listings "
+                "find: mount it with the default fanout layout"
+            )
         listing = await self.listing(store_directory)
         self.counters.store["list"] += 1
         subdirs = await self._run(self.backend.list_subdirs, store_directory)
@@ -258,6 +313,8 @@ class ChunkListings:
         backend prefers listing to a request per part, or (``by_name``: a lookup or stat)
         if the directory has been asked about name by name; None without one. A directory
         that may hold more than LISTABLE_KEYS keys is never listed for one chunk."""
+        if not self.can_list:
+            return None
         directory = split_key(keys[0])[0]
         listing = self.fresh_listing(directory)
         if listing is None and self._listable and (
@@ -271,6 +328,9 @@ class ChunkListings:
     def note(self, keys: Sequence[str], stats: Sequence[Stat | None]) -> None:
         """The parts at ``keys`` were just written or removed (``stats``, None: removed):
         their directory's cached listings say so at once."""
+        if not self.can_list:
+            for key, stat in zip(keys, stats, strict=True):
+                self._asked.put(key, stat)
         directory = split_key(keys[0])[0]
         self._names.pop(directory, None)
         cached = self._listings.get(directory)
@@ -288,3 +348,5 @@ class ChunkListings:
         directory = split_key(key)[0]
         self._listings.pop(directory, None)
         self._names.pop(directory, None)
+        for suffix in (p.key_suffix for p in self.parts.parts):
+            self._asked.drop(key + suffix)

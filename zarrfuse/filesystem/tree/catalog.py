@@ -98,6 +98,7 @@ class Catalog:
         self._limiter = limiter
         self._ttl = listing_ttl
         self._children: dict[str, _ChildView] = {}
+        self._unlistable: set[str] = set()
         self.skipped: dict[str, ZarrFuseError] = {}
         """Group members left out of the view, and why (the last reason per path)."""
         self.arrays = ArrayBuilder(
@@ -166,6 +167,40 @@ class Catalog:
             log.warning("OME-Zarr level %s left out: no array there", path)
             return None
         return found[0]
+
+    def _member_names(self, path: str) -> list[str]:
+        """A group's children on a store that cannot list: what its consolidated metadata
+        or its OME-Zarr datasets name. Without either they cannot be found (logged once per
+        group). Blocking."""
+        read = self.read_node(path)
+        if read is None or read[0].node_type != "group":
+            return []
+        named = member_paths(read[0])
+        if named is None:  # v2 keeps consolidated metadata at the root only
+            named = self._members_from_ancestors(path)
+        multiscales = read_multiscales(read[0].attributes)
+        if multiscales is not None:
+            named = [*named, *multiscales.paths]
+        if not named and path not in self._unlistable:
+            self._unlistable.add(path)
+            log.warning(
+                "group %s: its members cannot be found: the store cannot list, and the group "
+                "has no consolidated metadata (zarr.consolidate_metadata writes it)", path or "/"
+            )
+        return sorted({member.strip("/").split("/")[0] for member in named if member.strip("/")})
+
+    def _members_from_ancestors(self, path: str) -> list[str]:
+        """The members below ``path`` that the nearest ancestor's consolidated metadata
+        names, relative to ``path``. Blocking."""
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts) - 1, -1, -1):
+            ancestor = "/".join(parts[:depth])
+            read = self.read_node(ancestor)
+            named = None if read is None else member_paths(read[0])
+            if named is not None:
+                inside = "/".join(parts[depth:]) + "/"
+                return [m[len(inside):] for m in named if m.startswith(inside)]
+        return []
 
     # --- building views (no I/O) ---------------------------------------------------------
 
@@ -266,7 +301,8 @@ class Catalog:
         """Names of the group's children that are readable Zarr nodes, sorted."""
         self.counters.store["list"] += 1
         names = await trio.to_thread.run_sync(
-            self.backend.list_subdirs, group_path, limiter=self._limiter, abandon_on_cancel=True
+            self._member_names if not self.backend.can_list else self.backend.list_subdirs,
+            group_path, limiter=self._limiter, abandon_on_cancel=True,
         )
         children = []
         for name in sorted(names):

@@ -1,0 +1,166 @@
+"""Web servers for the HTTP source tests: a real nginx with its default configuration (no
+directory listing), and a small server that misbehaves on purpose, both on loopback.
+
+nginx runs in the foreground as a child of the test (``daemon off``), with its pid, logs and
+temp directories under the test's own directory, and is killed in teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+__all__ = ["MisbehavingServer", "free_port", "nginx"]
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+_CONFIG = """\
+{user}daemon off;
+pid {run}/nginx.pid;
+error_log {run}/error.log;
+events {{ }}
+http {{
+    access_log {run}/access.log;
+    client_body_temp_path {run}/body;
+    proxy_temp_path {run}/proxy;
+    fastcgi_temp_path {run}/fastcgi;
+    uwsgi_temp_path {run}/uwsgi;
+    scgi_temp_path {run}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}
+}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the server exited with status {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on port {port} after {timeout} s")
+
+
+@contextlib.contextmanager
+def nginx(root: Path, run: Path) -> Iterator[str]:
+    """nginx serving ``root`` (its defaults: no autoindex); yields the base URL."""
+    run.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config = run / "nginx.conf"
+    # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 temp dirs.
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    config.write_text(_CONFIG.format(user=user, run=run, port=port, root=root))
+    proc = subprocess.Popen([NGINX, "-c", str(config), "-e", str(run / "error.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_listening(port, proc, 10)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+class MisbehavingServer:
+    """Serves files under ``root`` (HEAD and GET, with ranges), except that a path may be set
+    to misbehave: ``500`` (a server error), ``loop`` (redirects to itself), ``truncate``
+    (closes the connection halfway through the body it announced), ``long-length`` (announces
+    more bytes than it sends, then closes) or ``stall`` (answers nothing)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.modes: dict[str, str] = {}
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                self._serve(body=False)
+
+            def do_GET(self) -> None:
+                self._serve(body=True)
+
+            def _serve(self, *, body: bool) -> None:
+                path = self.path.split("?")[0]
+                mode = outer.modes.get(path.lstrip("/"), "ok")
+                file = outer.root / path.lstrip("/")
+                if mode == "stall":
+                    time.sleep(60)
+                    return
+                if mode == "500":
+                    self._empty(500)
+                    return
+                if mode == "loop":
+                    self.send_response(302)
+                    self.send_header("Location", path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if not file.is_file():
+                    self._empty(404)
+                    return
+                data = file.read_bytes()
+                status, start, stop = 200, 0, len(data)
+                wanted = self.headers.get("Range")
+                if wanted and wanted.startswith("bytes="):
+                    first, _, last = wanted[6:].partition("-")
+                    start = int(first)
+                    stop = min(len(data), int(last) + 1) if last else len(data)
+                    status = 206
+                piece = data[start:stop]
+                self.send_response(status)
+                if status == 206:
+                    self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
+                announced = len(piece) + (1000 if mode == "long-length" else 0)
+                self.send_header("Content-Length", str(announced))
+                self.send_header("Last-Modified", self.date_time_string(file.stat().st_mtime))
+                self.end_headers()
+                if not body:
+                    return
+                if mode == "truncate":
+                    piece = piece[: len(piece) // 2]
+                self.wfile.write(piece)
+                if mode in ("truncate", "long-length"):
+                    self.wfile.flush()
+                    self.close_connection = True
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
+
+            def _empty(self, status: int) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> MisbehavingServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
