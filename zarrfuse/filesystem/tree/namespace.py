@@ -369,8 +369,7 @@ def _documents(owner: ArrayView | GroupView) -> list[Entry]:
 
 async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
     """The children of a non-leaf fanout directory that lead to stored chunks (all of them
-    for a rendered view, where every chunk of the grid renders, and for a store that cannot
-    list, where finding out would cost a request per chunk of the subtree)."""
+    for a rendered view, where every chunk renders, and on a store that cannot list)."""
     if array.rendered is not None or not array.source.listings.can_list:
         return array.tree.child_names(pos)
     names = array.tree.child_names(pos)
