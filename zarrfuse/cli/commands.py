@@ -198,7 +198,7 @@ def _desktop(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from zarrfuse.cli import demo  # noqa: PLC0415  (only this command needs it; loads the mount)
 
-    return demo.run(args.dir)
+    return demo.run(args.dir, hold=args.hold)
 
 
 HANDLERS: dict[str, Handler] = {

@@ -1,68 +1,75 @@
-"""The built-in demo: an array that uses all three extensions, mounted and read back.
+"""The built-in demo: a real picture as a small OME-Zarr pyramid, mounted as images.
 
-``zarrfuse demo [DIR]`` creates (once) a 2-D image array in DIR whose chunks are stored as two
-parts (``concat-parts``: the pixels and a 4-byte crc32c), under ``suffix`` keys over a
-``fanout`` tree; mounts it read-only; shows what a user sees; reads it back through the mount
-with ordinary file I/O and with zarr; and unmounts.
+``zarrfuse demo`` writes scikit-image's bundled astronaut photograph (no download) as an
+OME-Zarr v0.5 image (axes c, y, x; three levels, each half the size of the one before) in a
+temporary directory, mounts it twice (``--format tiff``: every chunk an RGB TIFF file;
+``--format ome-tiff``: the whole pyramid one OME-TIFF file), prints the files to open, checks
+that every file holds exactly the source pixels, unmounts and removes everything, also
+when it fails or is interrupted. ``--hold`` keeps the mounts until Enter (or Ctrl-C) to look
+at the pictures; ``DIR`` puts the demo there instead of a temporary directory and keeps it.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import tifffile
 import zarr
-from zarr.codecs import BytesCodec, Crc32cCodec
 
-import zarrfuse
+__all__ = ["astronaut_pyramid", "run"]
 
-__all__ = ["create_demo_array", "run"]
+LEVELS = 3
+CHUNK = 128
+IMAGE_NAME = "astronaut.ome.zarr"
+INSTALL_HINT = 'the demo\'s picture comes from scikit-image: pip install "zarrfuse[demo]"'
 
-DEMO_SHAPE = (1200, 1500)
-DEMO_CHUNKS = (100, 100)
-DEMO_PARTS = [
-    {
-        "name": "concat-parts",
-        "configuration": {"parts": [{"key_suffix": ""}, {"key_suffix": ".crc32c", "size": 4}]},
+
+def _picture() -> np.ndarray:
+    """The astronaut photograph as (c, y, x) uint8: scikit-image ships it in its wheel."""
+    from skimage import data  # noqa: PLC0415  (an optional dependency, the demo extra)
+
+    return np.ascontiguousarray(np.moveaxis(data.astronaut(), -1, 0))
+
+
+def _halve(image: np.ndarray) -> np.ndarray:
+    """The next pyramid level: 2 x 2 means over y and x."""
+    c, y, x = image.shape
+    blocks = image[:, : y // 2 * 2, : x // 2 * 2].reshape(c, y // 2, 2, x // 2, 2)
+    return blocks.mean(axis=(2, 4)).round().astype(image.dtype)
+
+
+def astronaut_pyramid(path: Path) -> list[np.ndarray]:
+    """Write the OME-Zarr image at ``path``; its levels' pixels, full resolution first."""
+    levels = [_picture()]
+    for _ in range(LEVELS - 1):
+        levels.append(_halve(levels[-1]))
+    group = zarr.open_group(path, mode="w", zarr_format=3)
+    datasets: list[dict[str, Any]] = []
+    for index, pixels in enumerate(levels):
+        group.create_array(str(index), data=pixels, chunks=(3, CHUNK, CHUNK))
+        scale = float(2**index)
+        datasets.append({"path": str(index), "coordinateTransformations": [
+            {"type": "scale", "scale": [1.0, scale, scale]}]})
+    group.attrs["ome"] = {
+        "version": "0.5",
+        "multiscales": [{
+            "name": "astronaut",
+            "axes": [{"name": "c", "type": "channel"},
+                     {"name": "y", "type": "space", "unit": "micrometer"},
+                     {"name": "x", "type": "space", "unit": "micrometer"}],
+            "datasets": datasets,
+        }],
+        "omero": {"channels": [{"label": name} for name in ("red", "green", "blue")]},
     }
-]
-DEMO_ENCODING = {
-    "name": "suffix",
-    "configuration": {
-        "suffix": ".raw",
-        "base_encoding": {"name": "fanout", "configuration": {"max_children": 100}},
-    },
-}
-
-
-def demo_image() -> np.ndarray:
-    """A recognisable picture: concentric rings over a diagonal gradient."""
-    y, x = np.mgrid[0 : DEMO_SHAPE[0], 0 : DEMO_SHAPE[1]]
-    rings = (np.hypot(y - 600, x - 750) // 40) % 2 * 100
-    return ((x + y) * 255 // (sum(DEMO_SHAPE)) // 2 + rings).astype("uint8")
-
-
-def create_demo_array(path: Path) -> zarr.Array:
-    """Create the demo array at ``path`` unless it already exists; return it."""
-    if (path / "zarr.json").exists():
-        return zarrfuse.open_array(path)
-    array = zarrfuse.create_array(
-        path,
-        shape=DEMO_SHAPE,
-        chunks=DEMO_CHUNKS,
-        dtype="uint8",
-        serializer=BytesCodec(),
-        compressors=[Crc32cCodec()],
-        chunk_key_encoding=DEMO_ENCODING,
-        storage_transformers=DEMO_PARTS,
-        attributes={"description": "zarrfuse demo: rings over a gradient"},
-    )
-    array[:] = demo_image()
-    return array
+    return levels
 
 
 def _zarrfuse(*args: str) -> subprocess.CompletedProcess[str]:
@@ -71,35 +78,84 @@ def _zarrfuse(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def run(directory: str | None = None) -> int:
-    """Create, mount, show, read back, unmount. Returns a process exit code."""
-    root = Path(directory or os.path.join(tempfile.gettempdir(), "zarrfuse-demo")).absolute()
-    store, mountpoint = root / "image.zarr", root / "mnt"
+@contextlib.contextmanager
+def _mounted(source: Path, mountpoint: Path, *options: str) -> Iterator[Path]:
+    """``source`` mounted read-only at ``mountpoint`` with ``options``; unmounted after."""
     mountpoint.mkdir(parents=True, exist_ok=True)
-    array = create_demo_array(store)
-    stored = sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
-    print(f"demo array: {store}  shape={array.shape} chunks={array.chunks} dtype={array.dtype}")
-    print(f"  {len(stored)} stored objects, for example:")
-    for key in stored[:4]:
-        print(f"    {key}")
-
-    mounted = _zarrfuse("mount", str(store), str(mountpoint), "--read-only")
-    if mounted.returncode != 0:
-        print(mounted.stderr.strip(), file=sys.stderr)
-        return 1
+    done = _zarrfuse("mount", str(source), str(mountpoint), "--read-only", *options)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip() or f"zarrfuse mount exited {done.returncode}")
     try:
-        files = sorted(p for p in mountpoint.rglob("*") if p.is_file())
-        print(f"mounted at {mountpoint}: {len(files)} files, for example:")
-        for path in files[:4]:
-            print(f"    {path.relative_to(mountpoint)}  {path.stat().st_size} bytes")
-        sample = mountpoint / "c/0/00/0/01.raw"
-        raw = store / "c/0/00/0/01.raw"
-        assert sample.read_bytes() == raw.read_bytes() + Path(f"{raw}.crc32c").read_bytes()
-        print(f"  {sample.relative_to(mountpoint)} = parts {raw.name} + {raw.name}.crc32c")
-        through = zarr.open_array(mountpoint, mode="r")
-        same = bool(np.array_equal(through[:], demo_image()))
-        print(f"  zarr.open_array({mountpoint}) equals the source: {same}")
-        return 0 if same else 1
+        yield mountpoint
     finally:
-        unmounted = _zarrfuse("umount", str(mountpoint))
-        print(f"unmounted {mountpoint}" if unmounted.returncode == 0 else unmounted.stderr.strip())
+        _zarrfuse("umount", str(mountpoint))
+
+
+def _check_tiles(mountpoint: Path, level: np.ndarray) -> list[Path]:
+    """Every chunk file of the full-resolution level holds its tile's pixels exactly."""
+    files = sorted((mountpoint / "0").rglob("*.tiff"))
+    rows, cols = -(-level.shape[1] // CHUNK), -(-level.shape[2] // CHUNK)
+    if len(files) != rows * cols:
+        raise AssertionError(f"{len(files)} TIFF files, expected {rows * cols}")
+    for file in files:
+        row, col = (int(part) for part in file.relative_to(mountpoint / "0").with_suffix("")
+                    .parts[2::2])  # c/<rows>/<row>/<cols>/<col>.tiff
+        tile = level[:, row * CHUNK : (row + 1) * CHUNK, col * CHUNK : (col + 1) * CHUNK]
+        shown = tifffile.imread(file)
+        if not np.array_equal(np.moveaxis(shown, -1, 0) if shown.ndim == 3 and
+                              shown.shape[-1] == 3 else shown, tile):
+            raise AssertionError(f"{file} differs from the source tile")
+    return files
+
+
+def _check_whole(file: Path, levels: list[np.ndarray]) -> None:
+    """The OME-TIFF holds every level of the pyramid, exactly."""
+    with tifffile.TiffFile(file) as tif:
+        series = tif.series[0]
+        if len(series.levels) != len(levels):
+            raise AssertionError(f"{file}: {len(series.levels)} levels, expected {len(levels)}")
+        for shown, pixels in zip(series.levels, levels, strict=True):
+            if not np.array_equal(shown.asarray(), pixels):
+                raise AssertionError(f"{file}: a level differs from the source")
+
+
+def run(directory: str | None = None, *, hold: bool = False) -> int:
+    """Build, mount, show, check, unmount, clean up. Returns a process exit code."""
+    try:
+        import skimage  # noqa: F401, PLC0415  (checked before anything is written)
+    except ImportError:
+        print(f"zarrfuse: {INSTALL_HINT}", file=sys.stderr)
+        return 1
+    root = Path(directory).absolute() if directory else Path(tempfile.mkdtemp(
+        prefix="zarrfuse-demo-"))
+    try:
+        return _show(root, hold=hold)
+    except (RuntimeError, AssertionError) as e:
+        print(f"zarrfuse: demo failed: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if directory is None:
+            shutil.rmtree(root, ignore_errors=True)
+            print(f"removed {root}")
+
+
+def _show(root: Path, *, hold: bool) -> int:
+    source = root / IMAGE_NAME
+    levels = astronaut_pyramid(source)
+    shape = " > ".join("x".join(map(str, level.shape)) for level in levels)
+    print(f"wrote the OME-Zarr image {source} (c, y, x: {shape}), chunks of 3x{CHUNK}x{CHUNK}")
+    with _mounted(source, root / "tiff", "--format", "tiff") as tiffs, \
+            _mounted(source, root / "ome-tiff", "--format", "ome-tiff") as whole:
+        tiles = _check_tiles(tiffs, levels[0])
+        image = whole / "astronaut.ome.tif"
+        _check_whole(image, levels)
+        print(f"mounted as TIFF files, one per chunk: {tiffs}  ({len(tiles)} at full size)")
+        print(f"    open, for example: {tiles[0]}")
+        print(f"mounted as one OME-TIFF pyramid:      {whole}")
+        print(f"    open: {image}")
+        print("checked: every file holds exactly the source pixels")
+        if hold:
+            with contextlib.suppress(KeyboardInterrupt, EOFError):
+                input("the mounts stay until you press Enter (or Ctrl-C) ... ")
+    print("unmounted")
+    return 0

@@ -257,10 +257,18 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="tracebacks for errors")
     p.set_defaults(handler=handlers["verify"])
     _add_tiff_commands(commands, handlers)
-    p = commands.add_parser("demo", help="mount a built-in demo array and show it")
-    p.add_argument(
-        "dir", metavar="DIR", nargs="?", help="where to put the demo (default: a temp dir)"
+    p = commands.add_parser(
+        "demo", help="mount a real picture as image files and check them",
+        description="Write a photograph (scikit-image's astronaut, no download) as a small "
+        "OME-Zarr pyramid, mount it as TIFF files (one per chunk) and as one OME-TIFF, print "
+        "the files to open, check every pixel, unmount and remove everything.",
     )
+    p.add_argument(
+        "dir", metavar="DIR", nargs="?",
+        help="put the demo here and keep it (default: a temporary directory, removed)",
+    )
+    p.add_argument("--hold", action="store_true",
+                   help="keep the mounts until Enter (or Ctrl-C), to open the pictures")
     p.set_defaults(handler=handlers["demo"])
     p = commands.add_parser(
         "desktop", help="mount Zarr folders from the file manager",
