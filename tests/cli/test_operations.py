@@ -274,8 +274,8 @@ def test_dockerfile_entrypoint_serves_until_sigterm(array_v3, tmp_path, mountpoi
             proc.wait(10)
 
 
-def test_readme_shows_how_to_run_the_container():
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Operating zarrfuse") : readme.index("## Layout")]
+def test_docs_show_how_to_run_the_container():
+    page = (REPO / "docs" / "configuration.md").read_text()
+    section = page[page.index("## Docker") : page.index("## From the file manager")]
     for fragment in ("--device /dev/fuse", "--cap-add SYS_ADMIN", ":rshared", "docker run"):
         assert fragment in section, fragment

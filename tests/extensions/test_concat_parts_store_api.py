@@ -143,7 +143,7 @@ class TestPassThrough(_ConcatPartsStoreTests):
 
 _LISTING = (
     "listings show the chunk keys of the array's grid only (stray keys and parts are hidden, "
-    "README spec notes); the suite lists keys such as 'foo/zarr.json' that are not chunk keys"
+    "docs/spec-notes.md); the suite lists keys such as 'foo/zarr.json' that are not chunk keys"
 )
 
 

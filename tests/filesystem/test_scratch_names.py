@@ -1,4 +1,4 @@
-"""Which names are scratch (temporary) files: the rule README's "Scratch files" states."""
+"""Which names are scratch (temporary) files: the rule docs/writing.md's "Scratch files" states."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Which image programs read a dual-access shard, for each tile compression: every reader
-the README's table names runs here, on a real shard file, and its pixels are compared with
+docs/dual-access.md's table names runs here, on a real shard file, and its pixels are compared with
 the array's. Where a reader cannot read a compression the test asserts how it fails, so a
 reader that learns it (or forgets it) shows up as a failure and the table gets updated.
 
@@ -115,7 +115,7 @@ READERS: dict[str, Callable[[Path, Path], np.ndarray]] = {
     "gdk-pixbuf": read_gdk_pixbuf,
 }
 
-# What each reader does that is not "reads every pixel right" (the README's table says so too).
+# What each reader does that is not "reads every pixel right" (docs/dual-access.md's table too).
 BLACK = "black"  # opens the file, shows an all-black image, exits 0
 REFUSES = {
     # OpenCV's wheels build their own libtiff without zstd.

@@ -1,7 +1,7 @@
 """``s3://`` sources: one obstore client, configured once, shared by zarr and the mount.
 
 obstore (Rust's ``object_store``) does the requests: on the loopback S3 server it listed
-1.6x and fetched whole objects 3x faster than s3fs (README, "Object stores"). Credentials
+1.6x and fetched whole objects 3x faster than s3fs (docs/sources.md, "Object stores"). Credentials
 given as storage options (``key``/``secret``/``token``, as s3fs takes them) are used as
 given; otherwise they are resolved by botocore, as the AWS CLI does (environment variables,
 ``~/.aws/credentials`` and ``~/.aws/config``, profiles, SSO, instance roles), and handed to

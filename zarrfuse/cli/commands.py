@@ -256,7 +256,7 @@ def _complain(message: str) -> None:
 
 def _quiet_known_warnings() -> None:
     """zarr warns whenever it opens an array with a ``numcodecs.*`` codec; dual-access arrays
-    use ``numcodecs.zlib`` by default, a choice the user already made (see the README), so
+    use ``numcodecs.zlib`` by default, a choice the user already made (see docs/dual-access.md), so
     the command does not repeat it on every ``info``, ``verify`` or mount."""
     warnings.filterwarnings(
         "ignore", message="Numcodecs codecs are not in the Zarr version 3 specification"
