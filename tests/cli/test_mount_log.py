@@ -12,7 +12,8 @@ import pytest
 import zarr
 
 from tests.mounting import ZARRFUSE, force_unmount, is_mounted, run_with_timeout
-from zarrfuse.cli import mount_log
+from zarrfuse.cli import daemon, mount_log
+from zarrfuse.fuse.config import MountConfig
 
 
 def test_the_default_log_file_is_per_user_and_per_mount():
@@ -74,3 +75,16 @@ def test_zarrfuse_log_says_why_a_write_was_refused(tmp_path):
         assert not is_mounted(mnt)
         if os.path.exists(default_file):
             os.unlink(default_file)
+
+
+def test_a_log_file_that_cannot_be_made_does_not_stop_the_mount(tmp_path, monkeypatch, capsys):
+    """A user without a home directory still mounts; zarrfuse says the log goes nowhere."""
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    monkeypatch.setattr(mount_log, "default_log_file", lambda mountpoint: str(blocked / "x.log"))
+    monkeypatch.setattr(mount_log, "syslog_address", lambda: None)
+    config = MountConfig(source="/s", mountpoint="/m")
+    assert daemon.with_default_log(config) == config
+    err = capsys.readouterr().err
+    assert err.startswith("zarrfuse: the mount logs nowhere: cannot create ")
+    assert "--log-file" in err

@@ -171,7 +171,12 @@ def with_default_log(config: MountConfig) -> MountConfig:
     if config.log_file or mount_log.syslog_address() is not None:
         return config
     path = mount_log.default_log_file(config.mountpoint)
-    mount_log.prepare_log_file(path)
+    try:
+        mount_log.prepare_log_file(path)
+    except OSError as e:  # no home directory, a read-only one...: mount anyway, say so
+        print(f"zarrfuse: the mount logs nowhere: cannot create {path} ({error_message(e)}); "
+              "give --log-file", file=sys.stderr)
+        return config
     return dataclasses.replace(config, log_file=path)
 
 
