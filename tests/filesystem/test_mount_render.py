@@ -77,13 +77,35 @@ def test_nd_arrays_keep_their_shape(tmp_path, shape, chunks, fmt):
     a = zarr.create_array(path, shape=shape, chunks=chunks, dtype="uint16")
     a[:] = data
     with mounted(path, tmp_path / "mnt", "--format", fmt, "--read-only") as mnt:
-        for file, region in chunk_files(a, mnt, f".{fmt}"):
-            got = tifffile.imread(file) if fmt == "tiff" else np.load(file)
-            np.testing.assert_array_equal(got, data[region])
-        if fmt == "tiff":  # pages over the leading dimensions of a full chunk
-            with tifffile.TiffFile(next(chunk_files(a, mnt, ".tiff"))[0]) as tif:
-                assert len(tif.pages) == int(np.prod(chunks[:-2]))
-                assert tif.pages[0].shape == chunks[-2:]
+        if fmt == "npy":  # numpy reads any shape: whole chunks
+            for file, region in chunk_files(a, mnt, ".npy"):
+                np.testing.assert_array_equal(np.load(file), data[region])
+            return
+        # TIFF: one 2-D image per plane (issue 23 point 5), levels named d0_, d1_...
+        files = plane_files(a, mnt, ".tiff")
+        assert len(files) == np.prod(shape[:-2]) * np.prod(a.cdata_shape[-2:])
+        assert sorted(str(f) for f, _ in files) == sorted(
+            str(p) for p in mnt.rglob("*.tiff"))
+        for file, region in files:
+            got = tifffile.imread(file)
+            assert got.shape == data[region].shape[-2:]
+            np.testing.assert_array_equal(got, data[region].reshape(got.shape))
+
+
+def plane_files(array: zarr.Array, mnt: Path, suffix: str) -> list[tuple[Path, tuple]]:
+    """(path, region) of every 2-D plane file of a planes view of ``array`` (dimensions
+    unnamed, every extent under 1000): dimension d's levels are ``d{d}_`` then ``d{d}_NNN``,
+    and dimensions where the planes' grid has one position are left out."""
+    planes = (1,) * (array.ndim - 2) + tuple(array.chunks[-2:])
+    grid = [-(-s // c) for s, c in zip(array.shape, planes, strict=True)]
+    out = []
+    for coords in itertools.product(*(range(n) for n in grid)):
+        names = [part for d, v in enumerate(coords) if grid[d] != 1
+                 for part in (f"d{d}_", f"d{d}_{v:03d}")]
+        region = tuple(slice(i * c, min((i + 1) * c, s))
+                       for i, c, s in zip(coords, planes, array.shape, strict=True))
+        out.append((mnt.joinpath("c", *names[:-1], names[-1] + suffix), region))
+    return out
 
 
 def test_2d_tiff_opens_in_pillow_and_tiffinfo(tmp_path):

@@ -2,7 +2,8 @@
 
 ``zarrfuse demo`` writes scikit-image's bundled astronaut photograph (no download) as an
 OME-Zarr v0.5 image (axes c, y, x; three levels, each half the size of the one before) in a
-temporary directory, mounts it twice (``--format tiff``: every chunk an RGB TIFF file;
+temporary directory, mounts it twice (``--format tiff``: every channel plane of every chunk a
+TIFF file;
 ``--format ome-tiff``: the whole pyramid one OME-TIFF file), prints the files to open, checks
 that every file holds exactly the source pixels, unmounts and removes everything, also
 when it fails or is interrupted. ``--hold`` keeps the mounts until Enter (or Ctrl-C) to look
@@ -47,14 +48,16 @@ def _halve(image: np.ndarray) -> np.ndarray:
 
 
 def astronaut_pyramid(path: Path) -> list[np.ndarray]:
-    """Write the OME-Zarr image at ``path``; its levels' pixels, full resolution first."""
+    """Write the OME-Zarr image at ``path``; its levels' pixels, full resolution first.
+    Arrays carry the axes as dimension names, as OME-Zarr 0.5 requires."""
     levels = [_picture()]
     for _ in range(LEVELS - 1):
         levels.append(_halve(levels[-1]))
     group = zarr.open_group(path, mode="w", zarr_format=3)
     datasets: list[dict[str, Any]] = []
     for index, pixels in enumerate(levels):
-        group.create_array(str(index), data=pixels, chunks=(3, CHUNK, CHUNK))
+        group.create_array(str(index), data=pixels, chunks=(3, CHUNK, CHUNK),
+                           dimension_names=("c", "y", "x"))
         scale = float(2**index)
         datasets.append({"path": str(index), "coordinateTransformations": [
             {"type": "scale", "scale": [1.0, scale, scale]}]})
@@ -92,19 +95,18 @@ def _mounted(source: Path, mountpoint: Path, *options: str) -> Iterator[Path]:
 
 
 def _check_tiles(mountpoint: Path, level: np.ndarray) -> list[Path]:
-    """Every chunk file of the full-resolution level holds its tile's pixels exactly."""
+    """Every file of the full-resolution level (one per channel plane of each chunk, at
+    ``c/c/cNNN/y/yNNN/x/xNNN.tiff``) holds its plane's pixels exactly."""
     files = sorted((mountpoint / "0").rglob("*.tiff"))
     rows, cols = -(-level.shape[1] // CHUNK), -(-level.shape[2] // CHUNK)
-    if len(files) != rows * cols:
-        raise AssertionError(f"{len(files)} TIFF files, expected {rows * cols}")
+    if len(files) != level.shape[0] * rows * cols:
+        raise AssertionError(f"{len(files)} TIFF files, expected {level.shape[0] * rows * cols}")
     for file in files:
-        row, col = (int(part) for part in file.relative_to(mountpoint / "0").with_suffix("")
-                    .parts[2::2])  # c/<rows>/<row>/<cols>/<col>.tiff
-        tile = level[:, row * CHUNK : (row + 1) * CHUNK, col * CHUNK : (col + 1) * CHUNK]
-        shown = tifffile.imread(file)
-        if not np.array_equal(np.moveaxis(shown, -1, 0) if shown.ndim == 3 and
-                              shown.shape[-1] == 3 else shown, tile):
-            raise AssertionError(f"{file} differs from the source tile")
+        parts = file.relative_to(mountpoint / "0").with_suffix("").parts[2::2]
+        channel, row, col = (int(part[1:]) for part in parts)  # cNNN, yNNN, xNNN
+        plane = level[channel, row * CHUNK : (row + 1) * CHUNK, col * CHUNK : (col + 1) * CHUNK]
+        if not np.array_equal(tifffile.imread(file), plane):
+            raise AssertionError(f"{file} differs from the source")
     return files
 
 
@@ -149,7 +151,8 @@ def _show(root: Path, *, hold: bool) -> int:
         tiles = _check_tiles(tiffs, levels[0])
         image = whole / "astronaut.ome.tif"
         _check_whole(image, levels)
-        print(f"mounted as TIFF files, one per chunk: {tiffs}  ({len(tiles)} at full size)")
+        print(f"mounted as TIFF files, one per plane of a chunk: {tiffs}  ({len(tiles)} at "
+              "full size)")
         print(f"    open, for example: {tiles[0]}")
         print(f"mounted as one OME-TIFF pyramid:      {whole}")
         print(f"    open: {image}")

@@ -20,6 +20,7 @@ import zarr
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
+from zarrfuse.filesystem.images.planes import plane_chunks
 from zarrfuse.filesystem.images.render import decode, encode, encoded_size
 
 __all__ = ["READ_AHEAD_CHUNKS", "RenderedSource"]
@@ -43,12 +44,21 @@ class RenderedSource:
         self.array = array
         self.fmt = fmt
         self.dtype = np.dtype(array.dtype)
-        self.chunk_shape = tuple(array.chunks)
+        read_chunks = tuple(array.chunks)
+        planes = plane_chunks(fmt, tuple(array.shape), read_chunks)
+        self.planes = planes is not None
+        self.chunk_shape = read_chunks if planes is None else planes
+        """What one file shows: a read chunk, or one 2-D plane of it (``planes``)."""
+        self._pieces = tuple(r // c for r, c in zip(read_chunks, self.chunk_shape, strict=True))
+        """Files per read chunk along each dimension (all 1 unless ``planes``)."""
         self.grid = tuple(
             math.ceil(s / c) for s, c in zip(array.shape, self.chunk_shape, strict=True)
         )
-        self.per_stored = decoder.per_stored
-        """Chunks of the grid per stored chunk (shard) along each dimension; all 1 unsharded."""
+        self.per_stored = tuple(
+            k * n for k, n in zip(decoder.per_stored, self._pieces, strict=True)
+        )
+        """Files per stored chunk (shard) along each dimension; all 1 for whole chunks of an
+        unsharded array."""
         self._ahead_dim = max((d for d, n in enumerate(self.grid) if n > 1), default=None)
         """The dimension along which the files of a directory follow each other: the last
         of extent > 1 (rendered views leave extent-1 dimensions out of the path)."""
@@ -64,8 +74,18 @@ class RenderedSource:
         far along it renderings were asked for."""
 
     def stored_coords(self, coords: tuple[int, ...]) -> tuple[int, ...]:
-        """The stored chunk (the shard, for sharded arrays) that holds chunk ``coords``."""
-        return self._decoder.stored_coords(coords)
+        """The stored chunk (the shard, for sharded arrays) that holds file ``coords``."""
+        return self._decoder.stored_coords(self._read_coords(coords))
+
+    def _read_coords(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        """The read chunk that holds file ``coords``."""
+        return tuple(c // n for c, n in zip(coords, self._pieces, strict=True))
+
+    def image_shape(self, coords: Sequence[int]) -> tuple[int, ...]:
+        """The shape of the image in file ``coords``: a plane's two dimensions, or the chunk's
+        (cropped to the array bounds)."""
+        shape = self.shape_of(coords)
+        return shape[-2:] if self.planes else shape
 
     def region(self, coords: Sequence[int]) -> tuple[slice, ...]:
         return chunk_region(coords, self.chunk_shape, self.array.shape)
@@ -75,10 +95,26 @@ class RenderedSource:
 
     def size(self, coords: tuple[int, ...]) -> int:
         """Exact file size, known without decoding the chunk."""
-        return encoded_size(self.fmt, self.shape_of(coords), self.dtype.str)
+        return encoded_size(self.fmt, self.image_shape(coords), self.dtype.str)
 
     def _encode_all(self, values: list[np.ndarray]) -> list[bytes]:
+        if self.planes:
+            values = [v.reshape(v.shape[-2:]) for v in values]
         return [encode(self.fmt, np.asarray(v)) for v in values]
+
+    async def _decode(self, batch: list[tuple[int, ...]]) -> list[np.ndarray]:
+        """The values of each file of ``batch``: its read chunk decoded once (``ChunkDecoder``),
+        and for planes, the plane cut out of it."""
+        if not self.planes:
+            return await self._decoder.decode(batch)
+        read = list(dict.fromkeys(self._read_coords(c) for c in batch))
+        decoded = dict(zip(read, await self._decoder.decode(read), strict=True))
+        out = []
+        for c in batch:
+            chunk = decoded[self._read_coords(c)]
+            at = tuple(slice(i % n, i % n + 1) for i, n in zip(c, self._pieces, strict=True))
+            out.append(chunk[at[:-2]])
+        return out
 
     async def render(self, coords: tuple[int, ...]) -> bytes:
         """The chunk's file, rendered once: a render already under way (for another reader,
@@ -104,7 +140,7 @@ class RenderedSource:
         for c in batch:
             self._running[c] = done
         try:
-            values = await self._decoder.decode(batch)
+            values = await self._decode(batch)
             files = await trio.to_thread.run_sync(
                 self._encode_all, values, limiter=self._limiter
             )
@@ -145,8 +181,8 @@ class RenderedSource:
             await self._render_batch(batch)
 
     def _store(self, coords: tuple[int, ...], data: bytes) -> None:
-        value = decode(self.fmt, data, self.shape_of(coords), self.dtype)
-        self.array[self.region(coords)] = value
+        value = decode(self.fmt, data, self.image_shape(coords), self.dtype)
+        self.array[self.region(coords)] = value.reshape(self.shape_of(coords))
 
     async def write(self, coords: tuple[int, ...], data: bytes) -> None:
         """Decode a written file and store it as the chunk's data, through zarr's codecs

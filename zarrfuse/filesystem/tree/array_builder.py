@@ -28,6 +28,7 @@ from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.images.image_dims import ShownDims
+from zarrfuse.filesystem.images.planes import plane_chunks
 from zarrfuse.filesystem.images.render import FORMATS, check_renderable
 from zarrfuse.filesystem.images.rendered_source import RenderedSource
 from zarrfuse.filesystem.images.suffix_check import suffix_mismatch
@@ -129,7 +130,7 @@ class ArrayBuilder:
         )
         return ArrayView(
             path=path,
-            tree=FanoutTree(grid, fanout),
+            tree=FanoutTree(grid, fanout, _plane_axes(metadata, rendered, shown_dims)),
             suffix=suffix,
             documents=documents,
             source=source,
@@ -200,7 +201,9 @@ class ArrayBuilder:
         rendering = self._rendering
         assert rendering is not None
         array = self.zarr_array(path, metadata, parsed, writable=writable)
-        check_renderable(rendering.fmt, np.dtype(array.dtype), tuple(array.chunks))
+        planes = plane_chunks(rendering.fmt, tuple(array.shape), tuple(array.chunks))
+        image = tuple(array.chunks) if planes is None else planes[-2:]
+        check_renderable(rendering.fmt, np.dtype(array.dtype), image)
         chunk_bytes = math.prod(array.chunks) * np.dtype(array.dtype).itemsize
         if chunk_bytes > rendering.max_chunk_bytes:
             raise ConfigurationError(
@@ -214,3 +217,24 @@ class ArrayBuilder:
             array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache,
             decoder=decoder,
         )
+
+
+def _plane_axes(
+    metadata: dict[str, Any], rendered: RenderedSource | None, shown: ShownDims | None
+) -> tuple[str, ...] | None:
+    """The names that label a plane view's path levels: the array's dimension names (OME-Zarr
+    0.5 sets them to its axes: ``t``, ``c``, ``z``, ``y``, ``x``), else ``d0_``, ``d1_``...;
+    None for other views and where only y and x make levels: their paths stay as the fanout
+    encoding names them."""
+    if rendered is None or not rendered.planes:
+        return None
+    dims = range(len(rendered.grid)) if shown is None else shown.dims
+    if all(d >= len(rendered.grid) - 2 for d in dims):
+        return None  # only y and x make levels: a plain 2-D tree, as for a 2-D array
+    given = metadata.get("dimension_names") or [None] * len(rendered.grid)
+    names = [  # "t005" for a named axis; "d0_005" for an unnamed one
+        name if isinstance(name, str) and name.isidentifier() and len(name) <= 16
+        else f"d{d}_"
+        for d, name in enumerate(given)
+    ]
+    return tuple(names[d] for d in dims)

@@ -68,6 +68,29 @@ class FanoutTree:
 
     grid: tuple[int, ...]
     encoding: FanoutChunkKeyEncoding
+    axes: tuple[str, ...] | None = None
+    """Names that label each dimension's levels, so a person can tell them apart: the group
+    count level is the name (``t``; ``t1`` for two groups...), the value levels the name and
+    digits (``t/t005/c/c001/z/z012/y/y000/x/x003``); None: plain digits, as the fanout
+    encoding names them."""
+
+    def _axis(self, dim: int) -> str:
+        return "" if self.axes is None else self.axes[dim]
+
+    def _count_name(self, dim: int, count: int) -> str:
+        if self.axes is None:
+            return str(count)
+        return self.axes[dim] + (str(count) if count else "")
+
+    def _count_of(self, dim: int, name: str) -> int | None:
+        if self.axes is None:
+            return canonical_index(name)
+        axis = self.axes[dim]
+        if not name.startswith(axis):
+            return None
+        rest = name[len(axis) :]
+        count = canonical_index(rest) if rest else 0
+        return None if count == 0 and rest else count
 
     @property
     def width(self) -> int:
@@ -105,17 +128,37 @@ class FanoutTree:
         base = pos.prefix * 10**self.width
         return base + vmin, base + vmax
 
+    def labelled(self, key_names: Sequence[str]) -> list[str]:
+        """The names of a fanout chunk key (after ``c``) as this tree shows them."""
+        if self.axes is None:
+            return list(key_names)
+        out, i = [], 0
+        for dim, axis in enumerate(self.axes):
+            count = int(key_names[i])
+            out.append(self._count_name(dim, count))
+            out += [axis + group for group in key_names[i + 1 : i + 2 + count]]
+            i += 2 + count
+        return out
+
+    def is_file_stem(self, stem: str) -> bool:
+        """Whether ``stem`` looks like a chunk file's name (in or out of the grid)."""
+        digits = stem.removeprefix(self._axis(len(self.grid) - 1))
+        return bool(digits) and digits.isascii() and digits.isdigit()
+
     def file_name(self, coordinate: int) -> str:
         """Name of a chunk file in its leaf directory, without the view suffix."""
-        return str(coordinate % 10**self.width).zfill(self.width)
+        digits = str(coordinate % 10**self.width).zfill(self.width)
+        return self._axis(len(self.grid) - 1) + digits
 
     def child_names(self, pos: DirPosition) -> list[str]:
         """Names of the children of ``pos``, in order (for leaves: every possible chunk)."""
         if pos.count is None:
-            top = self._groups(self.grid[len(pos.done)] - 1)
-            return [str(n) for n in range(top)]
+            dim = len(pos.done)
+            top = self._groups(self.grid[dim] - 1)
+            return [self._count_name(dim, n) for n in range(top)]
         vmin, vmax = self._span(pos)
-        return [str(v).zfill(self.width) for v in range(vmin, vmax + 1)]
+        axis = self._axis(len(pos.done))
+        return [axis + str(v).zfill(self.width) for v in range(vmin, vmax + 1)]
 
     def child(self, pos: DirPosition, name: str) -> DirPosition | int | None:
         """The child called ``name``: a directory position, or for leaves the last coordinate.
@@ -123,12 +166,16 @@ class FanoutTree:
         None where the grid has no such child; checks are exact, so ``007`` and ``7`` differ.
         """
         if pos.count is None:
-            count = canonical_index(name)
+            count = self._count_of(len(pos.done), name)
             if count is None:
                 return None
             if count >= self._groups(self.grid[len(pos.done)] - 1):
                 return None
             return DirPosition(pos.done, count, 0, 0)
+        axis = self._axis(len(pos.done))
+        if not name.startswith(axis):
+            return None
+        name = name[len(axis) :]
         if len(name) != self.width or not name.isascii() or not name.isdigit():
             return None
         value = int(name)
@@ -156,9 +203,9 @@ class FanoutTree:
     def _child_name_of(self, pos: DirPosition, value: int) -> str:
         """The child of ``pos`` whose subtree holds ``value`` (of dimension len(pos.done))."""
         if pos.count is None:
-            return str(self._groups(value) - 1)
+            return self._count_name(len(pos.done), self._groups(value) - 1)
         group = value // 10 ** (self.width * (pos.count - pos.taken)) % 10**self.width
-        return str(group).zfill(self.width)
+        return self._axis(len(pos.done)) + str(group).zfill(self.width)
 
     def stored_child_names(self, pos: DirPosition, stored: Sequence[int]) -> list[str]:
         """The children of non-leaf ``pos`` that lead to a stored value, in order.

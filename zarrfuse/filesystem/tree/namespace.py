@@ -1,8 +1,6 @@
-"""The mount's names: path <-> node (``nodes``), for every layout and view.
-
-Lookups and listings of groups, arrays, fanout directories, source-layout key directories and
-whole-image directories; a node's size and time. Its inodes are ``inodes``' table.
-"""
+"""The mount's names: path <-> node (``nodes``), for every layout and view: lookups and
+listings of groups, arrays, fanout, source-layout key and whole-image directories; a node's
+size and time. Its inodes are ``inodes``' table."""
 
 from __future__ import annotations
 
@@ -191,7 +189,8 @@ class Namespace(InodeTable):
         shown = _shown(array, chunk.coords)
         if not shown:
             return [(ArrayRoot(array), _scalar_name(array), chunk)]
-        *path, name = array.tree.encoding.encode_chunk_key(shown).split("/")
+        top, *key = array.tree.encoding.encode_chunk_key(shown).split("/")
+        *path, name = [top, *array.tree.labelled(key)]
         steps: list[tuple[Node, str, Node]] = []
         parent: Node = ArrayRoot(array)
         pos: DirPosition | None = None
@@ -245,7 +244,7 @@ class Namespace(InodeTable):
         if not name.endswith(array.suffix):
             return None
         stem = name[: len(name) - len(array.suffix)] if array.suffix else name
-        if not stem or not stem.isascii() or not stem.isdigit():
+        if not array.tree.is_file_stem(stem):
             return None
         coordinate = array.tree.child(pos, stem)
         if not isinstance(coordinate, int):
@@ -369,7 +368,7 @@ def _documents(owner: ArrayView | GroupView) -> list[Entry]:
 
 async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
     """The children of a non-leaf fanout directory that lead to stored chunks (all of them
-    for a rendered view, where every chunk renders, and on a store that cannot list)."""
+    where every chunk renders, and on a store that cannot list)."""
     if array.rendered is not None or not array.source.listings.can_list:
         return array.tree.child_names(pos)
     names = array.tree.child_names(pos)
