@@ -14,6 +14,7 @@ import zarr
 from zarr.abc.store import Store
 from zarr.storage import StorePath, ZipStore
 
+from zarrfuse.api.cloud import is_cloud_url, open_cloud
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_array_metadata, parse_node
 from zarrfuse.api.s3 import is_s3_url, open_s3
 from zarrfuse.errors import ConfigurationError, SourceError, ZarrFuseError
@@ -67,6 +68,8 @@ async def open_store_path(
             return StorePath(store)
         if is_s3_url(source):
             return open_s3(source, read_only=mode == "r", storage_options=storage_options)
+        if is_cloud_url(source):
+            return open_cloud(source, read_only=mode == "r", storage_options=storage_options)
         return await make_store_path(source, mode=mode, storage_options=storage_options)  # type: ignore[arg-type]
     except ZarrFuseError:
         raise
@@ -147,12 +150,12 @@ def create_array(
     transformer, chunks written now or later (through :func:`open_array`) are split into parts.
     """
     parts: ConcatParts | None = parse_storage_transformers(storage_transformers)
-    if parts is None and not is_s3_url(store):
+    if parts is None and not (is_s3_url(store) or is_cloud_url(store)):
         return zarr.create_array(store, **kwargs)
     storage_options = kwargs.pop("storage_options", None)
     mode = "w" if kwargs.get("overwrite") else "a"
     store_path = sync(open_store_path(store, mode=mode, storage_options=storage_options))
-    if parts is None:  # an s3:// URL: through zarrfuse's S3 client, not fsspec's
+    if parts is None:  # an object store URL: through zarrfuse's obstore client, not fsspec's
         return zarr.create_array(store_path, **kwargs)
     parts.check_writable()
     if kwargs.get("zarr_format", 3) != 3:

@@ -67,6 +67,7 @@ def error_message(exc: BaseException) -> str:
         text = "interrupted"
     else:
         text = f"{type(exc).__name__}: {exc}"
+    text = text.split("\n\nDebug source")[0]  # obstore's appendix: the same, as Rust sees it
     return " ".join(text.split()) or type(exc).__name__
 
 

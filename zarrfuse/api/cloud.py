@@ -1,0 +1,174 @@
+"""``az://`` (Azure Blob Storage) and ``gs://`` (Google Cloud Storage) sources, through obstore.
+
+Like ``s3://`` (``zarrfuse.api.s3``): one obstore client per source, with bounded timeouts
+and retries, wrapped in zarr's ``ObjectStore``; the mount then treats every object store
+alike. Options take the names users already give adlfs and gcsfs (through zarr's and
+fsspec's ``storage_options``), translated to obstore's; credentials not given as options come
+from the usual environment variables. An unknown option is refused in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+from zarr.storage import ObjectStore, StorePath
+
+from zarrfuse.api.s3 import BACKOFF, CONNECT_TIMEOUT, MAX_RETRIES, REQUEST_TIMEOUT, RETRY_WINDOW
+from zarrfuse.errors import ConfigurationError, SourceError
+
+__all__ = [
+    "AZURE_OPTIONS",
+    "AZURE_SCHEMES",
+    "GCS_OPTIONS",
+    "GCS_SCHEMES",
+    "azure_config",
+    "gcs_config",
+    "is_cloud_url",
+    "open_cloud",
+]
+
+AZURE_SCHEMES = ("az://", "abfs://", "abfss://", "azure://")
+GCS_SCHEMES = ("gs://", "gcs://")
+
+AZURE_OPTIONS = (
+    "account_name", "account_key", "sas_token", "connection_string", "anon",
+    "tenant_id", "client_id", "client_secret", "endpoint_url",
+)
+"""adlfs's names (and ``endpoint_url``, for Azurite or a sovereign cloud)."""
+
+GCS_OPTIONS = ("token", "project", "endpoint_url")
+"""gcsfs's names: ``token`` is ``"anon"`` (public buckets) or a service account JSON file."""
+
+_AZURE_ENV = {
+    "connection_string": "AZURE_STORAGE_CONNECTION_STRING",
+    "account_name": "AZURE_STORAGE_ACCOUNT_NAME",
+    "account_key": "AZURE_STORAGE_ACCOUNT_KEY",
+    "sas_token": "AZURE_STORAGE_SAS_TOKEN",
+}
+"""The environment variables adlfs and the Azure CLI read, for options not given."""
+
+_TRUE = frozenset({"1", "yes", "true", "on"})
+
+
+def is_cloud_url(source: Any) -> bool:
+    return isinstance(source, str) and source.startswith((*AZURE_SCHEMES, *GCS_SCHEMES))
+
+
+def _checked(options: Mapping[str, Any] | None, known: tuple[str, ...], kind: str) -> dict:
+    given = {k: v for k, v in (options or {}).items() if v not in (None, "")}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown storage option {', '.join(unknown)} for {kind} sources "
+            f"(known: {', '.join(known)})"
+        )
+    return given
+
+
+def _client_options(endpoint: str | None) -> dict[str, Any]:
+    options: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT}
+    if endpoint and endpoint.startswith("http://"):
+        options["allow_http"] = True  # an emulator on loopback
+    return options
+
+
+def _retry() -> dict[str, Any]:
+    return {"max_retries": MAX_RETRIES, "backoff": BACKOFF, "retry_timeout": RETRY_WINDOW}
+
+
+def parse_connection_string(text: str) -> dict[str, str]:
+    """An Azure Storage connection string (``Key=Value;...``) as obstore configuration."""
+    fields = dict(
+        part.split("=", 1) for part in text.strip().strip(";").split(";") if "=" in part
+    )
+    if fields.get("UseDevelopmentStorage", "").lower() == "true":
+        return {"use_emulator": "true"}
+    config = {}
+    for field, key in (("AccountName", "account_name"), ("AccountKey", "account_key"),
+                       ("BlobEndpoint", "endpoint"), ("SharedAccessSignature", "sas_key")):
+        if fields.get(field):
+            config[key] = fields[field]
+    if not config:
+        raise ConfigurationError("connection_string: no AccountName, AccountKey or "
+                                 "BlobEndpoint in it")
+    return config
+
+
+def azure_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Keyword arguments for ``obstore.store.AzureStore`` (no request is made)."""
+    options = _checked(storage_options, AZURE_OPTIONS, "az://")
+    for name, variable in _AZURE_ENV.items():
+        if name not in options and os.environ.get(variable):
+            options[name] = os.environ[variable]
+    config: dict[str, Any] = {}
+    if "connection_string" in options:
+        config.update(parse_connection_string(str(options["connection_string"])))
+    for name, key in (("account_name", "account_name"), ("account_key", "account_key"),
+                      ("tenant_id", "tenant_id"), ("client_id", "client_id"),
+                      ("client_secret", "client_secret"), ("endpoint_url", "endpoint")):
+        if name in options:
+            config[key] = str(options[name])
+    if "sas_token" in options:
+        config["sas_key"] = str(options["sas_token"]).lstrip("?")
+    if str(options.get("anon", "")).strip().lower() in _TRUE or options.get("anon") is True:
+        config["skip_signature"] = True
+    if "account_name" not in config and "use_emulator" not in config:
+        raise ConfigurationError(
+            "az:// sources need a storage account: give --storage-option account_name=... "
+            "(or connection_string=...), or set AZURE_STORAGE_ACCOUNT_NAME or "
+            "AZURE_STORAGE_CONNECTION_STRING"
+        )
+    return {"config": config, "client_options": _client_options(config.get("endpoint")),
+            "retry_config": _retry()}
+
+
+def gcs_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Keyword arguments for ``obstore.store.GCSStore`` (no request is made)."""
+    options = _checked(storage_options, GCS_OPTIONS, "gs://")
+    config: dict[str, Any] = {}
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST")  # what gcsfs and Google's SDKs honour
+    endpoint = options.get("endpoint_url") or emulator
+    if endpoint:
+        config["base_url"] = str(endpoint)
+    token = options.get("token")
+    if token == "anon" or (token is None and emulator):
+        config["skip_signature"] = True
+    elif isinstance(token, str) and token not in ("google_default", "cloud", "cache"):
+        config["service_account"] = token  # a service account JSON file, as gcsfs takes it
+    return {"config": config, "client_options": _client_options(config.get("base_url")),
+            "retry_config": _retry()}
+
+
+def _split(url: str) -> tuple[str, str, str]:
+    """(container or bucket, path, account from the host or ""), for every scheme here."""
+    parsed = urllib.parse.urlparse(url)
+    host, path = parsed.netloc, urllib.parse.unquote(parsed.path).strip("/")
+    account = ""
+    if "@" in host:  # abfs://container@account.dfs.core.windows.net/path
+        host, _, domain = host.partition("@")
+        account = domain.split(".")[0]
+    if not host:
+        raise SourceError(f"{url}: no bucket or container in the URL")
+    return host, path, account
+
+
+def open_cloud(
+    url: str, *, read_only: bool, storage_options: Mapping[str, Any] | None
+) -> StorePath:
+    """A zarr ``StorePath`` for an ``az://`` or ``gs://`` URL, rooted at the container or
+    bucket (the path inside it is the store path)."""
+    from obstore.store import AzureStore, GCSStore  # noqa: PLC0415  (only these sources)
+
+    container, path, account = _split(url)
+    store: Any
+    if url.startswith(AZURE_SCHEMES):
+        options = dict(storage_options or {})
+        if account and "account_name" not in options:
+            options["account_name"] = account
+        store = AzureStore(container, **azure_config(options))
+    else:
+        store = GCSStore(container, **gcs_config(storage_options))
+    return StorePath(ObjectStore(store, read_only=read_only), path)
