@@ -297,10 +297,8 @@ def serve(
         root = fs.namespace.node(pyfuse3.ROOT_INODE)
         assert isinstance(root, GroupDir)
         note = trio.run(left_out_note, fs.namespace.catalog, root.group.path, config.source)
-        if note is not None:
-            log.warning("%s", note)
-            if on_note is not None:
-                on_note(note)
+        if note is not None and on_note is not None:  # the log has a line per member
+            on_note(note)
     prepare_mountpoint(config.mountpoint)
     kernel_timeout = _metadata_ttl(config)
     if kernel_timeout is None:
