@@ -10,8 +10,8 @@ round trip, as to a distant region). Each pass is a fresh mount (cold caches), r
    (tifffile), then every tile in order (one ``pread`` each). zarrfuse shows the zarr array
    (256 x 256 zstd chunks) as ``--format ome-tiff``; rclone and s3fs read a tiled TIFF object
    of the same pixels (256 x 256 tiles, uncompressed, written by tifffile) in the same bucket.
-2. **cp -r**: ``cp -r`` of a directory of 64 chunk files of 1 MiB (zarrfuse's raw view of
-   an array of 64 chunks; the same objects through rclone and s3fs).
+2. **cp -r**: ``cp -r`` of a directory of 64 chunk files of 1 MiB (zarrfuse's default raw
+   view of one row of 64 chunks; the same objects, one prefix, through rclone and s3fs).
 
 Prints seconds per tool and zarrfuse's speed-up over rclone (goal: 1.5x) for each.
 
@@ -211,10 +211,12 @@ def main() -> int:
             tiff = work / "img.tif"
             tifffile.imwrite(tiff, image, tile=(TILE, TILE))
             s3.upload_file(str(tiff), BUCKET, "img.tif")
-            files = zarrfuse.create_array(f"s3://{BUCKET}/files", shape=(FILES, FILE_SIZE),
+            # One row of 64 chunks: in zarrfuse's default (fanout) view, one directory of 64
+            # chunk files, c/0/000/0/000 ... c/0/000/0/063; in the bucket, files/c/0/0 ... 63.
+            files = zarrfuse.create_array(f"s3://{BUCKET}/files", shape=(1, FILES * FILE_SIZE),
                                           chunks=(1, FILE_SIZE), dtype="u1", compressors=None,
                                           storage_options=options)
-            files[...] = np.random.default_rng(3).integers(0, 255, (FILES, FILE_SIZE), "u1")
+            files[...] = np.random.default_rng(3).integers(0, 255, (1, FILES * FILE_SIZE), "u1")
             with DelayProxy(server.port, args.delay_ms / 2000) as proxy:
                 for tool in TOOLS:
                     viewer, copy = [], []
@@ -224,14 +226,13 @@ def main() -> int:
                             with mounted(tool, proxy.url, where, f"s3://{BUCKET}/img",
                                          "--format", "ome-tiff") as mnt:
                                 viewer.append(_viewer(mnt / "img.ome.tif"))
-                            with mounted(tool, proxy.url, where, f"s3://{BUCKET}/files",
-                                         "--layout", "source") as mnt:
-                                copy.append(_copy(mnt / "c", work / "copy"))
+                            with mounted(tool, proxy.url, where, f"s3://{BUCKET}/files") as mnt:
+                                copy.append(_copy(mnt / "c/0/000/0", work / "copy"))
                         else:
                             with mounted(tool, proxy.url, where) as mnt:
                                 viewer.append(_viewer(mnt / "img.tif"))
                             with mounted(tool, proxy.url, where) as mnt:
-                                copy.append(_copy(mnt / "files" / "c", work / "copy"))
+                                copy.append(_copy(mnt / "files/c/0", work / "copy"))
                     times["viewer"][tool], times["cp -r"][tool] = min(viewer), min(copy)
                     print(f"{tool}: viewer {min(viewer):.2f} s, cp -r {min(copy):.2f} s",
                           flush=True)

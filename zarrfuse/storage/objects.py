@@ -14,7 +14,7 @@ import errno
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import obstore
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # types only: obstore declares them in its stubs
 
 from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.object_journal import ObjectJournal
+from zarrfuse.storage.object_prefetch import MAX_OBJECT_BYTES, ObjectPrefetch
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
 
 __all__ = ["ObjectBackend", "ObjectPartReader"]
@@ -46,6 +47,8 @@ PREFETCH_REQUESTS = 8
 # A window waited for longer than this is abandoned with EIO (obstore's own timeouts and
 # retry window end sooner; this only guards against a lost wake-up).
 PREFETCH_WAIT = 120.0
+WHOLE_ON_FIRST_READ = 1 << 20
+"""An object up to this size is fetched whole by its first read from offset 0."""
 
 
 def _request(what: str, call: Callable[[], T]) -> T:
@@ -60,6 +63,37 @@ def _request(what: str, call: Callable[[], T]) -> T:
         reason = " ".join(str(e).split("\n\nDebug source")[0].split())
         log.warning("%s failed: %s", what, reason)
         raise OSError(errno.EIO, f"{what}: {reason}") from e
+
+
+class _ObjectFetch:
+    """A ReadAhead's fetch for one object: served from its whole body when that was fetched
+    ahead (``ObjectPrefetch``) or, for a small object, on its first read from offset 0 (one
+    GET for the whole file instead of a ramp of ranged ones); else one ranged GET. The body
+    is let go once read to the end."""
+
+    def __init__(
+        self, backend: ObjectBackend, key: str, size: int, ahead: Future[Any] | None
+    ) -> None:
+        self.backend, self.key, self.size = backend, key, size
+        self._whole: Future[Any] | bytes | memoryview | None = ahead
+
+    def __call__(self, start: int, stop: int) -> bytes | memoryview:
+        whole = self._whole
+        if whole is None and start == 0 and 0 < self.size <= WHOLE_ON_FIRST_READ:
+            whole = self._whole = self.backend.read(self.key, 0, self.size)
+        if isinstance(whole, Future):
+            try:
+                size, whole = whole.result(timeout=PREFETCH_WAIT)
+            except Exception:  # noqa: BLE001  (fetched ahead as a guess: ask again, below)
+                size, whole = -1, None
+            if size != self.size:  # changed since, or larger than what was fetched
+                whole = None
+            self._whole = whole
+        if whole is None or len(whole) != self.size:
+            return self.backend.read(self.key, start, stop)
+        if stop >= self.size:
+            self._whole = None  # read to the end: nothing more to serve from it
+        return bytes(memoryview(whole)[start:stop])
 
 
 class ObjectPartReader:
@@ -115,6 +149,11 @@ class ObjectBackend:
             depth=PREFETCH_DEPTH,
             timeout=PREFETCH_WAIT,
         )
+        self.prefetch = ObjectPrefetch(
+            self._read_start,
+            self.read_ahead_policy.pool,
+            self.read_ahead_policy.budget,
+        )
 
     def close(self) -> None:
         """At unmount: drop queued read-ahead GETs instead of running them before exit."""
@@ -161,10 +200,24 @@ class ObjectBackend:
             )
         return memoryview(data)
 
+    def _read_start(self, key: str, size: int | None) -> tuple[int, bytes | memoryview]:
+        """(The object's size, its first MAX_OBJECT_BYTES bytes): one GET, for fetching
+        ahead an object whose size may not be known yet."""
+        if size is not None:
+            return size, self.read(key, 0, size)
+        result = _request(f"GET {key}", lambda: obstore.get(
+            self.store, key, options={"range": (0, MAX_OBJECT_BYTES)}))
+        data = _request(f"GET {key}", lambda: result.bytes())
+        return int(result.meta["size"]), memoryview(data)
+
     def read_ahead(self, key: str, size: int) -> ReadAhead:
-        return ReadAhead(
-            lambda start, stop: self.read(key, start, stop), size, self.read_ahead_policy
-        )
+        fetch = _ObjectFetch(self, key, size, self.prefetch.take(key))
+        return ReadAhead(fetch, size, self.read_ahead_policy)
+
+    def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
+        """Start fetching these (key, size) objects whole: the filesystem is about to open
+        them (the next chunk files of a directory)."""
+        self.prefetch.want(objects)
 
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None

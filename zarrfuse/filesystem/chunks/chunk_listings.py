@@ -20,6 +20,7 @@ import trio
 
 from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.grid_order import after
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
 from zarrfuse.filesystem.chunks.stored_index import KeyShape, StoredIndex
 from zarrfuse.storage.base import Backend, Stat
@@ -34,6 +35,8 @@ LISTING_CACHE_DIRS = 256
 # this many stats within a listing TTL, provided it can hold at most LISTABLE_KEYS keys.
 LIST_AFTER_STATS = 2
 LISTABLE_KEYS = 4096
+# Rows of chunks whose directories are listed ahead of a reader in grid order (stored_among).
+LIST_AHEAD_DIRS = 8
 # Stores that cannot list: keys whose answer (size, or absent) is remembered for the TTL.
 ASKED_KEYS = 1 << 18
 
@@ -82,6 +85,8 @@ class ChunkListings:
         self._names: OrderedDict[str, tuple[float, Collection[str]]] = OrderedDict()
         """Names-only listings (which chunks exist), for directories not listed in full."""
         self._stats_by_directory: dict[str, tuple[float, int]] = {}
+        self._grid = grid
+        self._next_rows: set[str] = set()  # the row after stored_among's last batch
         self.can_list = backend.can_list
         self._asked: RecentlyUsed[str, Stat | None] = RecentlyUsed(ASKED_KEYS, ttl=listing_ttl)
         """Stores that cannot list: what each key's own request said (None: absent)."""
@@ -96,6 +101,21 @@ class ChunkListings:
             counters=counters,
         )
         """Which chunks are stored, a coordinate at a time (for listing sparse grids)."""
+
+    def following(self, coords: tuple[int, ...], count: int) -> list[tuple[str, int | None]]:
+        """The parts (key, size) of the ``count`` chunks after ``coords`` in grid order (the
+        order of a view's listings): sizes from fresh listings (absent chunks left out),
+        None where the directory has not been listed yet. No request."""
+        out: list[tuple[str, int | None]] = []
+        for following in after(coords, self._grid, count):
+            keys = self.part_keys(following)
+            listing = self.fresh_listing(split_key(keys[0])[0])
+            if listing is None:
+                out += [(k, None) for k in keys]
+                continue
+            stats = [listing.get(split_key(k)[1]) for k in keys]
+            out += [(k, st.size) for k, st in zip(keys, stats, strict=True) if st is not None]
+        return out
 
     def part_keys(self, coords: tuple[int, ...]) -> list[str]:
         key = self.chunk_key(coords)
@@ -178,12 +198,22 @@ class ChunkListings:
 
     async def stored_among(self, coords: Iterable[tuple[int, ...]]) -> set[tuple[int, ...]]:
         """Which of these chunks are stored (any part present), from one listing per store
-        directory and never a request per chunk: an absent chunk costs nothing more."""
+        directory and never a request per chunk: an absent chunk costs nothing more. For a
+        reader going row by row, the next rows' directories are listed with them, in
+        parallel (a whole image then waits for one listing per LIST_AHEAD_DIRS rows)."""
+        coords_list = list(coords)
         by_directory: dict[str, list[tuple[tuple[int, ...], str]]] = {}
-        for c in coords:
+        for c in coords_list:
             for key in self.part_keys(c):
                 directory, name = split_key(key)
                 by_directory.setdefault(directory, []).append((c, name))
+        if self.can_list and by_directory:
+            # A reader that reached the row after the last one goes on row by row: list the
+            # next rows' directories with this batch's, at once. Random access lists no more.
+            sequential = not self._next_rows.isdisjoint(by_directory)
+            self._next_rows = set(self._directories_after(max(coords_list), 1))
+            ahead = self._directories_after(max(coords_list), LIST_AHEAD_DIRS)
+            await self._list_together([*by_directory, *(ahead if sequential else ())])
         found: set[tuple[int, ...]] = set()
         for directory, candidates in by_directory.items():
             names: Collection[str]
@@ -193,6 +223,24 @@ class ChunkListings:
                 names = (await self.asked(directory, (name for _, name in candidates))).keys()
             found.update(c for c, name in candidates if name in names)
         return found
+
+    def _directories_after(self, coords: tuple[int, ...], count: int) -> list[str]:
+        """The store directories of the ``count`` rows of chunks after ``coords``' row (grid
+        order over all dimensions but the last)."""
+        rows = after(coords[:-1], self._grid[:-1], count)
+        return [split_key(self.chunk_key((*row, 0)))[0] for row in rows]
+
+    async def _list_together(self, directories: Iterable[str]) -> None:
+        """List the directories without a fresh listing, all at once."""
+        now, ttl = time.monotonic(), self._ttl
+        named = {d for d, (at, _) in self._names.items() if ttl is None or now - at < ttl}
+        stale = [d for d in dict.fromkeys(directories)
+                 if self.fresh_listing(d) is None and d not in named]
+        if len(stale) < 2:
+            return  # one is listed where it is needed, as before
+        async with trio.open_nursery() as nursery:
+            for directory in stale:
+                nursery.start_soon(self.stored_names, directory)
 
     async def listed_names(self, directory: str) -> Collection[str]:
         """The names of the objects in ``directory`` (a cached listing)."""

@@ -36,6 +36,7 @@ L = TypeVar("L")
 SINGLE_PART = ConcatParts((Part(""),))
 OPEN_CACHE_CHUNKS = 256
 KNOWN_SIZES = 65536
+FOLLOWING_CHUNKS = 8  # chunks after an opened one fetched ahead (remote stores that can)
 
 
 class ShardLayout(Protocol):
@@ -76,6 +77,8 @@ class ChunkSource:
         self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl)
         self._locks: dict[tuple[int, ...], tuple[trio.Lock, list[int]]] = {}
         self._open_cache = OpenChunkCache(OPEN_CACHE_CHUNKS, listing_ttl) if keep_open else None
+        # Read-only mounts only: bytes fetched ahead must not outlive a write of the chunk.
+        self._prefetch = getattr(backend, "prefetch_objects", None) if keep_open else None
         self.listings = ChunkListings(
             backend,
             prefix=self._prefix,
@@ -191,6 +194,8 @@ class ChunkSource:
             opened = await self._run(self._open_checked, coords, listed)
         if opened is not None and self._open_cache is not None:
             self._open_cache.adopt(coords, opened)
+        if opened is not None and self._prefetch is not None:  # tools read files in order
+            self._prefetch(self.listings.following(coords, FOLLOWING_CHUNKS))
         return opened
 
     async def read_all(self, coords: tuple[int, ...]) -> bytes | None:

@@ -1,0 +1,75 @@
+"""Whole small objects fetched before they are read: the next files of a directory, and a
+small file's whole body on its first read.
+
+Tools read a directory of chunk files one file after another (``cp -r``, ``rsync``, a
+thumbnailer), and each file costs a round trip before its first byte. When the filesystem
+opens a chunk it names the ones after it in its directory (``want``), and their GETs start
+at once, a few in flight; opening one of them then finds its bytes fetched or on their way
+(``take``). Bounded in objects and bytes, shared by the mount's reads; an object whose size
+changed since it was named is fetched anew. Used on read-only mounts only (the chunk source
+asks for it there): bytes fetched ahead never outlive a write through the mount.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
+
+from zarrfuse.storage.prefetch import PrefetchBudget
+
+__all__ = ["MAX_OBJECTS", "MAX_OBJECT_BYTES", "ObjectPrefetch"]
+
+MAX_OBJECT_BYTES = 4 << 20
+"""Objects up to this size are fetched whole ahead; larger ones are read with ranged GETs."""
+MAX_OBJECTS = 32
+"""Objects kept fetched (or fetching) and not yet opened; the oldest are dropped first."""
+
+Fetch = Callable[[str, int | None], tuple[int, bytes | memoryview]]
+"""``fetch(key, size)``: (the object's size, its first ``MAX_OBJECT_BYTES`` bytes: all of it
+for a small object), blocking; ``size`` None when not known yet."""
+
+
+class ObjectPrefetch:
+    """Objects fetched whole ahead of their first read, by key and size."""
+
+    def __init__(self, fetch: Fetch, pool: Executor, budget: PrefetchBudget) -> None:
+        self._fetch = fetch
+        self._pool = pool
+        self._budget = budget
+        self._ahead: OrderedDict[str, tuple[int, Future[tuple[int, bytes | memoryview]]]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def want(self, objects: Sequence[tuple[str, int | None]]) -> None:
+        """Start fetching these (key, size) objects, small ones only, within the budget; a
+        size not known yet (its directory not listed) is learnt from the GET itself."""
+        with self._lock:
+            for key, size in objects:
+                if key in self._ahead or (size is not None and not 0 < size <= MAX_OBJECT_BYTES):
+                    continue
+                held = MAX_OBJECT_BYTES if size is None else size
+                if not self._budget.take(held):
+                    break
+                self._ahead[key] = (held, self._pool.submit(self._fetch, key, size))
+                while len(self._ahead) > MAX_OBJECTS:
+                    self._forget(next(iter(self._ahead)))
+
+    def take(self, key: str) -> Future[tuple[int, bytes | memoryview]] | None:
+        """The fetch of ``key`` started ahead; it is no longer kept here (the reader holds
+        it, and checks the size it gives)."""
+        with self._lock:
+            found = self._ahead.get(key)
+            if found is None:
+                return None
+            self._forget(key)
+        return found[1]
+
+    def _forget(self, key: str) -> None:
+        size, future = self._ahead.pop(key)
+        if future.cancel():
+            self._budget.give(size)
+        else:
+            future.add_done_callback(lambda _: self._budget.give(size))
