@@ -1,7 +1,8 @@
 """Model-based and crash tests of writing through a real mount.
 
 The state machine applies random opens, writes, truncates, reads, closes and unlinks to chunk
-files through the mount and to a plain in-memory model, and compares every answer. The crash
+files through the mount and to a plain in-memory model, and compares every answer; readers
+held open across other handles' O_TRUNC opens, writes and unlinks keep their version. The crash
 test kills the daemon with SIGKILL in the middle of heavy writing and checks the store.
 """
 
@@ -57,13 +58,21 @@ def test_random_operations_match_the_model(tmp_path):
 
         class WriteModel(RuleBasedStateMachine):
             handles = Bundle("handles")
+            readers = Bundle("readers")
 
             def __init__(self) -> None:
                 super().__init__()
-                for path in paths:  # every example starts from no stored chunks
-                    path.unlink(missing_ok=True)
+                # Every example starts with chunks 0 and 1 stored and 2 and 3 absent.
                 self.stored: list[bytes | None] = [None] * CHUNKS
+                for i, path in enumerate(paths):
+                    path.unlink(missing_ok=True)
+                    if i < 2:
+                        self.stored[i] = bytes([65 + i]) * (HEADER + 20 * i + 5)
+                        path.write_bytes(self.stored[i])
                 self.open: dict[int, tuple[int, bytearray, bool]] = {}
+                self.reading: dict[int, bytes] = {}
+                """Read-only handles and the version each opened: kept until it closes, across
+                other handles' O_TRUNC opens, writes, commits and unlinks (issue 21)."""
 
             @rule(target=handles, chunk=st.integers(0, CHUNKS - 1), truncate=st.booleans())
             def open_for_writing(self, chunk, truncate):
@@ -119,6 +128,28 @@ def test_random_operations_match_the_model(tmp_path):
                 if dirty:
                     self.stored[chunk] = bytes(buffer)
 
+            @rule(target=readers, chunk=st.integers(0, CHUNKS - 1))
+            def open_for_reading(self, chunk):
+                if self.stored[chunk] is None or any(
+                        c == chunk for c, _, _ in self.open.values()):
+                    return -1  # nothing to read, or a writer's uncommitted bytes in between
+                fd = os.open(paths[chunk], os.O_RDONLY)
+                self.reading[fd] = self.stored[chunk]
+                return fd
+
+            @rule(fd=readers, offset=st.integers(0, 300))
+            def read_version(self, fd, offset):
+                if fd not in self.reading:
+                    return
+                want = self.reading[fd]
+                assert os.pread(fd, 5000, offset) == want[offset:]
+
+            @rule(fd=consumes(readers))
+            def close_reader(self, fd):
+                if fd in self.reading:
+                    del self.reading[fd]
+                    os.close(fd)
+
             @rule(chunk=st.integers(0, CHUNKS - 1))
             def unlink(self, chunk):
                 if any(c == chunk for c, _, _ in self.open.values()):
@@ -145,13 +176,13 @@ def test_random_operations_match_the_model(tmp_path):
                         assert stored == want
 
             def teardown(self):
-                for fd in list(self.open):
+                for fd in [*self.open, *self.reading]:
                     with contextlib.suppress(OSError):
                         os.close(fd)
 
         run_state_machine_as_test(
             WriteModel,
-            settings=settings(max_examples=25, stateful_step_count=25, deadline=None,
+            settings=settings(max_examples=100, stateful_step_count=30, deadline=None,
                               suppress_health_check=list(HealthCheck)),
         )
 
