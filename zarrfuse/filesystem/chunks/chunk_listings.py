@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import time
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -81,8 +80,10 @@ class ChunkListings:
         self._listable = listable
         self._run = run
         self._ttl = listing_ttl
-        self._listings: OrderedDict[str, tuple[float, dict[str, Stat]]] = OrderedDict()
-        self._names: OrderedDict[str, tuple[float, Collection[str]]] = OrderedDict()
+        self._listings: RecentlyUsed[str, dict[str, Stat]] = RecentlyUsed(
+            LISTING_CACHE_DIRS, ttl=listing_ttl)
+        self._names: RecentlyUsed[str, Collection[str]] = RecentlyUsed(
+            LISTING_CACHE_DIRS, ttl=listing_ttl)
         """Names-only listings (which chunks exist), for directories not listed in full."""
         self._stats_by_directory: dict[str, tuple[float, int]] = {}
         self._grid = grid
@@ -124,11 +125,9 @@ class ChunkListings:
     def fresh_listing(self, directory: str) -> dict[str, Stat] | None:
         """The cached listing of ``directory`` if it is still within its TTL (a hit)."""
         cached = self._listings.get(directory)
-        if cached is None or (self._ttl is not None and time.monotonic() - cached[0] >= self._ttl):
-            return None
-        self._listings.move_to_end(directory)
-        self.counters.cache["listing_hit"] += 1
-        return cached[1]
+        if cached is not None:
+            self.counters.cache["listing_hit"] += 1
+        return cached
 
     async def listing(self, directory: str) -> dict[str, Stat]:
         listing = self.fresh_listing(directory)
@@ -138,7 +137,7 @@ class ChunkListings:
 
     async def _list_into(
         self,
-        cache: OrderedDict[str, tuple[float, L]],
+        cache: RecentlyUsed[str, L],
         directory: str,
         list_directory: Callable[[str], L],
     ) -> L:
@@ -148,9 +147,7 @@ class ChunkListings:
         self.counters.store["list"] += 1
         now = time.monotonic()
         listing = await self._run(list_directory, directory)
-        cache[directory] = (now, listing)
-        if len(cache) > LISTING_CACHE_DIRS:
-            cache.popitem(last=False)
+        cache.put(directory, listing, at=now)
         return listing
 
     async def asked(self, directory: str, names: Iterable[str]) -> dict[str, Stat]:
@@ -191,9 +188,9 @@ class ChunkListings:
         if listing is not None:
             return listing.keys()
         cached = self._names.get(directory)
-        if cached is not None and (self._ttl is None or time.monotonic() - cached[0] < self._ttl):
+        if cached is not None:
             self.counters.cache["listing_hit"] += 1
-            return cached[1]
+            return cached
         return await self._list_into(self._names, directory, self.backend.list_names)
 
     async def stored_among(self, coords: Iterable[tuple[int, ...]]) -> set[tuple[int, ...]]:
@@ -232,10 +229,8 @@ class ChunkListings:
 
     async def _list_together(self, directories: Iterable[str]) -> None:
         """List the directories without a fresh listing, all at once."""
-        now, ttl = time.monotonic(), self._ttl
-        named = {d for d, (at, _) in self._names.items() if ttl is None or now - at < ttl}
         stale = [d for d in dict.fromkeys(directories)
-                 if self.fresh_listing(d) is None and d not in named]
+                 if self._listings.get(d) is None and self._names.get(d) is None]
         if len(stale) < 2:
             return  # one is listed where it is needed, as before
         async with trio.open_nursery() as nursery:
@@ -380,21 +375,21 @@ class ChunkListings:
             for key, stat in zip(keys, stats, strict=True):
                 self._asked.put(key, stat)
         directory = split_key(keys[0])[0]
-        self._names.pop(directory, None)
+        self._names.drop(directory)
         cached = self._listings.get(directory)
         if cached is None:
             return
         for key, stat in zip(keys, stats, strict=True):
             name = split_key(key)[1]
             if stat is None:
-                cached[1].pop(name, None)
+                cached.pop(name, None)
             else:
-                cached[1][name] = stat
+                cached[name] = stat
 
     def forget(self, key: str) -> None:
         """The chunk at ``key`` changed another way: its directory is listed anew."""
         directory = split_key(key)[0]
-        self._listings.pop(directory, None)
-        self._names.pop(directory, None)
+        self._listings.drop(directory)
+        self._names.drop(directory)
         for suffix in (p.key_suffix for p in self.parts.parts):
             self._asked.drop(key + suffix)
