@@ -1,0 +1,64 @@
+"""Write rules, rendered views and v2 sources, in process (issue 22 point 3): the
+``FileSystem`` a mount serves, driven without a kernel (``tests/inprocess.py``)."""
+
+from __future__ import annotations
+
+import errno
+import io
+
+import numpy as np
+import pytest
+import zarr
+
+from tests.inprocess import in_process
+
+
+@pytest.fixture
+def array(tmp_path):
+    data = np.arange(4 * 6, dtype="u1").reshape(4, 6)
+    zarr.create_array(tmp_path / "a", data=data, chunks=(2, 3))
+    return tmp_path / "a", data
+
+
+def test_bytes_the_codecs_cannot_decode_are_refused_and_nothing_is_written(array):
+    path, data = array
+    before = (path / "c/0/0").read_bytes()
+    with in_process(str(path)) as fs:
+        with pytest.raises(OSError) as refused:
+            fs.write("c/0/000/0/000", b"not zstd")
+        assert refused.value.errno == errno.EIO
+        assert fs.read("c/0/000/0/000") == before
+    assert (path / "c/0/0").read_bytes() == before
+    np.testing.assert_array_equal(zarr.open_array(path)[...], data)
+
+
+def test_a_rendered_npy_written_back_lands_in_its_chunk(array):
+    path, data = array
+    with in_process(str(path), format="npy") as fs:
+        assert fs.listdir("c/0/000/0") == ["000.npy", "001.npy"]
+        shown = np.load(io.BytesIO(fs.read("c/0/001/0/001.npy")))
+        np.testing.assert_array_equal(shown, data[2:4, 3:6])
+        out = io.BytesIO()
+        np.save(out, np.full((2, 3), 99, dtype="u1"))
+        fs.write("c/0/001/0/001.npy", out.getvalue())
+        with pytest.raises(OSError) as refused:  # a chunk of another shape
+            out = io.BytesIO()
+            np.save(out, np.zeros((3, 3), dtype="u1"))
+            fs.write("c/0/000/0/000.npy", out.getvalue())
+        assert refused.value.errno == errno.EINVAL
+    expected = data.copy()
+    expected[2:4, 3:6] = 99
+    np.testing.assert_array_equal(zarr.open_array(path)[...], expected)
+
+
+def test_a_v2_array_reads_as_its_chunks_and_a_read_only_view_refuses_writes(tmp_path):
+    data = np.arange(30, dtype="<i4").reshape(5, 6)
+    zarr.create_array(tmp_path / "v2", data=data, chunks=(5, 3), zarr_format=2,
+                      compressors=None)
+    with in_process(str(tmp_path / "v2"), read_only=True) as fs:
+        assert "zarr.json" in fs.listdir("")
+        raw = fs.read("c/0/000/0/001")
+        np.testing.assert_array_equal(np.frombuffer(raw, "<i4").reshape(5, 3), data[:, 3:])
+        with pytest.raises(OSError) as refused:
+            fs.write("c/0/000/0/001", raw)
+        assert refused.value.errno == errno.EROFS
