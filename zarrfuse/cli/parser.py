@@ -88,9 +88,9 @@ def _add_mount(commands: argparse._SubParsersAction, handlers: Handlers) -> None
     p = commands.add_parser(
         "mount",
         help="mount a Zarr v2 or v3 array or group",
-        description="Mount SOURCE (a path, file:// URL, .zip store or any URL zarr-python "
-        "opens, e.g. s3://bucket/array) at MOUNTPOINT. Returns once the mount is live, "
-        "unless --foreground.",
+        description="Mount SOURCE (a path, file:// URL, .zip store, s3://, az://, gs:// or "
+        "https:// URL, or any URL zarr-python opens) at MOUNTPOINT. Returns once the mount "
+        "is live, unless --foreground.",
     )
     p.add_argument("source", metavar="SOURCE", nargs="?", help="(may come from --config)")
     p.add_argument("mountpoint", metavar="MOUNTPOINT", nargs="?", help="(may come from --config)")
