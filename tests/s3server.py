@@ -195,3 +195,15 @@ def aws_environment(values: dict[str, str]) -> Iterator[None]:
         for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
             mp.delenv(name, raising=False)
         yield
+
+
+@contextmanager
+def server_with_bucket(bucket: str) -> Iterator[S3Server]:
+    """A running server with ``bucket`` made, the test credentials in the environment (the
+    daemons a test starts inherit them): what a module-scoped ``server`` fixture yields."""
+    import boto3  # noqa: PLC0415  (the test extra's client; only S3 tests load it)
+
+    with aws_environment(CREDENTIALS), S3Server() as server:
+        boto3.client("s3", endpoint_url=server.url, region_name="us-east-1").create_bucket(
+            Bucket=bucket)
+        yield server

@@ -7,13 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import numpy as np
 import pytest
 
 import zarrfuse
 from tests.mounting import daemon_pid, mounted
-from tests.s3server import CREDENTIALS, S3Server, aws_environment
+from tests.s3server import S3Server, server_with_bucket
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
 
@@ -23,9 +22,7 @@ CACHE_MB = 64
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[S3Server]:
-    with aws_environment(CREDENTIALS), S3Server() as s3:
-        boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1").create_bucket(
-            Bucket=BUCKET)
+    with server_with_bucket(BUCKET) as s3:
         yield s3
 
 

@@ -9,13 +9,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-import boto3
 import numpy as np
 import pytest
 
 import zarrfuse
 from tests.mounting import mounted, requires_fuse, run_with_timeout
-from tests.s3server import CREDENTIALS, S3Server, aws_environment
+from tests.s3server import S3Server, server_with_bucket
 
 pytestmark = [requires_fuse, pytest.mark.fuse, pytest.mark.timeout(120)]
 
@@ -25,9 +24,7 @@ FILES, SIZE = 24, 300_000
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[S3Server]:
-    with aws_environment(CREDENTIALS), S3Server() as server:
-        boto3.client("s3", endpoint_url=server.url, region_name="us-east-1").create_bucket(
-            Bucket=BUCKET)
+    with server_with_bucket(BUCKET) as server:
         yield server
 
 

@@ -22,7 +22,7 @@ from obstore.store import S3Store
 
 import zarrfuse
 from tests.mounting import daemon_pid, force_unmount, mounted
-from tests.s3server import CREDENTIALS, S3Server, aws_environment
+from tests.s3server import S3Server, server_with_bucket
 from zarrfuse.storage.object_journal import JOURNAL_DIR, ObjectJournal
 from zarrfuse.storage.objects import ObjectBackend
 
@@ -70,9 +70,7 @@ class CrashBefore:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[S3Server]:
-    with aws_environment(CREDENTIALS), S3Server() as s3:
-        boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1").create_bucket(
-            Bucket=BUCKET)
+    with server_with_bucket(BUCKET) as s3:
         yield s3
 
 
