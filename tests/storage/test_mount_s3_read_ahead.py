@@ -63,3 +63,24 @@ def test_a_head_read_of_a_large_object_does_not_fetch_it_whole(s3, tmp_path):
         _counts, sent = s3.snapshot()
     assert head == data[:4096].tobytes()
     assert sent <= 2 << 20, sent
+
+
+def test_reading_the_heads_of_a_directory_of_files_fetches_nothing_ahead(s3, tmp_path):
+    """A thumbnailer reads the start of each file: no file is read to its end, so nothing
+    is fetched ahead, and the server sends about what was read."""
+    options = {"endpoint_url": s3.url}
+    data = np.random.default_rng(10).integers(0, 255, (1, 12 * 2_000_000), dtype="u1")
+    zarrfuse.create_array(f"s3://{BUCKET}/heads", data=data, chunks=(1, 2_000_000),
+                          compressors=None, storage_options=options)
+    with mounted(f"s3://{BUCKET}/heads", tmp_path / "mnt", "--read-only",
+                 f"--storage-option=endpoint_url={s3.url}") as mnt:
+        files = sorted((mnt / "c/0/000/0").iterdir())
+        s3.reset()
+        script = ("import os, sys\n"
+                  "for p in sys.argv[1:]:\n"
+                  "    f = os.open(p, os.O_RDONLY); os.pread(f, 4096, 0); os.close(f)\n")
+        subprocess.run([sys.executable, "-c", script, *map(str, files)], check=True,
+                       timeout=60)
+        _counts, sent = s3.snapshot()
+    assert len(files) == 12
+    assert sent <= 12 * (256 << 10), sent  # the kernel reads ahead a little, never whole files

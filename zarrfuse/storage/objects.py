@@ -47,8 +47,6 @@ PREFETCH_REQUESTS = 8
 # A window waited for longer than this is abandoned with EIO (obstore's own timeouts and
 # retry window end sooner; this only guards against a lost wake-up).
 PREFETCH_WAIT = 120.0
-WHOLE_ON_FIRST_READ = 1 << 20
-"""An object up to this size is fetched whole by its first read from offset 0."""
 
 
 def _request(what: str, call: Callable[[], T]) -> T:
@@ -67,9 +65,8 @@ def _request(what: str, call: Callable[[], T]) -> T:
 
 class _ObjectFetch:
     """A ReadAhead's fetch for one object: served from its whole body when that was fetched
-    ahead (``ObjectPrefetch``) or, for a small object, on its first read from offset 0 (one
-    GET for the whole file instead of a ramp of ranged ones); else one ranged GET. The body
-    is let go once read to the end."""
+    ahead (``ObjectPrefetch``), else one ranged GET. The body is let go once read to the
+    end."""
 
     def __init__(
         self, backend: ObjectBackend, key: str, size: int, ahead: Future[Any] | None
@@ -79,8 +76,6 @@ class _ObjectFetch:
 
     def __call__(self, start: int, stop: int) -> bytes | memoryview:
         whole = self._whole
-        if whole is None and start == 0 and 0 < self.size <= WHOLE_ON_FIRST_READ:
-            whole = self._whole = self.backend.read(self.key, 0, self.size)
         if isinstance(whole, Future):
             try:
                 size, whole = whole.result(timeout=PREFETCH_WAIT)

@@ -60,8 +60,11 @@ class OpenChunk:
 
     reader: PartReader
     sizes: tuple[int, ...]
+    coords: tuple[int, ...] = ()
     users: int = 1
     cached: bool = False
+    read_to_end: bool = False
+    """Whether a read reached its end (the chunks after it were then fetched ahead)."""
 
     def close(self) -> None:
         self.users -= 1

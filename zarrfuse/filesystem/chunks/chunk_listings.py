@@ -104,15 +104,14 @@ class ChunkListings:
         """Which chunks are stored, a coordinate at a time (for listing sparse grids)."""
 
     def following(self, coords: tuple[int, ...], count: int) -> list[tuple[str, int | None]]:
-        """The parts (key, size) of the ``count`` chunks after ``coords`` in grid order (the
-        order of a view's listings): sizes from fresh listings (absent chunks left out),
-        None where the directory has not been listed yet. No request."""
+        """The parts (key, size) of the stored chunks among the ``count`` after ``coords`` in
+        grid order (the order of a view's listings), as fresh listings say. No request: a
+        chunk whose directory has not been listed is left out."""
         out: list[tuple[str, int | None]] = []
         for following in after(coords, self._grid, count):
             keys = self.part_keys(following)
             listing = self.fresh_listing(split_key(keys[0])[0])
             if listing is None:
-                out += [(k, None) for k in keys]
                 continue
             stats = [listing.get(split_key(k)[1]) for k in keys]
             out += [(k, st.size) for k, st in zip(keys, stats, strict=True) if st is not None]

@@ -161,7 +161,7 @@ class ChunkSource:
         if sizes is None:
             reader.close()
             return None
-        return OpenChunk(reader, sizes)
+        return OpenChunk(reader, sizes, coords)
 
     @asynccontextmanager
     async def _locked(self, coords: tuple[int, ...]) -> AsyncIterator[None]:
@@ -194,8 +194,6 @@ class ChunkSource:
             opened = await self._run(self._open_checked, coords, listed)
         if opened is not None and self._open_cache is not None:
             self._open_cache.adopt(coords, opened)
-        if opened is not None and self._prefetch is not None:  # tools read files in order
-            self._prefetch(self.listings.following(coords, FOLLOWING_CHUNKS))
         return opened
 
     async def read_all(self, coords: tuple[int, ...]) -> bytes | None:
@@ -361,6 +359,10 @@ class ChunkSource:
                 pending.append((piece.part, piece.start + done, view[done:]))
             at += n
         self.counters.store_bytes_read += at
+        if stop == total and not opened.read_to_end and self._prefetch is not None:
+            # Read to its end, as cp and rsync read: the next files will be read next.
+            opened.read_to_end = True
+            self._prefetch(self.listings.following(opened.coords, FOLLOWING_CHUNKS))
         if pending:
             self.counters.store["read"] += len(pending)
             await self._run(_read_rest, opened.reader, pending)
