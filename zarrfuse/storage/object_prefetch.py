@@ -26,9 +26,8 @@ MAX_OBJECT_BYTES = 4 << 20
 MAX_OBJECTS = 32
 """Objects kept fetched (or fetching) and not yet opened; the oldest are dropped first."""
 
-Fetch = Callable[[str, int | None], tuple[int, bytes | memoryview]]
-"""``fetch(key, size)``: (the object's size, its first ``MAX_OBJECT_BYTES`` bytes: all of it
-for a small object), blocking; ``size`` None when not known yet."""
+Fetch = Callable[[str, int], bytes | memoryview]
+"""``fetch(key, size)``: the whole object of ``size`` bytes, blocking."""
 
 
 class ObjectPrefetch:
@@ -38,26 +37,22 @@ class ObjectPrefetch:
         self._fetch = fetch
         self._pool = pool
         self._budget = budget
-        self._ahead: OrderedDict[str, tuple[int, Future[tuple[int, bytes | memoryview]]]] = (
-            OrderedDict()
-        )
+        self._ahead: OrderedDict[str, tuple[int, Future[bytes | memoryview]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def want(self, objects: Sequence[tuple[str, int | None]]) -> None:
-        """Start fetching these (key, size) objects, small ones only, within the budget; a
-        size not known yet (its directory not listed) is learnt from the GET itself."""
+    def want(self, objects: Sequence[tuple[str, int]]) -> None:
+        """Start fetching these (key, size) objects, small ones only, within the budget."""
         with self._lock:
             for key, size in objects:
-                if key in self._ahead or (size is not None and not 0 < size <= MAX_OBJECT_BYTES):
+                if key in self._ahead or not 0 < size <= MAX_OBJECT_BYTES:
                     continue
-                held = MAX_OBJECT_BYTES if size is None else size
-                if not self._budget.take(held):
+                if not self._budget.take(size):
                     break
-                self._ahead[key] = (held, self._pool.submit(self._fetch, key, size))
+                self._ahead[key] = (size, self._pool.submit(self._fetch, key, size))
                 while len(self._ahead) > MAX_OBJECTS:
                     self._forget(next(iter(self._ahead)))
 
-    def take(self, key: str) -> Future[tuple[int, bytes | memoryview]] | None:
+    def take(self, key: str) -> Future[bytes | memoryview] | None:
         """The fetch of ``key`` started ahead; it is no longer kept here (the reader holds
         it, and checks the size it gives)."""
         with self._lock:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # types only: obstore declares them in its stubs
 
 from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.object_journal import ObjectJournal
-from zarrfuse.storage.object_prefetch import MAX_OBJECT_BYTES, ObjectPrefetch
+from zarrfuse.storage.object_prefetch import ObjectPrefetch
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
 
 __all__ = ["ObjectBackend", "ObjectPartReader"]
@@ -78,10 +78,8 @@ class _ObjectFetch:
         whole = self._whole
         if isinstance(whole, Future):
             try:
-                size, whole = whole.result(timeout=PREFETCH_WAIT)
+                whole = whole.result(timeout=PREFETCH_WAIT)
             except Exception:  # noqa: BLE001  (fetched ahead as a guess: ask again, below)
-                size, whole = -1, None
-            if size != self.size:  # changed since, or larger than what was fetched
                 whole = None
             self._whole = whole
         if whole is None or len(whole) != self.size:
@@ -145,7 +143,7 @@ class ObjectBackend:
             timeout=PREFETCH_WAIT,
         )
         self.prefetch = ObjectPrefetch(
-            self._read_start,
+            lambda key, size: self.read(key, 0, size),
             self.read_ahead_policy.pool,
             self.read_ahead_policy.budget,
         )
@@ -195,21 +193,11 @@ class ObjectBackend:
             )
         return memoryview(data)
 
-    def _read_start(self, key: str, size: int | None) -> tuple[int, bytes | memoryview]:
-        """(The object's size, its first MAX_OBJECT_BYTES bytes): one GET, for fetching
-        ahead an object whose size may not be known yet."""
-        if size is not None:
-            return size, self.read(key, 0, size)
-        result = _request(f"GET {key}", lambda: obstore.get(
-            self.store, key, options={"range": (0, MAX_OBJECT_BYTES)}))
-        data = _request(f"GET {key}", lambda: result.bytes())
-        return int(result.meta["size"]), memoryview(data)
-
     def read_ahead(self, key: str, size: int) -> ReadAhead:
         fetch = _ObjectFetch(self, key, size, self.prefetch.take(key))
         return ReadAhead(fetch, size, self.read_ahead_policy)
 
-    def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
+    def prefetch_objects(self, objects: Sequence[tuple[str, int]]) -> None:
         """Start fetching these (key, size) objects whole: the filesystem is about to open
         them (the next chunk files of a directory)."""
         self.prefetch.want(objects)

@@ -103,11 +103,11 @@ class ChunkListings:
         )
         """Which chunks are stored, a coordinate at a time (for listing sparse grids)."""
 
-    def following(self, coords: tuple[int, ...], count: int) -> list[tuple[str, int | None]]:
+    def following(self, coords: tuple[int, ...], count: int) -> list[tuple[str, int]]:
         """The parts (key, size) of the stored chunks among the ``count`` after ``coords`` in
         grid order (the order of a view's listings), as fresh listings say. No request: a
         chunk whose directory has not been listed is left out."""
-        out: list[tuple[str, int | None]] = []
+        out: list[tuple[str, int]] = []
         for following in after(coords, self._grid, count):
             keys = self.part_keys(following)
             listing = self.fresh_listing(split_key(keys[0])[0])
