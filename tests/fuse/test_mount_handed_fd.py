@@ -93,8 +93,8 @@ def test_a_handed_descriptor_is_served_without_cap_sys_admin_until_unmounted(
             assert _files(mnt) == expected
             daemons = [starter.pid, *_descendants(starter.pid)] if foreground else [
                 int(p.name) for p in Path("/proc").iterdir()
-                if p.name.isdigit() and f"/dev/fd/{fd}".encode() in
-                (p / "cmdline").read_bytes() and b"--foreground" in (p / "cmdline").read_bytes()
+                if p.name.isdigit() and f"/dev/fd/{fd}".encode() in _cmdline(p)
+                and b"--foreground" in _cmdline(p)
             ]
             assert daemons, "no daemon found"
             for pid in daemons:
