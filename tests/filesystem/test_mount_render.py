@@ -51,45 +51,71 @@ def chunk_files(array: zarr.Array, mnt: Path, suffix: str):
         yield mnt / (key + suffix), region
 
 
+@pytest.fixture(scope="module")
+def dtype_group(tmp_path_factory):
+    """One group holding an array per dtype, mounted once for the module as read-only TIFF
+    files: the tests below only read, so they share the mount."""
+    root = tmp_path_factory.mktemp("dtypes")
+    group = zarr.open_group(root / "g", mode="w")
+    arrays = {}
+    for dtype in DTYPES:
+        data = random_data((25, 33), dtype)
+        a = group.create_array(dtype, shape=data.shape, chunks=(10, 10), dtype=dtype,
+                               compressors=[ZstdCodec()])
+        a[:] = data
+        a[10:20, 10:20] = a.fill_value  # a chunk that is not stored renders as the fill value
+        arrays[dtype] = a
+    with mounted(root / "g", root / "mnt", "--format", "tiff", "--read-only") as mnt:
+        yield mnt, arrays
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_tiff_of_every_dtype(tmp_path, dtype):
-    path = tmp_path / "arr"
-    data = random_data((25, 33), dtype)
-    a = zarr.create_array(path, shape=data.shape, chunks=(10, 10), dtype=dtype,
-                          compressors=[ZstdCodec()])
-    a[:] = data
-    a[10:20, 10:20] = a.fill_value  # a chunk that is not stored renders as the fill value
-    with mounted(path, tmp_path / "mnt", "--format", "tiff", "--read-only") as mnt:
-        assert "zarr.json" not in os.listdir(mnt)
-        for file, region in chunk_files(a, mnt, ".tiff"):
-            raw = file.read_bytes()
-            assert os.stat(file).st_size == len(raw)
-            image = tifffile.imread(io.BytesIO(raw))
-            assert image.dtype == np.dtype(dtype) and image.shape == a[region].shape
-            np.testing.assert_array_equal(image, a[region])
+def test_tiff_of_every_dtype(dtype_group, dtype):
+    mnt, arrays = dtype_group
+    a = arrays[dtype]
+    assert "zarr.json" not in os.listdir(mnt / dtype)
+    for file, region in chunk_files(a, mnt / dtype, ".tiff"):
+        raw = file.read_bytes()
+        assert os.stat(file).st_size == len(raw)
+        image = tifffile.imread(io.BytesIO(raw))
+        assert image.dtype == np.dtype(dtype) and image.shape == a[region].shape
+        np.testing.assert_array_equal(image, a[region])
 
 
-@pytest.mark.parametrize("shape, chunks", [((6, 9, 11), (4, 4, 5)), ((3, 4, 9, 11), (2, 3, 4, 5))])
-@pytest.mark.parametrize("fmt", ["tiff", "npy"])
-def test_nd_arrays_keep_their_shape(tmp_path, shape, chunks, fmt):
-    path = tmp_path / "arr"
-    data = random_data(shape, "uint16")
-    a = zarr.create_array(path, shape=shape, chunks=chunks, dtype="uint16")
-    a[:] = data
-    with mounted(path, tmp_path / "mnt", "--format", fmt, "--read-only") as mnt:
-        if fmt == "npy":  # numpy reads any shape: whole chunks
-            for file, region in chunk_files(a, mnt, ".npy"):
-                np.testing.assert_array_equal(np.load(file), data[region])
-            return
-        # TIFF: one 2-D image per plane (issue 23 point 5), levels named d0_, d1_...
-        files = plane_files(a, mnt, ".tiff")
-        assert len(files) == np.prod(shape[:-2]) * np.prod(a.cdata_shape[-2:])
-        assert sorted(str(f) for f, _ in files) == sorted(
-            str(p) for p in mnt.rglob("*.tiff"))
-        for file, region in files:
-            got = tifffile.imread(file)
-            assert got.shape == data[region].shape[-2:]
-            np.testing.assert_array_equal(got, data[region].reshape(got.shape))
+ND_CASES = {"3d": ((6, 9, 11), (4, 4, 5)), "4d": ((3, 4, 9, 11), (2, 3, 4, 5))}
+
+
+@pytest.fixture(scope="module", params=["tiff", "npy"])
+def nd_group(request, tmp_path_factory):
+    """A 3-D and a 4-D array in one group, mounted once per format for the module."""
+    root = tmp_path_factory.mktemp(f"nd-{request.param}")
+    group = zarr.open_group(root / "g", mode="w")
+    arrays = {}
+    for name, (shape, chunks) in ND_CASES.items():
+        a = group.create_array(name, shape=shape, chunks=chunks, dtype="uint16")
+        a[:] = random_data(shape, "uint16")
+        arrays[name] = a
+    with mounted(root / "g", root / "mnt", "--format", request.param, "--read-only") as mnt:
+        yield request.param, mnt, arrays
+
+
+@pytest.mark.parametrize("case", ND_CASES)
+def test_nd_arrays_keep_their_shape(nd_group, case):
+    fmt, mounted_at, arrays = nd_group
+    a, mnt = arrays[case], mounted_at / case
+    data = a[...]
+    if fmt == "npy":  # numpy reads any shape: whole chunks
+        for file, region in chunk_files(a, mnt, ".npy"):
+            np.testing.assert_array_equal(np.load(file), data[region])
+        return
+    # TIFF: one 2-D image per plane (issue 23 point 5), levels named d0_, d1_...
+    files = plane_files(a, mnt, ".tiff")
+    assert len(files) == np.prod(a.shape[:-2]) * np.prod(a.cdata_shape[-2:])
+    assert sorted(str(f) for f, _ in files) == sorted(str(p) for p in mnt.rglob("*.tiff"))
+    for file, region in files:
+        got = tifffile.imread(file)
+        assert got.shape == data[region].shape[-2:]
+        np.testing.assert_array_equal(got, data[region].reshape(got.shape))
 
 
 def plane_files(array: zarr.Array, mnt: Path, suffix: str) -> list[tuple[Path, tuple]]:
