@@ -1,10 +1,11 @@
 """The filesystem driven in the test process: no kernel, no daemon, no /dev/fuse.
 
 ``zarrfuse.fuse.mount.build_filesystem`` builds the same ``FileSystem`` a mount serves, and
-``InProcess`` calls the methods ``fuse.operations`` calls for each request (lookup, open,
-read, write, flush, release, create, unlink, readdir) by path. Everything runs inside one
-trio run, in a background thread, so synchronous test code (hypothesis state machines,
-plain asserts) can drive it: each call is ``trio.from_thread.run``.
+``InProcess`` calls the methods ``fuse.operations`` calls for each request (lookup, getattr,
+setattr, open, read, write, flush, release, create, unlink, rename, readdir) by path.
+Everything runs inside one trio run, in a background thread, so synchronous test code
+(hypothesis state machines, plain asserts) can drive it: each call is
+``trio.from_thread.run``.
 """
 
 from __future__ import annotations
@@ -71,14 +72,45 @@ class InProcess:
         return True
 
     def listdir(self, path: str = "") -> list[str]:
+        return [name for name, _ in self.entries(path)]
+
+    def entries(self, path: str = "") -> list[tuple[str, Any]]:
+        """(name, ``Attributes``) of a directory's entries, as one readdir gives them."""
         handle = self._call(self.fs.opendir, self.inode(path))
         try:
-            return [name for name, _, _ in self._call(self.fs.readdir, handle, 0)]
+            return [(name, attrs) for name, attrs, _ in self._call(self.fs.readdir, handle, 0)]
         finally:
             self._sync(self.fs.releasedir, handle)
 
     def size(self, path: str) -> int:
-        return int(self._call(self.fs.getattr, self.inode(path)).size)
+        return int(self.stat(path).size)
+
+    def stat(self, path: str) -> Any:
+        """The node's ``Attributes`` (mode, size, time_ns...), as ``stat(2)`` would show."""
+        return self._call(self.fs.getattr, self.inode(path))
+
+    def walk(self, path: str = "") -> set[str]:
+        """Every file under ``path``, relative to it, as ``find -type f`` lists them."""
+        files: set[str] = set()
+        for name, attributes in self.entries(path):
+            if attributes.is_dir:
+                child = f"{path}/{name}" if path else name
+                files |= {f"{name}/{below}" for below in self.walk(child)}
+            else:
+                files.add(name)
+        return files
+
+    def set_mtime(self, path: str, mtime_ns: int) -> None:
+        """``utime(2)``, as ``touch -d`` and ``rsync -t`` set times."""
+        settime = functools.partial(
+            self.fs.setattr, self.inode(path), size=None, mtime_ns=mtime_ns, handle=None)
+        self._call(settime)
+
+    def rename(self, old: str, new: str, flags: int = 0) -> None:
+        old_parent, _, old_name = old.rpartition("/")
+        new_parent, _, new_name = new.rpartition("/")
+        self._call(self.fs.rename, self.inode(old_parent), old_name, self.inode(new_parent),
+                   new_name, flags)
 
     def open(self, path: str, flags: int) -> int:
         """A handle, as ``open(2)`` gives: created when ``O_CREAT`` and absent."""
@@ -104,6 +136,10 @@ class InProcess:
         truncate = functools.partial(
             self.fs.setattr, self._inodes[handle], size=size, mtime_ns=None, handle=handle)
         self._call(truncate)
+
+    def fsync(self, handle: int) -> None:
+        """``fsync(2)``: a durable flush, which reports a refused commit as close does."""
+        self._call(functools.partial(self.fs.flush, handle, durable=True))
 
     def close(self, handle: int) -> None:
         """``close(2)``: flush (which reports a refused commit), then release."""

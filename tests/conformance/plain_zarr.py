@@ -80,7 +80,12 @@ def build_plain_venv() -> tuple[Path, float]:
         )
         # Only bin/python (a symlink to the base interpreter) and `python -m` are used, so the
         # venv works after the rename that makes it visible whole or not at all.
-        building.rename(target)
+        try:
+            building.rename(target)
+        except OSError:  # another test worker built it meanwhile: use theirs
+            if not python.exists():
+                raise
+            shutil.rmtree(building, ignore_errors=True)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise

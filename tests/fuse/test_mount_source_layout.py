@@ -1,6 +1,7 @@
 """``--layout source``: chunk files at the arrays' own keys, concat-parts assembled, metadata as
 stored minus storage transformers, so a Zarr reader that knows nothing of zarrfuse reads it.
-Also: rendered views are not Zarr hierarchies (no document anywhere in them)."""
+Listings, assembled parts and documents alone, and rendered views holding no document, are
+tested in process: ``tests/filesystem/test_inprocess_tree.py``."""
 
 from __future__ import annotations
 
@@ -83,19 +84,6 @@ def test_source_layout_writes_new_chunks_as_parts(parted_group, tmp_path):
     np.testing.assert_array_equal(zarrfuse.open_array(root / "parted")[:], expected["parted"])
 
 
-def test_source_layout_keeps_an_own_fanout_encoding(tmp_path):
-    encoding = {"name": "suffix", "configuration": {
-        "suffix": ".bin", "base_encoding": {"name": "fanout", "configuration": {
-            "max_children": 100}}}}
-    data = np.arange(2 * 120, dtype="i1").reshape(2, 120)
-    zarr.create_array(tmp_path / "f.zarr", shape=data.shape, chunks=(1, 1), dtype="i1",
-                      chunk_key_encoding=encoding, compressors=None)[:] = data
-    with mounted(tmp_path / "f.zarr", tmp_path / "mnt", "--read-only", "--layout", "source") as mnt:
-        stored = set(files_under(tmp_path / "f.zarr"))
-        assert set(files_under(mnt)) == stored  # the same keys as in the store
-        np.testing.assert_array_equal(zarr.open_array(mnt)[:], data)
-
-
 @pytest.mark.parametrize("flag", [["--suffix", ".raw"], ["--max-children", "10"],
                                   ["--format", "tiff"]])
 def test_source_layout_refuses_fanout_options(parted_group, tmp_path, flag):
@@ -105,15 +93,3 @@ def test_source_layout_refuses_fanout_options(parted_group, tmp_path, flag):
     assert result.returncode != 0
     assert "--layout source" in result.stderr and flag[0] in result.stderr
     assert not os.path.ismount(tmp_path / "mnt")
-
-
-def test_rendered_view_of_a_group_is_not_a_zarr_hierarchy(parted_group, tmp_path):
-    root, _ = parted_group
-    with mounted(root, tmp_path / "mnt", "--read-only", "--format", "npy") as mnt:
-        names = {p.name for p in mnt.rglob("*")}
-        assert not names & {"zarr.json", ".zgroup", ".zarray", ".zattrs", ".zmetadata"}
-        assert (mnt / "parted").is_dir()
-        with pytest.raises(FileNotFoundError):
-            zarr.open_group(mnt, mode="r")
-        with pytest.raises(FileNotFoundError):
-            zarr.open_array(mnt / "parted", mode="r")

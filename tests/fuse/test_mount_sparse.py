@@ -1,5 +1,6 @@
 """Sparse arrays through real mounts: ``find`` costs what is stored, not what the grid allows,
-and every directory of the grid can still be entered and written into."""
+and every directory of the grid can still be entered and written into. Flat and dense
+listings are tested in process: ``tests/filesystem/test_inprocess_tree.py``."""
 
 from __future__ import annotations
 
@@ -82,23 +83,3 @@ def test_an_empty_grid_directory_can_be_entered_and_written_into(tmp_path):
     assert zarr.open_array(source)[new] == 7
     with mounted(source, tmp_path / "mnt2", "--read-only") as mnt:  # and from the store
         assert key in found_files(mnt)
-
-
-def test_a_flat_layout_is_learnt_from_its_one_directory(tmp_path):
-    points = random_points(50, seed=2)
-    source = sparse_array(tmp_path / "arr", points, separator=".")
-    (source / "c.junk.1").write_bytes(b"not a chunk")
-    with mounted(source, tmp_path / "mnt", "--read-only") as mnt:
-        assert found_files(mnt) == view_paths(points) | {"zarr.json"}
-
-
-def test_a_dense_array_lists_every_chunk(tmp_path):
-    source = tmp_path / "dense"
-    a = zarr.create_array(source, shape=(4, 1200), chunks=(1, 1), dtype="u1", fill_value=0,
-                          compressors=None)
-    a[...] = 1
-    a[3, 1100] = 0  # the fill value: zarr stores no chunk, the mount shows none
-    with mounted(source, tmp_path / "mnt", "--read-only") as mnt:
-        expected = {VIEW.encode_chunk_key((i, j)) for i in range(4) for j in range(1200)}
-        expected.discard(VIEW.encode_chunk_key((3, 1100)))
-        assert found_files(mnt) == expected | {"zarr.json"}

@@ -2,7 +2,9 @@
 
 Every file shows its stored object's time and every directory its ``zarr.json``'s, so a backup
 made with ``rsync -a`` sees exactly what changed, whether written through the mount, written
-behind it, or not at all (a remount). Times rsync sets on what it writes are kept.
+behind it, or not at all (a remount). Times rsync sets on what it writes are kept. What the
+times are (parts, directories, rendered chunks, a rebuild) is tested in process:
+``tests/filesystem/test_inprocess_tree.py``.
 """
 
 from __future__ import annotations
@@ -93,24 +95,6 @@ def test_backup_sees_exactly_what_changed_through_the_mount(tmp_path):
         assert sorted(newer.split()) == ["c/0/002/0/001", "c/0/003/0/000"]
 
 
-def test_remount_shows_the_same_times(tmp_path):
-    array = stored_array(tmp_path / "arr", storage_transformers=PARTS)
-    # A chunk's time is its newest part's.
-    newest = time.time_ns() - 3600 * 10**9
-    os.utime(array / "c/1/0.head", ns=(newest, newest))
-    with mounted(array, tmp_path / "mnt", "--read-only") as mnt:
-        first = times(mnt)
-        assert first["c/0/001/0/000"].split()[0] == find_time(newest)
-        directory_time = os.stat(array / "zarr.json").st_mtime_ns
-        assert os.stat(mnt / "c/0/001").st_mtime_ns == directory_time
-        assert os.stat(mnt).st_mtime_ns == directory_time
-        run_with_timeout(["rsync", "-a", f"{mnt}/", f"{tmp_path / 'backup'}/"], 60)
-    time.sleep(0.05)
-    with mounted(array, tmp_path / "mnt", "--read-only") as mnt:
-        assert times(mnt) == first
-        assert rsync(mnt, tmp_path / "backup") == []
-
-
 def test_rsync_into_the_mount_keeps_its_times(tmp_path):
     array = stored_array(tmp_path / "arr", storage_transformers=PARTS)
     source = tmp_path / "src"
@@ -138,22 +122,3 @@ def test_rsync_into_the_mount_keeps_its_times(tmp_path):
     with mounted(array, tmp_path / "mnt") as mnt:
         assert os.stat(mnt / "c/0/001/0/000").st_mtime_ns == when
         assert transferred(rsync(source, mnt / "c")) == ["0/000/0/000"]  # the one written since
-
-
-def test_rendered_chunks_show_their_shard_time(tmp_path):
-    path = tmp_path / "arr"
-    a = zarrfuse.create_array(path, shape=(8, 8), chunks=(2, 2), shards=(4, 4), dtype="u1",
-                              fill_value=0)
-    a[:4, :4] = 1  # only shard (0, 0) is stored
-    age(path, DAY_NS)
-    shard_time = time.time_ns() - 2 * DAY_NS
-    os.utime(path / "c/0/0", ns=(shard_time, shard_time))
-    with mounted(path, tmp_path / "mnt", "--read-only", "--format=npy") as mnt:
-        listed = times(mnt)
-        stat_of = {name: os.stat(mnt / name).st_mtime_ns
-                   for name in ("c/0/000/0/001.npy", "c/0/001/0/000.npy", "c/0/003/0/003.npy")}
-    metadata_time = os.stat(path / "zarr.json").st_mtime_ns
-    # Inner chunk (0, 1) and (1, 0) live in the stored shard (0, 0); (3, 3) is not stored.
-    assert stat_of == {"c/0/000/0/001.npy": shard_time, "c/0/001/0/000.npy": shard_time,
-                       "c/0/003/0/003.npy": metadata_time}
-    assert listed["c/0/001/0/000.npy"].split()[0] == find_time(shard_time)

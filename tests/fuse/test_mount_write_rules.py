@@ -1,12 +1,12 @@
-"""Real FUSE mounts, the rules around saves: which names are scratch files, what an O_TRUNC
-open closed unwritten does, arrays that cannot be written, and over-long names."""
+"""Real FUSE mounts, the rules around saves that involve the kernel: what an O_TRUNC open
+closed unwritten shows through the attribute cache, and over-long names. The rest of the
+rules (scratch names, renames, arrays that cannot be written) are tested in process:
+``tests/filesystem/test_inprocess_write_rules.py``."""
 
 from __future__ import annotations
 
 import errno
-import json
 import os
-import stat
 from pathlib import Path
 
 import numpy as np
@@ -66,67 +66,6 @@ def test_o_trunc_open_closed_unwritten_leaves_the_chunk(raw_array, tmp_path):
     assert zarr.open_array(raw_array)[1].tolist() == [0] * 16
     assert not [line for line in log.read_text().splitlines()
                 if " ERROR " in line or "discarding" in line]
-
-
-def test_scratch_name_rule(raw_array, tmp_path):
-    """Template names are scratch files only when created with O_EXCL (as mkstemp does);
-    plain names and names of digits are refused with EPERM, and the store is untouched."""
-    before = snapshot(raw_array)
-    log = tmp_path / "daemon.log"
-    with mounted(raw_array, tmp_path / "mnt", "--log-file", str(log)) as mnt:
-        leaf = mnt / "c/0/000/0"
-        exclusive = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        for name in ["sedAb12Cd", "tmpab_12xyz", "tmpab_12xyz.tiff", "XXY2640t", ".x", "#x#",
-                     "x~", "x.swp"]:
-            os.close(os.open(leaf / name, exclusive, 0o600))
-            os.unlink(leaf / name)
-        for name in ["sedAb12Cd", "notes123", "notes.txt"]:  # not exclusive: `echo > name`
-            assert errno_of(lambda n=name: (leaf / n).write_bytes(b"x")) == errno.EPERM, name
-        for name in ["4913", "12345678", "0001"]:  # digits: chunk names, never scratch
-            flags = exclusive
-            assert errno_of(lambda n=name, f=flags: os.open(leaf / n, f)) == errno.EPERM, name
-        assert errno_of(lambda: os.open(mnt / "c/0/4913", exclusive)) == errno.EPERM
-        # A scratch file may be renamed to a template name: its bytes are scratch already.
-        (leaf / ".a").write_bytes(b"x")
-        os.rename(leaf / ".a", leaf / "XXY2640t")
-        os.unlink(leaf / "XXY2640t")
-        assert os.listdir(leaf) == ["000"]
-    assert snapshot(raw_array) == before
-    text = log.read_text()
-    assert "'notes123' is not a chunk of the grid here, nor a temporary file name" in text
-    assert "'4913': vim's write probe, refused" in text
-    assert "dropped at unmount" not in text
-
-
-def test_array_that_cannot_be_written_refuses_at_open(tmp_path):
-    """concat-parts with two unsized parts cannot split a written value: its files show no
-    write bits and every write is refused when attempted (EROFS), not lost at close()."""
-    path = tmp_path / "twoparts"
-    zarr.create_array(path, shape=(8,), chunks=(8,), dtype="u1", compressors=None,
-                      fill_value=0)
-    document = json.loads((path / "zarr.json").read_text())
-    document["storage_transformers"] = [{"name": "concat-parts", "configuration": {"parts": [
-        {"key_suffix": ""}, {"key_suffix": ".tail"}]}}]
-    (path / "zarr.json").write_text(json.dumps(document))
-    (path / "c").mkdir()
-    (path / "c/0").write_bytes(bytes(range(5)))
-    (path / "c/0.tail").write_bytes(bytes(range(5, 8)))
-    before = snapshot(path)
-    with mounted(path, tmp_path / "mnt") as mnt:
-        chunk = mnt / "c/0/000"
-        assert chunk.read_bytes() == bytes(range(8))
-        assert stat.S_IMODE(chunk.stat().st_mode) & 0o222 == 0
-        assert stat.S_IMODE(chunk.parent.stat().st_mode) & 0o222 == 0
-        result = run_with_timeout(["sh", "-c", 'echo x > "$1"', "sh", chunk], check=False)
-        assert result.returncode != 0 and "Read-only file system" in result.stderr
-        for attempt in [
-            lambda: open(chunk, "r+b"),  # noqa: SIM115  (must fail: nothing to close)
-            lambda: os.truncate(chunk, 1),
-            lambda: os.unlink(chunk),
-            lambda: (chunk.parent / ".x.tmp").write_bytes(b"x"),
-        ]:
-            assert errno_of(attempt) == errno.EROFS
-    assert snapshot(path) == before
 
 
 def test_names_over_255_bytes_are_enametoolong(raw_array, tmp_path):

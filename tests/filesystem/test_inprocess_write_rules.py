@@ -1,0 +1,119 @@
+"""The rules around saves, in process: which names are scratch files, renames that commit,
+and arrays that cannot be written. What needs the kernel (a shell's ``: >``, the attribute
+cache, names the VFS refuses) stays in ``tests/fuse/test_mount_write_rules.py``."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from tests.inprocess import in_process
+
+EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def refused(attempt, says: str = "") -> int:  # type: ignore[no-untyped-def]
+    """The errno ``attempt`` fails with; its message (what the mount logs) has ``says``."""
+    with pytest.raises(OSError) as caught:
+        attempt()
+    assert says in str(caught.value)
+    return caught.value.errno
+
+
+@pytest.fixture
+def raw_array(tmp_path) -> Path:
+    """4x16 uint8 in 1x16 chunks, uncompressed; rows 0-1 stored, rows 2-3 not."""
+    path = tmp_path / "arr"
+    a = zarr.create_array(path, shape=(4, 16), chunks=(1, 16), dtype="u1", compressors=None,
+                          fill_value=0)
+    a[:2] = np.arange(32, dtype="u1").reshape(2, 16)
+    return path
+
+
+def test_scratch_name_rule(raw_array):
+    """Template names are scratch files only when created with O_EXCL (as mkstemp does);
+    plain names and names of digits are refused with EPERM, and the store is untouched."""
+    before = snapshot(raw_array)
+    leaf = "c/0/000/0"
+    with in_process(str(raw_array)) as fs:
+        for name in ["sedAb12Cd", "tmpab_12xyz", "tmpab_12xyz.tiff", "XXY2640t", ".x", "#x#",
+                     "x~", "x.swp"]:
+            fs.close(fs.open(f"{leaf}/{name}", EXCLUSIVE))
+            fs.unlink(f"{leaf}/{name}")
+        for name in ["sedAb12Cd", "notes123", "notes.txt"]:  # not exclusive: `echo > name`
+            assert refused(lambda n=name: fs.write(f"{leaf}/{n}", b"x")) == errno.EPERM, name
+        assert refused(lambda: fs.write(f"{leaf}/notes123", b"x"),
+                       "'notes123' is not a chunk of the grid here, nor a temporary file name",
+                       ) == errno.EPERM
+        assert refused(lambda: fs.open(f"{leaf}/4913", EXCLUSIVE),
+                       "'4913': vim's write probe, refused") == errno.EPERM
+        for name in ["4913", "12345678", "0001"]:  # digits: chunk names, never scratch
+            assert refused(lambda n=name: fs.open(f"{leaf}/{n}", EXCLUSIVE)) == errno.EPERM
+        assert refused(lambda: fs.open("c/0/4913", EXCLUSIVE)) == errno.EPERM
+        # A scratch file may be renamed to a template name: its bytes are scratch already.
+        fs.write(f"{leaf}/.a", b"x")
+        fs.rename(f"{leaf}/.a", f"{leaf}/XXY2640t")
+        fs.unlink(f"{leaf}/XXY2640t")
+        assert fs.listdir(leaf) == ["000"]
+        # Nor may anything but a scratch file be renamed (mogrify then copies instead).
+        assert refused(lambda: fs.rename(f"{leaf}/000", f"{leaf}/000~")) == errno.EPERM
+    assert snapshot(raw_array) == before
+
+
+def test_a_scratch_file_renamed_onto_a_chunk_name_is_committed_as_that_chunk(raw_array):
+    """sed -i, mkstemp + os.replace, gio: the temp file's bytes become the chunk, checked as
+    any write is; a rename onto an absent grid position stores a new chunk."""
+    leaf = "c/0/003/0"
+    with in_process(str(raw_array)) as fs:
+        fs.write("c/0/000/0/.sedX1y2Z3", bytes(range(100, 116)))
+        fs.rename("c/0/000/0/.sedX1y2Z3", "c/0/000/0/000")
+        fs.write(f"{leaf}/.new", bytes(16 * [9]))
+        fs.rename(f"{leaf}/.new", f"{leaf}/000")
+        assert fs.listdir(leaf) == ["000"]
+        fs.write(f"{leaf}/.short", b"\x01")  # 1 byte: not a chunk of this array
+        assert refused(lambda: fs.rename(f"{leaf}/.short", f"{leaf}/000")) == errno.EIO
+        assert fs.read(f"{leaf}/000") == bytes(16 * [9])
+    stored = zarr.open_array(raw_array)[:]
+    assert stored[0].tolist() == list(range(100, 116))
+    assert stored[3].tolist() == [9] * 16
+
+
+def test_array_that_cannot_be_written_refuses_at_open(tmp_path):
+    """concat-parts with two unsized parts cannot split a written value: its files show no
+    write bits and every write is refused when attempted (EROFS), not lost at close()."""
+    path = tmp_path / "twoparts"
+    zarr.create_array(path, shape=(8,), chunks=(8,), dtype="u1", compressors=None,
+                      fill_value=0)
+    document = json.loads((path / "zarr.json").read_text())
+    document["storage_transformers"] = [{"name": "concat-parts", "configuration": {"parts": [
+        {"key_suffix": ""}, {"key_suffix": ".tail"}]}}]
+    (path / "zarr.json").write_text(json.dumps(document))
+    (path / "c").mkdir()
+    (path / "c/0").write_bytes(bytes(range(5)))
+    (path / "c/0.tail").write_bytes(bytes(range(5, 8)))
+    before = snapshot(path)
+    with in_process(str(path)) as fs:
+        chunk = "c/0/000"
+        assert fs.read(chunk) == bytes(range(8))
+        assert stat.S_IMODE(fs.stat(chunk).mode) & 0o222 == 0
+        assert stat.S_IMODE(fs.stat("c/0").mode) & 0o222 == 0
+        for attempt in [
+            lambda: fs.open(chunk, os.O_RDWR),
+            lambda: fs.open(chunk, os.O_WRONLY | os.O_TRUNC),
+            lambda: fs.unlink(chunk),
+            lambda: fs.open("c/0/.x.tmp", EXCLUSIVE),
+        ]:
+            assert refused(attempt) == errno.EROFS
+    assert snapshot(path) == before
