@@ -8,8 +8,10 @@ import io
 
 import numpy as np
 import pytest
+import tifffile
 import zarr
 from PIL import Image
+from zarr.codecs import ZstdCodec
 
 from tests.inprocess import in_process
 
@@ -83,3 +85,55 @@ def test_planes_of_a_sharded_array_read_and_write_in_place(tmp_path):
     expected = data.copy()
     expected[1, 2, 32:64, 64:96] = 7
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "a")[...], expected)
+
+
+def tiff_of(value: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    tifffile.imwrite(out, value, photometric="minisblack")
+    return out.getvalue()
+
+
+def test_a_tiff_written_back_changes_exactly_its_region(tmp_path):
+    path = tmp_path / "arr"
+    data = np.arange(25 * 33, dtype="int32").reshape(25, 33) - 400
+    a = zarr.create_array(path, shape=data.shape, chunks=(10, 10), dtype="int32",
+                          fill_value=-1, compressors=[ZstdCodec()])
+    a[:20] = data[:20]  # rows 20..24 stay empty: fill value
+    expected = a[:]
+    with in_process(str(path), format="tiff") as fs:
+        edited = tifffile.imread(io.BytesIO(fs.read("c/0/001/0/002.tiff"))) * 2
+        fs.write("c/0/001/0/002.tiff", tiff_of(edited))
+        expected[10:20, 20:30] = edited
+        # An edge chunk in the empty region, saved through a temp file and a rename.
+        fs.write("c/0/002/0/.003.tiff.tmp", tiff_of(np.full((5, 3), 77, dtype="int32")))
+        fs.rename("c/0/002/0/.003.tiff.tmp", "c/0/002/0/003.tiff")
+        expected[20:25, 30:33] = 77
+        shown = tifffile.imread(io.BytesIO(fs.read("c/0/001/0/002.tiff")))
+        np.testing.assert_array_equal(shown, edited)
+    np.testing.assert_array_equal(zarr.open_array(path)[:], expected)
+
+
+@pytest.mark.parametrize("fmt", ["tiff", "npy", "png"])
+def test_refused_rendered_writes_change_nothing(tmp_path, fmt):
+    path = tmp_path / "arr"
+    a = zarr.create_array(path, shape=(20, 20), chunks=(10, 10), dtype="uint8")
+    a[:] = np.random.default_rng(5).integers(0, 255, (20, 20), dtype="uint8")
+    before = a[:]
+    attempts = [b"not an image at all"]
+    for value in [np.zeros((5, 10), "uint8"), np.zeros((10, 10), "uint16")]:  # shape, dtype
+        out = io.BytesIO()
+        if fmt == "tiff":
+            tifffile.imwrite(out, value)
+        elif fmt == "npy":
+            np.save(out, value)
+        else:
+            Image.fromarray(value).save(out, format="PNG")
+        attempts.append(out.getvalue())
+    with in_process(str(path), format=fmt) as fs:
+        target = f"c/0/000/0/001.{fmt}"
+        for attempt in attempts:
+            with pytest.raises(OSError) as refused:
+                fs.write(target, attempt)
+            assert refused.value.errno in (errno.EINVAL, errno.EIO)
+        assert len(fs.read(target)) == fs.size(target)
+    np.testing.assert_array_equal(zarr.open_array(path)[:], before)

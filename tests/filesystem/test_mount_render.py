@@ -1,8 +1,8 @@
-"""Rendered views: chunks as TIFF, NPY and PNG files that real readers open, and write back."""
+"""Rendered views: chunks as TIFF, NPY and PNG files that real readers open on a real mount.
+Write-back rules are tested in process: ``tests/filesystem/test_inprocess_semantics.py``."""
 
 from __future__ import annotations
 
-import errno
 import io
 import itertools
 import os
@@ -16,7 +16,6 @@ import zarr
 from PIL import Image
 from zarr.codecs import ZstdCodec
 
-import zarrfuse
 from tests.mounting import daemon_pid, is_mounted, mounted, read_bytes_of, run_with_timeout
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding
 
@@ -210,58 +209,3 @@ def test_ls_l_never_decodes(tmp_path):
         # The daemon read only FUSE requests, not one chunk: sizes come from shape and dtype.
         assert read_bytes_of(pid) - before < chunk_bytes
         assert listing.count(".tiff") == 100
-
-
-def test_write_back_changes_exactly_that_region(tmp_path):
-    path = tmp_path / "arr"
-    data = random_data((25, 33), "int32")
-    a = zarrfuse.create_array(path, shape=data.shape, chunks=(10, 10), dtype="int32",
-                              fill_value=-1, compressors=[ZstdCodec()])
-    a[:20] = data[:20]  # rows 20..24 stay empty: fill value
-    expected = a[:]
-    with mounted(path, tmp_path / "mnt", "--format", "tiff") as mnt:
-        edited = tifffile.imread(mnt / "c/0/001/0/002.tiff") * 2
-        out = io.BytesIO()
-        tifffile.imwrite(out, edited, photometric="minisblack")
-        (mnt / "c/0/001/0/002.tiff").write_bytes(out.getvalue())
-        expected[10:20, 20:30] = edited
-        # An edge chunk in the empty region, saved through a temp file and a rename.
-        edge = np.full((5, 3), 77, dtype="int32")
-        out = io.BytesIO()
-        tifffile.imwrite(out, edge, photometric="minisblack")
-        tmp = mnt / "c/0/002/0" / ".003.tiff.tmp"
-        tmp.write_bytes(out.getvalue())
-        os.rename(tmp, mnt / "c/0/002/0/003.tiff")
-        expected[20:25, 30:33] = 77
-        np.testing.assert_array_equal(tifffile.imread(mnt / "c/0/001/0/002.tiff"), edited)
-    np.testing.assert_array_equal(zarrfuse.open_array(path)[:], expected)
-
-
-@pytest.mark.parametrize("fmt", ["tiff", "npy", "png"])
-def test_refused_writes_change_nothing(tmp_path, fmt):
-    path = tmp_path / "arr"
-    a = zarr.create_array(path, shape=(20, 20), chunks=(10, 10), dtype="uint8")
-    a[:] = random_data((20, 20), "uint8")
-    before = a[:]
-    wrong = {
-        "wrong shape": np.zeros((5, 10), "uint8"),
-        "wrong dtype": np.zeros((10, 10), "uint16"),
-    }
-    with mounted(path, tmp_path / "mnt", "--format", fmt) as mnt:
-        target = mnt / f"c/0/000/0/001.{fmt}"
-        attempts = [b"not an image at all"]
-        for value in wrong.values():
-            out = io.BytesIO()
-            if fmt == "tiff":
-                tifffile.imwrite(out, value)
-            elif fmt == "npy":
-                np.save(out, value)
-            else:
-                Image.fromarray(value).save(out, format="PNG")
-            attempts.append(out.getvalue())
-        for attempt in attempts:
-            with pytest.raises(OSError) as caught:
-                target.write_bytes(attempt)
-            assert caught.value.errno in (errno.EINVAL, errno.EIO)
-        assert len(target.read_bytes()) == os.stat(target).st_size
-    np.testing.assert_array_equal(zarr.open_array(path)[:], before)

@@ -1,4 +1,7 @@
-"""Real FUSE mounts, write side: every operation lands in the store, or nothing does."""
+"""Real FUSE mounts, write side: every operation lands in the store, or nothing does. What
+needs the kernel or a tool stays here (file offsets and O_APPEND, links and FIFOs, concurrent
+processes, rsync/cp/dd/mv); the commit rules are tested in process:
+``tests/filesystem/test_inprocess_commits.py``."""
 
 from __future__ import annotations
 
@@ -10,64 +13,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from zarr.codecs import BytesCodec, Crc32cCodec
+from zarr.codecs import BytesCodec
 
 import zarrfuse
+from tests.crc_array import make_crc_array, snapshot
 from tests.mounting import mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
-CRC_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
-    {"key_suffix": ""}, {"key_suffix": ".crc32c", "size": 4}]}}]
 HEADER_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
     {"key_suffix": ".header", "size": 8}, {"key_suffix": ""}]}}]
 
 
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def encoded_chunk(value: np.ndarray) -> bytes:
-    """The stored bytes of a chunk of the raw uint8 + crc32c array: data then checksum."""
-    store = zarr.storage.MemoryStore()
-    a = zarr.create_array(store, shape=value.shape, chunks=value.shape, dtype=value.dtype,
-                          serializer=BytesCodec(), compressors=[Crc32cCodec()])
-    a[...] = value
-    return zarr.core.sync.sync(store.get("c/" + "/".join("0" * value.ndim),
-                                         zarr.core.buffer.default_buffer_prototype())).to_bytes()
-
-
 @pytest.fixture
 def crc_array(tmp_path) -> Path:
-    """8x8 uint8 in 4x4 chunks, stored as data + 4-byte crc32c parts; chunk (1, 1) unwritten."""
-    path = tmp_path / "arr"
-    a = zarrfuse.create_array(path, shape=(8, 8), chunks=(4, 4), dtype="u1", fill_value=0,
-                              serializer=BytesCodec(), compressors=[Crc32cCodec()],
-                              storage_transformers=CRC_PARTS)
-    data = np.arange(64, dtype="u1").reshape(8, 8)
-    data[4:, 4:] = 0
-    a[:] = data
-    return path
-
-
-def test_overwrite_create_unlink_through_the_mount(crc_array, tmp_path):
-    new_value = np.full((4, 4), 7, dtype="u1")
-    with mounted(crc_array, tmp_path / "mnt") as mnt:
-        leaf = mnt / "c/0/000/0"
-        # Overwrite (O_TRUNC) an existing chunk with valid bytes.
-        (leaf / "001").write_bytes(encoded_chunk(new_value))
-        assert (crc_array / "c/0/1.crc32c").read_bytes() == encoded_chunk(new_value)[-4:]
-        # Create a chunk in the empty region.
-        (mnt / "c/0/001/0/001").write_bytes(encoded_chunk(new_value + 1))
-        # Unlink removes every part.
-        os.unlink(mnt / "c/0/001/0/000")
-        assert not (crc_array / "c/1/0").exists() and not (crc_array / "c/1/0.crc32c").exists()
-        assert sorted(os.listdir(mnt / "c/0/001/0")) == ["001"]
-        after = zarrfuse.open_array(crc_array)[:]
-    np.testing.assert_array_equal(after[0:4, 4:8], new_value)
-    np.testing.assert_array_equal(after[4:8, 4:8], new_value + 1)
-    np.testing.assert_array_equal(after[4:8, 0:4], 0)  # fill value
+    return make_crc_array(tmp_path / "arr")
 
 
 def test_write_at_offset_append_truncate_fsync(tmp_path):
@@ -125,53 +85,6 @@ def test_refused_names_and_operations_store_nothing(crc_array, tmp_path):
         with pytest.raises(FileExistsError):
             os.mkdir(mnt / "c/0/001")
     assert snapshot(crc_array) == before
-
-
-def test_short_value_is_refused_at_close_and_old_chunk_kept(tmp_path):
-    path = tmp_path / "arr"
-    a = zarrfuse.create_array(path, shape=(64,), chunks=(64,), dtype="u1",
-                              serializer=BytesCodec(), compressors=None,
-                              storage_transformers=HEADER_PARTS)
-    a[:] = 5
-    before = snapshot(path)
-    with mounted(path, tmp_path / "mnt") as mnt:
-        fd = os.open(mnt / "c/0/000", os.O_WRONLY | os.O_TRUNC)
-        os.write(fd, b"short")  # 5 bytes < the 8-byte header part
-        with pytest.raises(OSError) as caught:
-            os.close(fd)
-        assert caught.value.errno == errno.EIO
-        assert (mnt / "c/0/000").read_bytes() == bytes([5] * 64)
-    assert snapshot(path) == before
-
-
-def test_size_limit_is_efbig(crc_array, tmp_path):
-    before = snapshot(crc_array)
-    with mounted(crc_array, tmp_path / "mnt") as mnt:
-        # Default limit: twice the decoded chunk (16 bytes) + fixed parts + 1 MiB slack.
-        fd = os.open(mnt / "c/0/000/0/000", os.O_RDWR)
-        try:
-            with pytest.raises(OSError) as caught:
-                os.pwrite(fd, b"x", 2 << 20)
-            assert caught.value.errno == errno.EFBIG
-            with pytest.raises(OSError) as caught:
-                os.ftruncate(fd, 2 << 20)
-            assert caught.value.errno == errno.EFBIG
-        finally:
-            os.close(fd)
-    assert snapshot(crc_array) == before
-
-
-def test_a_bad_crc32c_is_refused_by_default(crc_array, tmp_path):
-    before = snapshot(crc_array)
-    with mounted(crc_array, tmp_path / "mnt") as mnt:
-        chunk = mnt / "c/0/000/0/000"
-        good = chunk.read_bytes()
-        with pytest.raises(OSError) as caught:
-            chunk.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # checksum mismatch
-        assert caught.value.errno == errno.EIO
-        assert snapshot(crc_array) == before
-        chunk.write_bytes(encoded_chunk(np.full((4, 4), 9, dtype="u1")))  # valid: stored
-    np.testing.assert_array_equal(zarrfuse.open_array(crc_array)[0:4, 0:4], 9)
 
 
 def test_readers_see_old_or_new_never_a_mix(tmp_path):
@@ -268,27 +181,3 @@ def test_read_only_mount_refuses_every_write(crc_array, tmp_path):
                 attempt()
             assert caught.value.errno == errno.EROFS
     assert snapshot(crc_array) == before
-
-
-def test_new_chunk_is_listed_while_open_and_after_close(crc_array, tmp_path):
-    """A created chunk shows in its directory before its first commit (tools stat and list
-    what they just created), and stays once committed."""
-    with mounted(crc_array, tmp_path / "mnt") as mnt:
-        leaf = mnt / "c/0/001/0"
-        assert sorted(os.listdir(leaf)) == ["000"]
-        with open(leaf / "001", "wb") as f:
-            assert sorted(os.listdir(leaf)) == ["000", "001"]
-            f.write(encoded_chunk(np.full((4, 4), 3, dtype="u1")))
-        assert sorted(os.listdir(leaf)) == ["000", "001"]
-        assert sorted(os.listdir(mnt / "c/0/000/0")) == ["000", "001"]  # other leaves unchanged
-
-
-def test_scratch_file_reopened_with_o_trunc_is_emptied(crc_array, tmp_path):
-    """``echo a > .x.tmp; echo b > .x.tmp``: the second open truncates, it is no EIO."""
-    with mounted(crc_array, tmp_path / "mnt") as mnt:
-        scratch = mnt / "c/0/000/0/.x.tmp"
-        scratch.write_bytes(b"first, longer contents")
-        scratch.write_bytes(b"second")  # O_WRONLY | O_CREAT | O_TRUNC on an existing file
-        assert scratch.read_bytes() == b"second"
-        assert scratch.stat().st_size == 6
-        scratch.unlink()

@@ -1,0 +1,44 @@
+"""The array the write tests share: raw uint8 whose chunks are stored as two parts, the data
+and its 4-byte crc32c (concat-parts), so a commit has several keys to replace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import BytesCodec, Crc32cCodec
+
+import zarrfuse
+
+__all__ = ["CRC_PARTS", "encoded_chunk", "make_crc_array", "snapshot"]
+
+CRC_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
+    {"key_suffix": ""}, {"key_suffix": ".crc32c", "size": 4}]}}]
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes: equal before and after means untouched."""
+    return {str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def encoded_chunk(value: np.ndarray) -> bytes:
+    """The stored bytes of a chunk of the raw uint8 + crc32c array: data then checksum."""
+    store = zarr.storage.MemoryStore()
+    a = zarr.create_array(store, shape=value.shape, chunks=value.shape, dtype=value.dtype,
+                          serializer=BytesCodec(), compressors=[Crc32cCodec()])
+    a[...] = value
+    return zarr.core.sync.sync(store.get("c/" + "/".join("0" * value.ndim),
+                                         zarr.core.buffer.default_buffer_prototype())).to_bytes()
+
+
+def make_crc_array(path: Path) -> Path:
+    """8x8 uint8 in 4x4 chunks, stored as data + 4-byte crc32c parts; chunk (1, 1) unwritten."""
+    a = zarrfuse.create_array(path, shape=(8, 8), chunks=(4, 4), dtype="u1", fill_value=0,
+                              serializer=BytesCodec(), compressors=[Crc32cCodec()],
+                              storage_transformers=CRC_PARTS)
+    data = np.arange(64, dtype="u1").reshape(8, 8)
+    data[4:, 4:] = 0
+    a[:] = data
+    return path
