@@ -18,13 +18,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import trio
 
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mount import build_filesystem
 
-__all__ = ["InProcess", "in_process"]
+__all__ = ["InProcess", "in_process", "refused"]
 
 ROOT = 1  # pyfuse3.ROOT_INODE
 
@@ -205,3 +206,12 @@ def in_process(source: str, **options: Any) -> Iterator[InProcess]:
     finally:
         trio.from_thread.run_sync(box["stop"].set, trio_token=box["driver"]._token)
         thread.join(30)
+
+
+def refused(attempt: Callable[[], object], says: str = "") -> int:
+    """The errno ``attempt`` fails with, as a mount would give it; its message (what the
+    mount logs) contains ``says``."""
+    with pytest.raises(OSError) as caught:
+        attempt()
+    assert says in str(caught.value)
+    return int(caught.value.errno)

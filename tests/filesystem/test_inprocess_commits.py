@@ -13,17 +13,11 @@ import pytest
 from zarr.codecs import BytesCodec
 
 import zarrfuse
-from tests.crc_array import encoded_chunk, make_crc_array, snapshot
-from tests.inprocess import in_process
+from tests.arrays import encoded_chunk, make_crc_array, snapshot
+from tests.inprocess import in_process, refused
 
 HEADER_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
     {"key_suffix": ".header", "size": 8}, {"key_suffix": ""}]}}]
-
-
-def refused(attempt) -> int:  # type: ignore[no-untyped-def]
-    with pytest.raises(OSError) as caught:
-        attempt()
-    return caught.value.errno
 
 
 @pytest.fixture

@@ -13,27 +13,13 @@ import numpy as np
 import pytest
 import zarr
 
-from tests.inprocess import in_process
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def refused(attempt) -> int:  # type: ignore[no-untyped-def]
-    with pytest.raises(OSError) as caught:
-        attempt()
-    return caught.value.errno
+from tests.arrays import make_plain_array, snapshot
+from tests.inprocess import in_process, refused
 
 
 @pytest.fixture
 def plain(tmp_path: Path) -> Path:
-    """1x128 uint8, uncompressed, two chunks of 64 bytes: the length check."""
-    path = tmp_path / "plain"
-    zarr.create_array(path, shape=(1, 128), chunks=(1, 64), dtype="u1", compressors=None,
-                      fill_value=0)[:] = np.arange(128, dtype="u1").reshape(1, 128)
-    return path
+    return make_plain_array(tmp_path / "plain")
 
 
 def test_a_chunk_of_the_wrong_length_is_refused_with_its_reason(plain, caplog):

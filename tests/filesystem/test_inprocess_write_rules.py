@@ -10,36 +10,18 @@ import os
 import stat
 from pathlib import Path
 
-import numpy as np
 import pytest
 import zarr
 
-from tests.inprocess import in_process
+from tests.arrays import make_rows_array, snapshot
+from tests.inprocess import in_process, refused
 
 EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL
 
 
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def refused(attempt, says: str = "") -> int:  # type: ignore[no-untyped-def]
-    """The errno ``attempt`` fails with; its message (what the mount logs) has ``says``."""
-    with pytest.raises(OSError) as caught:
-        attempt()
-    assert says in str(caught.value)
-    return caught.value.errno
-
-
 @pytest.fixture
 def raw_array(tmp_path) -> Path:
-    """4x16 uint8 in 1x16 chunks, uncompressed; rows 0-1 stored, rows 2-3 not."""
-    path = tmp_path / "arr"
-    a = zarr.create_array(path, shape=(4, 16), chunks=(1, 16), dtype="u1", compressors=None,
-                          fill_value=0)
-    a[:2] = np.arange(32, dtype="u1").reshape(2, 16)
-    return path
+    return make_rows_array(tmp_path / "arr")
 
 
 def test_scratch_name_rule(raw_array):

@@ -11,14 +11,10 @@ import numpy as np
 import pytest
 import zarr
 
+from tests.arrays import make_plain_array, snapshot
 from tests.mounting import mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def cp(source: Path, target: Path) -> str:
@@ -30,11 +26,7 @@ def cp(source: Path, target: Path) -> str:
 
 @pytest.fixture
 def plain(tmp_path: Path) -> Path:
-    """1x128 uint8, uncompressed, two chunks of 64 bytes: the length check."""
-    path = tmp_path / "plain"
-    zarr.create_array(path, shape=(1, 128), chunks=(1, 64), dtype="u1", compressors=None,
-                      fill_value=0)[:] = np.arange(128, dtype="u1").reshape(1, 128)
-    return path
+    return make_plain_array(tmp_path / "plain")
 
 
 def test_cp_of_65_bytes_onto_a_64_byte_chunk_fails_and_keeps_the_chunk(plain, tmp_path):

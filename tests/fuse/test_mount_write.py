@@ -16,7 +16,7 @@ import zarr
 from zarr.codecs import BytesCodec
 
 import zarrfuse
-from tests.crc_array import make_crc_array, snapshot
+from tests.arrays import make_crc_array, snapshot
 from tests.mounting import mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]

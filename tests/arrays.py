@@ -1,5 +1,5 @@
-"""The array the write tests share: raw uint8 whose chunks are stored as two parts, the data
-and its 4-byte crc32c (concat-parts), so a commit has several keys to replace."""
+"""Arrays the write tests share, in process and on a real mount, and the snapshot that tells
+whether a store was touched."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from zarr.codecs import BytesCodec, Crc32cCodec
 
 import zarrfuse
 
-__all__ = ["CRC_PARTS", "encoded_chunk", "make_crc_array", "snapshot"]
+__all__ = ["CRC_PARTS", "encoded_chunk", "make_crc_array", "make_plain_array",
+           "make_rows_array", "snapshot"]
 
 CRC_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
     {"key_suffix": ""}, {"key_suffix": ".crc32c", "size": 4}]}}]
@@ -41,4 +42,19 @@ def make_crc_array(path: Path) -> Path:
     data = np.arange(64, dtype="u1").reshape(8, 8)
     data[4:, 4:] = 0
     a[:] = data
+    return path
+
+
+def make_plain_array(path: Path) -> Path:
+    """1x128 uint8, uncompressed, two chunks of 64 bytes: the length check."""
+    zarr.create_array(path, shape=(1, 128), chunks=(1, 64), dtype="u1", compressors=None,
+                      fill_value=0)[:] = np.arange(128, dtype="u1").reshape(1, 128)
+    return path
+
+
+def make_rows_array(path: Path) -> Path:
+    """4x16 uint8 in 1x16 chunks, uncompressed; rows 0-1 stored, rows 2-3 not."""
+    a = zarr.create_array(path, shape=(4, 16), chunks=(1, 16), dtype="u1", compressors=None,
+                          fill_value=0)
+    a[:2] = np.arange(32, dtype="u1").reshape(2, 16)
     return path
