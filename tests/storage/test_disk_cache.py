@@ -86,6 +86,25 @@ def test_a_second_mount_reads_from_the_cache_and_not_from_the_server(server, tmp
     assert sent < first_bytes / 10  # listings only
 
 
+def test_what_the_cache_holds_is_read_without_a_request_and_nothing_else_is(server, tmp_path):
+    """read_held: the bytes of a listed object whose every block is cached, with no request;
+    None for an object not listed, not cached, or changed since its blocks were kept."""
+    data, other = os.urandom(2 * BLOCK_SIZE + 7), os.urandom(1000)
+    _put(server, "held/c/0", data)
+    _put(server, "held/c/1", other)
+    assert _read(_mount(server, tmp_path / "cache"), "held/c", "0") == data
+    mount = _mount(server, tmp_path / "cache")
+    server.reset()
+    assert mount.read_held("held/c/0") is None  # no listing yet: no validator to trust
+    mount.list_stats("held/c")
+    assert mount.read_held("held/c/0") == data
+    assert mount.read_held("held/c/1") is None  # listed, never fetched
+    assert _gets(server)[0] == 0
+    _put(server, "held/c/0", os.urandom(len(data)))  # same size, new validator
+    mount.list_stats("held/c")
+    assert mount.read_held("held/c/0") is None
+
+
 def test_an_object_changed_on_the_server_is_fetched_anew(server, tmp_path):
     _put(server, "b/c/0", b"old" * 1000)
     assert _read(_mount(server, tmp_path / "cache"), "b/c", "0") == b"old" * 1000

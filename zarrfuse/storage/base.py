@@ -80,6 +80,11 @@ class Backend(Protocol):
         """A whole object, None if absent."""
         ...
 
+    def read_held(self, key: str) -> bytes | None:
+        """A whole object this backend holds apart from the store (a ``--cache-dir`` block),
+        read without waiting; None if it would have to ask the store (``read_all``)."""
+        ...
+
     def read_document(self, key: str) -> Document | None:
         """A whole object and its time, in one request; None if absent."""
         ...

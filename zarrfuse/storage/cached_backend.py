@@ -139,6 +139,17 @@ class CachingBackend:
             reader.close()
         return bytes(out)
 
+    def read_held(self, key: str) -> bytes | None:
+        """The object from its cached blocks, if a listing gave its validator and every
+        block is on disk (and in the page cache: no waiting on the disk either)."""
+        stat = self.validator(key, None)
+        if stat is None:
+            return None
+        out = bytearray(stat.size)
+        if CachedPartReader(self, [key], [stat]).read_into_nowait(0, 0, memoryview(out)) < len(out):
+            return None
+        return bytes(out)
+
     def read_document(self, key: str) -> Document | None:
         return self.inner.read_document(key)
 

@@ -159,6 +159,9 @@ class LocalBackend:
         document = self.read_document(key)
         return None if document is None else document.data
 
+    def read_held(self, key: str) -> bytes | None:
+        return None  # the directory is the store: nothing is held apart from it
+
     def read_document(self, key: str) -> Document | None:
         fd = _regular(self._beneath, self._key(key))
         if fd is None:

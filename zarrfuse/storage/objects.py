@@ -216,6 +216,9 @@ class ObjectBackend:
             return None
         return result.to_bytes()
 
+    def read_held(self, key: str) -> bytes | None:
+        return None  # objects fetched ahead are taken by readers (read_ahead), not here
+
     def read_document(self, key: str) -> Document | None:
         try:
             result = _request(f"GET {key}", lambda: obstore.get(self.store, key))

@@ -214,9 +214,21 @@ class ChunkSource:
         """Open and read each chunk whole. Blocking. On a remote store the chunks are fetched
         at once (``FETCH_THREADS`` requests in flight): one after another, each would wait a
         whole round trip, and a whole image's tiles or a rendered batch are many chunks."""
-        if self.backend.stat_by_listing and len(coords) > 1:
-            return list(_fetch_pool().map(self._read_one, coords, listed))
-        return [self._read_one(c, stats) for c, stats in zip(coords, listed, strict=True)]
+        if not (self.backend.stat_by_listing and len(coords) > 1):
+            return [self._read_one(c, stats) for c, stats in zip(coords, listed, strict=True)]
+        # What the backend holds (a warm --cache-dir) is read here: a pool hop costs more.
+        out = [self._read_held(c) for c in coords]
+        asked = [i for i, data in enumerate(out) if data is None]
+        fetched = _fetch_pool().map(self._read_one, [coords[i] for i in asked],
+                                    [listed[i] for i in asked])
+        for i, data in zip(asked, fetched, strict=True):
+            out[i] = data
+        return out
+
+    def _read_held(self, c: tuple[int, ...]) -> bytes | None:
+        if len(self.parts.parts) != 1 or self.parts.parts[0].size is not None:
+            return None
+        return self.backend.read_held(self.part_keys(c)[0])
 
     def _read_one(
         self, c: tuple[int, ...], stats: Sequence[Stat | None] | None
