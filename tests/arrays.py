@@ -11,11 +11,18 @@ from zarr.codecs import BytesCodec, Crc32cCodec
 
 import zarrfuse
 
-__all__ = ["CRC_PARTS", "encoded_chunk", "make_crc_array", "make_plain_array",
-           "make_rows_array", "snapshot"]
+__all__ = ["CRC_PARTS", "HEADER_PARTS", "HEAD_PARTS", "encoded_chunk", "make_crc_array",
+           "make_plain_array", "make_rows_array", "snapshot"]
 
 CRC_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
     {"key_suffix": ""}, {"key_suffix": ".crc32c", "size": 4}]}}]
+"""A suffix part: the data, then its 4-byte checksum under ``KEY.crc32c``."""
+HEADER_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
+    {"key_suffix": ".header", "size": 8}, {"key_suffix": ""}]}}]
+"""A prefix part: the first 8 bytes under ``KEY.header``, the rest under ``KEY``."""
+HEAD_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
+    {"key_suffix": ".head", "size": 2}, {"key_suffix": ""}]}}]
+"""A 2-byte prefix part, for arrays of 4-byte chunks (the times tests)."""
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -13,11 +13,8 @@ import pytest
 from zarr.codecs import BytesCodec
 
 import zarrfuse
-from tests.arrays import encoded_chunk, make_crc_array, snapshot
+from tests.arrays import HEADER_PARTS, encoded_chunk, make_crc_array, snapshot
 from tests.inprocess import in_process, refused
-
-HEADER_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
-    {"key_suffix": ".header", "size": 8}, {"key_suffix": ""}]}}]
 
 
 @pytest.fixture

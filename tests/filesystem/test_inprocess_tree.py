@@ -14,14 +14,11 @@ import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
 import zarrfuse
+from tests.arrays import CRC_PARTS, HEAD_PARTS
 from tests.inprocess import in_process
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding
 
 DAY_NS = 86400 * 10**9
-HEAD_PART = [{"name": "concat-parts", "configuration": {"parts": [
-    {"key_suffix": ".head", "size": 2}, {"key_suffix": ""}]}}]
-CRC_PART = [{"name": "concat-parts", "configuration": {"parts": [
-    {"key_suffix": ""}, {"key_suffix": ".crc32c", "size": 4}]}}]
 VIEW = FanoutChunkKeyEncoding(1000)
 
 
@@ -43,7 +40,7 @@ def test_times_are_the_stores_and_a_rebuild_shows_the_same(tmp_path):
     in them is the time of the mount, so a remount shows the very same times."""
     path = tmp_path / "arr"
     a = zarrfuse.create_array(path, shape=(4, 8), chunks=(1, 4), dtype="u1", fill_value=0,
-                              compressors=None, storage_transformers=HEAD_PART)
+                              compressors=None, storage_transformers=HEAD_PARTS)
     a[:] = np.arange(1, 33, dtype="u1").reshape(4, 8)
     age(path, DAY_NS)
     newest = time.time_ns() - 3600 * 10**9
@@ -67,7 +64,7 @@ def test_times_are_the_stores_and_a_rebuild_shows_the_same(tmp_path):
 def test_a_time_set_on_a_chunk_is_stored_with_every_part(tmp_path):
     path = tmp_path / "arr"
     zarrfuse.create_array(path, shape=(4, 8), chunks=(1, 4), dtype="u1", fill_value=0,
-                          compressors=None, storage_transformers=HEAD_PART)[:] = 1
+                          compressors=None, storage_transformers=HEAD_PARTS)[:] = 1
     when = time.time_ns() - 7 * DAY_NS
     with in_process(str(path)) as fs:
         fs.set_mtime("c/0/001/0/000", when)
@@ -109,7 +106,7 @@ def parted_group(tmp_path) -> Path:
     rng = np.random.default_rng(3)
     parted = zarrfuse.create_array(
         root, name="parted", shape=(20, 30), chunks=(10, 10), dtype="u2", fill_value=0,
-        compressors=[ZstdCodec(), Crc32cCodec()], storage_transformers=CRC_PART)
+        compressors=[ZstdCodec(), Crc32cCodec()], storage_transformers=CRC_PARTS)
     parted[:] = rng.integers(0, 1000, (20, 30), dtype="u2")
     parted[10:, 10:20] = 0  # chunk (1, 1): fill value, not stored
     zarr.create_array(root / "flat", shape=(6, 4), chunks=(3, 2), dtype="f4",

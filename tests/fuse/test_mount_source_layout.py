@@ -15,12 +15,10 @@ import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
 import zarrfuse
+from tests.arrays import CRC_PARTS
 from tests.mounting import ZARRFUSE, mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
-
-PARTS = [{"name": "concat-parts", "configuration": {"parts": [
-    {"key_suffix": ""}, {"key_suffix": ".crc32c", "size": 4}]}}]
 
 
 def files_under(root: Path) -> list[str]:
@@ -37,7 +35,7 @@ def parted_group(tmp_path) -> tuple[Path, dict[str, np.ndarray]]:
     a = rng.integers(0, 1000, (20, 30), dtype="u2")
     parted = zarrfuse.create_array(
         root, name="parted", shape=a.shape, chunks=(10, 10), dtype="u2", fill_value=0,
-        compressors=[ZstdCodec(), Crc32cCodec()], storage_transformers=PARTS)
+        compressors=[ZstdCodec(), Crc32cCodec()], storage_transformers=CRC_PARTS)
     parted[:] = a
     parted[10:, 10:20] = 0  # chunk (1, 1): fill value, not stored
     a[10:, 10:20] = 0

@@ -17,14 +17,12 @@ import numpy as np
 import pytest
 
 import zarrfuse
+from tests.arrays import HEAD_PARTS
 from tests.mounting import mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
 DAY_NS = 86400 * 10**9
-PARTS = [{"name": "concat-parts", "configuration": {"parts": [
-    {"key_suffix": ".head", "size": 2}, {"key_suffix": ""}]}}]
-
 
 def stored_array(path: Path, **kwargs: object) -> Path:
     """4x8 uint8 in 1x4 chunks, uncompressed (any 4 bytes are a valid chunk); every stored
@@ -96,7 +94,7 @@ def test_backup_sees_exactly_what_changed_through_the_mount(tmp_path):
 
 
 def test_rsync_into_the_mount_keeps_its_times(tmp_path):
-    array = stored_array(tmp_path / "arr", storage_transformers=PARTS)
+    array = stored_array(tmp_path / "arr", storage_transformers=HEAD_PARTS)
     source = tmp_path / "src"
     with mounted(array, tmp_path / "mnt") as mnt:
         rsync(mnt / "c", source)

@@ -16,14 +16,10 @@ import zarr
 from zarr.codecs import BytesCodec
 
 import zarrfuse
-from tests.arrays import make_crc_array, snapshot
+from tests.arrays import HEADER_PARTS, make_crc_array, snapshot
 from tests.mounting import mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
-
-HEADER_PARTS = [{"name": "concat-parts", "configuration": {"parts": [
-    {"key_suffix": ".header", "size": 8}, {"key_suffix": ""}]}}]
-
 
 @pytest.fixture
 def crc_array(tmp_path) -> Path:
