@@ -88,3 +88,27 @@ def test_a_log_file_that_cannot_be_made_does_not_stop_the_mount(tmp_path, monkey
     err = capsys.readouterr().err
     assert err.startswith("zarrfuse: the mount logs nowhere: cannot create ")
     assert "--log-file" in err
+
+
+def test_replies_the_kernel_no_longer_waited_for_are_not_errors(tmp_path):
+    """pyfuse3 logs an ERROR when a reply finds its request gone (ENOENT: interrupted, or a
+    release after its opener left); the mount's log keeps it at DEBUG, and real errors stay."""
+    log = tmp_path / "daemon.log"
+    try:
+        for debug in (False, True):
+            daemon.configure_logging(MountConfig(source="s", mountpoint=str(tmp_path),
+                                                 log_file=str(log), debug=debug))
+            pyfuse3_log = logging.getLogger("pyfuse3")
+            pyfuse3_log.error("fuse_%s(): fuse_reply_* failed with %s", "release",
+                              os.strerror(2))
+            pyfuse3_log.error("fuse_%s(): fuse_reply_* failed with %s", "read",
+                              os.strerror(22))
+    finally:  # the test process's logging as it was: no file, warnings and up
+        logging.basicConfig(level=logging.WARNING, handlers=[logging.NullHandler()],
+                            force=True)
+    lines = log.read_text().splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        "ERROR pyfuse3: fuse_read(): fuse_reply_* failed with Invalid argument",
+        "DEBUG pyfuse3: fuse_release(): fuse_reply_* failed with No such file or directory",
+        "ERROR pyfuse3: fuse_read(): fuse_reply_* failed with Invalid argument",
+    ]

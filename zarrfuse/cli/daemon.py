@@ -164,6 +164,9 @@ def configure_logging(config: MountConfig, *, background: bool = False) -> None:
         handlers=[handler, mount_log.RECENT], force=True,
     )
     logging.captureWarnings(True)
+    pyfuse3_log = logging.getLogger("pyfuse3")
+    if not any(isinstance(f, mount_log.AbandonedReplies) for f in pyfuse3_log.filters):
+        pyfuse3_log.addFilter(mount_log.AbandonedReplies())
 
 
 def with_default_log(config: MountConfig) -> MountConfig:

@@ -29,6 +29,7 @@ __all__ = [
     "RECENT",
     "RECENT_LINES",
     "ROTATE_BYTES",
+    "AbandonedReplies",
     "RecentLines",
     "default_log_file",
     "prepare_log_file",
@@ -40,6 +41,20 @@ __all__ = [
 RECENT_LINES = 500
 ROTATE_BYTES = 10 << 20
 SYSLOG_SOCKET = "/dev/log"
+
+
+class AbandonedReplies(logging.Filter):
+    """For the ``pyfuse3`` logger: its ERROR "fuse_reply_* failed with No such file or
+    directory" means the kernel no longer waited for that reply (libfuse: ENOENT is an
+    interrupted request; a release whose opener is gone). Nothing failed for anyone, so the
+    line is kept at DEBUG, shown only with ``--debug``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "fuse_reply_* failed" not in message or "No such file or directory" not in message:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
 
 
 class RecentLines(logging.Handler):
