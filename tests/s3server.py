@@ -61,6 +61,8 @@ class S3Server:
         self.per_key: Counter[tuple[str, str]] = Counter()
         self.bytes_sent = 0
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._bodies_in_flight = 0
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -79,12 +81,19 @@ class S3Server:
             self.per_key.clear()
             self.bytes_sent = 0
 
-    def snapshot(self) -> tuple[Counter[str], int]:
-        """The request counts and body bytes sent so far."""
-        with self._lock:
+    def snapshot(self, settle: float = 5.0) -> tuple[Counter[str], int]:
+        """The request counts and body bytes sent so far.
+
+        A client may hold a body's last piece before the server thread counts it; waiting (up
+        to ``settle`` seconds) for bodies in flight to finish makes the count what was sent.
+        """
+        with self._settled:
+            self._settled.wait_for(lambda: self._bodies_in_flight == 0, timeout=settle)
             return Counter(self.counts), self.bytes_sent
 
     def _counted(self, body: Iterable[bytes]) -> Iterator[bytes]:
+        with self._lock:
+            self._bodies_in_flight += 1
         try:
             for chunk in body:
                 for at in range(0, len(chunk), PIECE):
@@ -96,6 +105,9 @@ class S3Server:
             close = getattr(body, "close", None)
             if close is not None:
                 close()
+            with self._settled:
+                self._bodies_in_flight -= 1
+                self._settled.notify_all()
 
     def _wsgi(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         kind, key = request_kind(
