@@ -73,6 +73,35 @@ def test_a_reader_keeps_its_version_across_o_trunc_writes_and_commits(tmp_path, 
         assert chunk.read_bytes() == second
 
 
+def test_an_o_trunc_open_closed_unwritten_leaves_the_next_writer_its_chunk(tmp_path):
+    """``open(O_TRUNC)`` then ``close()`` with nothing written leaves the chunk as stored; the
+    daemon learns of the close (FLUSH) before the handle goes (RELEASE, sent later, or only
+    when the last duplicate closes). In between, the size shown was the closed handle's 0,
+    which the kernel kept for its attribute timeout: the next writer (``cp`` opens without
+    O_TRUNC too) read nothing, in 992 of 1000 tries beside a ``stat`` loop."""
+    store = tmp_path / "a.zarr"
+    _compressed_array(store)
+    stored = _stored(store)
+    with mounted(store, tmp_path / "mnt", "--layout", "source") as mnt:
+        chunk = mnt / "c" / "0" / "0"
+        emptying = os.open(chunk, os.O_RDWR | os.O_TRUNC)
+        duplicate = os.dup(emptying)  # holds RELEASE back until it closes
+        try:
+            assert os.stat(chunk).st_size == 0  # the O_TRUNC open's size; the kernel keeps it
+            os.close(emptying)  # FLUSH: closed unwritten, the chunk is as stored
+            assert os.stat(chunk).st_size == len(stored)
+            writer = os.open(chunk, os.O_RDWR)
+            try:
+                assert os.fstat(writer).st_size == len(stored)
+                assert _pread_all(writer) == stored
+            finally:
+                os.close(writer)
+        finally:
+            os.close(duplicate)
+        assert chunk.read_bytes() == stored
+    assert _stored(store) == stored
+
+
 def test_a_rendered_reader_keeps_its_image_across_a_save(tmp_path):
     store = tmp_path / "t.zarr"
     array = zarr.create_array(store, shape=(32, 32), chunks=(32, 32), dtype="u1", fill_value=255)

@@ -3,9 +3,8 @@ lookups, directory listings, opening, reading and releasing files.
 
 :class:`ReadingFileSystem` holds all of a mount's state (open handles, times, writers, the
 scratch area); :class:`~zarrfuse.filesystem.fs.FileSystem` builds on it with the requests
-that change the tree. ``open`` hands out writers too, since the kernel opens files for
-writing through the same call. Errors are raised as ``ZarrFuseError`` with the errno the
-caller should see.
+that change the tree. ``open`` hands out writers too (the kernel opens files for writing
+through the same call). Errors are raised as ``ZarrFuseError``, with the errno to answer.
 """
 
 from __future__ import annotations
@@ -153,11 +152,12 @@ class ReadingFileSystem:
 
     def _pending_size(self, node: ChunkFile) -> int | None:
         """The size a chunk being written shows: that of the writer owning the kernel's
-        pages if there is one (the kernel takes the size shown as the size of those pages,
-        so another writer's size would cut or pad what it reads), else the newest writer's."""
+        pages (the kernel takes it as the size of those pages, so another writer's would cut
+        or pad its reads), else the newest writer's. An owner closed unwritten after O_TRUNC
+        has no value: its size 0 would cut the next opener's reads to nothing."""
         owner = self.page_cache.writer(node)
         opened = self._files.get(owner) if owner is not None else None
-        if isinstance(opened, ChunkWriter):
+        if isinstance(opened, ChunkWriter) and not opened.closed_empty:
             return len(opened.data)
         return self.writers.size(node)
 
