@@ -102,6 +102,37 @@ def test_an_o_trunc_open_closed_unwritten_leaves_the_next_writer_its_chunk(tmp_p
     assert _stored(store) == stored
 
 
+def test_the_next_read_write_opener_reads_the_whole_new_chunk(tmp_path):
+    """A read-write handle holds the file's pages, and the kernel takes its size as the
+    file's. When it closes unwritten after another writer committed a longer chunk, the next
+    read-write opener must read all of the new chunk, not as much as the old one had (it
+    did, in 49 of 50 tries: the kernel kept the closed handle's size)."""
+    store = tmp_path / "a.zarr"
+    array = _compressed_array(store)
+    old = _stored(store)
+    array[...] = np.random.default_rng(1).integers(0, 255, (64, 64), dtype="u1")
+    new = _stored(store)
+    assert len(new) > len(old)
+    (store / "c" / "0" / "0").write_bytes(old)
+    with mounted(store, tmp_path / "mnt", "--layout", "source") as mnt:
+        chunk = mnt / "c" / "0" / "0"
+        holder = os.open(chunk, os.O_RDWR)  # holds the pages, never writes
+        try:
+            writer = os.open(chunk, os.O_WRONLY | os.O_TRUNC)
+            os.write(writer, new)
+            os.close(writer)  # commits
+            os.stat(chunk)  # the kernel asks for the size while the holder is open
+        finally:
+            os.close(holder)
+        reopened = os.open(chunk, os.O_RDWR)
+        try:
+            assert _pread_all(reopened) == new
+        finally:
+            os.close(reopened)
+        assert os.stat(chunk).st_size == len(new)
+    assert _stored(store) == new
+
+
 def test_a_rendered_reader_keeps_its_image_across_a_save(tmp_path):
     store = tmp_path / "t.zarr"
     array = zarr.create_array(store, shape=(32, 32), chunks=(32, 32), dtype="u1", fill_value=255)

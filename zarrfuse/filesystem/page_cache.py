@@ -14,7 +14,11 @@ The rules, per inode:
   mapped; ``mmap`` fails with ENODEV);
 - other writers (write-only, or not the sole user) get direct I/O, as do scratch files;
 - on a read-only mount, readers share the page cache with each other;
-- on a writable mount, readers get direct I/O (so they never hold the page cache).
+- on a writable mount, readers get direct I/O (so they never hold the page cache);
+- when a writer comes to own the pages, and when it goes, the kernel forgets the file's
+  size: it reads cached pages only up to the size it holds, which may be another handle's
+  (an unwritten writer's, or one closed after O_TRUNC), and the new owner's reads of its
+  chunk would end there (the FUSE layer does this, it knows the inode).
 
 Why the last rule: a reader keeps reading the version it opened until it closes, and the
 kernel cannot keep that promise for a reader that uses the page cache. When another process

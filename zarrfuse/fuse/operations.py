@@ -117,6 +117,8 @@ class FuseOperations(pyfuse3.Operations):
         self.store_timeout = store_timeout
         self._dir_inodes: dict[int, int] = {}
         """The directory each open directory handle lists (for its ``.`` entry)."""
+        self._page_owners: dict[int, int] = {}
+        """Writer handles that own their file's page cache, and the file's inode."""
         self.counters = counters or Counters()
         fs.set_invalidators(self.invalidate, self.invalidate_entry)
         self.entry_timeout = entry_timeout
@@ -214,9 +216,17 @@ class FuseOperations(pyfuse3.Operations):
 
     @_fuse_errors
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        return self._file_info(await self.fs.open(inode, flags))
+        handle = await self.fs.open(inode, flags)
+        if self.fs.owns_pages(handle):
+            # The kernel reads the owner's pages up to the size it holds, which may be another
+            # handle's (an unwritten writer's, kept for the attribute timeout): cut short, the
+            # new owner would read part of its chunk. Forgotten before the open returns, the
+            # size is asked for again at the first read past it.
+            self._page_owners[handle] = inode
+            await self.invalidate(inode, attributes_only=True)
+        return self._file_info(handle)
 
-    async def invalidate(self, inode: int) -> None:
+    async def invalidate(self, inode: int, *, attributes_only: bool = False) -> None:
         """Drop the kernel's cached attributes and pages of ``inode`` (after a commit).
 
         Runs in a worker thread: a writer that owns the file's pages (a shared writable
@@ -224,7 +234,7 @@ class FuseOperations(pyfuse3.Operations):
         it drops them, or a write in flight that holds a page locked.
         """
         try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode, False)
+            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode, attributes_only)
         except OSError as e:
             if e.errno != errno.ENOENT:  # ENOENT: the kernel holds nothing for it
                 log.warning("invalidating inode %d: %s", inode, e)
@@ -266,6 +276,9 @@ class FuseOperations(pyfuse3.Operations):
     @_fuse_errors
     async def release(self, fh: int) -> None:
         await self.fs.release(fh)
+        inode = self._page_owners.pop(fh, None)
+        if inode is not None:  # the size the kernel holds was this handle's
+            await self.invalidate(inode, attributes_only=True)
 
     @_fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
