@@ -11,6 +11,7 @@ import contextlib
 import errno
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -27,8 +28,9 @@ CHUNKS = 4
 PATHS = [f"c/0/{i:03d}/0/000" for i in range(CHUNKS)]
 RELEASE_WAIT = 5.0
 """Seconds a chunk file created and then refused may still be shown after its last close()
-on a real mount: the kernel sends FUSE's RELEASE after close() has returned, without waiting
-for it, and the daemon drops the file at RELEASE. In process, release is part of close."""
+on a real mount (and a refused writer's size with it): the kernel sends FUSE's RELEASE after
+close() has returned, without waiting for it, and the daemon drops the writer at RELEASE.
+In process, release is part of close."""
 
 
 class Files(Protocol):
@@ -39,6 +41,7 @@ class Files(Protocol):
     def close(self, handle: int) -> None: ...
     def unlink(self, path: str) -> None: ...
     def exists(self, path: str) -> bool: ...
+    def size(self, path: str) -> int: ...
     def read(self, path: str) -> bytes: ...
     def write(self, path: str, data: bytes) -> None: ...
 
@@ -70,6 +73,9 @@ class OsFiles:
     def exists(self, path: str) -> bool:
         return (self.root / path).exists()
 
+    def size(self, path: str) -> int:
+        return (self.root / path).stat().st_size
+
     def read(self, path: str) -> bytes:
         return (self.root / path).read_bytes()
 
@@ -77,10 +83,10 @@ class OsFiles:
         (self.root / path).write_bytes(data)
 
 
-def gone(files: Files, path: str) -> bool:
-    """Whether ``path`` is absent, or becomes so within ``RELEASE_WAIT`` seconds."""
+def soon(holds: Callable[[], bool]) -> bool:
+    """Whether ``holds()`` is true, or becomes so within ``RELEASE_WAIT`` seconds."""
     deadline = time.monotonic() + RELEASE_WAIT
-    while files.exists(path):
+    while not holds():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.01)
@@ -89,6 +95,12 @@ def gone(files: Files, path: str) -> bool:
 
 def write_model(files: Files, store: Path) -> type[RuleBasedStateMachine]:
     """The state machine over ``files`` (the view of the concat-parts array at ``store``)."""
+
+    def absent(path: str) -> Callable[[], bool]:
+        return lambda: not files.exists(path)
+
+    def sized(path: str, size: int) -> Callable[[], bool]:
+        return lambda: files.size(path) == size
 
     class WriteModel(RuleBasedStateMachine):
         writers = Bundle("writers")
@@ -195,9 +207,12 @@ def write_model(files: Files, store: Path) -> type[RuleBasedStateMachine]:
                 if any(c == chunk for c, _, _ in self.open.values()):
                     continue
                 if want is None:
-                    assert gone(files, PATHS[chunk])
+                    assert soon(absent(PATHS[chunk]))
                     assert not (store / f"c/{chunk}/0").exists()
                 else:
+                    # The size a stat shows (the kernel reads cached pages up to it); a writer
+                    # closed a moment ago shows its own until it is released (RELEASE_WAIT).
+                    assert soon(sized(PATHS[chunk], len(want)))
                     assert files.read(PATHS[chunk]) == want
                     stored = (store / f"c/{chunk}/0.header").read_bytes() + (
                         store / f"c/{chunk}/0").read_bytes()
