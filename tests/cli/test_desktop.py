@@ -49,15 +49,15 @@ def _prepare_home(user, home: Path) -> None:
 
 
 def test_the_entries_validate_and_their_command_mounts_and_opens_the_folder(
-    other_user, shared_dir, array_v3, tmp_path  # noqa: F811
+    other_user, shared_dir, array_v3, tmp_path, user_zarrfuse  # noqa: F811
 ):
     user, home = other_user, shared_dir
     _prepare_home(user, home)
     folder = copy_for(user, array_v3, home)
-    zarrfuse = user_zarrfuse(user)
+    zarrfuse = user_zarrfuse
     # The user's environment, with the PYTHONPATH its zarrfuse needs (the test venv may be
     # out of its reach), as a desktop session would have it for everything it starts.
-    env = _user_env(home) + (zarrfuse[:2] if zarrfuse[0] == "env" else [])
+    env = _user_env(home) + [word for word in zarrfuse[1:] if "=" in word]
     installed = as_user(user, *env, *zarrfuse, "desktop", "install")
     assert installed.returncode == 0, installed.stderr
     data = home / "data"

@@ -145,22 +145,46 @@ def test_allow_other_lets_other_users_in(other_user, shared_dir, array_v3):
         assert listing.returncode == 0 and "zarr.json" in listing.stdout.split()
 
 
-def user_zarrfuse(user: pwd.struct_passwd) -> list[str]:
-    """How ``user`` runs this checkout's zarrfuse: this Python if it can execute it, else the
-    system Python of the same version with the venv's packages on PYTHONPATH (the test venv may
-    live under /root, which other users cannot enter)."""
-    if as_user(user, sys.executable, "-c", "import zarrfuse").returncode == 0:
-        return [sys.executable, "-m", "zarrfuse"]
-    system = "/usr/bin/python3"
+@contextmanager
+def _python_for(user: pwd.struct_passwd) -> Iterator[list[str]]:
+    """A Python of this version that ``user`` can execute (``env`` assignments, then the
+    interpreter): the system's if it is the same version, else this one's installation
+    bind-mounted where anyone can enter (the test's Python may live under /root, as pyenv's
+    do), unmounted afterwards."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    system = "/usr/bin/python3"
     probe = as_user(user, system, "-c", "import sys; print('%d.%d' % sys.version_info[:2])")
-    if probe.returncode != 0 or probe.stdout.strip() != version:
-        pytest.skip(f"no Python {version} that {user.pw_name} can run zarrfuse with")
+    if probe.returncode == 0 and probe.stdout.strip() == version:
+        yield [system]
+        return
+    reachable = Path(tempfile.mkdtemp(prefix="zarrfuse-test-python-"))
+    reachable.chmod(0o755)
+    bound = subprocess.run(["mount", "--bind", "-o", "ro", sys.base_prefix, reachable],
+                           capture_output=True, text=True)
+    try:
+        if bound.returncode != 0:
+            pytest.skip(f"no Python {version} that {user.pw_name} can run: {bound.stderr}")
+        yield [f"LD_LIBRARY_PATH={reachable / 'lib'}", str(reachable / "bin" / f"python{version}")]
+    finally:
+        if bound.returncode == 0:  # lazily: the user's daemon may still be exiting
+            subprocess.run(["umount", "--lazy", reachable], check=True, capture_output=True)
+        reachable.rmdir()
+
+
+@pytest.fixture
+def user_zarrfuse(other_user) -> Iterator[list[str]]:
+    """How ``other_user`` runs this checkout's zarrfuse: this Python if it can execute it,
+    else a Python of the same version it can (see ``_python_for``) with the venv's packages
+    on PYTHONPATH."""
+    if as_user(other_user, sys.executable, "-c", "import zarrfuse").returncode == 0:
+        yield [sys.executable, "-m", "zarrfuse"]
+        return
     site = next(p for p in sys.path if p.endswith("site-packages"))
-    command = ["env", f"PYTHONPATH={REPO}:{site}", system, "-m", "zarrfuse"]
-    if as_user(user, *command, "--version").returncode != 0:
-        pytest.skip(f"{user.pw_name} cannot import zarrfuse from {REPO} and {site}")
-    return command
+    with _python_for(other_user) as python:
+        command = ["env", f"PYTHONPATH={REPO}:{site}", *python, "-m", "zarrfuse"]
+        runs = as_user(other_user, *command, "--version")
+        assert runs.returncode == 0, f"{other_user.pw_name} cannot run {command}: {runs.stderr}"
+        yield command
 
 
 @contextmanager
@@ -177,14 +201,14 @@ def fuse_device_mode(mode: int) -> Iterator[None]:
 @requires_fuse
 @pytest.mark.fuse
 @pytest.mark.timeout(120)
-def test_non_root_user_mounts_and_unmounts(other_user, shared_dir, array_v3):
+def test_non_root_user_mounts_and_unmounts(other_user, shared_dir, array_v3, user_zarrfuse):
     """Through the setuid fusermount3, on a directory the user owns, as on any Debian host.
 
     libfuse and fusermount3 both open /dev/fuse with the user's own rights. Debian's udev makes
     it 0666; where it is 0600 (no udev, as in some VMs and containers) no user can mount, and
     zarrfuse says so in one line. Both cases are checked by setting the mode for the test.
     """
-    zarrfuse = user_zarrfuse(other_user)
+    zarrfuse = user_zarrfuse
     source = copy_for(other_user, array_v3, shared_dir)
     mnt = shared_dir / "mnt"
     mnt.mkdir()
