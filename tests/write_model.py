@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -18,6 +17,8 @@ from typing import Protocol
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
+
+from tests.mounting import wait_for
 
 __all__ = ["CHUNKS", "HEADER", "PARTS", "Files", "OsFiles", "write_model"]
 
@@ -81,16 +82,6 @@ class OsFiles:
 
     def write(self, path: str, data: bytes) -> None:
         (self.root / path).write_bytes(data)
-
-
-def soon(holds: Callable[[], bool]) -> bool:
-    """Whether ``holds()`` is true, or becomes so within ``RELEASE_WAIT`` seconds."""
-    deadline = time.monotonic() + RELEASE_WAIT
-    while not holds():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def write_model(files: Files, store: Path) -> type[RuleBasedStateMachine]:
@@ -207,12 +198,12 @@ def write_model(files: Files, store: Path) -> type[RuleBasedStateMachine]:
                 if any(c == chunk for c, _, _ in self.open.values()):
                     continue
                 if want is None:
-                    assert soon(absent(PATHS[chunk]))
+                    assert wait_for(absent(PATHS[chunk]), RELEASE_WAIT, 0.01)
                     assert not (store / f"c/{chunk}/0").exists()
                 else:
                     # The size a stat shows (the kernel reads cached pages up to it); a writer
                     # closed a moment ago shows its own until it is released (RELEASE_WAIT).
-                    assert soon(sized(PATHS[chunk], len(want)))
+                    assert wait_for(sized(PATHS[chunk], len(want)), RELEASE_WAIT, 0.01)
                     assert files.read(PATHS[chunk]) == want
                     stored = (store / f"c/{chunk}/0.header").read_bytes() + (
                         store / f"c/{chunk}/0").read_bytes()

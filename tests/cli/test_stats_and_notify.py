@@ -12,7 +12,7 @@ import socket
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ from tests.mounting import (
     mounted,
     run_with_timeout,
     wait_exited,
+    wait_for,
     wait_unmounted,
 )
 from zarrfuse.cli import control, notify
@@ -162,19 +163,10 @@ def test_stats_count_a_known_workload(array_v3, mountpoint):
         assert socket_path.is_socket()
         assert stat.S_IMODE(socket_path.parent.stat().st_mode) == 0o700
     assert wait_unmounted(mountpoint)
-    assert wait_for(lambda: not socket_path.exists()), "control socket left after unmount"
+    assert wait_for(lambda: not socket_path.exists(), 10), "control socket left after unmount"
     result = run_with_timeout([*ZARRFUSE, "stats", mountpoint], 20, check=False)
     assert result.returncode == 1
     assert result.stderr.strip() == f"zarrfuse: {mountpoint} is not mounted"
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @mount_test
