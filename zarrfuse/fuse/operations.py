@@ -227,7 +227,8 @@ class FuseOperations(pyfuse3.Operations):
         return self._file_info(handle)
 
     async def invalidate(self, inode: int, *, attributes_only: bool = False) -> None:
-        """Drop the kernel's cached attributes and pages of ``inode`` (after a commit).
+        """Drop the kernel's cached attributes of ``inode`` and, unless ``attributes_only``,
+        its pages (after a commit).
 
         Runs in a worker thread: a writer that owns the file's pages (a shared writable
         mapping) may have dirty pages, which the kernel writes back to this daemon before
@@ -275,10 +276,12 @@ class FuseOperations(pyfuse3.Operations):
 
     @_fuse_errors
     async def release(self, fh: int) -> None:
-        await self.fs.release(fh)
         inode = self._page_owners.pop(fh, None)
-        if inode is not None:  # the size the kernel holds was this handle's
-            await self.invalidate(inode, attributes_only=True)
+        try:
+            await self.fs.release(fh)
+        finally:
+            if inode is not None:  # the size the kernel holds was this handle's
+                await self.invalidate(inode, attributes_only=True)
 
     @_fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
