@@ -107,6 +107,12 @@ class InvalidArgument(ZarrFuseError):
     errno = _errno.EINVAL
 
 
+class Busy(ZarrFuseError):
+    """A chunk another handle holds read-write cannot be opened for writing meanwhile."""
+
+    errno = _errno.EBUSY
+
+
 class FileTooBig(ZarrFuseError):
     """A chunk file over the size limit."""
 

@@ -1,8 +1,9 @@
 """Real FUSE mounts: shared writable mappings of chunk files (numpy.memmap, tifffile.memmap).
 
-A chunk file opened read-write by the only handle of it uses the kernel's page cache, so it
-can be mapped; msync (``flush()``) commits, as fsync does. Other handles of the chunk get
-direct I/O meanwhile, so two writers never mix.
+A chunk file opened read-write by the only writer of it uses the kernel's page cache, so it
+can be mapped; msync (``flush()``) commits, as fsync does. Meanwhile other writers' opens of
+the chunk fail with EBUSY (another writer would change the size the kernel holds for the
+mapping), and readers get direct I/O: two writers never mix.
 """
 
 from __future__ import annotations
@@ -80,39 +81,68 @@ def test_read_only_mappings(raw_array, tmp_path):
         assert refused.value.errno == errno.ENODEV
 
 
-def test_mapped_writer_and_write_writer_never_mix(raw_array, tmp_path):
+def _refused_busy(path: Path, mode: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(OSError) as caught:
+        open(path, mode)  # noqa: SIM115  (never opened)
+    assert caught.value.errno == errno.EBUSY
+    assert time.monotonic() - started < 10  # after a short wait for a RELEASE, not forever
+
+
+def test_a_writer_beside_a_mapped_writer_is_refused_and_nothing_mixes(raw_array, tmp_path):
     original = np.arange(64, dtype="u1")
     with mounted(raw_array, tmp_path / "mnt") as mnt:
         m = np.memmap(mnt / CHUNK, dtype="u1", mode="r+")
         m[:32] = 1  # not yet flushed
-        for mode in ("r+b", "wb"):  # read-write, and write-only with O_TRUNC
-            with open(mnt / CHUNK, mode) as other:  # gets direct I/O: its own buffer
-                other.seek(32)
-                other.write(bytes([2]) * 32)
-            # The other writer's commit: its own buffer, never the mapping's pages.
-            expected = np.concatenate([original[:32], np.full(32, 2, "u1")])
-            if mode == "wb":
-                expected[:32] = 0  # O_TRUNC: the file was empty before the write at 32
-            np.testing.assert_array_equal(stored(raw_array), expected)
-            # ... and the mapping still shows its own bytes only.
-            np.testing.assert_array_equal(m[32:], original[32:])
-            np.testing.assert_array_equal(m[:32], 1)
-        m.flush()  # the mapping's commit wins as a whole: the last complete commit
-        np.testing.assert_array_equal(stored(raw_array),
-                                      np.concatenate([np.ones(32, "u1"), original[32:]]))
-        del m
+        for mode in ("r+b", "wb", "ab"):  # read-write, write-only with O_TRUNC, appending
+            _refused_busy(mnt / CHUNK, mode)
+        np.testing.assert_array_equal(stored(raw_array), original)  # nothing stored
+        np.testing.assert_array_equal(m[:32], 1)  # the mapping keeps its bytes
+        np.testing.assert_array_equal(m[32:], original[32:])
+        assert (mnt / CHUNK).read_bytes() == original.tobytes()  # a reader: the stored chunk
+        m.flush()  # the mapping's commit
+        expected = np.concatenate([np.ones(32, "u1"), original[32:]])
+        np.testing.assert_array_equal(stored(raw_array), expected)
+        del m  # unmapped: RELEASE follows, and a writer may open again
+        with open(mnt / CHUNK, "wb") as writer:
+            writer.write(bytes([2]) * 64)
+        assert stored(raw_array).tolist() == [2] * 64
 
 
-def test_second_read_write_open_gets_direct_io_and_cannot_be_mapped(raw_array, tmp_path):
+def test_a_second_writer_beside_a_read_write_open_is_refused(raw_array, tmp_path):
     with mounted(raw_array, tmp_path / "mnt") as mnt:
         with open(mnt / CHUNK, "r+b") as first:  # owns the chunk's pages
             with pytest.raises(OSError) as e:
                 np.memmap(mnt / CHUNK, dtype="u1", mode="r+")
-            assert e.value.errno == errno.ENODEV
+            assert e.value.errno == errno.EBUSY
+            private = np.memmap(mnt / CHUNK, dtype="u1", mode="c")  # a reader maps privately
+            assert private.tolist() == list(range(64))
+            del private
             first.write(b"\x09" * 4)
         assert stored(raw_array)[:5].tolist() == [9, 9, 9, 9, 4]
         m = np.memmap(mnt / CHUNK, dtype="u1", mode="r+")  # alone again: mappable
         del m
+
+
+def test_a_read_write_open_beside_a_write_only_writer_is_direct(raw_array, tmp_path):
+    """A writer already open (``cp``'s write-only one): a read-write open beside it uses
+    direct I/O with its own buffer, so it cannot be mapped, and each commits its own."""
+    with mounted(raw_array, tmp_path / "mnt") as mnt:
+        fd = os.open(mnt / CHUNK, os.O_WRONLY | os.O_TRUNC)
+        try:
+            with open(mnt / CHUNK, "r+b") as second:
+                with pytest.raises(OSError) as e:  # its own open is direct I/O: no mapping
+                    np.memmap(second, dtype="u1", mode="r+")
+                assert e.value.errno == errno.ENODEV
+                second.seek(0)  # numpy.memmap sought to the end
+                assert second.read() == bytes(range(64))  # the committed chunk, not the O_TRUNC
+                second.seek(0)
+                second.write(b"\x05" * 64)
+            assert stored(raw_array).tolist() == [5] * 64
+            os.pwrite(fd, b"\x06" * 64, 0)
+        finally:
+            os.close(fd)  # the last to close wins
+        assert stored(raw_array).tolist() == [6] * 64
 
 
 def test_tifffile_memmap_on_a_rendered_tiff_view(tmp_path):
@@ -131,19 +161,17 @@ def test_tifffile_memmap_on_a_rendered_tiff_view(tmp_path):
                                       [9999] * 4 + [20])
 
 
-def test_the_page_owning_writer_keeps_its_size_while_others_open(raw_array, tmp_path):
-    """The kernel takes the size shown as the size of the owner's pages: a later writer of
-    another size must not cut what the owner reads back (found by the model test)."""
+def test_the_page_owning_writer_reads_its_whole_buffer(raw_array, tmp_path):
+    """The kernel takes the size shown as the size of the owner's pages: what it writes past
+    the end is read back whole, and other writers cannot change that size meanwhile."""
     with mounted(raw_array, tmp_path / "mnt") as mnt:
         (mnt / CHUNK).unlink()
         fd = os.open(mnt / CHUNK, os.O_RDWR | os.O_CREAT)  # owns the pages, empty
         try:
-            other = os.open(mnt / CHUNK, os.O_RDWR)  # direct I/O, empty too
+            _refused_busy(mnt / CHUNK, "r+b")
             os.pwrite(fd, b"\x07" * 64, 0)  # a whole chunk, so the close commits it
-            third = os.open(mnt / CHUNK, os.O_RDWR)  # the newest writer: still empty
             assert os.pread(fd, 100, 0) == b"\x07" * 64
-            os.close(third)
-            os.close(other)
+            assert os.stat(mnt / CHUNK).st_size == 64
         finally:
             os.close(fd)
         assert stored(raw_array).tolist() == [7] * 64

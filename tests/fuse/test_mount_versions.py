@@ -6,6 +6,7 @@ once, every read returns whole bytes of one version that was written.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -73,12 +74,12 @@ def test_a_reader_keeps_its_version_across_o_trunc_writes_and_commits(tmp_path, 
         assert chunk.read_bytes() == second
 
 
-def test_an_o_trunc_open_closed_unwritten_leaves_the_next_writer_its_chunk(tmp_path):
+def test_an_o_trunc_open_closed_unwritten_shows_the_stored_chunk_at_once(tmp_path):
     """``open(O_TRUNC)`` then ``close()`` with nothing written leaves the chunk as stored; the
     daemon learns of the close (FLUSH) before the handle goes (RELEASE, sent later, or only
     when the last duplicate closes). In between, the size shown was the closed handle's 0,
-    which the kernel kept for its attribute timeout: the next writer (``cp`` opens without
-    O_TRUNC too) read nothing, in 992 of 1000 tries beside a ``stat`` loop."""
+    which the kernel kept for its attribute timeout, and the next writer (``cp`` opens
+    without O_TRUNC too) read nothing: in 992 of 1000 tries beside a ``stat`` loop."""
     store = tmp_path / "a.zarr"
     _compressed_array(store)
     stored = _stored(store)
@@ -90,23 +91,30 @@ def test_an_o_trunc_open_closed_unwritten_leaves_the_next_writer_its_chunk(tmp_p
             assert os.stat(chunk).st_size == 0  # the O_TRUNC open's size; the kernel keeps it
             os.close(emptying)  # FLUSH: closed unwritten, the chunk is as stored
             assert os.stat(chunk).st_size == len(stored)
-            writer = os.open(chunk, os.O_RDWR)
+            reader = os.open(chunk, os.O_RDONLY)
             try:
-                assert os.fstat(writer).st_size == len(stored)
-                assert _pread_all(writer) == stored
+                assert _pread_all(reader) == stored
             finally:
-                os.close(writer)
+                os.close(reader)
         finally:
             os.close(duplicate)
+        writer = os.open(chunk, os.O_RDWR)  # waits for the RELEASE, then holds the pages
+        try:
+            assert os.fstat(writer).st_size == len(stored)
+            assert _pread_all(writer) == stored
+        finally:
+            os.close(writer)
         assert chunk.read_bytes() == stored
     assert _stored(store) == stored
 
 
-def test_the_next_read_write_opener_reads_the_whole_new_chunk(tmp_path):
+def test_a_read_write_holder_keeps_its_chunk_whole_and_other_writers_wait(tmp_path):
     """A read-write handle holds the file's pages, and the kernel takes its size as the
-    file's. When it closes unwritten after another writer committed a longer chunk, the next
-    read-write opener must read all of the new chunk, not as much as the old one had (it
-    did, in 49 of 50 tries: the kernel kept the closed handle's size)."""
+    file's. Another writer would change that size under it (an O_TRUNC open sets it to 0, a
+    write past the end raises it): a third of a holder's reads came back empty beside two
+    ``cp`` loops. So other writers' opens fail with EBUSY until it closes; then the next
+    read-write opener reads all of the new chunk, not as much as the old one had (it did,
+    in 49 of 50 tries, when the kernel kept a closed holder's size)."""
     store = tmp_path / "a.zarr"
     array = _compressed_array(store)
     old = _stored(store)
@@ -118,12 +126,17 @@ def test_the_next_read_write_opener_reads_the_whole_new_chunk(tmp_path):
         chunk = mnt / "c" / "0" / "0"
         holder = os.open(chunk, os.O_RDWR)  # holds the pages, never writes
         try:
-            writer = os.open(chunk, os.O_WRONLY | os.O_TRUNC)
-            os.write(writer, new)
-            os.close(writer)  # commits
-            os.stat(chunk)  # the kernel asks for the size while the holder is open
+            for flags in (os.O_WRONLY | os.O_TRUNC, os.O_RDWR, os.O_WRONLY):
+                with pytest.raises(OSError) as caught:
+                    os.open(chunk, flags)
+                assert caught.value.errno == errno.EBUSY
+            assert _pread_all(holder) == old
+            assert os.stat(chunk).st_size == len(old)
         finally:
             os.close(holder)
+        writer = os.open(chunk, os.O_WRONLY | os.O_TRUNC)  # once the holder is released
+        os.write(writer, new)
+        os.close(writer)  # commits
         reopened = os.open(chunk, os.O_RDWR)
         try:
             assert _pread_all(reopened) == new

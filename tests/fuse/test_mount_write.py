@@ -115,9 +115,10 @@ def test_parallel_writers_and_last_commit_wins(tmp_path):
         for t in threads:
             t.join(60)
         # Two handles on one chunk: each commits its own complete buffer, so the last to close
-        # wins (closed by hand, in order: a with-block would close f2 first).
+        # wins (closed by hand, in order: a with-block would close f2 first). The first is
+        # write-only: a read-write one alone would hold the pages and refuse the second.
         target = mnt / "c/0/000/0/000"
-        f1, f2 = open(target, "r+b"), open(target, "r+b")  # noqa: SIM115  (see above)
+        f1, f2 = open(target, "wb"), open(target, "r+b")  # noqa: SIM115  (see above)
         f1.write(b"\xaa" * (1 << 16))
         f2.write(b"\xbb" * (1 << 16))
         f1.close()

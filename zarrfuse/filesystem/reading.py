@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from zarrfuse.errors import (
     BadHandle,
+    Busy,
     NotAChunk,
     NotADirectory,
     NotFound,
@@ -89,8 +90,6 @@ class ReadingFileSystem:
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
         self.page_cache = PageCacheUsers()
         self.replacements = Replacements()
-        self._direct: set[int] = set()
-        """Handles opened with direct I/O (see ``page_cache``)."""
 
     def set_invalidators(
         self,
@@ -276,17 +275,15 @@ class ReadingFileSystem:
         """A handle number for ``opened``, and whether it may use the page cache."""
         handle = next(self._handles)
         self._files[handle] = opened
-        read_write = flags & os.O_ACCMODE == os.O_RDWR
-        # Readers on a writable mount use direct I/O: see page_cache (a reader keeps its
-        # version). Whole images keep the page cache, so they can be mapped: their layout
-        # keeps the kernel's read-ahead of the header off the tiles (READ_AHEAD_GAP).
+        # Readers on a writable mount use direct I/O (they keep their version: page_cache).
+        # Whole images keep the page cache to be mapped (READ_AHEAD_GAP spares the tiles).
         direct = isinstance(opened, ScratchHandle | DocumentWriter) or (
             not self.read_only and isinstance(opened, READERS)
         )
-        if direct or not self.page_cache.admit(
-            opened.node, handle, writer=isinstance(opened, ChunkWriter), read_write=read_write
-        ):
-            self._direct.add(handle)
+        writer = opened if isinstance(opened, ChunkWriter) else None
+        self.page_cache.admit(opened.node, handle, writer=writer is not None, direct=direct,
+                              read_write=flags & os.O_ACCMODE == os.O_RDWR,
+                              alone=writer is None or self.writers.count(writer.node) == 1)
         return handle
 
     async def open(self, inode: int, flags: int) -> int:
@@ -312,6 +309,9 @@ class ReadingFileSystem:
         if not isinstance(node, ChunkFile):
             raise ZarrFuseError(f"inode {inode} is a directory")  # the kernel never asks this
         if writing:
+            if not await self.page_cache.without_owner(node):
+                raise Busy(f"chunk {node.coords} is open read-write elsewhere (it may be "
+                           "mapped): another writer would change its size under it")
             truncate = bool(flags & os.O_TRUNC)
             # Each writer starts from the committed chunk, never from another writer's
             # uncommitted bytes: committing those would store a mix of two writers.
@@ -359,19 +359,19 @@ class ReadingFileSystem:
     def direct_io(self, handle: int) -> bool:
         """Whether the kernel must bypass its page cache for ``handle``: writers keep private
         buffers, so only one of them may own a file's pages (see ``page_cache``)."""
-        return handle in self._direct
+        return self.page_cache.direct(handle)
 
     def owns_pages(self, handle: int) -> bool:
         """Whether ``handle`` is a writer whose buffer the file's page cache shows: the
         kernel must drop any pages it kept from before."""
-        return handle not in self._direct and isinstance(self._files.get(handle), ChunkWriter)
+        opened = self._files.get(handle)
+        return isinstance(opened, ChunkWriter) and not self.page_cache.direct(handle)
 
     async def release(self, handle: int) -> None:
         """Forget a handle. A writer with changes that reached it after its last close (the
         pages of a shared mapping, written back at munmap) commits them now; one whose
         commit was refused drops them."""
         opened = self._files.pop(handle, None)
-        self._direct.discard(handle)
         if opened is None:
             return
         self.page_cache.release(opened.node, handle)

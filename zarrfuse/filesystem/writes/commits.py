@@ -114,6 +114,10 @@ class OpenWriters:
             return None
         return len(max(writers, key=lambda w: w.serial).data)
 
+    def count(self, node: ChunkFile) -> int:
+        """How many writers of ``node`` are open."""
+        return len(self._by_chunk.get(node, ()))
+
     def dirty(self, node: ChunkFile) -> bool:
         """Whether a writer of ``node`` holds changes not yet committed."""
         return any(w.dirty for w in self._by_chunk.get(node, ()))
