@@ -164,8 +164,11 @@ def test_a_rendered_reader_keeps_its_image_across_a_save(tmp_path):
 
 
 def test_many_readers_and_two_writers_only_ever_read_whole_versions(tmp_path):
-    """32 readers and 2 writers in one process for a few seconds; each read (open, several
-    preads, close) must equal one version a writer wrote, whole."""
+    """32 readers, 2 writers and 2 read-write openers in one process for a few seconds; each
+    read (open, several preads, close) must equal one version a writer wrote, whole, and a
+    read-write opener reads back what it wrote. A writer's open may wait for a read-write
+    holder, never fail. Before writers waited, a third of the read-write openers' reads came
+    back empty."""
     store = tmp_path / "a.zarr"
     array = zarr.create_array(store, shape=(64, 64), chunks=(64, 64), dtype="u1",
                               compressors=None, fill_value=255)
@@ -173,7 +176,7 @@ def test_many_readers_and_two_writers_only_ever_read_whole_versions(tmp_path):
     versions = {bytes([v]) * 4096 for v in range(0, 200)}
     stop = threading.Event()
     failures: list[str] = []
-    counts = {"reads": 0, "writes": 0}
+    counts = {"reads": 0, "writes": 0, "read-write": 0}
     lock = threading.Lock()
     with mounted(store, tmp_path / "mnt", "--layout", "source") as mnt:
         chunk = mnt / "c" / "0" / "0"
@@ -203,7 +206,24 @@ def test_many_readers_and_two_writers_only_ever_read_whole_versions(tmp_path):
                     if got not in versions:
                         failures.append(f"{len(got)} bytes, values {sorted(set(got))[:5]}")
 
+        def read_write(value: int) -> None:
+            while not stop.is_set():
+                fd = os.open(chunk, os.O_RDWR)
+                try:
+                    got = b"".join(os.pread(fd, 512, at) for at in range(0, 4608, 512))
+                    os.pwrite(fd, bytes([value]) * 4096, 0)
+                    mine = os.pread(fd, 8192, 0)
+                finally:
+                    os.close(fd)
+                with lock:
+                    counts["read-write"] += 1
+                    if got not in versions:
+                        failures.append(f"read-write: {len(got)} bytes, {sorted(set(got))[:5]}")
+                    if mine != bytes([value]) * 4096:
+                        failures.append(f"read back {len(mine)} bytes, {sorted(set(mine))[:5]}")
+
         threads = [threading.Thread(target=write, args=(i,)) for i in (1, 2)]
+        threads += [threading.Thread(target=read_write, args=(v,)) for v in (101, 102)]
         threads += [threading.Thread(target=read) for _ in range(32)]
         for t in threads:
             t.start()
@@ -212,7 +232,7 @@ def test_many_readers_and_two_writers_only_ever_read_whole_versions(tmp_path):
         for t in threads:
             t.join(30)
         assert not any(t.is_alive() for t in threads), "a thread hung"
-    assert counts["writes"] > 10 and counts["reads"] > 100, counts
+    assert counts["writes"] > 10 and counts["reads"] > 100 and counts["read-write"] > 10, counts
     assert not failures, (
         f"{len(failures)} of {counts} reads were not a whole version: {failures[:10]}"
     )

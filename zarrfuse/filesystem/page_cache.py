@@ -13,7 +13,8 @@ The rules, per inode:
   other writer of it is open;
 - while such a writer is open, other handles of the file are readers only, with direct I/O
   (they cannot be mapped shared; ``mmap`` fails with ENODEV); a writer's open waits a moment
-  for the owner's RELEASE, then fails with EBUSY. The kernel keeps one size per file, and
+  for the owner's RELEASE (no new owner is admitted while one waits), then fails with
+  EBUSY. The kernel keeps one size per file, and
   another writer changes it behind the owner: an ``O_TRUNC`` open sets it to 0, a direct
   write past the end raises it, and the owner's cached reads then end early or show zeros
   (measured: a third of a read-write holder's reads came back empty beside two ``cp``
@@ -27,18 +28,18 @@ The rules, per inode:
   (an unwritten writer's, or one closed after O_TRUNC), and the new owner's reads of its
   chunk would end there (the FUSE layer does this, it knows the inode).
 
-Why readers of a writable mount use direct I/O: a reader keeps reading the version it opened until it closes, and the
-kernel cannot keep that promise for a reader that uses the page cache. When another process
-opens the file with O_TRUNC (``cp`` does), the kernel itself sets the file's size to 0
-(FUSE's atomic O_TRUNC, which libfuse turns on) and every cached read past that size ends at
-EOF without asking the daemon; asking for the size again races with the truncating writer's
-own writes, which move the size to where they end. Measured with 32 readers and 2 writers:
-9 in 10 reads came back short with readers in the page cache, 1 to 16 in 4,000 still with
-the size pushed back before every write (FUSE_NOTIFY_STORE), none with direct I/O. Direct
-reads always reach the daemon, which serves each from the reader's own open version.
-The cost: no page cache for readers of writable mounts, and ``mmap(MAP_SHARED)`` of a
-read-only open fails there with ENODEV (``MAP_PRIVATE`` works; read-only mounts and
-read-write opens map as before).
+Why readers of a writable mount use direct I/O: a reader keeps reading the version it
+opened until it closes, and the kernel cannot keep that promise for a reader that uses the
+page cache. When another process opens the file with O_TRUNC (``cp`` does), the kernel
+itself sets the file's size to 0 (FUSE's atomic O_TRUNC, which libfuse turns on) and every
+cached read past that size ends at EOF without asking the daemon; asking for the size again
+races with the truncating writer's own writes, which move the size to where they end.
+Measured with 32 readers and 2 writers: 9 in 10 reads came back short with readers in the
+page cache, 1 to 16 in 4,000 still with the size pushed back before every write
+(FUSE_NOTIFY_STORE), none with direct I/O. Direct reads always reach the daemon, which
+serves each from the reader's own open version. The cost: no page cache for readers of
+writable mounts, and ``mmap(MAP_SHARED)`` of a read-only open fails there with ENODEV
+(``MAP_PRIVATE`` works; read-only mounts and read-write opens map as before).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class PageCacheUsers:
     def __init__(self, release_wait: float = OWNER_RELEASE_WAIT) -> None:
         self._by_file: dict[Hashable, dict[int, bool]] = {}
         self._direct: set[int] = set()
+        self._waiting: dict[Hashable, int] = {}
+        """Writers' opens waiting for each file's owner to go: no new owner meanwhile."""
         self.release_wait = release_wait
         """See :meth:`without_owner` (0 in process, where release is part of close)."""
 
@@ -72,7 +75,9 @@ class PageCacheUsers:
         way it is recorded until :meth:`release`; False means: open it with direct I/O."""
         users = self._by_file.get(file, {})
         # A writer owning the pages: nobody else may see them.
-        if direct or any(users.values()) or (writer and (users or not read_write or not alone)):
+        if direct or any(users.values()) or (
+            writer and (users or not read_write or not alone or file in self._waiting)
+        ):
             self._direct.add(handle)
             return False
         self._by_file.setdefault(file, {})[handle] = writer
@@ -96,8 +101,16 @@ class PageCacheUsers:
     async def without_owner(self, file: Hashable) -> bool:
         """Whether no writer owns ``file``'s pages, waiting up to ``release_wait`` seconds for
         one closed a moment ago: the kernel sends its RELEASE after ``close()`` returns."""
-        with trio.move_on_after(self.release_wait):
-            while self.writer(file) is not None:
-                await trio.sleep(0.005)
+        if self.writer(file) is None:
             return True
-        return False
+        self._waiting[file] = self._waiting.get(file, 0) + 1
+        try:
+            with trio.move_on_after(self.release_wait):
+                while self.writer(file) is not None:
+                    await trio.sleep(0.005)
+                return True
+            return False
+        finally:
+            self._waiting[file] -= 1
+            if not self._waiting[file]:
+                del self._waiting[file]
