@@ -78,8 +78,8 @@ def test_an_o_trunc_open_closed_unwritten_shows_the_stored_chunk_at_once(tmp_pat
     """``open(O_TRUNC)`` then ``close()`` with nothing written leaves the chunk as stored; the
     daemon learns of the close (FLUSH) before the handle goes (RELEASE, sent later, or only
     when the last duplicate closes). In between, the size shown was the closed handle's 0,
-    which the kernel kept for its attribute timeout, and the next writer (``cp`` opens
-    without O_TRUNC too) read nothing: in 992 of 1000 tries beside a ``stat`` loop."""
+    which the kernel kept for its attribute timeout, and the next read-write opener (say
+    ``numpy.memmap(mode="r+")``) read nothing: in 992 of 1000 tries beside a ``stat`` loop."""
     store = tmp_path / "a.zarr"
     _compressed_array(store)
     stored = _stored(store)
