@@ -197,6 +197,12 @@ def test_many_readers_and_two_writers_only_ever_read_whole_versions(tmp_path):
         def in_pieces(fd: int) -> bytes:  # past the end too: a longer version would show
             return b"".join(os.pread(fd, 512, offset) for offset in range(0, 4608, 512))
 
+        def tally(kind: str, got: bytes) -> None:
+            with lock:
+                counts[kind] += 1
+                if got not in versions:
+                    failures.append(f"{kind}: {len(got)} bytes, values {sorted(set(got))[:5]}")
+
         def read() -> None:
             while not stop.is_set():
                 fd = os.open(chunk, os.O_RDONLY)
@@ -204,10 +210,7 @@ def test_many_readers_and_two_writers_only_ever_read_whole_versions(tmp_path):
                     got = in_pieces(fd)
                 finally:
                     os.close(fd)
-                with lock:
-                    counts["reads"] += 1
-                    if got not in versions:
-                        failures.append(f"{len(got)} bytes, values {sorted(set(got))[:5]}")
+                tally("reads", got)
 
         def read_write(value: int) -> None:
             while not stop.is_set():
@@ -218,11 +221,9 @@ def test_many_readers_and_two_writers_only_ever_read_whole_versions(tmp_path):
                     mine = os.pread(fd, 8192, 0)
                 finally:
                     os.close(fd)
-                with lock:
-                    counts["read-write"] += 1
-                    if got not in versions:
-                        failures.append(f"read-write: {len(got)} bytes, {sorted(set(got))[:5]}")
-                    if mine != bytes([value]) * 4096:
+                tally("read-write", got)
+                if mine != bytes([value]) * 4096:
+                    with lock:
                         failures.append(f"read back {len(mine)} bytes, {sorted(set(mine))[:5]}")
 
         threads = [threading.Thread(target=write, args=(i,)) for i in (1, 2)]
