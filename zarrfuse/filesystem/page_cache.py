@@ -12,14 +12,13 @@ The rules, per inode:
 - a read-write writer gets the page cache if no other handle of the file holds it and no
   other writer of it is open;
 - while such a writer is open, other handles of the file are readers only, with direct I/O
-  (they cannot be mapped shared; ``mmap`` fails with ENODEV); a writer's open waits a moment
-  for the owner's RELEASE (no new owner is admitted while one waits), then fails with
-  EBUSY. The kernel keeps one size per file, and
-  another writer changes it behind the owner: an ``O_TRUNC`` open sets it to 0, a direct
-  write past the end raises it, and the owner's cached reads then end early or show zeros
-  (measured: a third of a read-write holder's reads came back empty beside two ``cp``
-  loops). The daemon cannot put the size back reliably: its answer is dropped whenever
-  another change raced it;
+  (they cannot be mapped shared; ``mmap`` fails with ENODEV); a writer's open waits a
+  moment for the owner's RELEASE (no new owner is admitted while one waits), then fails
+  with EBUSY. The kernel keeps one size per file, and another writer changes it behind the
+  owner: an ``O_TRUNC`` open sets it to 0, a direct write past the end raises it, and the
+  owner's cached reads then end early or show zeros (measured: a third of a read-write
+  holder's reads came back empty beside two ``cp`` loops). The daemon cannot put the size
+  back reliably: its answer is dropped whenever another change raced it;
 - other writers (write-only, or not alone) get direct I/O, as do scratch files;
 - on a read-only mount, readers share the page cache with each other;
 - on a writable mount, readers get direct I/O (so they never hold the page cache);
@@ -74,7 +73,9 @@ class PageCacheUsers:
         open; ``direct``: it must not use the page cache) may use the page cache. Either
         way it is recorded until :meth:`release`; False means: open it with direct I/O."""
         users = self._by_file.get(file, {})
-        # A writer owning the pages: nobody else may see them.
+        # Direct I/O: handles that must, every handle while a writer owns the pages (nobody
+        # else may see them), and writers that may not own them (write-only, beside another
+        # writer, or while another writer's open waits for the owner to go).
         if direct or any(users.values()) or (
             writer and (users or not read_write or not alone or file in self._waiting)
         ):
