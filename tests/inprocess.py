@@ -28,13 +28,12 @@ from zarrfuse.fuse.mount import build_filesystem
 __all__ = ["InProcess", "in_process", "refused"]
 
 ROOT = 1  # pyfuse3.ROOT_INODE
+PID = os.getpid()  # every call comes from this process, as one opener
 
 
 class InProcess:
     """Path-level calls into one ``FileSystem``; errors come back as ``OSError`` with the
     errno a mount would give."""
-
-    release_waits = False  # release is part of close (see tests/write_model.py)
 
     def __init__(self, fs: Any, token: trio.lowlevel.TrioToken) -> None:
         self.fs = fs
@@ -123,7 +122,13 @@ class InProcess:
             self._inodes[handle] = attributes.inode
             return int(handle)
         inode = self.inode(path)
-        handle = int(self._call(self.fs.open, inode, flags))
+        try:
+            handle = int(self._call(self.fs.open, inode, flags, PID))
+        except OSError as e:  # sent to a fresh inode: the kernel looks up again, once
+            if e.errno != errno.ESTALE:
+                raise
+            inode = self.inode(path)
+            handle = int(self._call(self.fs.open, inode, flags, PID))
         self._inodes[handle] = inode
         return handle
 
@@ -186,7 +191,6 @@ def in_process(source: str, **options: Any) -> Iterator[InProcess]:
 
     async def main() -> None:
         fs, _ = build_filesystem(config)
-        fs.page_cache.release_wait = 0.0  # release is part of close here: nothing to wait for
         box["driver"] = InProcess(fs, trio.lowlevel.current_trio_token())
         box["stop"] = trio.Event()
         started.set()

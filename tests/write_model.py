@@ -35,10 +35,6 @@ In process, release is part of close."""
 
 
 class Files(Protocol):
-    release_waits: bool
-    """Whether a writer's open beside a read-write owner waits for its RELEASE first (a real
-    mount: a second; in process, release is part of close and nothing waits)."""
-
     def open(self, path: str, flags: int) -> int: ...
     def pwrite(self, handle: int, data: bytes, offset: int) -> int: ...
     def pread(self, handle: int, size: int, offset: int) -> bytes: ...
@@ -53,8 +49,6 @@ class Files(Protocol):
 
 class OsFiles:
     """The files of a mountpoint through plain system calls."""
-
-    release_waits = True
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -116,10 +110,8 @@ def write_model(files: Files, store: Path) -> type[RuleBasedStateMachine]:
                     files.write(path, self.stored[i])
             self.open: dict[int, tuple[int, bytearray, bool]] = {}
             self.readable: set[int] = set()
-            """Writers opened read-write (the others cannot be read through)."""
-            self.owners: dict[int, int] = {}
-            """The read-write writer holding each chunk's pages: opened with no other writer
-            of the chunk open. Until it closes, other writers' opens fail with EBUSY."""
+            """Writers opened read-write (the others cannot be read through). Each writer
+            has its own buffer and its own inode (docs/writing.md, the page cache)."""
             self.reading: dict[int, bytes] = {}
             """Read-only handles and the version each opened: kept until it closes, across
             other handles' O_TRUNC opens, writes, commits and unlinks (issue 21)."""
@@ -128,19 +120,9 @@ def write_model(files: Files, store: Path) -> type[RuleBasedStateMachine]:
               read_write=st.booleans())
         def open_for_writing(self, chunk, truncate, read_write):
             flags = (os.O_RDWR if read_write else os.O_WRONLY) | os.O_CREAT
-            if chunk in self.owners:
-                if files.release_waits:
-                    return -1  # refused after a second's wait: the in-process run checks it
-                with pytest.raises(OSError) as caught:
-                    files.open(PATHS[chunk], flags | (os.O_TRUNC * truncate))
-                assert caught.value.errno == errno.EBUSY
-                return -1
-            alone = not any(c == chunk for c, _, _ in self.open.values())
             fd = files.open(PATHS[chunk], flags | (os.O_TRUNC * truncate))
             if read_write:
                 self.readable.add(fd)
-                if alone:
-                    self.owners[chunk] = fd
             # A writer starts from the committed chunk (empty with O_TRUNC); opening with
             # O_TRUNC or creating stores nothing by itself (docs/writing.md).
             start = b"" if truncate else (self.stored[chunk] or b"")
@@ -179,8 +161,6 @@ def write_model(files: Files, store: Path) -> type[RuleBasedStateMachine]:
                 return
             chunk, buffer, dirty = self.open.pop(fd)
             self.readable.discard(fd)
-            if self.owners.get(chunk) == fd:
-                del self.owners[chunk]
             if dirty and len(buffer) < HEADER:
                 with pytest.raises(OSError) as caught:
                     files.close(fd)
@@ -192,8 +172,8 @@ def write_model(files: Files, store: Path) -> type[RuleBasedStateMachine]:
 
         @rule(target=readers, chunk=st.integers(0, CHUNKS - 1))
         def open_for_reading(self, chunk):
-            if self.stored[chunk] is None or any(c == chunk for c, _, _ in self.open.values()):
-                return -1  # nothing to read, or a writer's uncommitted bytes in between
+            if self.stored[chunk] is None:
+                return -1  # nothing to read (a new chunk being written is not stored)
             fd = files.open(PATHS[chunk], os.O_RDONLY)
             self.reading[fd] = self.stored[chunk]
             return fd

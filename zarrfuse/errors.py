@@ -107,12 +107,6 @@ class InvalidArgument(ZarrFuseError):
     errno = _errno.EINVAL
 
 
-class Busy(ZarrFuseError):
-    """A chunk another handle holds read-write cannot be opened for writing meanwhile."""
-
-    errno = _errno.EBUSY
-
-
 class FileTooBig(ZarrFuseError):
     """A chunk file over the size limit."""
 
@@ -129,3 +123,11 @@ class NoSpace(ZarrFuseError):
     """The scratch area is full."""
 
     errno = _errno.ENOSPC
+
+
+class Stale(ZarrFuseError):
+    """An open sent to a fresh inode of its name (see ``page_cache``): the kernel looks the
+    name up again and repeats the open, so no process sees this."""
+
+    errno = _errno.ESTALE
+    expected = True

@@ -99,3 +99,17 @@ def test_array_that_cannot_be_written_refuses_at_open(tmp_path):
         ]:
             assert refused(attempt) == errno.EROFS
     assert snapshot(path) == before
+
+
+def test_a_scratch_file_changed_takes_the_time_of_the_change_and_one_too_big_is_efbig(tmp_path):
+    """Issue 34's smaller points: truncate (and write) set a scratch file's time, as on any
+    filesystem; a scratch file larger than the whole scratch area is EFBIG, not ENOSPC."""
+    zarr.create_array(tmp_path / "a", shape=(4,), chunks=(4,), dtype="u1")
+    with in_process(str(tmp_path / "a"), scratch_mb=1) as fs:
+        handle = fs.open(".tmp1.tmp", os.O_WRONLY | os.O_CREAT)
+        fs.set_mtime(".tmp1.tmp", 10**9)
+        assert fs.stat(".tmp1.tmp").time_ns == 10**9
+        fs.ftruncate(handle, 100)
+        assert fs.stat(".tmp1.tmp").time_ns > 10**18
+        assert refused(lambda: fs.ftruncate(handle, 2 << 20)) == errno.EFBIG
+        fs.close(handle)

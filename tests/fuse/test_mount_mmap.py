@@ -1,15 +1,18 @@
-"""Real FUSE mounts: shared writable mappings of chunk files (numpy.memmap, tifffile.memmap).
+"""Real FUSE mounts: the page-cache model of writable mounts (``page_cache``), mappings.
 
-A chunk file opened read-write by the only writer of it uses the kernel's page cache, so it
-can be mapped; msync (``flush()``) commits, as fsync does. Meanwhile other writers' opens of
-the chunk fail with EBUSY (another writer would change the size the kernel holds for the
-mapping), and readers get direct I/O: two writers never mix.
+An inode holds readers of one version or one writer, never both: readers share the page
+cache and map files like on a local filesystem, a read-write writer alone on its inode maps
+its chunk shared and writable (msync, numpy's ``flush()``, commits, as fsync does), and an
+open that would break the rule is sent, unseen, to a fresh inode of the name.
 """
 
 from __future__ import annotations
 
-import errno
+import mmap
+import multiprocessing
 import os
+import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -19,11 +22,13 @@ import tifffile
 import zarr
 from zarr.codecs import BytesCodec
 
-from tests.mounting import mounted
+from tests.cli.operating import stats
+from tests.mounting import mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
 CHUNK = "c/0/000"  # the one chunk of a 1-D array of 64 uint8 (fanout view name)
+ORIGINAL = np.arange(64, dtype="u1")
 
 
 @pytest.fixture
@@ -32,7 +37,7 @@ def raw_array(tmp_path) -> Path:
     path = tmp_path / "arr"
     a = zarr.create_array(path, shape=(64,), chunks=(64,), dtype="u1", fill_value=0,
                           serializer=BytesCodec(), compressors=None)
-    a[:] = np.arange(64, dtype="u1")
+    a[:] = ORIGINAL
     return path
 
 
@@ -46,6 +51,129 @@ def wait_for(check, timeout: float = 20.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail("the store did not show the change in time")
         time.sleep(0.05)
+
+
+def test_readers_of_a_writable_mount_map_shared_and_share_the_page_cache(
+    raw_array, tmp_path
+):
+    """Like a local filesystem: a read-only open maps shared, numpy.load(mmap_mode="r")
+    works on a .npy chunk, and a second read of an unchanged file is the kernel's."""
+    with mounted(raw_array, tmp_path / "rw") as mnt:
+        m = np.memmap(mnt / CHUNK, dtype="u1", mode="r")  # MAP_SHARED, PROT_READ
+        np.testing.assert_array_equal(m, ORIGINAL)
+        del m
+        with open(mnt / CHUNK, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+            assert m[:] == ORIGINAL.tobytes()
+        assert (mnt / CHUNK).read_bytes() == ORIGINAL.tobytes()
+        before = stats(mnt)["counters"]["requests"].get("read", 0)
+        for _ in range(5):
+            assert (mnt / CHUNK).read_bytes() == ORIGINAL.tobytes()
+        assert stats(mnt)["counters"]["requests"].get("read", 0) == before  # served by the kernel
+    with mounted(raw_array, tmp_path / "npy", "--format", "npy") as mnt:
+        [npy] = list(mnt.rglob("*.npy"))
+        np.testing.assert_array_equal(np.load(npy, mmap_mode="r"), ORIGINAL)
+
+
+def test_a_commit_moves_new_readers_to_the_new_version_and_old_ones_keep_theirs(
+    raw_array, tmp_path
+):
+    with mounted(raw_array, tmp_path / "mnt") as mnt:
+        old = np.memmap(mnt / CHUNK, dtype="u1", mode="r")  # shared, of the stored version
+        with open(mnt / CHUNK, "rb") as reader:
+            (mnt / CHUNK).write_bytes(b"\x03" * 64)  # cp: O_TRUNC, write, close
+            assert reader.read() == ORIGINAL.tobytes()  # its own version, whole
+        np.testing.assert_array_equal(old, ORIGINAL)
+        del old
+        assert (mnt / CHUNK).read_bytes() == b"\x03" * 64
+        np.testing.assert_array_equal(np.memmap(mnt / CHUNK, dtype="u1", mode="r"), 3)
+        assert os.stat(mnt / CHUNK).st_size == 64
+
+
+def _private_mapper(path: str, ready, go, result) -> None:
+    m = np.memmap(path, dtype="u1", mode="c")  # MAP_PRIVATE, as docs/writing.md advises
+    first = bytes(m)
+    ready.set()
+    go.wait(30)
+    m[:2] = 250  # its own copy: never reaches the file
+    result.put((first, bytes(m[2:])))
+
+
+def test_private_mappers_beside_a_mapped_writer_and_cp_see_one_version_and_live(
+    raw_array, tmp_path
+):
+    """A numpy.memmap r+ writer with MAP_PRIVATE readers in other processes, then ``cp``
+    onto the chunk: the writer's mapping holds exactly what it wrote, the store holds a
+    value some writer wrote, and no reader dies of SIGBUS or sees a mix (issue 34's 1, 4)."""
+    ctx = multiprocessing.get_context("spawn")
+    with mounted(raw_array, tmp_path / "mnt") as mnt:
+        writer = np.memmap(mnt / CHUNK, dtype="u1", mode="r+")
+        writer[:] = 1
+        writer.flush()  # committed: the store holds 1s
+        np.testing.assert_array_equal(stored(raw_array), 1)
+        readers = []
+        for _ in range(3):
+            ready, go, result = ctx.Event(), ctx.Event(), ctx.Queue()
+            proc = ctx.Process(target=_private_mapper, args=(str(mnt / CHUNK), ready, go, result))
+            proc.start()
+            assert ready.wait(60)
+            readers.append((proc, go, result))
+        writer[:] = 2  # the writer's pages: the readers' mappings must not see them
+        writer.flush()
+        np.testing.assert_array_equal(writer, 2)
+        np.testing.assert_array_equal(stored(raw_array), 2)
+        (mnt / CHUNK).write_bytes(b"\x04" * 64)  # cp over it while the readers map it
+        np.testing.assert_array_equal(writer, 2)  # the writer's own mapping is unchanged
+        for proc, go, result in readers:
+            go.set()
+            first, rest = result.get(timeout=60)
+            proc.join(60)
+            assert proc.exitcode == 0, f"a private mapper died ({-proc.exitcode}: SIGBUS is "\
+                f"{int(signal.SIGBUS)})"
+            assert first == b"\x01" * 64  # the version committed when it opened
+            assert rest == b"\x01" * 62  # untouched by the writer and by cp
+        del writer
+        np.testing.assert_array_equal(stored(raw_array), 4)  # the last to commit: cp
+
+
+def test_a_mapped_writer_beside_an_o_trunc_writer_stores_exactly_its_bytes(
+    raw_array, tmp_path
+):
+    """``cp`` has the chunk open with O_TRUNC, nothing written yet; numpy.memmap r+ opens it
+    then: it sees the stored chunk's size (not the 0 of cp's open), maps it, and its close
+    stores exactly its own bytes (issue 34's 2: it used to store the old chunk with byte 0
+    zeroed)."""
+    with mounted(raw_array, tmp_path / "mnt") as mnt:
+        fd = os.open(mnt / CHUNK, os.O_WRONLY | os.O_TRUNC)
+        try:
+            m = np.memmap(mnt / CHUNK, dtype="u1", mode="r+", shape=(64,))
+            assert os.fstat(fd).st_size == 0  # cp's own inode: its size
+            np.testing.assert_array_equal(m, ORIGINAL)
+            m[10:20] = 99
+            m.flush()
+            del m
+            expected = ORIGINAL.copy()
+            expected[10:20] = 99
+            np.testing.assert_array_equal(stored(raw_array), expected)
+        finally:
+            os.close(fd)  # closed unwritten after O_TRUNC: stores nothing
+        np.testing.assert_array_equal(stored(raw_array), expected)
+        assert (mnt / CHUNK).read_bytes() == expected.tobytes()
+
+
+def test_two_read_write_writers_each_map_their_own_and_the_last_close_wins(
+    raw_array, tmp_path
+):
+    with mounted(raw_array, tmp_path / "mnt") as mnt:
+        with open(mnt / CHUNK, "r+b") as first:
+            second = np.memmap(mnt / CHUNK, dtype="u1", mode="r+")  # its own inode
+            np.testing.assert_array_equal(second, ORIGINAL)
+            second[:] = 5
+            first.write(b"\x09" * 4)
+            assert first.seek(0) == 0 and first.read(5) == b"\x09" * 4 + b"\x04"
+            second.flush()
+            np.testing.assert_array_equal(stored(raw_array), 5)
+            del second
+        assert stored(raw_array)[:5].tolist() == [9, 9, 9, 9, 4]  # first closed last
 
 
 def test_numpy_memmap_write_flush_close_commits(raw_array, tmp_path):
@@ -62,87 +190,6 @@ def test_numpy_memmap_write_flush_close_commits(raw_array, tmp_path):
         expected[60:] = 7
         wait_for(lambda: np.array_equal(stored(raw_array), expected))
         assert (mnt / CHUNK).read_bytes() == expected.tobytes()
-
-
-def test_read_only_mappings(raw_array, tmp_path):
-    """Read-only mounts map chunk files shared; writable mounts give readers direct I/O (a
-    reader keeps its version, see page_cache), so there a read-only open maps privately
-    (MAP_PRIVATE, numpy's mode "c") and a shared mapping fails loudly with ENODEV."""
-    with mounted(raw_array, tmp_path / "ro", "--read-only") as mnt:
-        m = np.memmap(mnt / CHUNK, dtype="u1", mode="r")
-        np.testing.assert_array_equal(m, np.arange(64, dtype="u1"))
-        del m
-    with mounted(raw_array, tmp_path / "rw") as mnt:
-        m = np.memmap(mnt / CHUNK, dtype="u1", mode="c")
-        np.testing.assert_array_equal(m, np.arange(64, dtype="u1"))
-        del m
-        with pytest.raises(OSError) as refused:
-            np.memmap(mnt / CHUNK, dtype="u1", mode="r")
-        assert refused.value.errno == errno.ENODEV
-
-
-def _refused_busy(path: Path, mode: str) -> None:
-    started = time.monotonic()
-    with pytest.raises(OSError) as caught:
-        open(path, mode)  # noqa: SIM115  (never opened)
-    assert caught.value.errno == errno.EBUSY
-    assert time.monotonic() - started < 10  # after a short wait for a RELEASE, not forever
-
-
-def test_a_writer_beside_a_mapped_writer_is_refused_and_nothing_mixes(raw_array, tmp_path):
-    original = np.arange(64, dtype="u1")
-    with mounted(raw_array, tmp_path / "mnt") as mnt:
-        m = np.memmap(mnt / CHUNK, dtype="u1", mode="r+")
-        m[:32] = 1  # not yet flushed
-        for mode in ("r+b", "wb", "ab"):  # read-write, write-only with O_TRUNC, appending
-            _refused_busy(mnt / CHUNK, mode)
-        np.testing.assert_array_equal(stored(raw_array), original)  # nothing stored
-        np.testing.assert_array_equal(m[:32], 1)  # the mapping keeps its bytes
-        np.testing.assert_array_equal(m[32:], original[32:])
-        assert (mnt / CHUNK).read_bytes() == original.tobytes()  # a reader: the stored chunk
-        m.flush()  # the mapping's commit
-        expected = np.concatenate([np.ones(32, "u1"), original[32:]])
-        np.testing.assert_array_equal(stored(raw_array), expected)
-        del m  # unmapped: RELEASE follows, and a writer may open again
-        with open(mnt / CHUNK, "wb") as writer:
-            writer.write(bytes([2]) * 64)
-        assert stored(raw_array).tolist() == [2] * 64
-
-
-def test_a_second_writer_beside_a_read_write_open_is_refused(raw_array, tmp_path):
-    with mounted(raw_array, tmp_path / "mnt") as mnt:
-        with open(mnt / CHUNK, "r+b") as first:  # owns the chunk's pages
-            with pytest.raises(OSError) as e:
-                np.memmap(mnt / CHUNK, dtype="u1", mode="r+")
-            assert e.value.errno == errno.EBUSY
-            private = np.memmap(mnt / CHUNK, dtype="u1", mode="c")  # a reader maps privately
-            assert private.tolist() == list(range(64))
-            del private
-            first.write(b"\x09" * 4)
-        assert stored(raw_array)[:5].tolist() == [9, 9, 9, 9, 4]
-        m = np.memmap(mnt / CHUNK, dtype="u1", mode="r+")  # alone again: mappable
-        del m
-
-
-def test_a_read_write_open_beside_a_write_only_writer_is_direct(raw_array, tmp_path):
-    """A writer already open (``cp``'s write-only one): a read-write open beside it uses
-    direct I/O with its own buffer, so it cannot be mapped, and each commits its own."""
-    with mounted(raw_array, tmp_path / "mnt") as mnt:
-        fd = os.open(mnt / CHUNK, os.O_WRONLY | os.O_TRUNC)
-        try:
-            with open(mnt / CHUNK, "r+b") as second:
-                with pytest.raises(OSError) as e:  # its own open is direct I/O: no mapping
-                    np.memmap(second, dtype="u1", mode="r+")
-                assert e.value.errno == errno.ENODEV
-                second.seek(0)  # numpy.memmap sought to the end
-                assert second.read() == bytes(range(64))  # the committed chunk, not the O_TRUNC
-                second.seek(0)
-                second.write(b"\x05" * 64)
-            assert stored(raw_array).tolist() == [5] * 64
-            os.pwrite(fd, b"\x06" * 64, 0)
-        finally:
-            os.close(fd)  # the last to close wins
-        assert stored(raw_array).tolist() == [6] * 64
 
 
 def test_tifffile_memmap_on_a_rendered_tiff_view(tmp_path):
@@ -162,16 +209,31 @@ def test_tifffile_memmap_on_a_rendered_tiff_view(tmp_path):
 
 
 def test_the_page_owning_writer_reads_its_whole_buffer(raw_array, tmp_path):
-    """The kernel takes the size shown as the size of the owner's pages: what it writes past
-    the end is read back whole, and other writers cannot change that size meanwhile."""
+    """The size the kernel holds for a writer's inode is the writer's: what it writes past
+    the end is read back whole, and another writer's open (O_TRUNC) goes elsewhere."""
     with mounted(raw_array, tmp_path / "mnt") as mnt:
         (mnt / CHUNK).unlink()
         fd = os.open(mnt / CHUNK, os.O_RDWR | os.O_CREAT)  # owns the pages, empty
         try:
-            _refused_busy(mnt / CHUNK, "r+b")
+            with open(mnt / CHUNK, "wb"):  # opened with O_TRUNC and closed unwritten
+                pass
             os.pwrite(fd, b"\x07" * 64, 0)  # a whole chunk, so the close commits it
             assert os.pread(fd, 100, 0) == b"\x07" * 64
-            assert os.stat(mnt / CHUNK).st_size == 64
+            assert os.fstat(fd).st_size == 64
         finally:
             os.close(fd)
         assert stored(raw_array).tolist() == [7] * 64
+
+
+@pytest.mark.skipif(shutil.which("feh") is None, reason="feh is installed by scripts/dev")
+@pytest.mark.parametrize("fmt", ["png", "tiff"])
+def test_feh_opens_chunk_images_of_a_writable_mount(tmp_path, fmt):
+    """feh's Imlib2 maps the files it loads (MAP_SHARED): on the default mount it used to
+    find "No Imlib2 loader for that file format", as readers got direct I/O there."""
+    path = tmp_path / "img"
+    zarr.create_array(path, shape=(64, 64), chunks=(32, 32), dtype="u1")[:] = 7
+    with mounted(path, tmp_path / "mnt", "--format", fmt) as mnt:
+        files = sorted(str(p.relative_to(mnt)) for p in mnt.rglob(f"*.{fmt}"))
+        assert len(files) == 4
+        listed = run_with_timeout(["feh", "-l", *files], 60, cwd=mnt).stdout.splitlines()
+        assert [line.split()[1:4] for line in listed[1:]] == [[fmt, "32", "32"]] * 4

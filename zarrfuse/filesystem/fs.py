@@ -102,6 +102,7 @@ class FileSystem(ReadingFileSystem):
             scratch = self._scratch(node)
             self.scratch.reserve(len(scratch.data), size)
             scratch.data.truncate(size)
+            scratch.mtime_ns, scratch.time_set = time.time_ns(), False  # as any change
             return
         opened = self._files.get(handle) if handle is not None else None
         if isinstance(opened, DocumentWriter):
@@ -149,6 +150,7 @@ class FileSystem(ReadingFileSystem):
             scratch = self._scratch(opened.node)
             self.scratch.reserve(len(scratch.data), max(end, len(scratch.data)))
             scratch.data.write(offset, data)
+            scratch.mtime_ns, scratch.time_set = time.time_ns(), False  # as a file's would
             return len(data)
         if isinstance(opened, DocumentWriter):
             check_fits(opened.node, end)
@@ -178,7 +180,7 @@ class FileSystem(ReadingFileSystem):
             log.debug("chunk %s opened with O_TRUNC and closed unwritten: left as stored",
                       opened.node.coords)
             self.writers.closed_empty(opened)
-            await self.committer.show_stored_state(opened.node)
+            await self.committer.show_stored_state(opened)
             return
         if not (opened.dirty or durable):
             return
@@ -205,15 +207,13 @@ class FileSystem(ReadingFileSystem):
                 raise
         if document is not None:  # recreated after an unlink (tar x): checked at close
             self.replacements.end(document)
-            handle = self._register(DocumentWriter(document, WriteBuffer()), flags)
+            handle = self._register(DocumentWriter(document, WriteBuffer()), direct=True)
         elif chunk is not None:
-            handle = self._register(
-                self.writers.open(chunk, WriteBuffer(), emptied=True), flags
-            )
+            handle = self._create_chunk(chunk, flags)
         elif is_scratch_name(name, exclusive=exclusive) and self.scratch.enabled:
             node = ScratchFile(parent, name)
             self.scratch.create(node, time.time_ns())
-            handle = self._register(ScratchHandle(node), flags)
+            handle = self._register(ScratchHandle(node), direct=True)
         elif exclusive and is_vim_probe(name):
             raise ExpectedRefusal(f"{name!r}: vim's write probe, refused: vim then saves "
                                   "by overwriting the file in place")
@@ -223,7 +223,23 @@ class FileSystem(ReadingFileSystem):
             )
         attributes = await self.getattr(self.namespace.inode_of(self._files[handle].node))
         self.namespace.remember(attributes.inode)
+        if chunk is not None:  # a writer's inode is its own (see page_cache)
+            self._retire_if_current(chunk, attributes.inode)
         return handle, attributes
+
+    def _create_chunk(self, chunk: ChunkFile, flags: int) -> int:
+        """A writer of a new chunk file, alone on its inode (a fresh one if the name's has
+        handles: see ``page_cache``)."""
+        inode = self.namespace.known_inode(chunk)
+        users = self.page_cache.users(inode) if inode is not None else None
+        if users is not None and not users.empty():
+            self.namespace.retire(chunk)
+        handle = next(self._handles)
+        writer = self._files[handle] = self.writers.open(chunk, WriteBuffer(), emptied=True)
+        writer.inode = self.namespace.inode_of(chunk)
+        self.page_cache.admit(writer.inode, handle, writer=True,
+                              read_write=flags & os.O_ACCMODE == os.O_RDWR)
+        return handle
 
     async def unlink(self, parent_inode: int, name: str, pid: int | None = None) -> None:
         """Remove a chunk or scratch file. A document is kept: its unlink is accepted as the
@@ -239,6 +255,7 @@ class FileSystem(ReadingFileSystem):
             raise NotPermitted(f"{name!r}: chunks of a rendered view cannot be removed")
         elif isinstance(entry.node, ChunkFile):
             await entry.node.array.source.delete(entry.node.coords)
+            self.namespace.retire(entry.node)  # its readers keep the old inode
             self._times.pop(entry.node, None)
         elif isinstance(entry.node, DIRECTORY_NODES):
             raise NotPermitted(f"{name!r} is a directory")
@@ -305,6 +322,22 @@ class FileSystem(ReadingFileSystem):
         self._check_writable(self.namespace.node(parent_inode))
         check_name(name)
         raise ExpectedRefusal(f"{name!r}: {what} cannot be made in the mount")
+
+    async def store_open_writers(self) -> None:
+        """At shutdown with chunk files still open (SIGTERM, SIGINT): store each written
+        one as its close would, or say in one line that it is dropped and why."""
+        for opened in list(self._files.values()):
+            if not isinstance(opened, ChunkWriter) or not opened.dirty:
+                continue
+            where = f"chunk {opened.node.coords} of {opened.node.array.path or '/'}"
+            try:
+                await self.committer.commit_writer(opened, durable=True)
+            except ZarrFuseError as e:
+                log.error("%s was open at shutdown; its writes are dropped: %s", where, e)
+            except Exception as e:  # noqa: BLE001  (shutdown goes on; the line says why)
+                log.error("%s was open at shutdown; its writes are dropped: %s", where, e)
+            else:
+                log.warning("%s was open at shutdown: stored as its close would have", where)
 
     def log_scratch_left(self) -> None:
         """At unmount: name every scratch file still held, which is dropped unstored (a

@@ -1,117 +1,272 @@
-"""Which open handles of a file may share the kernel's page cache of it.
+"""Who shares the kernel's page cache of a chunk file: one inode per version, one writer per
+inode.
 
-The kernel keeps one page cache per inode, shared by every handle that does not use direct
-I/O. Writers keep private buffers (two writers of one chunk never mix), so a writer may use
-the page cache only while it is the sole user of that cache: then the pages are its buffer,
-and the kernel's writeback of a shared writable mapping can only reach that writer's handle.
-That is what makes ``mmap(MAP_SHARED, PROT_WRITE)`` of a chunk file work, so only handles
-opened read-write (a mapping needs read access too) are given the page cache as writers.
+The kernel keeps one page cache and one size per inode, shared by every handle that does
+not use direct I/O, and it changes both behind the daemon: an ``O_TRUNC`` open sets the
+size to 0 and drops the pages (mappings included: a private mapping's next touch is then a
+SIGBUS), a write past the end raises it, a mapped writer's pages are everyone's. So on a
+writable mount the rule is that **an inode holds either readers of one version, or one
+writer**, never both:
 
-The rules, per inode:
+- readers of one version share the inode's pages (``keep_cache``) and may map them, shared
+  or private, like on a local filesystem;
+- a writer is alone on its inode: a read-write writer uses the page cache as its buffer (so
+  ``mmap(MAP_SHARED, PROT_WRITE)`` works), a write-only writer uses direct I/O;
+- whoever would break the rule (a writer opening an inode with readers or another writer, a
+  reader opening a writer's inode, a reader of another version, an open through a name whose
+  inode a commit has retired) is sent to a fresh inode: the open is answered ``ESTALE``, the
+  name is given a new inode, and the kernel itself looks the name up again and repeats the
+  open (``do_filp_open`` retries once with ``LOOKUP_REVAL``). The opener never sees it;
+- the kernel retries only once, so a name that sent an opener away is **reserved** for that
+  opener for a moment: other openers of the name wait for its second open (up to
+  ``RESERVE_WAIT``), which therefore finds the fresh inode free. Should the second open
+  still find company (the reservation timed out), it is not sent away again: it gets
+  direct I/O, as every handle did before this model (a reader's version stays its own).
 
-- a read-write writer gets the page cache if no other handle of the file holds it and no
-  other writer of it is open;
-- while such a writer is open, other handles of the file are readers only, with direct I/O
-  (they cannot be mapped shared; ``mmap`` fails with ENODEV); a writer's open waits a
-  moment for the owner's RELEASE (no new owner is admitted while one waits), then fails
-  with EBUSY. The kernel keeps one size per file, and another writer changes it behind the
-  owner: an ``O_TRUNC`` open sets it to 0, a direct write past the end raises it, and the
-  owner's cached reads then end early or show zeros (measured: a third of a read-write
-  holder's reads came back empty beside two ``cp`` loops). The daemon cannot put the size
-  back reliably: its answer is dropped whenever another change raced it;
-- other writers (write-only, or not alone) get direct I/O, as do scratch files;
-- on a read-only mount, readers share the page cache with each other;
-- on a writable mount, readers get direct I/O (so they never hold the page cache);
-- when a writer comes to own the pages, and when it goes, the kernel forgets the file's
-  size: it reads cached pages only up to the size it holds, which may be another handle's
-  (an unwritten writer's, or one closed after O_TRUNC), and the new owner's reads of its
-  chunk would end there (the FUSE layer does this, it knows the inode).
-
-Why readers of a writable mount use direct I/O: a reader keeps reading the version it
-opened until it closes, and the kernel cannot keep that promise for a reader that uses the
-page cache. When another process opens the file with O_TRUNC (``cp`` does), the kernel
-itself sets the file's size to 0 (FUSE's atomic O_TRUNC, which libfuse turns on) and every
-cached read past that size ends at EOF without asking the daemon; asking for the size again
-races with the truncating writer's own writes, which move the size to where they end.
-Measured with 32 readers and 2 writers: 9 in 10 reads came back short with readers in the
-page cache, 1 to 16 in 4,000 still with the size pushed back before every write
-(FUSE_NOTIFY_STORE), none with direct I/O. Direct reads always reach the daemon, which
-serves each from the reader's own open version. The cost: no page cache for readers of
-writable mounts, and ``mmap(MAP_SHARED)`` of a read-only open fails there with ENODEV
-(``MAP_PRIVATE`` works; read-only mounts and read-write opens map as before).
+A commit retires the name's inode (``namespace.retire``), so new opens get a fresh inode
+with the new version while readers of the old one keep reading it, pages and all. Read-only
+mounts have no writers: every handle shares the page cache there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import logging
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 
 import trio
 
-__all__ = ["OWNER_RELEASE_WAIT", "PageCacheUsers"]
+from zarrfuse.errors import Stale
 
-OWNER_RELEASE_WAIT = 1.0
-"""Seconds a writer's open waits for a read-write owner closed a moment ago to go."""
+__all__ = ["RESERVE_WAIT", "RETRY_WINDOW", "InodeUsers", "PageCacheUsers"]
+
+log = logging.getLogger(__name__)
+
+RESERVE_WAIT = 0.5
+"""Seconds other openers of a name wait for the opener it sent to a fresh inode."""
+RETRY_WINDOW = 2.0
+"""Seconds within which an opener's next open of the same name is the kernel's retry."""
+
+
+@dataclass
+class InodeUsers:
+    """The handles open on one inode: readers of one version, or one writer."""
+
+    readers: set[int] = field(default_factory=set)
+    writer: int | None = None
+    direct: set[int] = field(default_factory=set)
+    """Handles admitted beside others after the kernel's one retry: direct I/O."""
+    version: Hashable | None = None
+    """What the readers' pages hold (kept after they close: the kernel keeps the pages)."""
+    size: int | None = None
+    """The readers' version's size: the size this inode shows while they read."""
+
+    def empty(self) -> bool:
+        return not self.readers and self.writer is None and not self.direct
 
 
 class PageCacheUsers:
-    """The handles of each file that use its page cache (and whether one is a writer), and
-    the handles that use direct I/O."""
+    """The handles of each inode, and the decision for each new one (see the module)."""
 
-    def __init__(self, release_wait: float = OWNER_RELEASE_WAIT) -> None:
-        self._by_file: dict[Hashable, dict[int, bool]] = {}
+    def __init__(self, *, shared: bool = False, reserve_wait: float = RESERVE_WAIT) -> None:
+        self.shared = shared
+        """Read-only mounts: every handle shares the page cache, no rule applies."""
+        self.reserve_wait = reserve_wait
+        self._inodes: dict[int, InodeUsers] = {}
+        self._handles: dict[int, int] = {}
+        """Handle -> the inode it is open on (chunk handles only)."""
         self._direct: set[int] = set()
-        self._waiting: dict[Hashable, int] = {}
-        """Writers' opens waiting for each file's owner to go: no new owner meanwhile."""
-        self.release_wait = release_wait
-        """See :meth:`without_owner` (0 in process, where release is part of close)."""
+        self._keep: set[int] = set()
+        self._sent_away: dict[tuple[Hashable, int], float] = {}
+        """(name, pid) -> when that opener was sent to a fresh inode."""
+        self._claims: dict[tuple[Hashable, int], int] = {}
+        """(name, pid) -> the fresh inode that opener's repeated lookup was given."""
+        self._reserved: dict[Hashable, dict[int, tuple[float, trio.Event]]] = {}
+        """name -> the openers sent away from it: pid -> (until when, set when it came)."""
+
+    # --- before opening ------------------------------------------------------------------
+
+    async def arrive(self, name: Hashable, pid: int | None) -> bool:
+        """Called first by every open of ``name``: waits while the name is reserved for
+        other openers (until their opens have :meth:`settled`); returns whether this open is
+        the kernel's retry of one sent away."""
+        reserved = self._reserved.get(name, {})
+        now = time.monotonic()
+        for owner, (until, came) in list(reserved.items()):
+            if now >= until:
+                came.set()
+                del reserved[owner]
+        if not reserved:
+            self._reserved.pop(name, None)
+        elif pid not in reserved:
+            for until, came in list(reserved.values()):
+                with trio.move_on_after(max(0.0, until - time.monotonic())):
+                    await came.wait()
+        if pid is None:
+            return False
+        sent = self._sent_away.pop((name, pid), None)
+        if sent is not None and time.monotonic() - sent < RETRY_WINDOW:
+            return True
+        self._claims.pop((name, pid), None)
+        return False
+
+    def claim(
+        self, name: Hashable, pid: int | None, fresh: Callable[[], int],
+        known: Callable[[int], bool],
+    ) -> int | None:
+        """The inode the lookup of ``name`` by ``pid`` must answer: for an opener sent away
+        (the kernel's repeated lookup), an inode of its own (``fresh()`` makes it), so its
+        repeated open finds it free; the same one while the kernel still ``known``s it (it
+        looks a changed name up twice, and forgets the first answer); None for every other
+        lookup."""
+        if pid is None or (name, pid) not in self._sent_away:
+            return None
+        key = (name, pid)
+        claimed = self._claims.get(key)
+        if claimed is None or not known(claimed):
+            claimed = self._claims[key] = fresh()
+        return claimed
+
+    def claimed(self, name: Hashable, pid: int | None) -> int | None:
+        return None if pid is None else self._claims.get((name, pid))
+
+    def settled(self, name: Hashable, pid: int | None) -> None:
+        """The open of ``name`` by ``pid`` has ended (admitted or refused): openers waiting
+        for it go on."""
+        if pid is not None:
+            self._claims.pop((name, pid), None)
+        reserved = self._reserved.get(name)
+        if reserved is None or pid not in reserved:
+            return
+        reserved.pop(pid)[1].set()
+        if not reserved:
+            del self._reserved[name]
+
+    def send_away(self, name: Hashable, pid: int | None, why: str) -> Stale:
+        """The error that sends an opener to a fresh inode; reserves the name for it."""
+        now = time.monotonic()
+        if pid is not None:
+            self._sent_away[(name, pid)] = now
+            for key, when in list(self._sent_away.items()):
+                if now - when >= RETRY_WINDOW:
+                    del self._sent_away[key]
+                    self._claims.pop(key, None)
+            self._reserved.setdefault(name, {})[pid] = (now + self.reserve_wait, trio.Event())
+        return Stale(f"{why}: opening it on a fresh inode")
+
+    # --- opening -------------------------------------------------------------------------
+
+    def conflict(
+        self, inode: int, *, writer: bool, current: bool, version: Hashable | None = None,
+    ) -> str | None:
+        """Why a new handle of ``inode`` may not join it (None: it may)."""
+        if self.shared:
+            return None
+        users = self._inodes.get(inode)
+        if not current and not (writer and users is None):  # a writer there is alone
+            return "the name has a newer inode"
+        if users is None:
+            return None
+        if users.writer is not None or users.direct:
+            return "a writer has it open" if users.writer is not None else "it is shared"
+        if writer and users.readers:
+            return "readers have it open"
+        if not writer and version is not None and users.readers and users.version != version:
+            return "its readers read another version"
+        return None
+
+    def check(
+        self, inode: int, name: Hashable, pid: int | None, *, writer: bool, current: bool,
+        retry: bool, retire: Callable[[], None], version: Hashable | None = None,
+        label: str = "",
+    ) -> bool:
+        """Whether ``inode`` is crowded for this open of ``name`` (allowed only for the
+        kernel's retry, with direct I/O); otherwise ``retire`` the name's inode (if this is
+        it) and raise the error that sends the opener to a fresh one."""
+        why = self.conflict(inode, writer=writer, current=current, version=version)
+        if why is None:
+            return False
+        if retry:
+            log.debug("%s (inode %d, pid %s): %s, opened beside it with direct I/O", label,
+                      inode, pid, why)
+            return True
+        if current:
+            retire()
+        raise self.send_away(name, pid, f"{label} (inode {inode}, pid {pid}): {why}")
 
     def admit(
-        self, file: Hashable, handle: int, *, writer: bool, read_write: bool, alone: bool,
-        direct: bool = False,
-    ) -> bool:
-        """Whether ``handle`` (just opened on ``file``; ``alone``: no other writer of it is
-        open; ``direct``: it must not use the page cache) may use the page cache. Either
-        way it is recorded until :meth:`release`; False means: open it with direct I/O."""
-        users = self._by_file.get(file, {})
-        # Direct I/O: handles that must, every handle while a writer owns the pages (nobody
-        # else may see them), and writers that may not own them (write-only, beside another
-        # writer, or while another writer's open waits for the owner to go).
-        if direct or any(users.values()) or (
-            writer and (users or not read_write or not alone or file in self._waiting)
-        ):
+        self, inode: int, handle: int, *, writer: bool, read_write: bool,
+        version: Hashable | None = None, size: int | None = None, retry: bool = False,
+    ) -> None:
+        """Record ``handle`` on ``inode`` (checked with :meth:`conflict` first, or a retry
+        let in beside others: then direct I/O)."""
+        self._handles[handle] = inode
+        if self.shared:
+            self._keep.add(handle)
+            return
+        users = self._inodes.setdefault(inode, InodeUsers())
+        crowded = users.writer is not None or bool(users.direct) or (
+            writer and bool(users.readers)) or (
+            not writer and users.readers and users.version != version)
+        if crowded:
+            if not retry:
+                raise AssertionError("admit() of a handle conflict() refused")
+            users.direct.add(handle)
             self._direct.add(handle)
-            return False
-        self._by_file.setdefault(file, {})[handle] = writer
-        return True
+        elif writer:
+            users.writer = handle
+            if not read_write:
+                self._direct.add(handle)
+        else:
+            keep = users.version == version and version is not None
+            users.readers.add(handle)
+            users.version, users.size = version, size
+            if keep:
+                self._keep.add(handle)
+
+    def admit_direct(self, handle: int) -> None:
+        """A handle outside the rule (scratch files, documents): always direct I/O."""
+        self._direct.add(handle)
+
+    # --- what the FUSE layer asks ----------------------------------------------------------
 
     def direct(self, handle: int) -> bool:
         return handle in self._direct
 
-    def release(self, file: Hashable, handle: int) -> None:
+    def keep_cache(self, handle: int) -> bool:
+        """Whether the kernel may keep the inode's pages at this open (they hold this
+        handle's version)."""
+        return handle in self._keep
+
+    def owns_pages(self, handle: int) -> bool:
+        """Whether ``handle`` is a writer whose buffer the inode's pages show."""
+        inode = self._handles.get(handle)
+        users = self._inodes.get(inode) if inode is not None else None
+        return users is not None and users.writer == handle and handle not in self._direct
+
+    def users(self, inode: int) -> InodeUsers | None:
+        return self._inodes.get(inode)
+
+    # --- closing -------------------------------------------------------------------------
+
+    def release(self, handle: int) -> None:
         self._direct.discard(handle)
-        users = self._by_file.get(file)
-        if users is not None:
-            users.pop(handle, None)
-            if not users:
-                del self._by_file[file]
+        self._keep.discard(handle)
+        inode = self._handles.pop(handle, None)
+        users = self._inodes.get(inode) if inode is not None else None
+        if inode is None or users is None:
+            return
+        users.readers.discard(handle)
+        users.direct.discard(handle)
+        if users.writer == handle:
+            users.writer = None
+            users.version = users.size = None  # its pages were its buffer
+        if users.empty() and users.version is None:
+            del self._inodes[inode]
 
-    def writer(self, file: Hashable) -> int | None:
-        """The handle of the writer that owns ``file``'s pages, if one does."""
-        return next((h for h, w in self._by_file.get(file, {}).items() if w), None)
-
-    async def without_owner(self, file: Hashable) -> bool:
-        """Whether no writer owns ``file``'s pages, waiting up to ``release_wait`` seconds for
-        one closed a moment ago: the kernel sends its RELEASE after ``close()`` returns."""
-        if self.writer(file) is None:
-            return True
-        self._waiting[file] = self._waiting.get(file, 0) + 1
-        try:
-            with trio.move_on_after(self.release_wait):
-                while self.writer(file) is not None:
-                    await trio.sleep(0.005)
-                return True
-            return False
-        finally:
-            self._waiting[file] -= 1
-            if not self._waiting[file]:
-                del self._waiting[file]
+    def forget(self, inode: int) -> None:
+        """The kernel forgot ``inode``: its pages are gone with it."""
+        users = self._inodes.get(inode)
+        if users is not None and users.empty():
+            del self._inodes[inode]

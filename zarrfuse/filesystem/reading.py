@@ -9,6 +9,7 @@ through the same call). Errors are raised as ``ZarrFuseError``, with the errno t
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -18,7 +19,6 @@ from collections.abc import Awaitable, Callable
 
 from zarrfuse.errors import (
     BadHandle,
-    Busy,
     NotAChunk,
     NotADirectory,
     NotFound,
@@ -27,8 +27,8 @@ from zarrfuse.errors import (
     ZarrFuseError,
 )
 from zarrfuse.filesystem.attributes import Attributes, Ownership, StatFs, check_name
+from zarrfuse.filesystem.chunk_opening import ChunkOpening
 from zarrfuse.filesystem.handles import (
-    READERS,
     ChunkReader,
     DocumentWriter,
     ImageReader,
@@ -37,6 +37,7 @@ from zarrfuse.filesystem.handles import (
     RenderedReader,
     ScratchHandle,
 )
+from zarrfuse.filesystem.listing import Listing
 from zarrfuse.filesystem.page_cache import PageCacheUsers
 from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import (
@@ -63,7 +64,7 @@ log = logging.getLogger(__name__)
 BLOCK_SIZE = 4096
 
 
-class ReadingFileSystem:
+class ReadingFileSystem(Listing, ChunkOpening):
     """The mounted tree's state and its read side; every stored answer comes from the
     namespace. :class:`~zarrfuse.filesystem.fs.FileSystem` adds the writes."""
 
@@ -78,7 +79,7 @@ class ReadingFileSystem:
         self.namespace = namespace
         self.read_only = read_only
         self.options = write_options or WriteOptions()
-        self.committer = Committer(namespace, self.options)
+        self.committer = Committer(namespace, self.options, unused=self._unused)
         self.writers = OpenWriters()
         self.ownership = ownership or Ownership.of_process()
         self._handles = itertools.count(1)
@@ -88,16 +89,21 @@ class ReadingFileSystem:
         """Times set on nodes whose store cannot keep them: the time set, and the node's own
         time it was set over (a change of that, a commit or a refreshed listing, ends it)."""
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
-        self.page_cache = PageCacheUsers()
+        self.page_cache = PageCacheUsers(shared=read_only)
         self.replacements = Replacements()
 
     def set_invalidators(
         self,
-        inode: Callable[[int], Awaitable[None]],
+        inode: Callable[[int, bool], Awaitable[None]],
         entry: Callable[[int, str], Awaitable[None]],
     ) -> None:
-        """How to drop the kernel's cache of an inode, or of a name (from the FUSE adapter)."""
+        """How to drop the kernel's cache of an inode (its attributes only, or its pages
+        too), or of a name (from the FUSE adapter)."""
         self.committer.set_invalidators(inode, entry)
+
+    def _unused(self, inode: int) -> bool:
+        """Whether no handle is open on ``inode`` and no version's pages are kept for it."""
+        return self.page_cache.users(inode) is None
 
     # --- attributes ----------------------------------------------------------------------
 
@@ -136,29 +142,37 @@ class ReadingFileSystem:
             time_ns=self._shown_time(node, mtime_ns),
         )
 
-    async def _stat(self, node: Node) -> Stat:
+    async def _stat(self, node: Node, inode: int | None = None) -> Stat:
+        """The node's size and time as inode ``inode`` (default: the name's) shows them."""
         if isinstance(node, ScratchFile):
             scratch = self._scratch(node)
             return Stat(len(scratch.data), scratch.mtime_ns)
-        if isinstance(node, ChunkFile):
-            pending = self._pending_size(node)
-            if pending is not None:  # being written: the stored chunk's time, or now if new
-                try:
-                    return Stat(pending, (await self.namespace.stat(node)).mtime_ns)
-                except NotFound:
-                    return Stat(pending, time.time_ns())
-        return await self.namespace.stat(node)
+        if not isinstance(node, ChunkFile):
+            return await self.namespace.stat(node)
+        size = self._inode_size(self.namespace.known_inode(node) if inode is None else inode)
+        try:
+            stored = await self.namespace.stat(node)
+        except NotFound:  # a new chunk being written shows its newest writer's size
+            size = self.writers.size(node) if size is None else size
+            if size is None:
+                raise
+            return Stat(size, time.time_ns())
+        return stored if size is None else Stat(size, stored.mtime_ns)
 
-    def _pending_size(self, node: ChunkFile) -> int | None:
-        """The size a chunk being written shows: that of the writer owning the kernel's
-        pages (the kernel takes it as the size of those pages, so another writer's would cut
-        or pad its reads), else the newest writer's. An owner closed unwritten after O_TRUNC
-        has no value: its size 0 would cut the next opener's reads to nothing."""
-        owner = self.page_cache.writer(node)
-        opened = self._files.get(owner) if owner is not None else None
-        if isinstance(opened, ChunkWriter) and not opened.closed_empty:
-            return len(opened.data)
-        return self.writers.size(node)
+    def _inode_size(self, inode: int | None) -> int | None:
+        """The size an inode with open handles shows: its writer's, or its readers'
+        version's (the kernel holds one size per inode, and cuts or pads their reads at
+        it). None: the stored size. A writer closed unwritten after O_TRUNC has no size:
+        its 0 would cut the next opener's reads to nothing."""
+        users = self.page_cache.users(inode) if inode is not None else None
+        if users is None:
+            return None
+        if users.writer is not None:
+            opened = self._files.get(users.writer)
+            if isinstance(opened, ChunkWriter) and not opened.closed_empty:
+                return len(opened.data)
+            return None
+        return users.size if users.readers else None
 
     async def _entry_of(self, name: str, node: Node) -> Entry:
         stat = await self._stat(node)
@@ -195,62 +209,27 @@ class ReadingFileSystem:
     async def lookup(self, parent_inode: int, name: str, pid: int | None = None) -> Attributes:
         entry = await self._entry(self.namespace.node(parent_inode), name, pid)
         attributes = self._attributes(entry.node, entry.size, entry.mtime_ns)
+        if isinstance(entry.node, ChunkFile):  # an opener sent away gets its own inode
+            claimed = self.page_cache.claim(entry.node, pid, lambda: self._fresh(entry.node),
+                                            lambda inode: self.namespace.known(inode) is not None)
+            if claimed is not None:
+                attributes = dataclasses.replace(attributes, inode=claimed)
         self.namespace.remember(attributes.inode)
         return attributes
 
     async def getattr(self, inode: int) -> Attributes:
         node = self.namespace.node(inode)
-        stat = await self._stat(node)
+        stat = await self._stat(node, inode)
         return self._attributes(node, stat.size, stat.mtime_ns)
 
     def forget(self, inode: int, count: int) -> None:
         self.namespace.forget(inode, count)
+        if self.namespace.known(inode) is None:
+            self.page_cache.forget(inode)
 
     def remember(self, inode: int) -> None:
         """A readdir entry was accepted by the kernel: it now counts as looked up."""
         self.namespace.remember(inode)
-
-    # --- directories ---------------------------------------------------------------------
-
-    async def opendir(self, inode: int) -> int:
-        node = self.namespace.node(inode)
-        if not isinstance(node, DIRECTORY_NODES):
-            raise NotADirectory(f"inode {inode} is not a directory")
-        handle = next(self._handles)
-        self._dirs[handle] = (node, None)
-        return handle
-
-    async def _list(self, directory: Node) -> list[Entry]:
-        entries = await self.namespace.list(directory)
-        known = {e.name for e in entries}
-        for chunk in self.writers.chunks():  # a new chunk shows, and the directories to it
-            for parent, name, node in self.namespace.path_of(chunk):
-                if parent == directory and name not in known:
-                    entry = await self._entry_of(name, chunk) if node == chunk else None
-                    entries.append(entry or Entry(name, node))
-                    known.add(name)
-        for key in self.scratch.names():
-            if isinstance(key, ScratchFile) and key.directory == directory:
-                entries.append(await self._entry_of(key.name, key))
-        return entries
-
-    async def readdir(self, handle: int, start_id: int) -> list[tuple[str, Attributes, int]]:
-        """Entries after ``start_id``; each entry's id is its position + 1 (stable per handle)."""
-        try:
-            node, entries = self._dirs[handle]
-        except KeyError:
-            raise BadHandle(f"directory handle {handle} is not open") from None
-        if entries is None or start_id == 0:
-            entries = await self._list(node)
-            self._dirs[handle] = (node, entries)
-        return [
-            (entry.name, self._attributes(entry.node, entry.size, entry.mtime_ns), index + 1)
-            for index, entry in enumerate(entries)
-            if index >= start_id
-        ]
-
-    def releasedir(self, handle: int) -> None:
-        self._dirs.pop(handle, None)
 
     # --- opening, reading, releasing -----------------------------------------------------
 
@@ -271,23 +250,19 @@ class ReadingFileSystem:
             raise NotFound(f"scratch file {node.name!r} is gone")
         return scratch
 
-    def _register(self, opened: OpenFile, flags: int) -> int:
-        """A handle number for ``opened``, and whether it may use the page cache."""
+    def _register(self, opened: OpenFile, *, direct: bool) -> int:
+        """A handle number for ``opened``, a file outside the page-cache rule."""
         handle = next(self._handles)
         self._files[handle] = opened
-        # Readers on a writable mount use direct I/O (they keep their version: page_cache).
-        # Whole images keep the page cache to be mapped (READ_AHEAD_GAP spares the tiles).
-        direct = isinstance(opened, ScratchHandle | DocumentWriter) or (
-            not self.read_only and isinstance(opened, READERS)
-        )
-        writer = opened if isinstance(opened, ChunkWriter) else None
-        self.page_cache.admit(opened.node, handle, writer=writer is not None, direct=direct,
-                              read_write=flags & os.O_ACCMODE == os.O_RDWR,
-                              alone=writer is None or self.writers.count(writer.node) == 1)
+        if direct:
+            self.page_cache.admit_direct(handle)
+        elif self.read_only:
+            self.page_cache.admit(0, handle, writer=False, read_write=False)
         return handle
 
-    async def open(self, inode: int, flags: int) -> int:
-        """A handle of the file; readers read the version they opened until they close."""
+    async def open(self, inode: int, flags: int, pid: int | None = None) -> int:
+        """A handle of the file; readers read the version they opened until they close.
+        ``pid``: the opener (see ``page_cache``: an open may be sent to a fresh inode)."""
         node = self.namespace.node(inode)
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
         if writing:
@@ -296,36 +271,25 @@ class ReadingFileSystem:
             scratch = self._scratch(node)
             if flags & os.O_TRUNC:
                 scratch.data.truncate(0)
-            return self._register(ScratchHandle(node), flags)
+            return self._register(ScratchHandle(node), direct=True)
         if isinstance(node, MetadataFile):
             if writing:  # checked at close: only the same bytes are accepted
                 data = b"" if flags & os.O_TRUNC else node.data
-                return self._register(DocumentWriter(node, WriteBuffer(data)), flags)
-            return self._register(MetadataReader(node), flags)
+                return self._register(DocumentWriter(node, WriteBuffer(data)), direct=True)
+            return self._register(MetadataReader(node), direct=not self.read_only)
         if isinstance(node, ImageFile):
             if writing:
                 raise ReadOnlyError(f"{node.image.name}: whole-image files are read-only")
-            return self._register(ImageReader(node), flags)
+            # Whole images keep the page cache to be mapped (READ_AHEAD_GAP spares the tiles).
+            return self._register(ImageReader(node), direct=False)
         if not isinstance(node, ChunkFile):
             raise ZarrFuseError(f"inode {inode} is a directory")  # the kernel never asks this
-        if writing:
-            if not await self.page_cache.without_owner(node):
-                raise Busy(f"chunk {node.coords} is open read-write elsewhere (it may be "
-                           "mapped): another writer would change its size under it")
-            truncate = bool(flags & os.O_TRUNC)
-            # Each writer starts from the committed chunk, never from another writer's
-            # uncommitted bytes: committing those would store a mix of two writers.
-            data = b"" if truncate else await self._committed_bytes(node)
-            writer = self.writers.open(node, WriteBuffer(data), emptied=truncate)
-            return self._register(writer, flags)
-        if node.array.rendered is not None:
-            return self._register(
-                RenderedReader(node, await node.array.rendered.render(node.coords)), flags
-            )
-        chunk = await node.array.source.open(node.coords)
-        if chunk is None:
-            raise NotFound(f"chunk {node.coords} is no longer stored")
-        return self._register(ChunkReader(node, chunk), flags)
+        retry = await self.page_cache.arrive(node, pid)
+        try:
+            return await self._open_chunk(inode, node, flags, writing, pid, retry)
+        finally:
+            if retry:
+                self.page_cache.settled(node, pid)
 
     async def _committed_bytes(self, node: ChunkFile) -> bytes:
         if node.array.rendered is not None:
@@ -357,15 +321,16 @@ class ReadingFileSystem:
         return len(piece)
 
     def direct_io(self, handle: int) -> bool:
-        """Whether the kernel must bypass its page cache for ``handle``: writers keep private
-        buffers, so only one of them may own a file's pages (see ``page_cache``)."""
+        """Whether the kernel must bypass its page cache for ``handle`` (``page_cache``)."""
         return self.page_cache.direct(handle)
 
+    def keep_cache(self, handle: int) -> bool:
+        """Whether the kernel may keep the pages it holds: they are this handle's version."""
+        return self.page_cache.keep_cache(handle)
+
     def owns_pages(self, handle: int) -> bool:
-        """Whether ``handle`` is a writer whose buffer the file's page cache shows: the
-        kernel must drop any pages it kept from before."""
-        opened = self._files.get(handle)
-        return isinstance(opened, ChunkWriter) and not self.page_cache.direct(handle)
+        """Whether ``handle`` is a writer whose buffer the file's page cache shows."""
+        return self.page_cache.owns_pages(handle)
 
     async def release(self, handle: int) -> None:
         """Forget a handle. A writer with changes that reached it after its last close (the
@@ -374,7 +339,7 @@ class ReadingFileSystem:
         opened = self._files.pop(handle, None)
         if opened is None:
             return
-        self.page_cache.release(opened.node, handle)
+        self.page_cache.release(handle)
         if isinstance(opened, ChunkReader):
             opened.chunk.close()
         elif isinstance(opened, ChunkWriter):
@@ -392,9 +357,9 @@ class ReadingFileSystem:
                     log.error("refused to store chunk %s: %s", opened.node.coords, opened.refused)
                 else:
                     log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
-                await self.committer.show_stored_state(opened.node)
+                await self.committer.show_stored_state(opened)
             elif opened.emptied:  # opened with O_TRUNC, never written nor closed: unchanged
-                await self.committer.show_stored_state(opened.node)
+                await self.committer.show_stored_state(opened)
 
     def statfs(self) -> StatFs:
         return StatFs(block_size=BLOCK_SIZE, blocks=0, files=self.namespace.inode_count)

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_QUIET_ERRNOS = frozenset({errno.ENOENT})
+_QUIET_ERRNOS = frozenset({errno.ENOENT, errno.ESTALE})
 
 
 DOTS = (b".", b"..")
@@ -210,13 +210,13 @@ class FuseOperations(pyfuse3.Operations):
     def _file_info(self, handle: int) -> pyfuse3.FileInfo:
         if self.fs.direct_io(handle):
             return pyfuse3.FileInfo(fh=handle, direct_io=True, keep_cache=False)
-        if self.fs.owns_pages(handle):  # a writer's buffer: pages kept from readers must go
-            return pyfuse3.FileInfo(fh=handle, keep_cache=False)
-        return pyfuse3.FileInfo(fh=handle, keep_cache=self.keep_cache)
+        # Read-only mounts keep pages across opens unless told not to (--metadata-ttl).
+        keep = self.fs.keep_cache(handle) and (self.keep_cache or not self.fs.read_only)
+        return pyfuse3.FileInfo(fh=handle, keep_cache=keep)
 
     @_fuse_errors
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        handle = await self.fs.open(inode, flags)
+        handle = await self.fs.open(inode, flags, ctx.pid)
         if self.fs.owns_pages(handle):
             # The kernel reads the owner's pages up to the size it holds, which may be another
             # handle's (an unwritten writer's, kept for the attribute timeout): cut short, the
@@ -226,7 +226,7 @@ class FuseOperations(pyfuse3.Operations):
             await self.invalidate(inode, attributes_only=True)
         return self._file_info(handle)
 
-    async def invalidate(self, inode: int, *, attributes_only: bool = False) -> None:
+    async def invalidate(self, inode: int, attributes_only: bool = False) -> None:
         """Drop the kernel's cached attributes of ``inode`` and, unless ``attributes_only``,
         its pages (after a commit).
 

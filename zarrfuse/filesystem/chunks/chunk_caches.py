@@ -9,6 +9,7 @@ counted by its users. Neither touches storage: ``chunk_source`` asks and fills t
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
@@ -65,6 +66,17 @@ class OpenChunk:
     cached: bool = False
     read_to_end: bool = False
     """Whether a read reached its end (the chunks after it were then fetched ahead)."""
+
+    @property
+    def size(self) -> int:
+        """The chunk file's size: its present parts together."""
+        return sum(self.sizes)
+
+    @property
+    def version(self) -> Hashable:
+        """Which stored version this is: the parts' sizes, and what the backend knows of
+        their identity (a local part's inode and time)."""
+        return (self.sizes, getattr(self.reader, "version", None))
 
     def close(self) -> None:
         self.users -= 1

@@ -53,6 +53,19 @@ class InodeTable:
             if node is not None and self._by_node.get(node) == inode:
                 del self._by_node[node]
 
+    def retire(self, node: Node) -> None:
+        """Give ``node`` a fresh inode at its next lookup; the kernel's handles of the old
+        one keep it (and its page cache) until it forgets it (see ``page_cache``)."""
+        inode = self._by_node.get(node)
+        if inode is not None and inode != ROOT_INODE:
+            del self._by_node[node]
+            if not self._lookups.get(inode):  # the kernel holds no reference to it
+                del self._by_inode[inode]
+
+    def known(self, inode: int) -> Node | None:
+        """The node of ``inode`` while the kernel may hold it."""
+        return self._by_inode.get(inode)
+
     def known_inode(self, node: Node) -> int | None:
         """The inode the kernel may hold for ``node``, without handing out a new one."""
         return self._by_node.get(node)

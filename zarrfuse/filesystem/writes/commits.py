@@ -66,6 +66,8 @@ class ChunkWriter:
     and no tool means "delete this chunk" that way (``rm`` does)."""
     closed_empty: bool = False
     """Closed while ``emptied``: its empty size is no longer shown for the chunk."""
+    inode: int | None = None
+    """The inode it is open on (its own, see ``page_cache``), whose size the kernel holds."""
 
     async def settled(self) -> None:
         if self.committing is not None:
@@ -129,15 +131,20 @@ class OpenWriters:
 class Committer:
     """Stores chunk files: checks, verification, parts; then drops the kernel's caches."""
 
-    def __init__(self, namespace: Namespace, options: WriteOptions) -> None:
+    def __init__(
+        self, namespace: Namespace, options: WriteOptions,
+        unused: Callable[[int], bool] = lambda inode: False,
+    ) -> None:
         self.namespace = namespace
         self.options = options
-        self._invalidate: Callable[[int], Awaitable[None]] | None = None
+        self._unused = unused
+        """Whether an inode has no handle and no kept pages (``page_cache``)."""
+        self._invalidate: Callable[[int, bool], Awaitable[None]] | None = None
         self._invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
 
     def set_invalidators(
         self,
-        inode: Callable[[int], Awaitable[None]],
+        inode: Callable[[int, bool], Awaitable[None]],
         entry: Callable[[int, str], Awaitable[None]],
     ) -> None:
         """How to drop the kernel's cache of an inode, or of a name (from the FUSE adapter)."""
@@ -207,19 +214,36 @@ class Committer:
         # Only now: dropping the pages of a mapping may write its dirty pages back to this
         # writer first, and those writes wait for the commit to end.
         if refused is not None:
-            await self.show_stored_state(writer.node)
+            await self.show_stored_state(writer)
             raise refused
         await self.drop_cache(writer.node)
 
     async def drop_cache(self, node: Node) -> None:
-        inode = self.namespace.known_inode(node)
-        if inode is not None and self._invalidate is not None:
-            await self._invalidate(inode)
+        """After a commit, or writes that were not committed: a chunk's name gets a fresh
+        inode, so new opens read the stored chunk, while handles of the old inode keep
+        their version and its pages (see ``page_cache``); the kernel forgets only the old
+        inode's attributes (each inode's size is its handles'). A name's inode that holds
+        nothing (no handle, no pages kept) stays: it may be the one an opener sent to a
+        fresh inode is just opening. Other nodes' cached attributes and pages are dropped.
 
-    async def show_stored_state(self, node: ChunkFile) -> None:
+        Never the name's entry: a commit can run inside a rename, which holds the
+        directory's lock that dropping an entry waits for."""
+        inode = self.namespace.known_inode(node)
+        if inode is None:
+            return
+        moved = isinstance(node, ChunkFile) and not self._unused(inode)
+        if moved:
+            self.namespace.retire(node)
+        if self._invalidate is not None:
+            await self._invalidate(inode, moved)
+
+    async def show_stored_state(self, writer: ChunkWriter) -> None:
         """After writes that were not committed, make the kernel show the stored chunk again:
         it had taken the writer's size (O_TRUNC, writes past the end) as the file's. A chunk
         that is not stored at all loses its name too, before close() returns."""
+        node = writer.node
+        if writer.inode is not None and self._invalidate is not None:
+            await self._invalidate(writer.inode, True)  # the size the kernel took from it
         await self.drop_cache(node)
         if node.array.rendered is not None:
             return  # every chunk of a rendered view exists

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from zarrfuse.errors import NoSpace
+from zarrfuse.errors import FileTooBig, NoSpace
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = ["NoSpace", "ScratchArea", "is_scratch_name", "is_vim_probe"]
@@ -96,7 +96,11 @@ class ScratchArea:
         return list(self._files)
 
     def reserve(self, old_size: int, new_size: int) -> None:
-        """Refuse growing a scratch file past the area's limit (ENOSPC)."""
+        """Refuse growing a scratch file past the area's limit: EFBIG for a file larger
+        than the whole area (it can never fit), else ENOSPC (it may once others go)."""
+        if new_size > old_size and new_size > self.limit_bytes:
+            raise FileTooBig(f"a scratch file of {new_size} bytes is over the limit of "
+                             f"{self.limit_bytes} for all of them (--scratch-mb)")
         if new_size > old_size and self.used_bytes + new_size - old_size > self.limit_bytes:
             raise NoSpace(
                 f"scratch files would hold {self.used_bytes + new_size - old_size} bytes, "

@@ -1,0 +1,77 @@
+"""Directory handles: what ``ls`` sees of a directory, new chunks and scratch files
+included. A part of :class:`~zarrfuse.filesystem.reading.ReadingFileSystem`, whose state
+(namespace, open writers, scratch area, attributes) it reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from zarrfuse.errors import BadHandle, NotADirectory
+from zarrfuse.filesystem.attributes import Attributes
+from zarrfuse.filesystem.tree.nodes import DIRECTORY_NODES, Entry, Node, ScratchFile
+
+if TYPE_CHECKING:
+    from zarrfuse.filesystem.tree.namespace import Namespace
+    from zarrfuse.filesystem.writes.commits import OpenWriters
+    from zarrfuse.filesystem.writes.scratch import ScratchArea
+
+__all__ = ["Listing"]
+
+
+class Listing:
+    """opendir, readdir and releasedir over the state of the filesystem it is part of."""
+
+    namespace: Namespace
+    writers: OpenWriters
+    scratch: ScratchArea
+    _handles: Iterator[int]
+    _dirs: dict[int, tuple[Node, list[Entry] | None]]
+
+    async def _entry_of(self, name: str, node: Node) -> Entry:
+        raise NotImplementedError
+
+    def _attributes(self, node: Node, size: int, mtime_ns: int | None) -> Attributes:
+        raise NotImplementedError
+
+    # --- directories ---------------------------------------------------------------------
+
+    async def opendir(self, inode: int) -> int:
+        node = self.namespace.node(inode)
+        if not isinstance(node, DIRECTORY_NODES):
+            raise NotADirectory(f"inode {inode} is not a directory")
+        handle = next(self._handles)
+        self._dirs[handle] = (node, None)
+        return handle
+
+    async def _list(self, directory: Node) -> list[Entry]:
+        entries = await self.namespace.list(directory)
+        known = {e.name for e in entries}
+        for chunk in self.writers.chunks():  # a new chunk shows, and the directories to it
+            for parent, name, node in self.namespace.path_of(chunk):
+                if parent == directory and name not in known:
+                    entry = await self._entry_of(name, chunk) if node == chunk else None
+                    entries.append(entry or Entry(name, node))
+                    known.add(name)
+        for key in self.scratch.names():
+            if isinstance(key, ScratchFile) and key.directory == directory:
+                entries.append(await self._entry_of(key.name, key))
+        return entries
+
+    async def readdir(self, handle: int, start_id: int) -> list[tuple[str, Attributes, int]]:
+        """Entries after ``start_id``; each entry's id is its position + 1 (stable per handle)."""
+        try:
+            node, entries = self._dirs[handle]
+        except KeyError:
+            raise BadHandle(f"directory handle {handle} is not open") from None
+        if entries is None or start_id == 0:
+            entries = await self._list(node)
+            self._dirs[handle] = (node, entries)
+        return [
+            (entry.name, self._attributes(entry.node, entry.size, entry.mtime_ns), index + 1)
+            for index, entry in enumerate(entries)
+            if index >= start_id
+        ]
+
+    def releasedir(self, handle: int) -> None:
+        self._dirs.pop(handle, None)
