@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "zarrfuse"
 
 # Each layer, bottom first, with the layers (and shared leaf modules) it may import.
-LEAVES = {"zarrfuse.errors", "zarrfuse.progress", "zarrfuse.zarr_compat"}
+LEAVES = {"zarrfuse.errors", "zarrfuse.limits", "zarrfuse.progress", "zarrfuse.zarr_compat"}
 LAYERS = ["extensions", "api", "tiff", "storage", "filesystem", "fuse", "cli"]
 ALLOWED = {
     "extensions": {"extensions"},

@@ -183,3 +183,14 @@ def test_a_dense_array_lists_every_stored_chunk(tmp_path):
     expected.discard(VIEW.encode_chunk_key((3, 1100)))
     with in_process(str(source), read_only=True) as fs:
         assert fs.walk() == expected | {"zarr.json"}
+
+
+def test_an_empty_array_shows_no_chunk_and_its_group_stays(tmp_path):
+    """Issue 34's smaller points: an array of shape (0, 64) has no chunk to show; it used to
+    fail the mount of its whole group with a bare ValueError."""
+    group = zarr.open_group(tmp_path / "g", mode="w")
+    group.create_array("empty", shape=(0, 64), chunks=(16, 64), dtype="u1")
+    group.create_array("ok", shape=(4,), chunks=(2,), dtype="u1")[:] = 3
+    with in_process(str(tmp_path / "g"), read_only=True) as fs:
+        assert fs.walk("empty") == {"zarr.json"}
+        assert fs.walk("ok") == {"zarr.json", "c/0/000", "c/0/001"}

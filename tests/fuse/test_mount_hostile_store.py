@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -167,6 +168,75 @@ def test_a_fifo_part_gets_eio_at_once_and_the_mount_keeps_serving(tmp_path):
         )
     # the FIFOs were never opened, and the unmount above did not hang
     assert fifo.exists() and fifo.is_fifo()
+
+
+def _errno_within(action, seconds: float = 10) -> int | None:
+    """The errno ``action`` fails with, failing the test if it takes over ``seconds``."""
+    outcome: dict[str, int | None] = {}
+    worker = threading.Thread(target=lambda: outcome.update(errno=_errno_of(action)),
+                              daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), "hung on a special file"
+    return outcome["errno"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket"])
+@pytest.mark.parametrize("view", [(), ("--format", "tiff")])
+def test_a_special_file_at_a_chunk_key_is_eio_in_every_view_never_the_fill_value(
+    tmp_path, kind, view
+):
+    """Issue 34 point 5: a FIFO or socket at a plain array's chunk key used to be taken as
+    an absent chunk (the fill value, no error); now its file is listed and reading it is
+    EIO at once, with one log line, raw and rendered, and through zarr on the mount."""
+
+    store = tmp_path / "a.zarr"
+    _array(store)
+    chunk = _chunk(store, 1, 1)
+    chunk.unlink()
+    if kind == "fifo":
+        os.mkfifo(chunk)
+    else:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(chunk))
+    with mounted(store, tmp_path / "mnt", "--read-only", *view) as mnt:
+        files = sorted(p for p in mnt.rglob("*") if p.is_file() and p.name != "zarr.json")
+        assert len(files) == 8  # every chunk of the grid, the special one included
+        special = [p for p in files if _errno_within(p.read_bytes) is not None]
+        assert len(special) == 1
+        assert _errno_within(special[0].read_bytes) == errno.EIO
+        if not view:
+            with pytest.raises(Exception):  # noqa: B017 (zarr wraps the EIO its own way)
+                zarr.open_array(mnt, mode="r")[...]
+        log = run_with_timeout([*ZARRFUSE, "log", mnt], 20).stdout
+        assert "not a regular file" in log
+
+
+def test_a_metadata_document_that_is_a_fifo_or_dev_zero_is_refused_at_once(tmp_path):
+    (tmp_path / "mnt").mkdir()
+    for name, make in (("fifo", os.mkfifo), ("zero", lambda p: p.symlink_to("/dev/zero"))):
+        store = tmp_path / f"{name}.zarr"
+        store.mkdir()
+        make(store / "zarr.json")
+        started = time.monotonic()
+        result = run_with_timeout([*ZARRFUSE, "mount", store, tmp_path / "mnt"], 30,
+                                  check=False)
+        assert result.returncode != 0 and time.monotonic() - started < 20
+        assert "not a metadata document" in result.stderr
+        assert not is_mounted(tmp_path / "mnt")
+
+
+def test_a_directory_symlink_loop_in_a_group_is_not_walked(tmp_path):
+    group = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    _array(tmp_path / "g.zarr" / "img")
+    (tmp_path / "g.zarr" / "img" / "loop").symlink_to("..")
+    del group
+    with mounted(tmp_path / "g.zarr", tmp_path / "mnt", "--read-only") as mnt:
+        found = run_with_timeout(["find", ".", "-type", "f"], 60, cwd=mnt)
+        assert found.returncode == 0
+        files = found.stdout.splitlines()
+        assert not [f for f in files if "/loop/" in f], files[:5]
+        assert len(files) == 1 + 1 + 8  # the two zarr.json and img's chunks
 
 
 # --- messages and log lines (issue 21, points 8 and 10) --------------------------------------

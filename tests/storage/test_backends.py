@@ -14,6 +14,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import FsspecStore, ZipStore
 
+from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Stat
 from zarrfuse.storage.local import WRITE_STEP, LocalBackend
 from zarrfuse.storage.stores import StoreBackend
@@ -91,7 +92,92 @@ def test_local_backend_never_opens_special_files(tmp_path):
     (tmp_path / "c").mkdir()
     os.mkfifo(tmp_path / "c" / "0")
     backend = LocalBackend(tmp_path)
-    assert backend.stat("c/0") is None and backend.list_names("c") == set()
+    # Present (never silently absent, which reads as the fill value), and never opened.
+    assert backend.stat("c/0") is not None and backend.list_names("c") == {"0"}
+    assert set(backend.list_stats("c")) == {"0"}
     with pytest.raises(OSError) as raised:  # would block forever if opened
         backend.open_reader(["c/0"])
     assert raised.value.errno == errno.EIO and "FIFO" in str(raised.value)
+
+
+def test_local_backend_hides_a_directory_symlink_that_loops(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "up").symlink_to("../..")  # to the store root: a loop
+    (tmp_path / "a" / "b" / "self").symlink_to(".")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "a" / "side").symlink_to("../other")  # a plain link elsewhere: shown
+    backend = LocalBackend(tmp_path)
+    assert backend.list_subdirs("a/b") == []
+    assert sorted(backend.list_subdirs("a")) == ["b", "side"]
+
+
+def test_metadata_documents_are_bounded_and_never_special(tmp_path):
+    (tmp_path / "zarr.json").write_bytes(b"{}")
+    os.truncate(tmp_path / "zarr.json", MAX_DOCUMENT_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(OSError) as raised:
+        LocalBackend(tmp_path).read_document("zarr.json")
+    assert raised.value.errno == errno.EFBIG
+
+
+def test_a_read_only_backend_reads_an_interrupted_commit_as_recovery_will_leave_it(tmp_path):
+    """Issue 34 point 3: a crash left a two-part commit half renamed (its commit record
+    written); a read-only mount may not finish it, so it reads every part as ``recover``
+    will leave it (new), changes nothing, and says in one line that a repair is due."""
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "0").write_bytes(b"old-main")
+    (tmp_path / "c" / "0.tail").write_bytes(b"O")
+    (tmp_path / "c" / "1").write_bytes(b"kept")
+    journal = LocalBackend(tmp_path)._journal
+    renames = [("c/0.tx.partial", "c/0"), ("c/0.tail.tx.partial", "c/0.tail"),
+               ("c/1.ty.partial", "c/1")]
+    journal._record("tx", "pending", renames[:2], False)
+    journal._write_temp("c/0.tx.partial", [memoryview(b"new-main!")], False)
+    journal._write_temp("c/0.tail.tx.partial", [memoryview(b"N")], False)
+    journal._record("tx", "commit", renames[:2], False)
+    os.replace(tmp_path / "c" / "0.tx.partial", tmp_path / "c" / "0")  # then the crash
+    journal._record("ty", "pending", renames[2:], False)  # never committed: not shown
+    journal._write_temp("c/1.ty.partial", [memoryview(b"never")], False)
+
+    backend = LocalBackend(tmp_path)
+    assert backend.show_recovered() == 2
+    reader = backend.open_reader(["c/0", "c/0.tail", "c/1"])
+    try:
+        assert reader.sizes == (9, 1, 4)
+        out = bytearray(1)
+        reader.read_into(1, 0, memoryview(out))
+        assert out == b"N"
+    finally:
+        reader.close()
+    new_tail = tmp_path / "c" / "0.tail.tx.partial"
+    assert backend.stat("c/0.tail") == Stat(1, new_tail.stat().st_mtime_ns)
+    assert backend.list_stats("c")["0.tail"].size == 1
+    assert (tmp_path / "c" / "0.tail").read_bytes() == b"O"  # nothing stored changed
+    assert backend.recover() == (1, 1)  # what a writable mount then does
+    assert (tmp_path / "c" / "0.tail").read_bytes() == b"N"
+
+
+def test_a_mount_never_recovers_nor_removes_another_live_mounts_commit(tmp_path):
+    """Issue 34 point 6: each mount keeps its commit records in a directory of its own,
+    locked while its commit is under way; another mount's recovery (at its start) leaves
+    them alone, and takes them over only once their mount is gone."""
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "0").write_bytes(b"old")
+    first = LocalBackend(tmp_path)._journal
+    first._held = first._locked_dir()  # first's commit under way: record and temp written
+    first._record("tx", "pending", [("c/0.tx.partial", "c/0")], False)
+    first._write_temp("c/0.tx.partial", [memoryview(b"new")], False)
+
+    second = LocalBackend(tmp_path)
+    assert second.recover() == (0, 0)  # alive: left alone
+    assert (tmp_path / "c" / "0.tx.partial").read_bytes() == b"new"
+    assert second.recover() == (0, 0)
+    # a commit of the second mount meanwhile: its own directory, nothing of first's touched
+    second.write_parts([("c/1", [memoryview(b"a")]), ("c/1.t", [memoryview(b"b")])])
+    assert (tmp_path / "c" / "1").read_bytes() == b"a"
+    assert (tmp_path / "c" / "0.tx.partial").exists()
+
+    os.close(first._held)  # first's mount is gone (killed): its lock is free
+    assert LocalBackend(tmp_path).recover() == (0, 1)  # no commit record: rolled back
+    assert not (tmp_path / "c" / "0.tx.partial").exists()
+    assert (tmp_path / "c" / "0").read_bytes() == b"old"
+    assert not (tmp_path / ".zarrfuse-commits").exists()

@@ -7,6 +7,7 @@ exists for ``concat-parts``, which zarr-python refuses, and for clear errors on 
 from __future__ import annotations
 
 import os
+import stat
 import urllib.parse
 from typing import Any, Literal
 
@@ -20,6 +21,7 @@ from zarrfuse.api.s3 import is_s3_url, open_s3
 from zarrfuse.errors import ConfigurationError, SourceError, ZarrFuseError
 from zarrfuse.extensions.concat_parts_store import ConcatPartsStore
 from zarrfuse.extensions.transformers import ConcatParts, parse_storage_transformers
+from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.zarr_compat import default_buffer_prototype, make_store_path, sync
 
 __all__ = [
@@ -79,6 +81,26 @@ async def open_store_path(
         raise SourceError(f"{source}: cannot open as a Zarr store: {e}") from e
 
 
+def check_local_document(store: Store, key: str) -> None:
+    """Refuse, before zarr opens it, a local document that is not a regular file (a FIFO
+    would block the reader forever, ``/dev/zero`` fill its memory) or is over
+    ``MAX_DOCUMENT_BYTES``. Absent documents pass (zarr answers None)."""
+    if not isinstance(store, zarr.storage.LocalStore):
+        return
+    path = os.path.join(store.root, key)
+    try:
+        found = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as e:
+        raise SourceError(f"{path}: cannot read this metadata document: {e.strerror}") from e
+    if not stat.S_ISREG(found.st_mode) and not stat.S_ISDIR(found.st_mode):
+        raise SourceError(f"{path}: a FIFO, socket or device, not a metadata document")
+    if found.st_size > MAX_DOCUMENT_BYTES:
+        raise SourceError(f"{path}: {found.st_size} bytes, over the {MAX_DOCUMENT_BYTES} a "
+                          "metadata document may have")
+
+
 async def read_node(store_path: StorePath) -> StoredNode:
     """The node at ``store_path``: its ``zarr.json``, else its Zarr v2 documents."""
     where = f"{store_path.store}/{store_path.path}".rstrip("/")
@@ -86,6 +108,7 @@ async def read_node(store_path: StorePath) -> StoredNode:
 
     async def get(name: str) -> bytes | None:
         key = f"{store_path.path}/{name}" if store_path.path else name
+        check_local_document(store_path.store, key)
         found = await store_path.store.get(key, prototype)
         return None if found is None else found.to_bytes()
 

@@ -10,7 +10,7 @@ import resource
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -120,6 +120,8 @@ def build_filesystem(
     )
     if not config.read_only:  # before anything is read: every chunk old or new, not mixed
         backend.recover()
+    else:  # may not write: reads as recovery will leave the store, says what is due
+        backend.show_recovered()
     if config.cache_dir:
         backend = _with_disk_cache(backend, store_path.store, config)
     catalog = Catalog(
@@ -212,6 +214,7 @@ async def _run(
     mountpoint: str,
     on_ready: Callable[[], None] | None,
     services: MountServices | None = None,
+    at_stop: Callable[[], Awaitable[None]] | None = None,
 ) -> str:
     """Serve until unmounted; why it ended. The services are up before ``on_ready``."""
     reason = "unmounted from outside (umount or fusermount3 -u)"
@@ -241,6 +244,8 @@ async def _run(
         nursery.start_soon(announce_ready)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
+    if at_stop is not None:  # files still open (SIGTERM): what their close would do
+        await at_stop()
     return reason
 
 
@@ -333,7 +338,7 @@ def serve(
     )
     reason = "serving failed"
     try:
-        reason = trio.run(_run, config.mountpoint, on_ready, services)
+        reason = trio.run(_run, config.mountpoint, on_ready, services, fs.store_open_writers)
     finally:
         fs.log_scratch_left()
         if services is not None:

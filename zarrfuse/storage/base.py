@@ -108,6 +108,13 @@ class Backend(Protocol):
         serving, and ``zarrfuse verify --repair``): (rolled forward, rolled back)."""
         ...
 
+    def show_recovered(self) -> int:
+        """For read-only mounts, which must not write: read every chunk as the recovery of
+        ``recover`` would leave it (an interrupted commit with its commit record shown
+        finished, one without it not at all), changing nothing stored; how many commits
+        were interrupted."""
+        ...
+
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         """Set an object's modification time, if the store can (False: it cannot, as S3's
         ``LastModified`` is the store's own)."""

@@ -23,7 +23,7 @@ import os
 import stat
 from typing import Final
 
-__all__ = ["NotRegular", "OutsideRoot", "Root"]
+__all__ = ["NotRegular", "OutsideRoot", "Root", "warn_once"]
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ _warned: set[str] = set()
 _WARNED_AT_MOST = 4096  # a hostile store with millions of bad links must not grow memory
 
 
-def _warn_once(key: str, message: str, *args: object) -> None:
+def warn_once(key: str, message: str, *args: object) -> None:
     if key not in _warned and len(_warned) < _WARNED_AT_MOST:
         _warned.add(key)
         log.warning(message, *args)
@@ -85,14 +85,14 @@ class Root:
                     raise
                 self._use_openat2 = False
         if not self._use_openat2:
-            _warn_once("no-openat2", "%s: the kernel has no openat2; symlinks are checked "
+            warn_once("no-openat2", "%s: the kernel has no openat2; symlinks are checked "
                        "with realpath (racy if the store changes meanwhile)", self.path)
 
     def close(self) -> None:
         os.close(self._fd)
 
     def _refused(self, key: str) -> OutsideRoot:
-        _warn_once(key, "%s: refused: it resolves outside the store root %s", key, self.path)
+        warn_once(key, "%s: refused: it resolves outside the store root %s", key, self.path)
         return OutsideRoot(errno.EACCES, "resolves outside the store root", key)
 
     def open_path(self, key: str, *, directory: bool = False) -> int:
@@ -159,7 +159,7 @@ class Root:
             if stat.S_ISDIR(mode):
                 return None  # a directory where a file is asked for: no such file
             if not stat.S_ISREG(mode):
-                _warn_once(f"special:{key}", "%s: not a regular file (%s); never opened",
+                warn_once(f"special:{key}", "%s: not a regular file (%s); never opened",
                            key, _kind(mode))
                 raise NotRegular(errno.EIO, f"not a regular file ({_kind(mode)})", key)
             return os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_CLOEXEC)

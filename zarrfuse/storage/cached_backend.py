@@ -174,6 +174,9 @@ class CachingBackend:
     def recover(self) -> tuple[int, int]:
         return self.inner.recover()
 
+    def show_recovered(self) -> int:
+        return self.inner.show_recovered()
+
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         return self.inner.set_mtime(key, mtime_ns)
 

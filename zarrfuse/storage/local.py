@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import stat
 import uuid
@@ -17,11 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from zarrfuse.errors import ConfigurationError
+from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Document, PartReader, Stat
-from zarrfuse.storage.beneath import NotRegular, Root
+from zarrfuse.storage.beneath import NotRegular, Root, warn_once
 from zarrfuse.storage.local_journal import CommitJournal
 
 __all__ = ["WRITE_STEP", "LocalBackend", "LocalPartReader"]
+
+log = logging.getLogger(__name__)
 
 
 class LocalPartReader:
@@ -31,15 +35,20 @@ class LocalPartReader:
         self.keys = list(keys)
         self._fds: list[int | None] = []
         sizes: list[int | None] = []
+        versions: list[tuple[int, int] | None] = []
         try:
             for key in self.keys:
                 fd = _regular(root, key)
                 self._fds.append(fd)
-                sizes.append(None if fd is None else os.fstat(fd).st_size)
+                found = None if fd is None else os.fstat(fd)
+                sizes.append(None if found is None else found.st_size)
+                versions.append(None if found is None else (found.st_ino, found.st_mtime_ns))
         except BaseException:
             self.close()
             raise
         self.sizes = tuple(sizes)
+        self.version = tuple(versions)
+        """Which files these are: a commit renames new files over the parts."""
 
     def _fd(self, part: int) -> int:
         fd = self._fds[part]
@@ -89,14 +98,18 @@ class LocalBackend:
         inside = os.path.relpath(real, self._beneath.path)
         self._prefix = "" if inside == "." else inside + "/"
         self._journal = CommitJournal(self._beneath, self._prefix, _write_all)
+        self._finished: dict[str, str] = {}
+        """Parts read from an interrupted commit's new files (``show_recovered``)."""
 
     def _key(self, key: str) -> str:
         """The key as a path relative to the resolution root."""
         return self._prefix + key.strip("/")
 
     def _entries(self, prefix: str) -> list[tuple[str, os.stat_result]]:
-        """The regular files and directories of a store directory, each with its stat;
-        a symlink counts as what it leads to beneath the root (skipped if it leads out)."""
+        """The entries of a store directory, each with its stat; a symlink counts as what it
+        leads to beneath the root (skipped if it leads out). FIFOs, sockets and devices are
+        listed as files: reading one is an error (EIO, one log line), never an absent chunk
+        silently read as the fill value."""
         fd = self._beneath.open_dir(self._key(prefix))
         if fd is None:
             return []
@@ -113,17 +126,42 @@ class LocalBackend:
                         continue
                     if st is None:
                         continue
-                    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
-                        out.append((entry.name, st))
+                    if stat.S_ISDIR(st.st_mode) and entry.is_symlink() and self._loops(
+                        prefix, entry.name
+                    ):
+                        continue
+                    out.append((entry.name, st))
         finally:
             os.close(fd)
         return out
 
-    def list_stats(self, prefix: str) -> dict[str, Stat]:
-        return {
-            name: Stat(st.st_size, st.st_mtime_ns)
-            for name, st in self._entries(prefix) if stat.S_ISREG(st.st_mode)
+    def _loops(self, prefix: str, name: str) -> bool:
+        """Whether the directory symlink ``prefix/name`` leads to a directory on its own way
+        down (``find`` would walk it until ENAMETOOLONG): such a link is not shown, with one
+        log line. Every endless walk passes through such a link."""
+        base = self._beneath.path
+        target = os.path.realpath(os.path.join(base, self._key(f"{prefix}/{name}")))
+        store = os.path.realpath(self.root)
+        parts = [p for p in prefix.strip("/").split("/") if p]
+        chain = {store} | {
+            os.path.realpath(os.path.join(store, *parts[:i])) for i in range(1, len(parts) + 1)
         }
+        loops = any(here == target or here.startswith(target + os.sep) for here in chain)
+        if loops:
+            warn_once(f"loop:{prefix}/{name}", "%s/%s: a symlink to a directory it is inside "
+                      "(a loop): not shown", prefix, name)
+        return loops
+
+    def list_stats(self, prefix: str) -> dict[str, Stat]:
+        stats = {
+            name: Stat(st.st_size, st.st_mtime_ns)
+            for name, st in self._entries(prefix) if not stat.S_ISDIR(st.st_mode)
+        }
+        for name in stats if self._finished else ():
+            found = self.stat(f"{prefix}/{name}" if prefix else name)
+            if found is not None:
+                stats[name] = found
+        return stats
 
     def list_names(self, prefix: str) -> set[str]:
         fd = self._beneath.open_dir(self._key(prefix))
@@ -132,13 +170,14 @@ class LocalBackend:
         try:
             with os.scandir(fd) as scan:  # d_type: no stat per entry, but for symlinks
                 entries = list(scan)
-            names = {e.name for e in entries if e.is_file(follow_symlinks=False)}
+            names = {e.name for e in entries  # files, and special files (see _entries)
+                     if not e.is_dir(follow_symlinks=False) and not e.is_symlink()}
             linked = [e.name for e in entries if e.is_symlink()]
         finally:
             os.close(fd)
         for name in linked:
             st = self._beneath.stat(self._key(f"{prefix}/{name}"))
-            if st is not None and stat.S_ISREG(st.st_mode):
+            if st is not None and not stat.S_ISDIR(st.st_mode):
                 names.add(name)
         return names
 
@@ -146,14 +185,14 @@ class LocalBackend:
         return [name for name, st in self._entries(prefix) if stat.S_ISDIR(st.st_mode)]
 
     def stat(self, key: str) -> Stat | None:
-        st = self._beneath.stat(self._key(key))
-        return Stat(st.st_size, st.st_mtime_ns) if st and stat.S_ISREG(st.st_mode) else None
+        st = self._beneath.stat(self._read_key(self._key(key)))  # a special file: present
+        return Stat(st.st_size, st.st_mtime_ns) if st and not stat.S_ISDIR(st.st_mode) else None
 
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader:
         # an open fd's fstat is the truth
-        return LocalPartReader(self._beneath, [self._key(k) for k in keys])
+        return LocalPartReader(self._beneath, [self._read_key(self._key(k)) for k in keys])
 
     def read_all(self, key: str) -> bytes | None:
         document = self.read_document(key)
@@ -167,7 +206,12 @@ class LocalBackend:
         if fd is None:
             return None
         with open(fd, "rb") as f:
-            return Document(f.read(), os.fstat(f.fileno()).st_mtime_ns)
+            found = os.fstat(f.fileno())
+            if found.st_size > MAX_DOCUMENT_BYTES:
+                raise OSError(errno.EFBIG, f"{key}: {found.st_size} bytes, over the "
+                              f"{MAX_DOCUMENT_BYTES} a metadata document may have")
+            return Document(f.read(MAX_DOCUMENT_BYTES + 1)[:MAX_DOCUMENT_BYTES],
+                            found.st_mtime_ns)
 
     def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
         # Same scheme as zarr's LocalStore: a uniquely named temp file beside the target,
@@ -207,6 +251,20 @@ class LocalBackend:
 
     def recover(self) -> tuple[int, int]:
         return self._journal.recover()
+
+    def show_recovered(self) -> int:
+        self._finished, interrupted = self._journal.finished_view()
+        if interrupted:
+            log.warning("%s: %d commit(s) a crash interrupted: shown as recovery will leave "
+                        "them, nothing changed; run `zarrfuse verify --repair %s` (or mount "
+                        "it writable) to finish them in the store", self.root, interrupted,
+                        self.root)
+        return interrupted
+
+    def _read_key(self, key: str) -> str:
+        """Where ``key`` (relative to the resolution root) is read: a part an interrupted
+        commit replaces is read from its new file (read-only mounts, ``show_recovered``)."""
+        return self._finished.get(key, key)
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         """Stored with the file (``os.utime``), so every later mount shows it too."""

@@ -10,6 +10,11 @@ commit goes through a journal in ``.zarrfuse-commits/`` at the store root:
 3. ``TX.commit`` is written: the point of no return;
 4. each temp file is renamed over its key; then both records are removed.
 
+Each mount keeps its records in a directory of its own, ``.zarrfuse-commits/ID/``, locked
+(``flock``) while one of its commits is under way: two writable mounts of one store (two
+hosts, or two on one) never recover, nor remove, each other's commits in progress. Records
+of the older layout, directly in ``.zarrfuse-commits/``, are recovered too.
+
 On the next mount (:meth:`CommitJournal.recover`), a transaction with a ``commit`` record is
 rolled forward (its remaining temp files renamed into place: every chunk new) and one
 without is rolled back (its temp files removed: every chunk old). Records are written as a
@@ -21,6 +26,8 @@ syncs the temp files, the records and their directories at each step.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import logging
 import os
@@ -35,6 +42,7 @@ __all__ = ["JOURNAL_DIR", "CommitJournal"]
 log = logging.getLogger(__name__)
 
 JOURNAL_DIR = ".zarrfuse-commits"
+_RECORD_ENDINGS = (".pending", ".commit", ".pending.tmp", ".commit.tmp")
 
 WriteAll = Callable[[int, Sequence[memoryview]], None]
 
@@ -46,7 +54,11 @@ class CommitJournal:
         self._root = root
         self._prefix = prefix
         self._write_all = write_all
-        self._dir = f"{prefix}{JOURNAL_DIR}"
+        self._top = f"{prefix}{JOURNAL_DIR}"
+        self._dir = f"{self._top}/{uuid.uuid4().hex}"
+        """This mount's records (see the module)."""
+        self._held: int | None = None
+        """The descriptor of ``_dir``, locked while a commit is under way."""
         self._lock = threading.Lock()
         self._active = 0
         """Transactions under way: the journal directory is removed when none is, so the
@@ -58,6 +70,8 @@ class CommitJournal:
         renames = [(f"{key}.{tx}.partial", key) for key, _ in parts]
         with self._lock:
             self._active += 1
+            if self._held is None:
+                self._held = self._locked_dir()
         try:
             self._record(tx, "pending", renames, durable)
             mtimes = []
@@ -71,37 +85,113 @@ class CommitJournal:
             self._rename_all(renames, durable)
             return mtimes
         finally:
-            self._remove_records(tx)
+            self._remove_records(self._dir, tx)
             with self._lock:
                 self._active -= 1
-                if self._active == 0:
-                    self._remove_dir()
+                if self._active == 0 and self._held is not None:
+                    self._remove_dir(self._dir)  # while locked: nobody else removes it
+                    os.close(self._held)  # unlocks
+                    self._held = None
+                    self._remove_dir(self._top)
 
-    def recover(self) -> tuple[int, int]:
-        """Finish what a crash interrupted: (transactions rolled forward, rolled back)."""
-        fd = self._root.open_dir(self._dir)
+    def _locked_dir(self) -> int:
+        """This mount's record directory, made and locked (another mount's removal of the
+        empty top directory meanwhile is retried)."""
+        for _ in range(20):
+            try:
+                fd = self._root.make_dirs(self._dir)
+            except FileNotFoundError:
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink > 0:  # not removed before the lock was ours
+                return fd
+            os.close(fd)
+        raise OSError(errno.EIO, f"{self._dir}: cannot make the commit record directory")
+
+    def _record_dirs(self, *, dead_only: bool) -> list[tuple[str, int | None]]:
+        """Directories that hold records, each with a lock held on it (or None): the older
+        flat layout, and every mount's own; ``dead_only``: only those whose mount is gone
+        (their lock is free), returned locked: the caller closes the descriptor."""
+        fd = self._root.open_dir(self._top)
         if fd is None:
-            return 0, 0
+            return []
         try:
-            names = os.listdir(fd)
+            entries = list(os.scandir(fd))
         finally:
             os.close(fd)
+        found: list[tuple[str, int | None]] = [(self._top, None)]
+        for entry in entries:
+            path = f"{self._top}/{entry.name}"
+            if not entry.is_dir(follow_symlinks=False) or path == self._dir:
+                continue
+            if not dead_only:
+                found.append((path, None))
+                continue
+            sub = self._root.open_dir(path)
+            if sub is None:
+                continue
+            try:
+                fcntl.flock(sub, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # a live mount's commit is under way there
+                os.close(sub)
+                continue
+            found.append((path, sub))
+        return found
+
+    @staticmethod
+    def _transactions(names: list[str]) -> list[str]:
+        return sorted({n.split(".", 1)[0] for n in names if n.endswith(_RECORD_ENDINGS)})
+
+    def _names(self, where: str) -> list[str]:
+        fd = self._root.open_dir(where)
+        if fd is None:
+            return []
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
+
+    def recover(self) -> tuple[int, int]:
+        """Finish what a crash interrupted: (transactions rolled forward, rolled back).
+        Commits of other live mounts are left alone."""
         forward = back = 0
-        for tx in sorted({n.split(".", 1)[0] for n in names}):
-            committed = self._read_record(tx, "commit")
-            if committed is not None:
-                self._rename_all(committed, durable=True)
-                forward += 1
-            else:
-                self._remove_temps(self._read_record(tx, "pending") or [])
-                back += 1
-            self._remove_records(tx)
-        self._remove_dir()
+        for where, held in self._record_dirs(dead_only=True):
+            try:
+                for tx in self._transactions(self._names(where)):
+                    committed = self._read_record(where, tx, "commit")
+                    if committed is not None:
+                        self._rename_all(committed, durable=True)
+                        forward += 1
+                    else:
+                        self._remove_temps(self._read_record(where, tx, "pending") or [])
+                        back += 1
+                    self._remove_records(where, tx)
+                if where != self._top:
+                    self._remove_dir(where)  # while locked, so no mount is using it
+            finally:
+                if held is not None:
+                    os.close(held)
+        self._remove_dir(self._top)
         if forward or back:
             log.warning("%s: finished %d commit(s) a crash interrupted and undid %d unfinished "
                         "one(s): every chunk is its old or its new value", self._root.path,
                         forward, back)
         return forward, back
+
+    def finished_view(self) -> tuple[dict[str, str], int]:
+        """Without changing anything: the new file of each part that an interrupted commit
+        with a commit record replaces (``recover`` would rename it over the part; a commit
+        without one changed no part), and how many commits were interrupted."""
+        finished: dict[str, str] = {}
+        interrupted = 0
+        for where, _ in self._record_dirs(dead_only=False):
+            transactions = self._transactions(self._names(where))
+            interrupted += len(transactions)
+            for tx in transactions:
+                for temp, key in self._read_record(where, tx, "commit") or []:
+                    if self._root.stat(temp) is not None:  # else renamed before the crash
+                        finished[key] = temp
+        return finished, interrupted
 
     # --- steps -------------------------------------------------------------------------------
 
@@ -134,7 +224,7 @@ class CommitJournal:
         self, tx: str, kind: str, renames: Sequence[tuple[str, str]], durable: bool
     ) -> None:
         data = json.dumps([list(r) for r in renames]).encode()
-        dir_fd = self._root.make_dirs(self._dir)
+        dir_fd = self._root.make_dirs(self._dir)  # held (locked) by commit meanwhile
         try:
             temp = f"{tx}.{kind}.tmp"
             self._new_file(dir_fd, temp, [memoryview(data)], durable)
@@ -144,8 +234,8 @@ class CommitJournal:
         finally:
             os.close(dir_fd)
 
-    def _read_record(self, tx: str, kind: str) -> list[tuple[str, str]] | None:
-        fd = self._root.open_regular(f"{self._dir}/{tx}.{kind}")
+    def _read_record(self, where: str, tx: str, kind: str) -> list[tuple[str, str]] | None:
+        fd = self._root.open_regular(f"{where}/{tx}.{kind}")
         if fd is None:
             return None
         with open(fd, "rb") as f:
@@ -180,8 +270,8 @@ class CommitJournal:
             finally:
                 os.close(dir_fd)
 
-    def _remove_records(self, tx: str) -> None:
-        dir_fd = self._root.open_dir(self._dir)
+    def _remove_records(self, where: str, tx: str) -> None:
+        dir_fd = self._root.open_dir(where)
         if dir_fd is None:
             return
         try:
@@ -191,8 +281,8 @@ class CommitJournal:
         finally:
             os.close(dir_fd)
 
-    def _remove_dir(self) -> None:
-        parent, _, name = self._dir.rpartition("/")
+    def _remove_dir(self, path: str) -> None:
+        parent, _, name = path.rpartition("/")
         dir_fd = self._root.open_dir(parent or ".")
         if dir_fd is None:
             return

@@ -23,6 +23,7 @@ from obstore.exceptions import NotFoundError
 if TYPE_CHECKING:  # types only: obstore declares them in its stubs
     from obstore import ListResult, ObjectMeta
 
+from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.object_journal import ObjectJournal
 from zarrfuse.storage.object_prefetch import ObjectPrefetch
@@ -222,6 +223,10 @@ class ObjectBackend:
     def read_document(self, key: str) -> Document | None:
         try:
             result = _request(f"GET {key}", lambda: obstore.get(self.store, key))
+            size = int(result.meta["size"])
+            if size > MAX_DOCUMENT_BYTES:  # refused before its body is read
+                raise OSError(errno.EFBIG, f"{key}: {size} bytes, over the "
+                              f"{MAX_DOCUMENT_BYTES} a metadata document may have")
             data = _request(f"GET {key}", lambda: result.bytes()).to_bytes()
         except NOT_FOUND:
             return None
@@ -253,6 +258,9 @@ class ObjectBackend:
 
     def recover(self) -> tuple[int, int]:
         return self._journal.recover()
+
+    def show_recovered(self) -> int:
+        return 0  # not yet: the object journal is finished by a writable mount or verify
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         return False  # LastModified is set by the store alone

@@ -157,6 +157,9 @@ class StoreBackend:
     def recover(self) -> tuple[int, int]:
         return 0, 0  # nothing journalled
 
+    def show_recovered(self) -> int:
+        return 0
+
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         return False  # zarr's Store API has no way to set a time
 

@@ -139,7 +139,7 @@ class StoredIndex:
         self._run = run
         self._ttl = ttl
         self._counters = counters
-        self._flat = shape.flat if shape.grid else False
+        self._flat = shape.flat if shape.grid and all(shape.grid) else False  # no chunk: no key
         self._answers: OrderedDict[tuple[int, ...], tuple[float, list[int]]] = OrderedDict()
         self._subdirs: OrderedDict[str, tuple[float, set[str]]] = OrderedDict()
         self._flat_coords: tuple[float, list[tuple[int, ...]]] | None = None
