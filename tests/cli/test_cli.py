@@ -63,7 +63,7 @@ def test_mount_arguments_become_a_frozen_config(tmp_path, monkeypatch):
         suffix=".tiff",
         max_children=100,
         read_only=True,
-        fuse_options=("allow_other", "default_permissions", "ro"),
+        fuse_options=("allow_other", "default_permissions"),  # "ro" is zarrfuse's read_only
         debug=True,
         log_file=str(tmp_path / "z.log"),
         storage_options={"endpoint_url": "http://127.0.0.1:9000/?a=b", "anon": "true"},

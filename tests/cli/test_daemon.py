@@ -4,6 +4,7 @@ mount is real, unmounted in teardown, and times out rather than hangs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -156,6 +157,7 @@ def test_log_file_receives_the_daemon_log(array_v3, tmp_path, mountpoint):
     assert wait_unmounted(mountpoint)
     lines = log.read_text().splitlines()
     assert any(" INFO " in line for line in lines), lines
+    assert oct(log.stat().st_mode & 0o777) == "0o600"  # a log names files and stores
 
 
 @mount_test
@@ -215,3 +217,27 @@ def test_daemon_not_reporting_in_time_is_stopped_and_unmounted(faulty_daemon, ar
         daemon.mount_in_background(config, timeout=3)
     assert time.monotonic() - started < 30
     assert_left_nothing(mountpoint)
+
+
+@mount_test
+def test_sigterm_stores_an_open_written_chunk_as_its_close_would(tmp_path, mountpoint):
+    """Issue 34 point 7: SIGTERM of the daemon while a chunk is open and written used to drop
+    the writes without a word; now they are stored, with one log line saying so."""
+    from zarr.codecs import BytesCodec  # noqa: PLC0415  (only this test writes raw chunks)
+
+    store = tmp_path / "a"
+    zarr.create_array(store, shape=(8,), chunks=(8,), dtype="u1", serializer=BytesCodec(),
+                      compressors=None)[:] = 1
+    log = tmp_path / "daemon.log"
+    with mounted(store, mountpoint, "--log-file", str(log)):
+        pid = daemon_pid(mountpoint)  # read from /proc: no child inherits the fd below
+        fd = os.open(mountpoint / "c" / "0" / "000", os.O_WRONLY)
+        try:
+            os.pwrite(fd, bytes([5]) * 8, 0)
+            os.kill(pid, signal.SIGTERM)
+            assert wait_exited(pid)
+        finally:
+            with contextlib.suppress(OSError):  # the mount is gone
+                os.close(fd)
+    assert zarr.open_array(store, mode="r")[:].tolist() == [5] * 8
+    assert "was open at shutdown: stored as its close would have" in log.read_text()

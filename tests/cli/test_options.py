@@ -26,6 +26,17 @@ def parse_mount(*argv: str) -> MountConfig:
 # --- the -o vocabulary ----------------------------------------------------------------------
 
 
+def test_mount_minus_o_takes_zarrfuse_words_and_never_hands_secrets_to_libfuse():
+    """``zarrfuse mount SRC MNT -o storage_option.secret=X`` (the fstab spelling on the
+    command line) used to reach libfuse, which refused it and echoed the whole list."""
+    config = parse_mount("s3://b/a", "/mnt/x", "-o", "storage_option.secret=TOPSECRET,ro",
+                         "-o", "allow_other")
+    assert config.storage_options == {"secret": "TOPSECRET"}
+    assert config.read_only
+    assert not any("TOPSECRET" in word for word in config.fuse_options)
+    assert "allow_other" in config.fuse_options
+
+
 def test_split_option_list_keeps_quoted_commas():
     assert options.split_option_list('ro,suffix=.tiff,,storage_option.k="a,b",allow_other') == [
         "ro", "suffix=.tiff", "storage_option.k=a,b", "allow_other",

@@ -48,7 +48,10 @@ def mount_config(args: argparse.Namespace) -> MountConfig:
     line overrides it (``-o`` and ``--storage-option`` add to it).
     """
     file = options.read_config_file(args.config) if args.config else options.ParsedOptions()
-    values = dict(file.values)
+    # -o words are zarrfuse's own (fstab spelling: storage_option.KEY=VALUE, read_only...)
+    # or FUSE's; zarrfuse's never reach libfuse, which would echo them, secrets included.
+    words = options.parse_options(_split_options(args.fuse_options))
+    values = {**file.values, **words.values}
     values.update({k: getattr(args, k) for k in _FLAG_FIELDS if getattr(args, k) is not None})
     if args.source is not None:
         values["source"] = args.source
@@ -64,8 +67,9 @@ def mount_config(args: argparse.Namespace) -> MountConfig:
     return MountConfig(
         **values,
         foreground=args.foreground,
-        fuse_options=(*file.fuse_options, *_split_options(args.fuse_options)),
-        storage_options={**file.storage_options, **dict(args.storage_options)},
+        fuse_options=(*file.fuse_options, *words.fuse_options),
+        storage_options={**file.storage_options, **words.storage_options,
+                         **dict(args.storage_options)},
     )
 
 

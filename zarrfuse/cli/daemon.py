@@ -138,6 +138,13 @@ def preflight(config: MountConfig) -> None:
         check_fuse_device()
 
 
+def _private_log(path: str) -> str:
+    """``path``, created mode 0600 if it is not there: a log names files, stores and
+    users' programs."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
+    return path
+
+
 def configure_logging(config: MountConfig, *, background: bool = False) -> None:
     """Log to ``--log-file``, else (``background``) to syslog or the default file, else
     stderr; DEBUG with ``--debug``, else INFO. The last lines also stay in memory for
@@ -149,7 +156,9 @@ def configure_logging(config: MountConfig, *, background: bool = False) -> None:
     if config.log_file and config.log_file == mount_log.default_log_file(config.mountpoint):
         handler = mount_log.rotating_file_handler(config.log_file)
     elif config.log_file:
-        handler = logging.FileHandler(config.log_file, encoding="utf-8", errors="backslashreplace")
+        handler = logging.FileHandler(
+            _private_log(config.log_file), encoding="utf-8", errors="backslashreplace"
+        )
     elif syslog is not None:
         handler = mount_log.syslog_handler(syslog)
     else:
@@ -272,7 +281,7 @@ def _spawn(config: MountConfig, ready_fd: int) -> subprocess.Popen[bytes]:
             "--config-fd", str(config_read), "--ready-fd", str(ready_fd)]
     # Closed in the finally below, once the child holds its own copy.
     log_file: IO[bytes] | None = (
-        open(config.log_file, "ab") if config.log_file else None  # noqa: SIM115
+        open(_private_log(config.log_file), "ab") if config.log_file else None  # noqa: SIM115
     )
     handed = handed_fuse_fd(config.mountpoint)
     try:
