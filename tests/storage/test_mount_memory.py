@@ -52,3 +52,25 @@ def test_reading_a_remote_whole_image_end_to_end_stays_under_the_caches_plus_300
         assert total == image.stat().st_size > side * side
         peak = _peak_rss(daemon_pid(mnt))
     assert peak < (CACHE_MB << 20) + 300_000_000, f"peak RSS {peak / 1e6:.0f} MB"
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) << 10
+    raise AssertionError("no VmRSS")
+
+
+def test_memory_returns_after_a_large_scratch_file_goes(tmp_path):
+    """Issue 34 point 4: the daemon kept 578 MB after a 512 MiB scratch file was removed
+    (it keeps freed heap memory for reuse); now it gives a large file's memory back."""
+    zarrfuse.create_array(tmp_path / "a", shape=(4,), chunks=(4,), dtype="u1")
+    big = tmp_path / "big"
+    big.write_bytes(np.random.default_rng(0).integers(0, 255, 200 << 20, dtype="u1"))
+    with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
+        pid = daemon_pid(mnt)
+        before = _rss(pid)
+        (mnt / ".big.tmp").write_bytes(big.read_bytes())  # a scratch file, held in memory
+        assert _rss(pid) > before + (150 << 20)
+        (mnt / ".big.tmp").unlink()
+        assert _rss(pid) < before + (50 << 20)

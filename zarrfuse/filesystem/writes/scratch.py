@@ -17,6 +17,9 @@ refuses vim's ``4913`` write probe, so vim saves by overwriting the chunk in pla
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import re
 from dataclasses import dataclass, field
 
@@ -85,8 +88,11 @@ class ScratchArea:
         scratch = self._files[key] = ScratchData(mtime_ns=mtime_ns)
         return scratch
 
-    def remove(self, key: object) -> ScratchData | None:
-        return self._files.pop(key, None)
+    def remove(self, key: object) -> None:
+        removed = self._files.pop(key, None)
+        if removed is not None and len(removed.data) >= GIVE_BACK_BYTES:
+            del removed
+            _give_back_freed_memory()
 
     def move(self, old: object, new: object) -> None:
         self._files[new] = self._files.pop(old)
@@ -106,3 +112,14 @@ class ScratchArea:
                 f"scratch files would hold {self.used_bytes + new_size - old_size} bytes, "
                 f"over the limit of {self.limit_bytes}"
             )
+
+
+GIVE_BACK_BYTES = 64 << 20
+"""A scratch file this large is given back to the system when it goes: the mount keeps
+freed heap memory for reuse (``fuse.mount``), which would hold it for the mount's life."""
+
+
+def _give_back_freed_memory() -> None:
+    """Best effort (glibc only): return the heap's free memory to the system."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
