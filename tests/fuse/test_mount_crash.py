@@ -70,7 +70,12 @@ def test_kill_9_under_parallel_writers_leaves_every_chunk_old_or_new(tmp_path):
                 except subprocess.TimeoutExpired:
                     w.kill()
             force_unmount(live)
-        # Before the next mount: a chunk may be mid-commit, with its journal records left.
+        # A chunk may be mid-commit now, with its journal records left. A read-only mount
+        # may not finish it, and must never show it torn (issue 34 point 3).
+        with mounted(store, mnt, "--layout", "source", "--read-only") as seen:
+            for row in range(ROWS):
+                shown = (seen / "c" / str(row) / "0").read_bytes()
+                assert shown in allowed, f"a read-only mount showed chunk {row} torn"
     with mounted(store, mnt, "--layout", "source"):  # recovers
         pass
     stored = _stored_chunks(store)
