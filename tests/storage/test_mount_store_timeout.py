@@ -78,6 +78,32 @@ def test_a_hung_store_gets_eio_within_the_timeout_and_the_mount_recovers(proxy, 
         assert sorted(os.listdir(mnt / "c" / "2")) == ["0", "1", "2", "3"]
 
 
+def test_a_stalled_store_fails_a_tools_next_calls_fast(proxy, tmp_path):
+    """Issue 34 point 5: a ``cp`` during a freeze waited 90 s, three lookups of 30 s each.
+    After one request found no answer within the timeout, the next ones that need the store
+    answer EIO within a second, until the store answers again."""
+    timeout = 6.0
+    url = f"s3://{BUCKET}/b"
+    data = np.random.default_rng(3).integers(0, 255, (4, 1024), dtype="u1")
+    zarrfuse.create_array(url, data=data, chunks=(1, 1024), compressors=None,
+                          storage_options={"endpoint_url": proxy.url})
+    with mounted(url, tmp_path / "mnt", "--read-only", "--store-timeout", str(timeout),
+                 "--metadata-ttl", "0.2", "--layout", "source",
+                 "--storage-option", f"endpoint_url={proxy.url}") as mnt:
+        time.sleep(0.3)
+        proxy.stall()
+        try:
+            took = [_timed(lambda i=i: (mnt / "c" / str(i) / "0").read_bytes())
+                    for i in (1, 2, 3)]
+        finally:
+            proxy.resume()
+        assert all(error is not None and error.errno == errno.EIO for _, error in took)
+        assert took[0][0] >= timeout - 0.5
+        assert all(seconds < 1.0 + 2.5 for seconds, _ in took[1:]), took
+        time.sleep(0.3)
+        assert (mnt / "c" / "2" / "0").read_bytes() == data[2].tobytes()  # answered again
+
+
 def test_store_timeout_must_be_positive(tmp_path):
     result = run_with_timeout([*ZARRFUSE, "mount", tmp_path, tmp_path / "m",
                                "--store-timeout", "0"], check=False)

@@ -46,6 +46,12 @@ store (flush, release, fsync, unlink, rename, setattr) run to their end instead:
 of EIO for a commit that then lands would be a lie; each of their store requests is bounded
 by the client's own timeouts."""
 
+STALLED_WAIT = 1.0
+"""Seconds a request that reads metadata may wait while the store counts as stalled: for
+``--store-timeout`` seconds after a request found no answer within it (renewed by each such
+request). A tool's next calls (``cp`` looks a name up three times) then fail within a second
+instead of each waiting the whole timeout; a store that answers again answers within it."""
+
 
 def _fuse_errors(
     handler: Callable[P, Coroutine[Any, Any, R]],
@@ -59,14 +65,23 @@ def _fuse_errors(
         counters: Counters = args[0].counters  # type: ignore[attr-defined]
         counters.requests[name] += 1
         started = time.perf_counter()
-        deadline: float | None = args[0].store_timeout  # type: ignore[attr-defined]
+        ops = args[0]
+        deadline: float | None = ops.store_timeout  # type: ignore[attr-defined]
+        answered = False
         try:
             if deadline is None or name not in BOUNDED:
                 return await handler(*args, **kwargs)
-            with trio.move_on_after(deadline):
-                return await handler(*args, **kwargs)
-            log.warning("%s: the store did not answer within %g s (--store-timeout); "
-                        "answering EIO", name, deadline)
+            stalled = name != "read" and (  # a read may move many bytes: never cut short
+                time.monotonic() < ops.stalled_until  # type: ignore[attr-defined]
+            )
+            with trio.move_on_after(min(deadline, STALLED_WAIT) if stalled else deadline):
+                result = await handler(*args, **kwargs)
+                answered = True
+                return result
+            log.log(logging.DEBUG if stalled else logging.WARNING,
+                    "%s: the store did not answer within %g s (--store-timeout); answering "
+                    "EIO, and giving the next requests %g s each for as long", name,
+                    deadline, STALLED_WAIT)
             raise pyfuse3.FUSEError(errno.EIO)
         except pyfuse3.FUSEError as e:
             counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
@@ -88,7 +103,12 @@ def _fuse_errors(
             counters.errors["EIO"] += 1
             raise pyfuse3.FUSEError(errno.EIO) from None
         finally:
-            counters.request_seconds[name] += time.perf_counter() - started
+            took = time.perf_counter() - started
+            counters.request_seconds[name] += took
+            if deadline is not None and name in BOUNDED and not answered and (
+                took >= 0.9 * deadline  # timed out here, or in the store client
+            ):
+                ops.stalled_until = time.monotonic() + deadline  # type: ignore[attr-defined]
 
     return wrapper
 
@@ -115,6 +135,8 @@ class FuseOperations(pyfuse3.Operations):
         super().__init__()
         self.fs = fs
         self.store_timeout = store_timeout
+        self.stalled_until = 0.0
+        """Until when the store counts as stalled (see ``STALLED_WAIT``)."""
         self._dir_inodes: dict[int, int] = {}
         """The directory each open directory handle lists (for its ``.`` entry)."""
         self._page_owners: dict[int, int] = {}
