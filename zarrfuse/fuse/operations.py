@@ -1,29 +1,25 @@
-"""The pyfuse3 adapter: decode names, call ``fs``, build pyfuse3 types, map errors.
+"""The pyfuse3 adapter: decode names, call ``fs``, build pyfuse3 types.
 
-This is the only module that imports pyfuse3 for request handling, and the one place where
-errors become ``FUSEError``. In pyfuse3 any other exception escaping a handler ends the main
-loop and leaves a dead mount ("Transport endpoint is not connected"), so every handler maps
-unexpected exceptions to EIO and logs them, and the mount keeps serving.
+Every handler is wrapped by ``request_errors.fuse_errors``, the one place where errors
+become ``FUSEError`` and requests that read are bounded by ``--store-timeout``.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import logging
 import os
-import time
 import weakref
-from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
 import trio
 
-from zarrfuse.errors import NotFound, NotShownNow, ZarrFuseError
+from zarrfuse.errors import NotFound, NotShownNow
 from zarrfuse.filesystem.attributes import Attributes
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.fs import FileSystem
+from zarrfuse.fuse.request_errors import fuse_errors
 
 __all__ = ["FuseOperations"]
 
@@ -32,85 +28,7 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_QUIET_ERRNOS = frozenset({errno.ENOENT, errno.ESTALE})
-
-
 DOTS = (b".", b"..")
-BOUNDED = frozenset({
-    "lookup", "getattr", "opendir", "readdir", "open", "read", "statfs", "getxattr",
-    "listxattr", "access",
-})
-"""Requests answered within ``--store-timeout`` (EIO past it): those that only read. The
-store calls they wait on run in threads that are abandoned at the deadline. Requests that
-store (flush, release, fsync, unlink, rename, setattr) run to their end instead: an answer
-of EIO for a commit that then lands would be a lie; each of their store requests is bounded
-by the client's own timeouts."""
-
-STALLED_WAIT = 1.0
-"""Seconds a request that reads metadata may wait while the store counts as stalled: for
-``--store-timeout`` seconds after a request found no answer within it (renewed by each such
-request). A tool's next calls (``cp`` looks a name up three times) then fail within a second
-instead of each waiting the whole timeout; a store that answers again answers within it."""
-
-
-def _fuse_errors(
-    handler: Callable[P, Coroutine[Any, Any, R]],
-) -> Callable[P, Coroutine[Any, Any, R]]:
-    """Turn every exception into a FUSEError with the right errno, logging why."""
-
-    name = handler.__name__
-
-    @functools.wraps(handler)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        counters: Counters = args[0].counters  # type: ignore[attr-defined]
-        counters.requests[name] += 1
-        started = time.perf_counter()
-        ops = args[0]
-        deadline: float | None = ops.store_timeout  # type: ignore[attr-defined]
-        answered = False
-        try:
-            if deadline is None or name not in BOUNDED:
-                return await handler(*args, **kwargs)
-            stalled = name != "read" and (  # a read may move many bytes: never cut short
-                time.monotonic() < ops.stalled_until  # type: ignore[attr-defined]
-            )
-            with trio.move_on_after(min(deadline, STALLED_WAIT) if stalled else deadline):
-                result = await handler(*args, **kwargs)
-                answered = True
-                return result
-            log.log(logging.DEBUG if stalled else logging.WARNING,
-                    "%s: the store did not answer within %g s (--store-timeout); answering "
-                    "EIO, and giving the next requests %g s each for as long", name,
-                    deadline, STALLED_WAIT)
-            raise pyfuse3.FUSEError(errno.EIO)
-        except pyfuse3.FUSEError as e:
-            counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
-            raise
-        except ZarrFuseError as e:
-            if e.errno in _QUIET_ERRNOS:
-                level = logging.DEBUG
-            else:
-                level = logging.INFO if e.expected else logging.WARNING
-            log.log(level, "%s: %s", name, e)
-            counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
-            raise pyfuse3.FUSEError(e.errno) from None
-        except OSError as e:
-            log.warning("%s: store error: %s", name, e)
-            counters.errors[errno.errorcode.get(e.errno or errno.EIO, "EIO")] += 1
-            raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
-        except Exception:
-            log.exception("%s: unexpected error; answering EIO", name)
-            counters.errors["EIO"] += 1
-            raise pyfuse3.FUSEError(errno.EIO) from None
-        finally:
-            took = time.perf_counter() - started
-            counters.request_seconds[name] += took
-            if deadline is not None and name in BOUNDED and not answered and (
-                took >= 0.9 * deadline  # timed out here, or in the store client
-            ):
-                ops.stalled_until = time.monotonic() + deadline  # type: ignore[attr-defined]
-
-    return wrapper
 
 
 class FuseOperations(pyfuse3.Operations):
@@ -131,7 +49,7 @@ class FuseOperations(pyfuse3.Operations):
     ) -> None:
         """``keep_cache``: let the kernel keep a file's pages across opens (default: on
         read-only mounts, whose files cannot change). ``store_timeout``: seconds a request
-        that reads may wait (see ``BOUNDED``); None: no bound."""
+        that reads may wait (see ``request_errors.BOUNDED``); None: no bound."""
         super().__init__()
         self.fs = fs
         self.store_timeout = store_timeout
@@ -167,7 +85,7 @@ class FuseOperations(pyfuse3.Operations):
         entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = a.time_ns
         return entry
 
-    @_fuse_errors
+    @fuse_errors
     async def lookup(
         self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
@@ -191,7 +109,7 @@ class FuseOperations(pyfuse3.Operations):
         entry.entry_timeout = self.entry_timeout if remember else 0
         return entry
 
-    @_fuse_errors
+    @fuse_errors
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         return self._entry(await self.fs.getattr(inode))
 
@@ -202,13 +120,13 @@ class FuseOperations(pyfuse3.Operations):
             except Exception:  # forget must never raise
                 log.exception("forget(%d, %d) failed", inode, count)
 
-    @_fuse_errors
+    @fuse_errors
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         handle = await self.fs.opendir(inode)
         self._dir_inodes[handle] = inode
         return handle
 
-    @_fuse_errors
+    @fuse_errors
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         """``.`` and ``..`` first (``ls -a`` shows them; the kernel takes no reference on
         them, so they are not remembered), then the directory's entries, their ids shifted
@@ -224,7 +142,7 @@ class FuseOperations(pyfuse3.Operations):
                 break
             self.fs.remember(attributes.inode)
 
-    @_fuse_errors
+    @fuse_errors
     async def releasedir(self, fh: int) -> None:
         self._dir_inodes.pop(fh, None)
         self.fs.releasedir(fh)
@@ -236,7 +154,7 @@ class FuseOperations(pyfuse3.Operations):
         keep = self.fs.keep_cache(handle) and (self.keep_cache or not self.fs.read_only)
         return pyfuse3.FileInfo(fh=handle, keep_cache=keep)
 
-    @_fuse_errors
+    @fuse_errors
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         handle = await self.fs.open(inode, flags, ctx.pid)
         if self.fs.owns_pages(handle):
@@ -288,7 +206,7 @@ class FuseOperations(pyfuse3.Operations):
             buffer = self._buffers[task] = bytearray(size)
         return memoryview(buffer)[:size]
 
-    @_fuse_errors
+    @fuse_errors
     # pyfuse3 replies with any buffer; a memoryview of the reply buffer spares a copy per read.
     async def read(self, fh: int, off: int, size: int) -> memoryview:  # type: ignore[override]
         out = self._reply_buffer(size)
@@ -296,7 +214,7 @@ class FuseOperations(pyfuse3.Operations):
         self.counters.bytes_read += count
         return out[:count]
 
-    @_fuse_errors
+    @fuse_errors
     async def release(self, fh: int) -> None:
         inode = self._page_owners.pop(fh, None)
         try:
@@ -305,21 +223,21 @@ class FuseOperations(pyfuse3.Operations):
             if inode is not None:  # the size the kernel holds was this handle's
                 await self.invalidate(inode, attributes_only=True)
 
-    @_fuse_errors
+    @fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         count = await self.fs.write(fh, off, buf)
         self.counters.bytes_written += count
         return count
 
-    @_fuse_errors
+    @fuse_errors
     async def flush(self, fh: int) -> None:
         await self.fs.flush(fh)
 
-    @_fuse_errors
+    @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
         await self.fs.flush(fh, durable=True)
 
-    @_fuse_errors
+    @fuse_errors
     async def setattr(
         self,
         inode: int,
@@ -337,28 +255,28 @@ class FuseOperations(pyfuse3.Operations):
             )
         )
 
-    @_fuse_errors
+    @fuse_errors
     async def create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         handle, attributes = await self.fs.create(parent_inode, os.fsdecode(name), flags)
         return self._file_info(handle), self._entry(attributes)
 
-    @_fuse_errors
+    @fuse_errors
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         await self.fs.unlink(parent_inode, os.fsdecode(name), ctx.pid)
 
-    @_fuse_errors
+    @fuse_errors
     async def mkdir(
         self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         return self._entry(await self.fs.mkdir(parent_inode, os.fsdecode(name)))
 
-    @_fuse_errors
+    @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         await self.fs.rmdir(parent_inode, os.fsdecode(name))
 
-    @_fuse_errors
+    @fuse_errors
     async def rename(
         self,
         parent_inode_old: int,
@@ -377,25 +295,25 @@ class FuseOperations(pyfuse3.Operations):
         )
 
     # Links, symlinks and special files have no place in a chunk grid.
-    @_fuse_errors
+    @fuse_errors
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         await self.fs.refuse_link(parent_inode, os.fsdecode(name), "symlinks")
 
-    @_fuse_errors
+    @fuse_errors
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         await self.fs.refuse_link(new_parent_inode, os.fsdecode(new_name), "hard links")
 
-    @_fuse_errors
+    @fuse_errors
     async def mknod(
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         await self.fs.refuse_link(parent_inode, os.fsdecode(name), "special files")
 
-    @_fuse_errors
+    @fuse_errors
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         info = self.fs.statfs()
         data = pyfuse3.StatvfsData()

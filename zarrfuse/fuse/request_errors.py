@@ -1,0 +1,108 @@
+"""Every pyfuse3 handler's wrapper: exceptions become ``FUSEError`` with the right errno
+and a log line, and requests that only read are bounded by ``--store-timeout``.
+
+In pyfuse3 any other exception escaping a handler ends the main loop and leaves a dead mount
+("Transport endpoint is not connected"), so unexpected exceptions become EIO too, and the
+mount keeps serving.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+import pyfuse3
+import trio
+
+from zarrfuse.errors import ZarrFuseError
+from zarrfuse.filesystem.chunks.counters import Counters
+
+__all__ = ["BOUNDED", "STALLED_WAIT", "fuse_errors"]
+
+log = logging.getLogger("zarrfuse.fuse.operations")  # the adapter's own lines
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_QUIET_ERRNOS = frozenset({errno.ENOENT, errno.ESTALE})
+
+
+BOUNDED = frozenset({
+    "lookup", "getattr", "opendir", "readdir", "open", "read", "statfs", "getxattr",
+    "listxattr", "access",
+})
+"""Requests answered within ``--store-timeout`` (EIO past it): those that only read. The
+store calls they wait on run in threads that are abandoned at the deadline. Requests that
+store (flush, release, fsync, unlink, rename, setattr) run to their end instead: an answer
+of EIO for a commit that then lands would be a lie; each of their store requests is bounded
+by the client's own timeouts."""
+
+STALLED_WAIT = 1.0
+"""Seconds a request that reads metadata may wait while the store counts as stalled: for
+``--store-timeout`` seconds after a request found no answer within it (renewed by each such
+request). A tool's next calls (``cp`` looks a name up three times) then fail within a second
+instead of each waiting the whole timeout; a store that answers again answers within it."""
+
+
+def fuse_errors(
+    handler: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Turn every exception into a FUSEError with the right errno, logging why."""
+
+    name = handler.__name__
+
+    @functools.wraps(handler)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        counters: Counters = args[0].counters  # type: ignore[attr-defined]
+        counters.requests[name] += 1
+        started = time.perf_counter()
+        ops = args[0]
+        deadline: float | None = ops.store_timeout  # type: ignore[attr-defined]
+        answered = False
+        try:
+            if deadline is None or name not in BOUNDED:
+                return await handler(*args, **kwargs)
+            stalled = name != "read" and (  # a read may move many bytes: never cut short
+                time.monotonic() < ops.stalled_until  # type: ignore[attr-defined]
+            )
+            with trio.move_on_after(min(deadline, STALLED_WAIT) if stalled else deadline):
+                result = await handler(*args, **kwargs)
+                answered = True
+                return result
+            log.log(logging.DEBUG if stalled else logging.WARNING,
+                    "%s: the store did not answer within %g s (--store-timeout); answering "
+                    "EIO, and giving the next requests %g s each for as long", name,
+                    deadline, STALLED_WAIT)
+            raise pyfuse3.FUSEError(errno.EIO)
+        except pyfuse3.FUSEError as e:
+            counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
+            raise
+        except ZarrFuseError as e:
+            if e.errno in _QUIET_ERRNOS:
+                level = logging.DEBUG
+            else:
+                level = logging.INFO if e.expected else logging.WARNING
+            log.log(level, "%s: %s", name, e)
+            counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
+            raise pyfuse3.FUSEError(e.errno) from None
+        except OSError as e:
+            log.warning("%s: store error: %s", name, e)
+            counters.errors[errno.errorcode.get(e.errno or errno.EIO, "EIO")] += 1
+            raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
+        except Exception:
+            log.exception("%s: unexpected error; answering EIO", name)
+            counters.errors["EIO"] += 1
+            raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            took = time.perf_counter() - started
+            counters.request_seconds[name] += took
+            if deadline is not None and name in BOUNDED and not answered and (
+                took >= 0.9 * deadline  # timed out here, or in the store client
+            ):
+                ops.stalled_until = time.monotonic() + deadline  # type: ignore[attr-defined]
+
+    return wrapper
