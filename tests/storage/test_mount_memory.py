@@ -26,11 +26,16 @@ def server() -> Iterator[S3Server]:
         yield s3
 
 
-def _peak_rss(pid: int) -> int:
+def _status_bytes(pid: int, field: str) -> int:
+    """A memory figure of /proc/PID/status (VmHWM: the peak RSS; VmRSS: now), in bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
+    raise AssertionError(f"no {field}")
+
+
+def _peak_rss(pid: int) -> int:
+    return _status_bytes(pid, "VmHWM")
 
 
 def test_reading_a_remote_whole_image_end_to_end_stays_under_the_caches_plus_300_mb(
@@ -55,10 +60,7 @@ def test_reading_a_remote_whole_image_end_to_end_stays_under_the_caches_plus_300
 
 
 def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) << 10
-    raise AssertionError("no VmRSS")
+    return _status_bytes(pid, "VmRSS")
 
 
 def test_memory_returns_after_a_large_scratch_file_goes(tmp_path):

@@ -46,6 +46,7 @@ class ChunkOpening:
         self._check_sharing(inode, node, writing, pid, retry)
         opened: OpenFile
         version: object = None
+        size: int | None = None
         if writing:
             truncate = bool(flags & os.O_TRUNC)
             # Each writer starts from the committed chunk, never from another writer's
@@ -54,27 +55,35 @@ class ChunkOpening:
             opened = self.writers.open(node, WriteBuffer(data), emptied=truncate)
         elif node.array.rendered is not None:
             version = await node.array.rendered.render(node.coords)
-            opened = RenderedReader(node, version)
+            opened, size = RenderedReader(node, version), len(version)
         else:
             chunk = await node.array.source.open(node.coords)
             if chunk is None:
                 raise NotFound(f"chunk {node.coords} is no longer stored")
-            opened, version = ChunkReader(node, chunk), chunk.version
+            opened, version, size = ChunkReader(node, chunk), chunk.version, chunk.size
         try:  # decided again after the awaits: others may have come meanwhile
             crowded = self._check_sharing(inode, node, writing, pid, retry, version)
         except ZarrFuseError:
             self._discard(opened)
             raise
+        handle = self._admit_chunk(opened, inode, flags, version=version, size=size,
+                                   crowded=crowded)
+        if writing:  # a writer's inode is its own: new opens of the name go elsewhere
+            self._retire_if_current(node, inode)
+        return handle
+
+    def _admit_chunk(
+        self, opened: OpenFile, inode: int, flags: int, *, version: object = None,
+        size: int | None = None, crowded: bool = False,
+    ) -> int:
+        """A handle number for ``opened`` on ``inode``, recorded by the page-cache rule."""
         handle = next(self._handles)
         self._files[handle] = opened
         if isinstance(opened, ChunkWriter):
             opened.inode = inode
-        size = None if writing else len(version) if isinstance(version, bytes) else (
-            opened.chunk.size if isinstance(opened, ChunkReader) else None)
-        self.page_cache.admit(inode, handle, writer=writing, version=version, size=size,
+        self.page_cache.admit(inode, handle, writer=isinstance(opened, ChunkWriter),
+                              version=version, size=size,
                               read_write=flags & os.O_ACCMODE == os.O_RDWR, retry=crowded)
-        if writing:  # a writer's inode is its own: new opens of the name go elsewhere
-            self._retire_if_current(node, inode)
         return handle
 
     def _retire_if_current(self, node: ChunkFile, inode: int) -> None:

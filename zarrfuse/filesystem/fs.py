@@ -234,12 +234,8 @@ class FileSystem(ReadingFileSystem):
         users = self.page_cache.users(inode) if inode is not None else None
         if users is not None and not users.empty():
             self.namespace.retire(chunk)
-        handle = next(self._handles)
-        writer = self._files[handle] = self.writers.open(chunk, WriteBuffer(), emptied=True)
-        writer.inode = self.namespace.inode_of(chunk)
-        self.page_cache.admit(writer.inode, handle, writer=True,
-                              read_write=flags & os.O_ACCMODE == os.O_RDWR)
-        return handle
+        writer = self.writers.open(chunk, WriteBuffer(), emptied=True)
+        return self._admit_chunk(writer, self.namespace.inode_of(chunk), flags)
 
     async def unlink(self, parent_inode: int, name: str, pid: int | None = None) -> None:
         """Remove a chunk or scratch file. A document is kept: its unlink is accepted as the

@@ -205,10 +205,8 @@ class PageCacheUsers:
         if self.shared:
             self._keep.add(handle)
             return
+        crowded = self.conflict(inode, writer=writer, current=True, version=version) is not None
         users = self._inodes.setdefault(inode, InodeUsers())
-        crowded = users.writer is not None or bool(users.direct) or (
-            writer and bool(users.readers)) or (
-            not writer and users.readers and users.version != version)
         if crowded:
             if not retry:
                 raise AssertionError("admit() of a handle conflict() refused")
