@@ -90,3 +90,12 @@ def test_bytes_codec_endian_and_transpose_change_nothing_in_the_size():
                                serializer=BytesCodec(endian="big"),
                                filters=[TransposeCodec(order=(1, 0))])
     assert len(good) == 96 and checker_for(array.metadata).size == 96  # type: ignore[attr-defined]
+
+
+def test_a_chunk_too_large_to_decode_in_memory_is_refused_before_decoding():
+    """A 64 GiB chunk of a sparse grid may be stored as a few KiB, but checking it would hold
+    64 GiB: refused with the way out named, before any byte is decoded."""
+    array = zarr.create_array({}, shape=(1 << 18, 1 << 18), chunks=(1 << 18, 1 << 18),
+                              dtype="u1", fill_value=0)
+    with pytest.raises(WriteRefusedError, match=r"decodes to 68719476736 bytes.*--no-verify"):
+        checker_for(array.metadata).check((0, 0), [memoryview(b"a few KiB")])

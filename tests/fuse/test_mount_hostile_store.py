@@ -11,13 +11,16 @@ import errno
 import json
 import os
 import socket
+import subprocess
 import threading
 import time
+import zlib
 from pathlib import Path
 
 import numcodecs
 import numpy as np
 import pytest
+import tifffile
 import zarr
 from zarr.codecs import ZstdCodec
 
@@ -351,3 +354,41 @@ def test_a_decompression_bomb_is_refused_before_it_is_allocated(tmp_path):
         assert _errno_of(lambda: (mnt / "c" / "1" / "0").write_bytes(bomb)) == errno.EIO
         assert _rss_mb(daemon_pid(mnt)) < 300
     assert not _chunk(store, 1, 0).exists()
+
+
+def _streamed_bomb(kind: str, size: int) -> bytes:
+    """``size`` zero bytes as a stream that declares no decoded size, made in windows (the
+    test itself stays small): a zstd frame from the zstd tool reading a pipe, a gzip member."""
+    if kind == "zstd":
+        zeros = subprocess.Popen(["head", "-c", str(size), "/dev/zero"], stdout=subprocess.PIPE)
+        frame = subprocess.run(["zstd", "-1", "-c"], stdin=zeros.stdout, capture_output=True,
+                               check=True).stdout
+        zeros.wait()
+        return frame
+    packer, window = zlib.compressobj(1, wbits=31), bytes(1 << 20)
+    return b"".join(packer.compress(window) for _ in range(size >> 20)) + packer.flush()
+
+
+@pytest.mark.parametrize("kind", ["zstd-v3", "gzip-v2"])
+def test_a_streamed_bomb_is_refused_in_bounded_memory(tmp_path, kind):
+    """1 GiB of zeros as a stream without a declared size (zstd written by a streaming
+    writer; gzip, what Zarr v2 writers use): the rendered chunk and the whole image give EIO
+    with one line each, and the daemon never holds the bomb."""
+    store = tmp_path / "b.zarr"
+    codec, v2 = (ZstdCodec(level=1), False) if kind == "zstd-v3" else (numcodecs.GZip(1), True)
+    zarr.create_array(store, shape=(128, 64), chunks=(64, 64), dtype="u1", fill_value=0,
+                      compressors=[codec], zarr_format=2 if v2 else 3)[...] = 3
+    bomb = _streamed_bomb(kind.split("-")[0], 1 << 30)
+    (store / ("1.0" if v2 else "c/1/0")).write_bytes(bomb)
+    log = tmp_path / "mount.log"
+    with mounted(store, tmp_path / "m", "--format", "tiff", "--read-only",
+                 "--log-file", str(log)) as mnt:
+        files = sorted(mnt.rglob("*.tiff"))
+        assert [_errno_of(f.read_bytes) for f in files] == [None, errno.EIO]
+        assert np.all(tifffile.imread(files[0]) == 3)
+        assert _rss_mb(daemon_pid(mnt)) < 300
+    assert "decodes to more than the chunk can hold" in log.read_text()
+    with mounted(store, tmp_path / "w", "--format", "ome-tiff", "--read-only") as mnt:
+        whole = next(mnt.rglob("*.tif*"))
+        assert _errno_of(whole.read_bytes) == errno.EIO
+        assert _rss_mb(daemon_pid(mnt)) < 300

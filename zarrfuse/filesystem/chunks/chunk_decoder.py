@@ -3,9 +3,8 @@
 Which chunks are stored comes from the chunk source's cached listings: an absent chunk is
 the fill value at no store request. The stored ones are split into one batch per core; a
 worker thread reads its batch and decodes it through the array's codecs
-(``api.chunk_decoding``). Arrays whose
-codecs cannot decode synchronously (sharded ones: an inner chunk is a range of its shard)
-are read through zarr, a region per chunk, in the same threads.
+(``api.chunk_decoding``). Sharded arrays (an inner chunk is a range of its shard) are read
+through zarr, a region per chunk, in the same threads.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ class ChunkDecoder:
         self.dtype = np.dtype(array.dtype)
         stored = tuple(array.shards or self.chunks)
         self.per_stored = tuple(s // c for s, c in zip(stored, self.chunks, strict=True))
-        self._sync = SyncChunkDecoder.for_array(array) if array.shards is None else None
+        self._sync = SyncChunkDecoder.for_array(array)
         self._limiter = limiter
         self._counters = counters
 
@@ -119,13 +118,21 @@ class ChunkDecoder:
     def _decode_raw(self, jobs: list[tuple[Coords, bytes | None]]) -> dict[Coords, np.ndarray]:
         assert self._sync is not None
         out = {}
+        stored = [(coords, data) for coords, data in jobs if data is not None]
         for coords, data in jobs:
             if data is None:  # removed since the listing
                 out[coords] = self._fill(coords)
-                continue
+        try:
+            values = self._sync.decode_batch([data for _, data in stored])
+        except (ZarrFuseError, MemoryError):
+            raise
+        except Exception:  # noqa: BLE001  # a chunk does not decode: find which, one by one
+            values = []
+            for coords, data in stored:
+                with self._decoding(coords):
+                    values.append(self._sync.decode(data))
+        for (coords, _), value in zip(stored, values, strict=True):
             region = chunk_region(coords, self.chunks, self.shape)
-            with self._decoding(coords):
-                value = self._sync.decode(data)
             out[coords] = value[tuple(slice(0, r.stop - r.start) for r in region)]
         return out
 

@@ -10,7 +10,9 @@ check is the cheapest one that is still exact for the array's codecs, chosen onc
 - ``crc32c``: the same chain followed by one ``crc32c``: the length, then the checksum of the
   body (google_crc32c, as zarr's own codec), one pass over the bytes.
 - ``decode``: every other chain (compressors, sharding, variable-size types): the value goes
-  through zarr's codec pipeline, exactly as a reader's would.
+  through zarr's codec pipeline, exactly as a reader's would. A chunk that decodes to more
+  than ``limits.MAX_VERIFIED_DECODE`` (a sparse 100 GiB chunk of a few KiB, say) is refused
+  rather than decoded into memory; ``--no-verify`` stores such chunks unchecked.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import numpy as np
 from zarr.abc.codec import CodecPipeline
 from zarr.codecs import BytesCodec, Crc32cCodec, TransposeCodec
 
-from zarrfuse.api.declared_sizes import SLACK, check_declared_size
+from zarrfuse.api.decode_bounds import SLACK, check_decoded_size
 from zarrfuse.errors import WriteRefusedError
 from zarrfuse.extensions.byte_ranges import slice_views
+from zarrfuse.limits import MAX_VERIFIED_DECODE
 from zarrfuse.zarr_compat import (
     ArrayConfig,
     ArrayV2Metadata,
@@ -112,6 +115,8 @@ class DecodeCheck:
     """The name of the codec that decodes the stored bytes first (its declared size is
     checked before: a written bomb must not make the daemon allocate it)."""
     limit: int | None = None
+    decoded_bytes: int = 0
+    """What one chunk decodes to (0: variable-size types, unknown until decoded)."""
     name: ClassVar[str] = "decode"
     inline: ClassVar[bool] = False
 
@@ -119,9 +124,13 @@ class DecodeCheck:
         prototype = default_buffer_prototype()
         order = self.metadata.order if isinstance(self.metadata, ArrayV2Metadata) else "C"
         spec = chunk_spec(self.metadata, ArrayConfig(order, True), prototype)
+        if self.decoded_bytes > MAX_VERIFIED_DECODE:
+            raise _refused(coords, f"decodes to {self.decoded_bytes} bytes, more than a write "
+                                   f"is decoded to be checked ({MAX_VERIFIED_DECODE}); mount "
+                                   "with --no-verify to store such chunks unchecked")
         data = b"".join(views)
         try:
-            check_declared_size(data, self.outer, self.limit)
+            check_decoded_size(data, self.outer, self.limit)
         except ValueError as e:
             raise _refused(coords, str(e)) from e
         value = prototype.buffer.from_bytes(data)
@@ -152,7 +161,7 @@ def checker_for(metadata: ArrayMetadata) -> ChunkCheck:
         if fixed_dtype and not metadata.filters and metadata.compressor is None:
             return LengthCheck(decoded_bytes, names)
         outer = str(metadata.compressor.codec_id) if metadata.compressor is not None else ""
-        return DecodeCheck(metadata, pipeline, names, outer, limit)
+        return DecodeCheck(metadata, pipeline, names, outer, limit, decoded_bytes)
     array_array, array_bytes, bytes_bytes = codecs_from_list(metadata.codecs)
     if (
         fixed_dtype
@@ -164,7 +173,7 @@ def checker_for(metadata: ArrayMetadata) -> ChunkCheck:
         if len(bytes_bytes) == 1 and isinstance(bytes_bytes[0], Crc32cCodec):
             return Crc32cCheck(pipeline.compute_encoded_size(decoded_bytes, spec), names)
     outer = str(metadata.codecs[-1].to_dict().get("name", ""))
-    return DecodeCheck(metadata, pipeline, names, outer, limit)
+    return DecodeCheck(metadata, pipeline, names, outer, limit, decoded_bytes)
 
 
 def checker_for_document(document: dict[str, Any]) -> ChunkCheck:
