@@ -119,7 +119,9 @@ def test_a_crash_before_any_change_leaves_every_part_old_or_new_after_recovery(s
             _commit(dying)
     else:
         _commit(dying)
-    forward, back = ObjectJournal(_backend(server, prefix), "next mount").recover()
+    # The next mount comes after the stale age: an uncommitted transaction is a dead one's.
+    forward, back = ObjectJournal(_backend(server, prefix), "next mount",
+                                  stale_after=0).recover()
     after = _keys(server, prefix)
     assert after in (OLD, NEW), f"torn after a crash before change {n}: {after}"
     # Past the commit record (change 4 of 8) the commit is finished, never undone.
@@ -179,7 +181,76 @@ def test_kill_9_of_an_s3_mount_under_parallel_writers_leaves_every_chunk_old_or_
         if value not in allowed:
             torn[row] = sorted(set(value))[:4]
     assert not torn, f"chunks neither old nor new after kill -9: {torn}"
-    assert not [k for k in stored if JOURNAL_DIR in k or k.endswith(".partial")]
+    # Committed transactions are finished; uncommitted ones (which change no chunk) wait
+    # for the stale age, as another live mount's would.
+    assert not [k for k in stored if k.endswith(".commit") or k.endswith(".partial")]
+
+
+def _stored_as(server: S3Server, prefix: str, values: dict[str, bytes]) -> ObjectBackend:
+    backend = _backend(server, prefix)
+    for key, data in values.items():
+        backend.write(key, [memoryview(data)])
+    return backend
+
+
+def test_another_mounts_uncommitted_transaction_is_left_until_it_is_stale(server):
+    """Issue 34 point 6: recovery must not undo a live mount's commit in progress (it would
+    tear its chunk); an uncommitted transaction changes no key, so leaving it is harmless."""
+    backend = _stored_as(server, "young", OLD)
+    live = ObjectJournal(CrashBefore(backend, len(NEW)), "live mount")
+    with pytest.raises(Crash):  # every temp stored, no record yet: still being made
+        _commit(live)
+    assert ObjectJournal(_backend(server, "young"), "second mount").recover() == (0, 0)
+    kept = _keys(server, "young")
+    assert {k: v for k, v in kept.items() if not k.startswith(JOURNAL_DIR)} == OLD
+    assert len([k for k in kept if k.startswith(JOURNAL_DIR)]) == len(NEW)
+    time.sleep(1.2)
+    assert ObjectJournal(_backend(server, "young"), "later mount",
+                         stale_after=1).recover() == (0, 1)
+    assert _keys(server, "young") == OLD
+
+
+class RecoveredMeanwhile(CrashBefore):
+    """A live owner whose first copy comes after another mount's recovery finished its
+    committed transaction."""
+
+    def __init__(self, backend: ObjectBackend, other: ObjectJournal) -> None:
+        super().__init__(backend, 10**6)
+        self.other = other
+
+    def copy(self, source: str, key: str) -> None:
+        if self.other is not None:
+            other, self.other = self.other, None
+            assert other.recover() == (1, 0)
+        super().copy(source, key)
+
+
+def test_a_commit_finished_by_another_mounts_recovery_succeeds_for_its_owner(server):
+    """The owner's copy finds its temp gone and its record gone: the commit was finished for
+    it, so its close reports success, and the store holds exactly the new chunk."""
+    backend = _stored_as(server, "raced", OLD)
+    owner = ObjectJournal(RecoveredMeanwhile(backend, ObjectJournal(
+        _backend(server, "raced"), "second mount")), "owner")
+    _commit(owner)
+    assert _keys(server, "raced") == NEW
+
+
+def test_a_read_only_mount_reads_an_interrupted_commit_finished_and_changes_nothing(server):
+    """Issue 34 point 3 on S3: the record is stored and one part copied; a read-only backend
+    shows every part new (sizes from listings too), and the store is left as it was."""
+    backend = _stored_as(server, "shown", OLD)
+    with pytest.raises(Crash):  # after the temps, the record and one copy
+        _commit(ObjectJournal(CrashBefore(backend, len(NEW) + 2), "dying"))
+    before = _keys(server, "shown")
+    reader = _backend(server, "shown")
+    assert reader.show_recovered() == 1
+    for key, data in NEW.items():
+        assert bytes(reader.read(key, 0, len(data))) == data
+        assert reader.read_all(key) == data
+        assert reader.stat(key).size == len(data)
+    assert {n: st.size for n, st in reader.list_stats("c/0").items()} == {
+        k.rpartition("/")[2]: len(v) for k, v in NEW.items()}
+    assert _keys(server, "shown") == before
 
 
 def test_verify_repair_finishes_an_interrupted_commit_without_a_mount(server):

@@ -17,8 +17,21 @@ rolls a transaction with a ``commit`` record forward (copies the temps still the
 their keys: every chunk new) and one without it back (deletes its temps: every chunk old).
 A multi-part commit of N parts costs 2N+1 PUT-class requests and one bulk DELETE, against N
 without the journal. A PUT or copy is durable once the store answers it, so ``fsync`` adds
-nothing here. Recovery assumes no other writable mount is committing to the same store at
-that moment (it would undo that mount's unfinished commit).
+nothing here.
+
+Other mounts (on this host or another) may be committing to the same store while one
+recovers, and an object store has no lock to tell a live mount from a dead one:
+
+- a committed transaction is finished by whoever gets there: recovery copies the temps it
+  still finds (each copy is the same bytes the owner copies) and deletes them; an owner whose
+  copy then finds its temp gone, with its record gone too, knows the commit was finished for
+  it and reports success;
+- an uncommitted one changed no key, so leaving it is harmless; it is undone only once its
+  newest object is older than :data:`STALE_AFTER` (a commit takes seconds): undoing a live
+  mount's would let it write its record over temps that are gone and tear its chunk.
+
+A read-only mount changes nothing and reads every committed transaction's parts from their
+temps (:meth:`ObjectJournal.finished_view`).
 """
 
 from __future__ import annotations
@@ -27,16 +40,22 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-__all__ = ["JOURNAL_DIR", "ObjectJournal", "Objects"]
+from zarrfuse.storage.base import Stat
+
+__all__ = ["JOURNAL_DIR", "STALE_AFTER", "ObjectJournal", "Objects"]
 
 log = logging.getLogger(__name__)
 
 JOURNAL_DIR = ".zarrfuse-commits"
 """The records' prefix, as on local stores: no object is left under it between commits,
 so listings show nothing there."""
+
+STALE_AFTER = 600.0
+"""Seconds after its newest object an uncommitted transaction counts as left by a dead
+mount."""
 
 
 class Objects(Protocol):
@@ -52,14 +71,19 @@ class Objects(Protocol):
 
     def list_names(self, prefix: str) -> set[str]: ...
 
+    def list_stats(self, prefix: str) -> dict[str, Stat]: ...
+
     def list_subdirs(self, prefix: str) -> list[str]: ...
 
 
 class ObjectJournal:
     """The journal of one object store."""
 
-    def __init__(self, objects: Objects, name: str, path: str = "") -> None:
+    def __init__(
+        self, objects: Objects, name: str, path: str = "", stale_after: float = STALE_AFTER
+    ) -> None:
         self._objects = objects
+        self._stale_after = stale_after
         self._name = name
         """The store, as log lines name it."""
         self._dir = f"{path.strip('/')}/{JOURNAL_DIR}".lstrip("/")
@@ -81,30 +105,70 @@ class ObjectJournal:
             except OSError as e:  # the store is failing: the next writable mount undoes it
                 log.warning("%s: could not clean up commit %s: %s", self._name, tx, e)
             raise
-        self._copy_all(copies)
+        try:
+            self._copy_all(copies)
+        except FileNotFoundError:  # a temp is gone: another mount's recovery finished it?
+            if not self._record_gone(tx):
+                raise
+            log.info("%s: commit %s was finished by another mount's recovery", self._name, tx)
+            return [time.time_ns()] * len(parts)
         mtime = time.time_ns()
         self._forget(tx, [temp for temp, _ in copies])
         return [mtime] * len(parts)
 
     def recover(self) -> tuple[int, int]:
-        """Finish what a crash interrupted: (transactions rolled forward, rolled back)."""
-        records = {n.split(".", 1)[0] for n in self._objects.list_names(self._dir)}
-        forward = back = 0
-        for tx in sorted(records | set(self._objects.list_subdirs(self._dir))):
-            left = sorted(f"{self._dir}/{tx}/{n}" for n in self._objects.list_names(
-                f"{self._dir}/{tx}"))
-            committed = self._read_record(tx) if tx in records else None
+        """Finish what a crash interrupted: (transactions rolled forward, rolled back).
+        Uncommitted ones another mount may still be making are left alone (one line)."""
+        forward = back = young = 0
+        for tx, committed, left, is_young in self._transactions():
             if committed is not None:
-                self._copy_all([(temp, key) for temp, key in committed if temp in left])
+                self._copy_all([(temp, key) for temp, key in committed if temp in left],
+                               gone_ok=True)
                 forward += 1
+            elif is_young:
+                young += 1
+                continue
             else:
                 back += 1
-            self._forget(tx, left)
+            self._forget(tx, sorted(left))
         if forward or back:
             log.warning("%s: finished %d commit(s) a crash interrupted and undid %d unfinished "
                         "one(s): every chunk is its old or its new value", self._name,
                         forward, back)
+        if young:
+            log.info("%s: %d uncommitted transaction(s) younger than %g s left to the mount "
+                     "making them (they change no chunk)", self._name, young, self._stale_after)
         return forward, back
+
+    def finished_view(self) -> tuple[dict[str, tuple[str, Stat]], int]:
+        """Without changing anything: the temp (and its stat) each part of a committed
+        transaction is to be replaced by, and how many transactions are unfinished."""
+        finished: dict[str, tuple[str, Stat]] = {}
+        transactions = list(self._transactions())
+        for tx, committed, _, _ in transactions:
+            temps = self._objects.list_stats(f"{self._dir}/{tx}")
+            for temp, key in committed or []:
+                found = temps.get(temp.rpartition("/")[2])
+                if found is not None:  # else copied before the crash
+                    finished[key] = (temp, found)
+        return finished, len(transactions)
+
+    def _transactions(
+        self,
+    ) -> Iterator[tuple[str, list[tuple[str, str]] | None, set[str], bool]]:
+        """Each transaction in the journal: (id, its record if committed, its temps, whether
+        its newest object is younger than the stale age)."""
+        records = self._objects.list_stats(self._dir)
+        now = time.time_ns()
+        for tx in sorted({n.split(".", 1)[0] for n in records}
+                         | set(self._objects.list_subdirs(self._dir))):
+            temps = self._objects.list_stats(f"{self._dir}/{tx}")
+            times = [st.mtime_ns for st in temps.values()]
+            if f"{tx}.commit" in records:
+                times.append(records[f"{tx}.commit"].mtime_ns)
+            young = bool(times) and now - max(times) < self._stale_after * 1e9
+            committed = self._read_record(tx) if f"{tx}.commit" in records else None
+            yield tx, committed, {f"{self._dir}/{tx}/{n}" for n in temps}, young
 
     # --- steps -------------------------------------------------------------------------------
 
@@ -122,9 +186,24 @@ class ObjectJournal:
             log.warning("%s: unreadable commit record %s: undone", self._name, tx)
             return None
 
-    def _copy_all(self, copies: Sequence[tuple[str, str]]) -> None:
+    def _record_gone(self, tx: str) -> bool:
+        """Whether ``tx``'s record is gone, asked a few times over a second: recovery deletes
+        the temps and the record in one request, the temps first."""
+        for wait in (0.0, 0.25, 0.75):
+            time.sleep(wait)
+            if self._objects.read_all(f"{self._dir}/{tx}.commit") is None:
+                return True
+        return False
+
+    def _copy_all(self, copies: Sequence[tuple[str, str]], gone_ok: bool = False) -> None:
+        """Copy each temp over its key; ``gone_ok``: a temp its owner copied and deleted
+        meanwhile is skipped (recovery racing a live owner)."""
         for temp, key in copies:
-            self._objects.copy(temp, key)
+            try:
+                self._objects.copy(temp, key)
+            except FileNotFoundError:
+                if not gone_ok:
+                    raise
 
     def _forget(self, tx: str, temps: Sequence[str]) -> None:
         """Delete the temps and the record, in one request. Whatever part of it a crash

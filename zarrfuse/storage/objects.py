@@ -136,6 +136,9 @@ class ObjectBackend:
     def __init__(self, store: Any, journal_path: str = "") -> None:
         self.store = store
         self._journal = ObjectJournal(self, _describe(store), journal_path)
+        self._finished: dict[str, tuple[str, Stat]] = {}
+        """Keys read from an interrupted commit's temps, with their stats
+        (``show_recovered``: read-only mounts)."""
         self.read_ahead_policy = ReadAheadPolicy(
             pool=ThreadPoolExecutor(PREFETCH_REQUESTS, thread_name_prefix="zarrfuse-fetch"),
             budget=PrefetchBudget(PREFETCH_BUDGET),
@@ -162,7 +165,12 @@ class ObjectBackend:
 
     def list_stats(self, prefix: str) -> dict[str, Stat]:
         found = self._listing(prefix)
-        return {meta["path"].rpartition("/")[2]: _stat(meta) for meta in found["objects"]}
+        stats = {meta["path"].rpartition("/")[2]: _stat(meta) for meta in found["objects"]}
+        for name in stats if self._finished else ():
+            shown = self._finished.get(f"{prefix.strip('/')}/{name}".lstrip("/"))
+            if shown is not None:
+                stats[name] = shown[1]
+        return stats
 
     def list_names(self, prefix: str) -> set[str]:
         return set(self.list_stats(prefix))  # one LIST gives names and stats alike
@@ -171,6 +179,8 @@ class ObjectBackend:
         return [p.rstrip("/").rpartition("/")[2] for p in self._listing(prefix)["common_prefixes"]]
 
     def stat(self, key: str) -> Stat | None:
+        if key in self._finished:
+            return self._finished[key][1]
         try:
             return _stat(_request(f"HEAD {key}", lambda: obstore.head(self.store, key)))
         except NOT_FOUND:
@@ -184,6 +194,7 @@ class ObjectBackend:
         """Bytes ``[start, stop)`` of ``key``: one ranged GET (none for an empty range)."""
         if stop <= start:
             return b""
+        key = self._read_key(key)
         data = _request(
             f"GET {key} bytes {start}-{stop - 1}",
             lambda: obstore.get_range(self.store, key, start=start, end=stop),
@@ -211,6 +222,7 @@ class ObjectBackend:
         return ObjectPartReader(self, keys, sizes)
 
     def read_all(self, key: str) -> bytes | None:
+        key = self._read_key(key)
         try:
             result = _request(f"GET {key}", lambda: obstore.get(self.store, key).bytes())
         except NOT_FOUND:
@@ -260,7 +272,19 @@ class ObjectBackend:
         return self._journal.recover()
 
     def show_recovered(self) -> int:
-        return 0  # not yet: the object journal is finished by a writable mount or verify
+        self._finished, interrupted = self._journal.finished_view()
+        if interrupted:
+            log.warning("%s: %d commit(s) unfinished (a crash, or another mount committing): "
+                        "committed ones are shown finished, nothing changed; run `zarrfuse "
+                        "verify --repair` (or mount it writable) to finish them in the store",
+                        _describe(self.store), interrupted)
+        return interrupted
+
+    def _read_key(self, key: str) -> str:
+        """Where ``key`` is read: a part a committed transaction replaces is read from its
+        temp (read-only mounts, ``show_recovered``)."""
+        shown = self._finished.get(key)
+        return key if shown is None else shown[0]
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         return False  # LastModified is set by the store alone
