@@ -49,6 +49,14 @@ class SourceError(ZarrFuseError):
     errno = _errno.ENOENT
 
 
+class UnfitDocument(SourceError):
+    """A metadata document that cannot be one: a FIFO, socket or device, or over the size
+    bound (``limits.MAX_DOCUMENT_BYTES``). Its node is left out (the mount, if it is the
+    root), never read."""
+
+    expected = True
+
+
 class MountError(ZarrFuseError):
     """A mountpoint that cannot be used: missing, not a directory, or already mounted."""
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fsx import OPERATIONS, run_fsx
+from tests.hostile import CASES, build_case, probe
 from tests.mounting import mounted
 from tests.torture import make_array, run_load, stored_values
 
@@ -30,3 +32,31 @@ def test_mapped_files_load_gives_no_wrong_read_error_or_death(tmp_path, threads)
         if count:
             assert result.counts[f"{role}.ops"] > 0, result
     assert all(stored_values(tmp_path / "arr", names))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fsx_random_io_with_a_shared_mapping_is_byte_exact(tmp_path, seed):
+    """fsx-style (``tests/fsx.py``): pwrite, pread, mapped reads and writes, fsync and
+    reopen on one chunk file; every read and every stored value equals the model's."""
+    names = make_array(tmp_path / "arr", chunks=1)
+    stored = tmp_path / "arr" / "c" / "0"
+    with mounted(tmp_path / "arr", tmp_path / "mnt") as mnt:
+        counts = run_fsx(mnt / names[0], stored.read_bytes, 400, seed)
+    print(counts)
+    assert counts["wrong"] == 0 and counts["errors"] == 0, counts
+    assert all(counts[op] > 0 for op in OPERATIONS), counts
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_store_catalogue(tmp_path, case):
+    """Each hostile case (``tests/hostile.py``; ``bench/bench_hostile.py`` runs both views
+    with 1 GiB bombs): the mount comes up and keeps answering, nothing from outside is
+    served, the healthy array reads exact, memory stays bounded, and a special file or a
+    bomb answers EIO where it is read."""
+    group, _ = build_case(tmp_path / case, case, 64 << 20)
+    view = "tiff" if CASES[case].kind == "bomb" else "raw"
+    result = probe(group, tmp_path / "mnt", view, timeout=30)
+    assert not result.bad, result
+    if CASES[case].kind == "bomb" or (CASES[case].kind == "special"
+                                      and CASES[case].at == "chunk"):
+        assert result.eio >= 1, result

@@ -14,6 +14,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import FsspecStore, ZipStore
 
+from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Stat
 from zarrfuse.storage.local import WRITE_STEP, LocalBackend
@@ -114,9 +115,15 @@ def test_local_backend_hides_a_directory_symlink_that_loops(tmp_path):
 def test_metadata_documents_are_bounded_and_never_special(tmp_path):
     (tmp_path / "zarr.json").write_bytes(b"{}")
     os.truncate(tmp_path / "zarr.json", MAX_DOCUMENT_BYTES + 1)  # sparse: costs no disk
-    with pytest.raises(OSError) as raised:
+    with pytest.raises(UnfitDocument, match="over the"):
         LocalBackend(tmp_path).read_document("zarr.json")
-    assert raised.value.errno == errno.EFBIG
+    (tmp_path / "zarr.json").unlink()
+    os.mkfifo(tmp_path / "zarr.json")
+    with pytest.raises(UnfitDocument, match="FIFO"):  # never opened: it would block
+        LocalBackend(tmp_path).read_document("zarr.json")
+    with pytest.raises(OSError) as raised:  # a reader of bytes gets an I/O error
+        LocalBackend(tmp_path).read_all("zarr.json")
+    assert raised.value.errno == errno.EIO
 
 
 def test_a_read_only_backend_reads_an_interrupted_commit_as_recovery_will_leave_it(tmp_path):

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from zarrfuse.errors import ConfigurationError
+from zarrfuse.errors import ConfigurationError, UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.beneath import NotRegular, Root, warn_once
@@ -195,21 +195,27 @@ class LocalBackend:
         return LocalPartReader(self._beneath, [self._read_key(self._key(k)) for k in keys])
 
     def read_all(self, key: str) -> bytes | None:
-        document = self.read_document(key)
+        try:
+            document = self.read_document(key)
+        except UnfitDocument as e:  # a reader of bytes gets an I/O error, as for any file
+            raise OSError(errno.EIO, str(e)) from None
         return None if document is None else document.data
 
     def read_held(self, key: str) -> bytes | None:
         return None  # the directory is the store: nothing is held apart from it
 
     def read_document(self, key: str) -> Document | None:
-        fd = _regular(self._beneath, self._key(key))
+        try:
+            fd = self._beneath.open_regular(self._key(key))
+        except NotRegular as e:
+            raise UnfitDocument(f"{key}: {e.strerror}: not a metadata document") from None
         if fd is None:
             return None
         with open(fd, "rb") as f:
             found = os.fstat(f.fileno())
             if found.st_size > MAX_DOCUMENT_BYTES:
-                raise OSError(errno.EFBIG, f"{key}: {found.st_size} bytes, over the "
-                              f"{MAX_DOCUMENT_BYTES} a metadata document may have")
+                raise UnfitDocument(f"{key}: {found.st_size} bytes, over the "
+                                    f"{MAX_DOCUMENT_BYTES} a metadata document may have")
             return Document(f.read(MAX_DOCUMENT_BYTES + 1)[:MAX_DOCUMENT_BYTES],
                             found.st_mtime_ns)
 

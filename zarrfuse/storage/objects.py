@@ -23,6 +23,7 @@ from obstore.exceptions import NotFoundError
 if TYPE_CHECKING:  # types only: obstore declares them in its stubs
     from obstore import ListResult, ObjectMeta
 
+from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.object_journal import ObjectJournal
@@ -237,8 +238,8 @@ class ObjectBackend:
             result = _request(f"GET {key}", lambda: obstore.get(self.store, key))
             size = int(result.meta["size"])
             if size > MAX_DOCUMENT_BYTES:  # refused before its body is read
-                raise OSError(errno.EFBIG, f"{key}: {size} bytes, over the "
-                              f"{MAX_DOCUMENT_BYTES} a metadata document may have")
+                raise UnfitDocument(f"{key}: {size} bytes, over the "
+                                    f"{MAX_DOCUMENT_BYTES} a metadata document may have")
             data = _request(f"GET {key}", lambda: result.bytes()).to_bytes()
         except NOT_FOUND:
             return None
