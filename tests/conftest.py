@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import zarr
 
+from tests.log_contract import expect_log_fixture, log_contract_fixture  # noqa: F401  (fixtures)
 from tests.mounting import mountpoint  # noqa: F401  (a fixture: a fresh directory to mount on)
 
 

@@ -78,6 +78,7 @@ def test_notify_speaks_the_datagram_protocol(notify_listener):
     assert notify_listener.nothing_more()
 
 
+@pytest.mark.expect_log(r"cannot notify systemd", r"not notifying systemd")
 def test_notify_without_socket_or_with_a_dead_one_does_nothing(tmp_path):
     assert not notify.notify("READY=1", {})
     assert not notify.notify("READY=1", {"NOTIFY_SOCKET": "vsock:2:1234"})

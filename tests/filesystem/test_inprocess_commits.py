@@ -37,6 +37,7 @@ def test_overwrite_create_unlink(crc_array):
     np.testing.assert_array_equal(after[4:8, 0:4], 0)  # fill value
 
 
+@pytest.mark.expect_log(r"refused to store chunk")
 def test_a_value_shorter_than_the_fixed_parts_is_refused_at_close(tmp_path):
     path = tmp_path / "arr"
     zarrfuse.create_array(path, shape=(64,), chunks=(64,), dtype="u1",
@@ -64,6 +65,7 @@ def test_the_size_limit_is_efbig(crc_array):
     assert snapshot(crc_array) == before
 
 
+@pytest.mark.expect_log(r"refused to store chunk")
 def test_a_bad_crc32c_is_refused_by_default(crc_array):
     before = snapshot(crc_array)
     with in_process(str(crc_array)) as fs:

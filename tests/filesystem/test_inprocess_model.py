@@ -15,6 +15,7 @@ from tests.inprocess import in_process
 from tests.write_model import CHUNKS, PARTS, write_model
 
 
+@pytest.mark.expect_log(r"refused to store chunk")
 @pytest.mark.timeout(600)
 def test_random_operations_match_the_model_in_process(tmp_path):
     store = tmp_path / "arr"

@@ -23,6 +23,7 @@ def array(tmp_path):
     return tmp_path / "a", data
 
 
+@pytest.mark.expect_log(r"refused to store chunk")
 def test_bytes_the_codecs_cannot_decode_are_refused_and_nothing_is_written(array):
     path, data = array
     before = (path / "c/0/0").read_bytes()
@@ -35,6 +36,7 @@ def test_bytes_the_codecs_cannot_decode_are_refused_and_nothing_is_written(array
     np.testing.assert_array_equal(zarr.open_array(path)[...], data)
 
 
+@pytest.mark.expect_log(r"refused to store chunk")
 def test_a_rendered_npy_written_back_lands_in_its_chunk(array):
     path, data = array
     with in_process(str(path), format="npy") as fs:
@@ -113,6 +115,7 @@ def test_a_tiff_written_back_changes_exactly_its_region(tmp_path):
     np.testing.assert_array_equal(zarr.open_array(path)[:], expected)
 
 
+@pytest.mark.expect_log(r"refused to store chunk")
 @pytest.mark.parametrize("fmt", ["tiff", "npy", "png"])
 def test_refused_rendered_writes_change_nothing(tmp_path, fmt):
     path = tmp_path / "arr"

@@ -22,6 +22,7 @@ def plain(tmp_path: Path) -> Path:
     return make_plain_array(tmp_path / "plain")
 
 
+@pytest.mark.expect_log(r"refused to store chunk")
 def test_a_chunk_of_the_wrong_length_is_refused_with_its_reason(plain, caplog):
     before = snapshot(plain)
     with caplog.at_level(logging.INFO), in_process(str(plain)) as fs:
@@ -56,6 +57,7 @@ def test_no_verify_stores_any_bytes_as_documented(plain):
         zarr.open_array(plain)[:]  # the array is broken: what the default check prevents
 
 
+@pytest.mark.expect_log(r"refused to store chunk")
 def test_garbage_onto_a_zstd_chunk_is_refused_and_a_real_chunk_stored(tmp_path):
     path = tmp_path / "zstd"
     a = zarr.create_array(path, shape=(8, 8), chunks=(4, 4), dtype="u2", fill_value=0,
@@ -70,6 +72,7 @@ def test_garbage_onto_a_zstd_chunk_is_refused_and_a_real_chunk_stored(tmp_path):
     np.testing.assert_array_equal(after[0:4, 4:8], after[0:4, 0:4])
 
 
+@pytest.mark.expect_log(r"refused to store chunk")
 def test_a_shard_is_decoded_before_it_is_stored(tmp_path):
     path = tmp_path / "sharded"
     a = zarr.create_array(path, shape=(16, 16), chunks=(4, 4), shards=(8, 8), dtype="u1",
@@ -86,6 +89,7 @@ def test_a_shard_is_decoded_before_it_is_stored(tmp_path):
     np.testing.assert_array_equal(after[0:8, 8:16], after[0:8, 0:8])
 
 
+@pytest.mark.expect_log(r"refused to store chunk")
 def test_a_zarr_v2_array_is_checked_too(tmp_path):
     """v2 arrays reach the check as their v3 form (api/nodes.py): order F is a transpose."""
     path = tmp_path / "v2"

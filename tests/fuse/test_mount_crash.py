@@ -103,6 +103,7 @@ def _write_temps(root: Path, tx: str, kind: str | None) -> None:
         (root / JOURNAL_DIR / f"{tx}.commit").write_text(json.dumps(renames))
 
 
+@pytest.mark.expect_log(r"commit\(s\) a crash interrupted")
 @pytest.mark.parametrize("state, expected", [
     (None, (b"old-main", b"old1")),  # crashed before the commit record: undone
     ("commit", (b"new-main", b"new1")),  # after it: finished

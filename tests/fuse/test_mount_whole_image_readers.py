@@ -88,6 +88,7 @@ def test_libtiff(mount, name, tmp_path):
     readers.check_libtiff(mnt / case.file, case.levels, tmp_path, samples=case.samples)
 
 
+@pytest.mark.expect_log(r"OME series")
 @pytest.mark.parametrize("name", ["gray", "rgb", "stack", "odd", "pyramid"])
 def test_vips(mount, name, tmp_path):
     mnt, cases = mount

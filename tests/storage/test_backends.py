@@ -64,6 +64,7 @@ def test_other_stores_give_their_own_times_or_a_stable_one(tmp_path: Path):
 # --- a local store is not trusted: paths resolve beneath its root ----------------------------
 
 
+@pytest.mark.expect_log(r"resolves outside the store root")
 def test_local_backend_follows_links_inside_and_refuses_links_out(tmp_path):
     store, outside = tmp_path / "store", tmp_path / "outside"
     (store / "c").mkdir(parents=True)
@@ -89,6 +90,7 @@ def test_local_backend_follows_links_inside_and_refuses_links_out(tmp_path):
     assert (outside / "secret").read_bytes() == b"secret" and not (outside / "new").exists()
 
 
+@pytest.mark.expect_log(r"not a regular file \(FIFO\)")
 def test_local_backend_never_opens_special_files(tmp_path):
     (tmp_path / "c").mkdir()
     os.mkfifo(tmp_path / "c" / "0")
@@ -101,6 +103,7 @@ def test_local_backend_never_opens_special_files(tmp_path):
     assert raised.value.errno == errno.EIO and "FIFO" in str(raised.value)
 
 
+@pytest.mark.expect_log(r"\(a loop\): not shown")
 def test_local_backend_hides_a_directory_symlink_that_loops(tmp_path):
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "up").symlink_to("../..")  # to the store root: a loop
@@ -112,6 +115,7 @@ def test_local_backend_hides_a_directory_symlink_that_loops(tmp_path):
     assert sorted(backend.list_subdirs("a")) == ["b", "side"]
 
 
+@pytest.mark.expect_log(r"not a regular file \(FIFO\)")
 def test_metadata_documents_are_bounded_and_never_special(tmp_path):
     (tmp_path / "zarr.json").write_bytes(b"{}")
     os.truncate(tmp_path / "zarr.json", MAX_DOCUMENT_BYTES + 1)  # sparse: costs no disk
@@ -126,6 +130,7 @@ def test_metadata_documents_are_bounded_and_never_special(tmp_path):
     assert raised.value.errno == errno.EIO
 
 
+@pytest.mark.expect_log(r"commit\(s\) a crash interrupted")
 def test_a_read_only_backend_reads_an_interrupted_commit_as_recovery_will_leave_it(tmp_path):
     """Issue 34 point 3: a crash left a two-part commit half renamed (its commit record
     written); a read-only mount may not finish it, so it reads every part as ``recover``
@@ -163,6 +168,7 @@ def test_a_read_only_backend_reads_an_interrupted_commit_as_recovery_will_leave_
     assert (tmp_path / "c" / "0.tail").read_bytes() == b"N"
 
 
+@pytest.mark.expect_log(r"commit\(s\) a crash interrupted")
 def test_a_mount_never_recovers_nor_removes_another_live_mounts_commit(tmp_path):
     """Issue 34 point 6: each mount keeps its commit records in a directory of its own,
     locked while its commit is under way; another mount's recovery (at its start) leaves

@@ -23,6 +23,7 @@ from obstore.store import S3Store
 import zarrfuse
 from tests.mounting import daemon_pid, force_unmount, mounted
 from tests.s3server import S3Server, server_with_bucket
+from zarrfuse.storage.base import Stat
 from zarrfuse.storage.object_journal import JOURNAL_DIR, ObjectJournal
 from zarrfuse.storage.objects import ObjectBackend
 
@@ -67,6 +68,12 @@ class CrashBefore:
     def list_subdirs(self, prefix: str) -> list[str]:
         return self.backend.list_subdirs(prefix)
 
+    def list_stats(self, prefix: str) -> dict[str, Stat]:
+        return self.backend.list_stats(prefix)
+
+    def list_dir(self, prefix: str) -> tuple[dict[str, Stat], list[str]]:
+        return self.backend.list_dir(prefix)
+
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[S3Server]:
@@ -107,6 +114,7 @@ CHANGES = len(NEW) + 1 + len(NEW) + 1
 """A commit's changes: the temps, the commit record, the copies, and one bulk deletion."""
 
 
+@pytest.mark.expect_log(r"commit\(s\) a crash interrupted", r"commit\(s\) unfinished")
 @pytest.mark.parametrize("n", range(CHANGES + 1))
 def test_a_crash_before_any_change_leaves_every_part_old_or_new_after_recovery(server, n):
     prefix = f"crash{n}"
@@ -193,6 +201,7 @@ def _stored_as(server: S3Server, prefix: str, values: dict[str, bytes]) -> Objec
     return backend
 
 
+@pytest.mark.expect_log(r"commit\(s\) a crash interrupted", r"commit\(s\) unfinished")
 def test_another_mounts_uncommitted_transaction_is_left_until_it_is_stale(server):
     """Issue 34 point 6: recovery must not undo a live mount's commit in progress (it would
     tear its chunk); an uncommitted transaction changes no key, so leaving it is harmless."""
@@ -225,6 +234,7 @@ class RecoveredMeanwhile(CrashBefore):
         super().copy(source, key)
 
 
+@pytest.mark.expect_log(r"commit\(s\) a crash interrupted", r"commit\(s\) unfinished")
 def test_a_commit_finished_by_another_mounts_recovery_succeeds_for_its_owner(server):
     """The owner's copy finds its temp gone and its record gone: the commit was finished for
     it, so its close reports success, and the store holds exactly the new chunk."""
@@ -235,6 +245,7 @@ def test_a_commit_finished_by_another_mounts_recovery_succeeds_for_its_owner(ser
     assert _keys(server, "raced") == NEW
 
 
+@pytest.mark.expect_log(r"commit\(s\) a crash interrupted", r"commit\(s\) unfinished")
 def test_a_read_only_mount_reads_an_interrupted_commit_finished_and_changes_nothing(server):
     """Issue 34 point 3 on S3: the record is stored and one part copied; a read-only backend
     shows every part new (sizes from listings too), and the store is left as it was."""

@@ -126,6 +126,7 @@ def test_libtiff(files, name, tmp_path):
     readers.check_libtiff(path, levels, tmp_path, samples=CASES[name].samples)
 
 
+@pytest.mark.expect_log(r"OME series")
 @pytest.mark.parametrize("name", CASES)
 def test_vips(files, name, tmp_path):
     path, levels, _ = files[name]

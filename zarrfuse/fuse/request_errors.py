@@ -33,7 +33,7 @@ _QUIET_ERRNOS = frozenset({errno.ENOENT, errno.ESTALE})
 
 BOUNDED = frozenset({
     "lookup", "getattr", "opendir", "readdir", "open", "read", "statfs", "getxattr",
-    "listxattr", "access",
+    "listxattr",
 })
 """Requests answered within ``--store-timeout`` (EIO past it): those that only read. The
 store calls they wait on run in threads that are abandoned at the deadline. Requests that

@@ -176,6 +176,12 @@ class ObjectBackend:
     def list_names(self, prefix: str) -> set[str]:
         return set(self.list_stats(prefix))  # one LIST gives names and stats alike
 
+    def list_dir(self, prefix: str) -> tuple[dict[str, Stat], list[str]]:
+        """The objects (with stats) and the subdirectories under ``prefix``, in one LIST."""
+        found = self._listing(prefix)
+        return ({meta["path"].rpartition("/")[2]: _stat(meta) for meta in found["objects"]},
+                [p.rstrip("/").rpartition("/")[2] for p in found["common_prefixes"]])
+
     def list_subdirs(self, prefix: str) -> list[str]:
         return [p.rstrip("/").rpartition("/")[2] for p in self._listing(prefix)["common_prefixes"]]
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -25,6 +24,7 @@ from zarrfuse.extensions.transformers import ConcatParts, Part
 from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
 from zarrfuse.filesystem.chunks.chunk_listings import LISTABLE_KEYS, ChunkListings, logical_stat
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
 from zarrfuse.storage.base import Backend, PartReader, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
@@ -219,7 +219,7 @@ class ChunkSource:
         # What the backend holds (a warm --cache-dir) is read here: a pool hop costs more.
         out = [self._read_held(c) for c in coords]
         asked = [i for i, data in enumerate(out) if data is None]
-        fetched = _fetch_pool().map(self._read_one, [coords[i] for i in asked],
+        fetched = fetch_pool().map(self._read_one, [coords[i] for i in asked],
                                     [listed[i] for i in asked])
         for i, data in zip(asked, fetched, strict=True):
             out[i] = data
@@ -386,14 +386,3 @@ class ChunkSource:
 def _read_rest(reader: PartReader, pending: list[tuple[int, int, memoryview]]) -> None:
     for part, start, view in pending:
         reader.read_into(part, start, view)
-
-
-FETCH_THREADS = 64
-"""Chunk reads in flight at once on a remote store, for every batch of the mount together."""
-_pool: list[ThreadPoolExecutor] = []
-
-
-def _fetch_pool() -> ThreadPoolExecutor:
-    if not _pool:  # created on first use: local mounts never start its threads
-        _pool.append(ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="zarrfuse-fetch"))
-    return _pool[0]

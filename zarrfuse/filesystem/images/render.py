@@ -96,7 +96,6 @@ def decode(fmt: str, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np
 
 
 @functools.lru_cache(maxsize=4096)
-@functools.lru_cache(maxsize=1024)
 def encoded_size(fmt: str, shape: tuple[int, ...], dtype: str) -> int:
     """Size of the file for any chunk of ``shape`` and ``dtype``: the same for every value.
 

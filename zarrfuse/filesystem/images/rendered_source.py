@@ -10,6 +10,7 @@ at most one per core, and a byte-bounded cache keeps recent renderings.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -27,6 +28,11 @@ __all__ = ["READ_AHEAD_CHUNKS", "RenderedSource"]
 
 READ_AHEAD_CHUNKS = 16
 """Chunks of a directory rendered ahead per batch (one or two batches kept ahead)."""
+
+_SOURCES = itertools.count()
+"""Each source's own number in the shared render cache's keys. Never ``id()``: the catalog
+rebuilds a view when its array changes, and a new source may get a freed one's address,
+whose cached renderings would then be served as its own."""
 
 
 class RenderedSource:
@@ -64,6 +70,7 @@ class RenderedSource:
         of extent > 1 (rendered views leave extent-1 dimensions out of the path)."""
         self._limiter = limiter
         self._cache = cache
+        self._token = next(_SOURCES)
         self._decoder = decoder
         self._running: dict[tuple[int, ...], trio.Event] = {}
         self._writes: dict[tuple[int, ...], int] = {}
@@ -72,6 +79,10 @@ class RenderedSource:
         self._ahead_until: tuple[tuple[int, ...], int] | None = None
         """The line of chunks being read ahead (coordinates but the ahead dimension) and how
         far along it renderings were asked for."""
+
+    def cache_key(self, coords: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+        """The key of file ``coords``'s rendering in the shared render cache."""
+        return (self._token, coords)
 
     def stored_coords(self, coords: tuple[int, ...]) -> tuple[int, ...]:
         """The stored chunk (the shard, for sharded arrays) that holds file ``coords``."""
@@ -121,7 +132,7 @@ class RenderedSource:
         or ahead) is waited for, not repeated. The chunks after it in its directory are
         rendered ahead, a batch at a time, since tools read a directory in order."""
         self._read_ahead(coords)
-        key = (id(self), coords)
+        key = self.cache_key(coords)
         while True:
             cached = self._cache.get(key)
             if cached is not None:
@@ -147,7 +158,7 @@ class RenderedSource:
             out = dict(zip(batch, files, strict=True))
             for c, data in out.items():
                 if self._writes.get(c, 0) == writes[c]:
-                    self._cache.put((id(self), c), data)
+                    self._cache.put(self.cache_key(c), data)
             return out
         finally:
             for c in batch:
@@ -170,7 +181,7 @@ class RenderedSource:
         batch = [
             c for i in range(start, stop)
             if (c := (*coords[:d], i, *coords[d + 1 :])) not in self._running
-            and self._cache.get((id(self), c)) is None
+            and self._cache.get(self.cache_key(c)) is None
         ]
         self._ahead_until = (line, stop)
         if batch:
@@ -189,9 +200,9 @@ class RenderedSource:
         (read-modify-write of the shard for sharded arrays). Refused (EINVAL) unless it holds
         exactly this chunk's shape and data type; then the array is unchanged."""
         self._writes[coords] = self._writes.get(coords, 0) + 1
-        self._cache.drop((id(self), coords))
+        self._cache.drop(self.cache_key(coords))
         try:
             await trio.to_thread.run_sync(self._store, coords, data, limiter=self._limiter)
         finally:
             self._writes[coords] += 1  # renderings begun during the write are not kept
-            self._cache.drop((id(self), coords))
+            self._cache.drop(self.cache_key(coords))

@@ -26,6 +26,10 @@ Coords = tuple[int, ...]
 Decode = Callable[[Sequence[Coords]], Awaitable[list[np.ndarray]]]
 
 
+_IMAGES = itertools.count()
+"""Each whole image's own number in the shared decoded-chunk cache's keys."""
+
+
 @dataclass(frozen=True)
 class ImageLevelSource:
     """One level of the image: its array's geometry and how its chunks are decoded
@@ -67,6 +71,7 @@ class WholeImage:
         self.layout = layout
         self.metadata_time_ns = metadata_time_ns
         self._cache = cache
+        self._token = next(_IMAGES)  # never id(): a rebuilt image may reuse a freed address
         self._running: dict[ChunkKey, trio.Event] = {}
         self._last_stop = -1
         """Where the last read ended: a read that starts there is sequential."""
@@ -188,7 +193,7 @@ class WholeImage:
         waiting: dict[ChunkKey, trio.Event] = {}
         mine: dict[int, list[Coords]] = {}
         for key in needed:
-            cached = self._cache.get((id(self), key))
+            cached = self._cache.get((self._token, key))
             if cached is not None:
                 found[key] = cached
             elif key in self._running:
@@ -204,7 +209,7 @@ class WholeImage:
                 arrays = await self.levels[level].decode(coords)
                 for c, value in zip(coords, arrays, strict=True):
                     found[(level, c)] = value
-                    self._cache.put((id(self), (level, c)), value)
+                    self._cache.put((self._token, (level, c)), value)
         finally:
             for level, coords in mine.items():
                 for c in coords:
@@ -212,7 +217,7 @@ class WholeImage:
             done.set()
         for key, event in waiting.items():
             await event.wait()
-            cached = self._cache.get((id(self), key))
+            cached = self._cache.get((self._token, key))
             if cached is None:  # evicted at once, or the decode failed: decode it here
                 cached = (await self.levels[key[0]].decode([key[1]]))[0]
             found[key] = cached

@@ -1,0 +1,56 @@
+"""A view the catalog rebuilds (its array rewritten behind the mount) never serves what its
+predecessor rendered: the shared render caches key each source by its own number, not by
+``id()``, which CPython hands a new object at a freed one's address (issue 30's defect)."""
+
+from __future__ import annotations
+
+import gc
+import io
+import time
+
+import numpy as np
+import tifffile
+import trio
+import zarr
+
+from tests.inprocess import in_process
+from zarrfuse.filesystem.chunks.byte_cache import RenderCache
+from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
+from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.images.rendered_source import RenderedSource
+
+
+def test_a_rebuilt_view_renders_the_new_values_every_time(tmp_path):
+    zarr.create_group(tmp_path)
+    path = tmp_path / "arr"
+    zarr.create_array(path, shape=(8, 8), chunks=(8, 8), dtype="u1", fill_value=0)
+    with in_process(str(path.parent), format="tiff", read_only=True, metadata_ttl=0.01) as fs:
+        seen = []
+        for value in range(1, 25):
+            # A new shape each round: the documents change, so the view is rebuilt.
+            zarr.create_array(path, shape=(8, 8 + value % 2), chunks=(8, 8), dtype="u1",
+                              fill_value=0, overwrite=True)[...] = value
+            time.sleep(0.02)
+            gc.collect()  # the old view's source freed: its address free for the new one
+            files = sorted(f"arr/{f}" for f in fs.walk("arr") if f.endswith(".tiff"))
+            picture = tifffile.imread(io.BytesIO(fs.read(files[0])))
+            seen.append(int(np.unique(picture)[0]) if len(np.unique(picture)) == 1 else -1)
+        assert seen == list(range(1, 25))
+
+
+def test_sources_never_share_cache_keys_even_at_a_reused_address():
+    """The defect itself: CPython gives a new source a freed one's address (``id()``), so
+    keys made of ``id()`` would hand the new source the old one's renderings."""
+    array = zarr.create_array({}, shape=(8, 8), chunks=(8, 8), dtype="u1", fill_value=0)
+    addresses, keys = set(), set()
+    for _ in range(50):
+        limiter = trio.CapacityLimiter(1)
+        decoder = ChunkDecoder(array, None, limiter=limiter, counters=Counters())  # type: ignore[arg-type]
+        source = RenderedSource(array, "tiff", limiter=limiter, cache=RenderCache(1 << 20),
+                                decoder=decoder)
+        addresses.add(id(source))
+        keys.add(source.cache_key((0, 0)))
+        del source, decoder
+        gc.collect()
+    assert len(addresses) < 50  # an address was reused: the case the keys must survive
+    assert len(keys) == 50
