@@ -213,7 +213,7 @@ class FileSystem(ReadingFileSystem):
         elif is_scratch_name(name, exclusive=exclusive) and self.scratch.enabled:
             node = ScratchFile(parent, name)
             self.scratch.create(node, time.time_ns())
-            handle = self._register(ScratchHandle(node), direct=True)
+            handle = self._register(ScratchHandle(node, self._scratch), direct=True)
         elif exclusive and is_vim_probe(name):
             raise ExpectedRefusal(f"{name!r}: vim's write probe, refused: vim then saves "
                                   "by overwriting the file in place")

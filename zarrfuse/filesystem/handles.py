@@ -1,16 +1,20 @@
-"""What an open file handle of the mount holds: one kind of record per kind of open file.
+"""What an open file handle of the mount holds: one kind of handle per kind of open file.
 
 :class:`~zarrfuse.filesystem.fs.FileSystem` keeps one per handle number it gives the kernel;
-writers are ``commits.ChunkWriter``, and :data:`OpenFile` is any of them.
+writers are ``commits.ChunkWriter``, and :data:`OpenFile` is any of them. Every handle reads
+its own bytes (``read_into``) and lets go of what it holds (``close``): the filesystem asks
+the handle, never which kind it is, to read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from zarrfuse.filesystem.chunks.chunk_caches import OpenChunk
 from zarrfuse.filesystem.tree.nodes import ChunkFile, ImageFile, MetadataFile, ScratchFile
 from zarrfuse.filesystem.writes.commits import ChunkWriter
+from zarrfuse.filesystem.writes.scratch import ScratchData
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = [
@@ -24,48 +28,85 @@ __all__ = [
 ]
 
 
+def _copy_into(piece: bytes | memoryview, out: memoryview) -> int:
+    out[: len(piece)] = piece
+    return len(piece)
+
+
+class _HoldsNothing:
+    def close(self) -> None:
+        """Nothing to let go of: the bytes are the handle's own."""
+
+
 @dataclass
 class ChunkReader:
+    """A stored chunk opened to read: the version (parts, sizes) it was opened at."""
+
     node: ChunkFile
     chunk: OpenChunk
 
+    async def read_into(self, offset: int, out: memoryview) -> int:
+        return await self.node.array.source.read_into(self.chunk, offset, out)
+
+    def close(self) -> None:
+        self.chunk.close()
+
 
 @dataclass
-class MetadataReader:
+class MetadataReader(_HoldsNothing):
     node: MetadataFile
 
     @property
     def data(self) -> bytes:
         return self.node.data
 
+    async def read_into(self, offset: int, out: memoryview) -> int:
+        return _copy_into(self.data[offset : offset + len(out)], out)
+
 
 @dataclass
-class DocumentWriter:
+class DocumentWriter(_HoldsNothing):
     """A metadata document opened for writing: accepted at close only if the bytes are the
     document's own (see ``document_writes``)."""
 
     node: MetadataFile
     data: WriteBuffer
 
+    async def read_into(self, offset: int, out: memoryview) -> int:
+        return self.data.read_into(offset, out)
+
 
 @dataclass
-class RenderedReader:
+class RenderedReader(_HoldsNothing):
     """A rendered chunk: its image file, rendered once at open."""
 
     node: ChunkFile
     data: bytes
 
+    async def read_into(self, offset: int, out: memoryview) -> int:
+        return _copy_into(self.data[offset : offset + len(out)], out)
+
 
 @dataclass
-class ImageReader:
+class ImageReader(_HoldsNothing):
     """A whole-image file (``--format ome-tiff``): bytes rendered as they are read."""
 
     node: ImageFile
 
+    async def read_into(self, offset: int, out: memoryview) -> int:
+        return _copy_into(await self.node.image.read(offset, len(out)), out)
+
 
 @dataclass
-class ScratchHandle:
+class ScratchHandle(_HoldsNothing):
+    """A scratch file (a tool's temp name): its bytes are looked up at each call, so a
+    scratch file renamed onto a chunk or removed is no longer read through it."""
+
     node: ScratchFile
+    area: Callable[[ScratchFile], ScratchData]
+
+    async def read_into(self, offset: int, out: memoryview) -> int:
+        return self.area(self.node).data.read_into(offset, out)
 
 
 OpenFile = (

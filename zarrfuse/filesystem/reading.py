@@ -29,12 +29,10 @@ from zarrfuse.errors import (
 from zarrfuse.filesystem.attributes import Attributes, Ownership, StatFs, check_name
 from zarrfuse.filesystem.chunk_opening import ChunkOpening
 from zarrfuse.filesystem.handles import (
-    ChunkReader,
     DocumentWriter,
     ImageReader,
     MetadataReader,
     OpenFile,
-    RenderedReader,
     ScratchHandle,
 )
 from zarrfuse.filesystem.listing import Listing
@@ -271,7 +269,7 @@ class ReadingFileSystem(Listing, ChunkOpening):
             scratch = self._scratch(node)
             if flags & os.O_TRUNC:
                 scratch.data.truncate(0)
-            return self._register(ScratchHandle(node), direct=True)
+            return self._register(ScratchHandle(node, self._scratch), direct=True)
         if isinstance(node, MetadataFile):
             if writing:  # checked at close: only the same bytes are accepted
                 data = b"" if flags & os.O_TRUNC else node.data
@@ -304,21 +302,7 @@ class ReadingFileSystem(Listing, ChunkOpening):
 
     async def read_into(self, handle: int, offset: int, out: memoryview) -> int:
         """Fill ``out`` with the file's bytes from ``offset``; returns how many there were."""
-        opened = self._opened(handle)
-        if isinstance(opened, ChunkReader):
-            return await opened.node.array.source.read_into(opened.chunk, offset, out)
-        if isinstance(opened, ImageReader):
-            piece = await opened.node.image.read(offset, len(out))
-            out[: len(piece)] = piece
-            return len(piece)
-        if isinstance(opened, MetadataReader | RenderedReader):
-            piece = opened.data[offset : offset + len(out)]
-        elif isinstance(opened, ChunkWriter | DocumentWriter):
-            piece = opened.data.read(offset, len(out))
-        else:
-            piece = self._scratch(opened.node).data.read(offset, len(out))
-        out[: len(piece)] = piece
-        return len(piece)
+        return await self._opened(handle).read_into(offset, out)
 
     def direct_io(self, handle: int) -> bool:
         """Whether the kernel must bypass its page cache for ``handle`` (``page_cache``)."""
@@ -340,9 +324,8 @@ class ReadingFileSystem(Listing, ChunkOpening):
         if opened is None:
             return
         self.page_cache.release(handle)
-        if isinstance(opened, ChunkReader):
-            opened.chunk.close()
-        elif isinstance(opened, ChunkWriter):
+        opened.close()
+        if isinstance(opened, ChunkWriter):
             try:
                 if opened.dirty and not opened.refused:
                     await self.committer.commit_writer(opened, durable=False)

@@ -73,6 +73,13 @@ class ChunkWriter:
         if self.committing is not None:
             await self.committing.wait()
 
+    async def read_into(self, offset: int, out: memoryview) -> int:
+        """A writer reads its own buffer: what it wrote, committed or not."""
+        return self.data.read_into(offset, out)
+
+    def close(self) -> None:
+        """Nothing held outside the buffer (the commit at release is the filesystem's)."""
+
 
 class OpenWriters:
     """The writers of each chunk, so a chunk's name and size show before its first commit."""

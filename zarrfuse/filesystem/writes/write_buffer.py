@@ -50,6 +50,12 @@ class WriteBuffer:
             return bytes(self._pieces[0][offset : offset + length])
         return bytes(self._whole()[offset : offset + length])
 
+    def read_into(self, offset: int, out: memoryview) -> int:
+        """Copy the bytes from ``offset`` into ``out``; how many there were."""
+        piece = self.read(offset, len(out))
+        out[: len(piece)] = piece
+        return len(piece)
+
     def pieces(self) -> list[memoryview]:
         """The content as read-only views; valid until the next change to the buffer."""
         return [memoryview(p).toreadonly() for p in self._pieces]
