@@ -84,3 +84,13 @@ def test_unnamed_axes_of_a_v2_array_show_as_tiff_planes(tmp_path):
     expected = data.copy()
     expected[1, 64:100, 0:64] = plane
     np.testing.assert_array_equal(stored, expected)
+
+
+def test_a_named_last_dimension_must_name_samples_to_make_a_colour_picture():
+    from zarrfuse.filesystem.images.planes import plane_chunks  # noqa: PLC0415
+
+    shape, chunks = (64, 64, 3), (16, 16, 3)
+    assert plane_chunks("tiff", shape, chunks) is None  # unnamed: by shape, one picture
+    assert plane_chunks("tiff", shape, chunks, ["y", "x", "c"]) is None
+    assert plane_chunks("tiff", shape, chunks, ["y", "x", None]) is None
+    assert plane_chunks("tiff", shape, chunks, ["z", "y", "x"]) == (1, 16, 3)  # planes

@@ -91,3 +91,30 @@ def test_sizing_a_huge_chunk_allocates_nothing_of_its_size():
     finally:
         tracemalloc.stop()
     assert peak < 16 << 20, peak
+
+
+@pytest.mark.parametrize("samples", [3, 4])
+@pytest.mark.parametrize("dtype", ["uint8", "uint16"])
+def test_a_colour_chunk_is_one_rgb_page_that_reads_back_exactly(samples, dtype):
+    """Issue 31 point 1: y, x and 3 or 4 samples is one RGB(A) page, not 16 grey slivers."""
+    data = sample((16, 12, samples), dtype)
+    encoded = render.encode("tiff", data)
+    with tifffile.TiffFile(io.BytesIO(encoded)) as tif:
+        assert len(tif.pages) == 1
+        page = tif.pages[0]
+        assert page.photometric == tifffile.PHOTOMETRIC.RGB and page.shape == (16, 12, samples)
+        assert (samples == 4) == (tuple(page.extrasamples) == (tifffile.EXTRASAMPLE.UNASSALPHA,))
+    assert len(encoded) == render.encoded_size("tiff", data.shape, np.dtype(dtype).str)
+    np.testing.assert_array_equal(render.decode("tiff", encoded, data.shape, data.dtype), data)
+    if dtype == "uint8":  # Pillow, as image programs read it: colour at full size
+        from PIL import Image  # noqa: PLC0415
+
+        with Image.open(io.BytesIO(encoded)) as image:
+            assert image.mode == ("RGB" if samples == 3 else "RGBA")
+            np.testing.assert_array_equal(np.asarray(image), data)
+
+
+def test_other_trailing_threes_stay_grey_dimensions():
+    for shape, dtype in [((16, 12, 3), "float32"), ((2, 16, 12, 3), "uint8"), ((16, 3), "uint8")]:
+        with tifffile.TiffFile(io.BytesIO(render.encode("tiff", sample(shape, dtype)))) as tif:
+            assert tif.pages[0].photometric == tifffile.PHOTOMETRIC.MINISBLACK

@@ -115,3 +115,29 @@ def test_thumbnailer_and_exiftool_read_the_whole_image(image, tmp_path):
         tags = _exif(whole)
         assert (tags["ImageWidth"], tags["ImageHeight"]) == (data.shape[1], data.shape[0])
         assert "<OME" in str(tags["ImageDescription"]), tags
+
+
+@pytest.mark.parametrize("names", [None, ("y", "x", "c")], ids=["unnamed", "named"])
+def test_a_colour_chunk_is_one_colour_picture_and_writes_back_exactly(tmp_path, names):
+    """Issue 31 point 1: a ``y, x, c`` uint8 array with 3 samples shows each ``--format tiff``
+    chunk as one RGB picture: gdk-pixbuf's thumbnail (eog's, Thunar's) is the chunk in colour
+    at full size, and a colour picture written back (Pillow's TIFF) is stored exactly."""
+    data = np.random.default_rng(5).integers(0, 255, (2 * TILE, 3 * TILE, 3), dtype="u1")
+    source = tmp_path / "rgb"
+    zarr.create_array(source, data=data, chunks=(TILE, TILE, 3), dimension_names=names)
+    edited = np.random.default_rng(6).integers(0, 255, (TILE, TILE, 3), dtype="u1")
+    with mounted(source, tmp_path / "mnt", "--format", "tiff") as mnt:
+        files = sorted(p for p in mnt.rglob("*.tiff"))
+        assert len(files) == GRID[0] * GRID[1]
+        chunk = files[-1]  # row 1, column 2
+        out = tmp_path / "thumb.png"
+        run_with_timeout(["gdk-pixbuf-thumbnailer", "-s", str(TILE), chunk, out], 60)
+        with Image.open(out) as thumbnail:
+            np.testing.assert_array_equal(np.asarray(thumbnail.convert("RGB")),
+                                          data[TILE:, 2 * TILE :])
+        picture = tmp_path / "edited.tiff"
+        Image.fromarray(edited, "RGB").save(picture, format="TIFF")
+        chunk.write_bytes(picture.read_bytes())
+    expected = data.copy()
+    expected[TILE:, 2 * TILE :] = edited
+    np.testing.assert_array_equal(zarr.open_array(source)[:], expected)

@@ -18,14 +18,32 @@ from PIL import Image
 from zarrfuse.errors import ConfigurationError, InvalidArgument
 from zarrfuse.filesystem.images.formats import FORMATS
 
-__all__ = ["FORMATS", "check_renderable", "decode", "encode", "encoded_size"]
+__all__ = ["FORMATS", "check_renderable", "colour_picture", "decode", "encode", "encoded_size"]
+
+_COLOUR_DTYPES = (np.dtype("uint8"), np.dtype("uint16"))
+
+
+def colour_picture(shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    """Whether an image of ``shape`` is one colour picture: ``y, x`` and 3 or 4 samples
+    (RGB, RGBA) of uint8 or uint16. A rendered view gives such chunks to the encoder whole
+    (``planes``), and only those; TIFF then writes one RGB(A) page, PNG one colour image."""
+    return len(shape) == 3 and shape[-1] in (3, 4) and np.dtype(dtype) in _COLOUR_DTYPES
+
+
+def _tiff_photometric(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
+    """tifffile's arguments for the picture: RGB(A) for a colour picture (the 4th sample
+    an unassociated alpha, as PNG's), else grey, whose trailing 3 or 4 stays a dimension."""
+    if not colour_picture(shape, dtype):
+        return {"photometric": "minisblack"}
+    extra = {"extrasamples": ("unassalpha",)} if shape[-1] == 4 else {}
+    return {"photometric": "rgb", "planarconfig": "contig", **extra}
 
 
 
 def _png_mode(dtype: np.dtype, shape: tuple[int, ...]) -> bool:
     if len(shape) == 2:
-        return dtype in (np.dtype("uint8"), np.dtype("uint16"))
-    return len(shape) == 3 and dtype == np.dtype("uint8") and shape[-1] in (3, 4)
+        return dtype in _COLOUR_DTYPES
+    return colour_picture(shape, dtype) and dtype == np.dtype("uint8")
 
 
 def check_renderable(fmt: str, dtype: np.dtype, chunk_shape: tuple[int, ...]) -> None:
@@ -59,12 +77,14 @@ def encode(fmt: str, data: np.ndarray) -> bytes:
 def _encode(fmt: str, data: np.ndarray) -> bytes:
     out = io.BytesIO()
     if fmt == "tiff":
-        # minisblack keeps a trailing 3 or 4 from being read as RGB; leading dimensions
-        # become pages, and tifffile's shape description restores the exact shape (also for
-        # 0-d and 1-d chunks, written as one row: tifffile fails on some of those as they are).
+        # A colour picture is one RGB(A) page. Otherwise minisblack keeps a trailing 3 or 4
+        # from being read as RGB; leading dimensions become pages, and tifffile's shape
+        # description restores the exact shape (also for 0-d and 1-d chunks, written as one
+        # row: tifffile fails on some of those as they are).
         shape = data.shape
         image = data.reshape(_tiff_image_shape(shape))
-        tifffile.imwrite(out, image, photometric="minisblack", metadata={"shape": list(shape)})
+        tifffile.imwrite(out, image, **_tiff_photometric(shape, data.dtype),
+                         metadata={"shape": list(shape)})
     elif fmt == "npy":
         np.save(out, data, allow_pickle=False)
     elif fmt == "png":
@@ -108,7 +128,7 @@ def encoded_size(fmt: str, shape: tuple[int, ...], dtype: str) -> int:
     if fmt == "tiff" and kind != np.dtype(bool):  # bool is packed to bits: encoded below
         sink = _SizeSink()
         tifffile.imwrite(cast(IO[bytes], sink), shape=_tiff_image_shape(shape), dtype=kind,
-                         photometric="minisblack", metadata={"shape": list(shape)})
+                         **_tiff_photometric(shape, kind), metadata={"shape": list(shape)})
         return sink.end
     if fmt == "npy":
         header = {"descr": np.lib.format.dtype_to_descr(kind), "fortran_order": False,

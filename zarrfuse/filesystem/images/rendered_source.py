@@ -51,7 +51,8 @@ class RenderedSource:
         self.fmt = fmt
         self.dtype = np.dtype(array.dtype)
         read_chunks = tuple(array.chunks)
-        planes = plane_chunks(fmt, tuple(array.shape), read_chunks)
+        planes = plane_chunks(fmt, tuple(array.shape), read_chunks,
+                              getattr(array.metadata, "dimension_names", None))
         self.planes = planes is not None
         self.chunk_shape = read_chunks if planes is None else planes
         """What one file shows: a read chunk, or one 2-D plane of it (``planes``)."""

@@ -201,7 +201,8 @@ class ArrayBuilder:
         rendering = self._rendering
         assert rendering is not None
         array = self.zarr_array(path, metadata, parsed, writable=writable)
-        planes = plane_chunks(rendering.fmt, tuple(array.shape), tuple(array.chunks))
+        planes = plane_chunks(rendering.fmt, tuple(array.shape), tuple(array.chunks),
+                              getattr(array.metadata, "dimension_names", None))
         image = tuple(array.chunks) if planes is None else planes[-2:]
         check_renderable(rendering.fmt, np.dtype(array.dtype), image)
         chunk_bytes = math.prod(array.chunks) * np.dtype(array.dtype).itemsize
