@@ -228,7 +228,8 @@ def test_ome_zarr_physical_sizes_and_channel_names_reach_the_ome_xml(tmp_path):
             "datasets": [{"path": "0", "coordinateTransformations": [
                 {"type": "scale", "scale": [1.0, 2.0, 0.25, 0.5]}]}],
         }],
-        "omero": {"channels": [{"label": "DAPI"}, {"label": "GFP"}]},
+        "omero": {"channels": [{"label": "DAPI", "color": "0000FF"},
+                               {"label": "GFP", "color": "00FF00"}]},
     })
     with (mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt,
           tifffile.TiffFile(mnt / "cells.ome.tif") as tif):
@@ -239,6 +240,8 @@ def test_ome_zarr_physical_sizes_and_channel_names_reach_the_ome_xml(tmp_path):
         assert 'PhysicalSizeX="0.5"' in xml and 'PhysicalSizeY="0.25"' in xml
         assert 'PhysicalSizeZ="2.0"' in xml and "PhysicalSizeXUnit" in xml
         assert 'Name="DAPI"' in xml and 'Name="GFP"' in xml
+        # Issue 31 point 2: the colours too (OME's signed RGBA), as Bio-Formats reads them.
+        assert 'Color="65535"' in xml and 'Color="16711935"' in xml
 
 
 def test_a_whole_image_maps_shared_read_only_and_mapping_its_header_decodes_nothing(tmp_path):

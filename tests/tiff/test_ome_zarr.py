@@ -8,7 +8,7 @@ import pytest
 import zarr
 
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.tiff.ome_zarr import Axis, ome_unit, read_multiscales
+from zarrfuse.tiff.ome_zarr import Axis, ome_color, ome_unit, read_multiscales
 
 
 @pytest.mark.parametrize("version", ["0.4", "0.5"])
@@ -36,6 +36,7 @@ def test_metadata_ngff_zarr_wrote(tmp_path, version):
                           Axis("x", "space", "micrometer"))
     assert found.scale == (1.0, 0.5, 0.25)
     assert found.channel_names == ("dapi", "gfp")
+    assert found.channel_colors == (-16776961, 16711935)  # FF0000FF, 00FF00FF as int32
     assert found.leading_roles() == ["c"]
     assert found.physical_sizes() == {"y": (0.5, "µm"), "x": (0.25, "µm")}
 
@@ -85,3 +86,11 @@ def test_units():
     assert ome_unit("micrometer") == "µm" and ome_unit("µm") == "µm"
     assert ome_unit("millisecond") == "ms" and ome_unit("furlong") is None
     assert ome_unit(None) is None
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("FF0000", -16776961), ("0000ff", 65535), ("#00FF00", 16711935), ("FFFFFF80", -128),
+    ("red", None), ("12345", None), (None, None),
+])
+def test_omero_colours_become_ome_xml_colours(given, expected):
+    assert ome_color(given) == expected

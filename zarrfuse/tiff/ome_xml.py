@@ -100,6 +100,7 @@ def ome_xml(
     dtype: Any,
     physical_sizes: Mapping[str, tuple[float, str]] | None = None,
     channel_names: Sequence[str] | None = None,
+    channel_colors: Sequence[int] | None = None,
 ) -> str:
     """The OME-XML document of one image whose pages are the leading dims (``roles``,
     ``sizes``) in C order, planes ``y`` x ``x`` with ``samples`` per pixel (3, 4: RGB(A)),
@@ -107,7 +108,9 @@ def ome_xml(
 
     ``physical_sizes``: per axis 'x', 'y', 'z', 't' a (value, OME unit symbol) pair, e.g.
     ``{"x": (0.5, "µm")}``; pairs with a unit OME does not know are left out.
-    ``channel_names``: used when there is one per channel. The document's UUID is derived
+    ``channel_names``, ``channel_colors`` (OME's signed RGBA ints, from OME-Zarr's
+    ``omero``): each used when there is one per channel, so Bio-Formats (Fiji) and napari
+    show the channels named and coloured. The document's UUID is derived
     from what it describes, so every mount shows the same bytes for the same image.
     """
     dtype_name = np.dtype(dtype).name
@@ -122,8 +125,13 @@ def ome_xml(
     shape = (*(n for _, n in dims), y, x, *((samples,) if samples > 1 else ()))
     metadata: dict[str, Any] = {"Name": name, **_physical(physical_sizes or {})}
     channels = dict(dims).get("c", 1)
+    channel: dict[str, list[Any]] = {}
     if channel_names and len(channel_names) == channels:
-        metadata["Channel"] = {"Name": list(channel_names)}
+        channel["Name"] = list(channel_names)
+    if channel_colors and len(channel_colors) == channels:
+        channel["Color"] = [int(c) for c in channel_colors]
+    if channel:
+        metadata["Channel"] = channel
     identity = json.dumps([name, axes, shape, dtype_name, sorted(metadata.items(), key=str)],
                           default=str)
     document = OmeXml(UUID=str(uuid.uuid5(_UUID_NAMESPACE, identity)), Creator="zarrfuse")

@@ -68,6 +68,9 @@ class Multiscales:
     axes: tuple[Axis, ...]  # empty when the metadata names none (before v0.3)
     scale: tuple[float, ...] | None  # level 0's pixel size per axis, global scale applied
     channel_names: tuple[str, ...]  # omero.channels[].label; empty if absent
+    channel_colors: tuple[int, ...] = ()
+    """omero.channels[].color as OME-XML's Color (RGBA packed in a signed 32-bit int);
+    empty unless every channel has one."""
 
     def leading_roles(self) -> list[str | None]:
         """ome_xml's ``roles``: those of the axes before the last two (y, x)."""
@@ -109,6 +112,26 @@ def _channel_names(attributes: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(x) for x in labels) if all(x is not None for x in labels) else ()
 
 
+def ome_color(hex_color: Any) -> int | None:
+    """OME-XML's Color of an omero colour (``"RRGGBB"``, or ``"RRGGBBAA"``): RGBA in a signed
+    32-bit int, opaque unless it says otherwise; None for anything else."""
+    text = str(hex_color).strip().lstrip("#")
+    if len(text) not in (6, 8):
+        return None
+    try:
+        value = int(text if len(text) == 8 else text + "ff", 16)
+    except ValueError:
+        return None
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _channel_colors(attributes: Mapping[str, Any]) -> tuple[int, ...]:
+    channels = (attributes.get("omero") or {}).get("channels") or []
+    colors = [ome_color(c.get("color")) if isinstance(c, Mapping) else None for c in channels]
+    return tuple(c for c in colors if c is not None) if all(
+        c is not None for c in colors) else ()
+
+
 def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
     """The first multiscale of a group's attributes (v0.4 top level, v0.5 under "ome"), or
     None if there is none. Malformed metadata: ConfigurationError."""
@@ -136,10 +159,12 @@ def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
     if scale is not None and not all(math.isfinite(v) for v in scale):
         scale = None
     names = _channel_names(source) or _channel_names(attributes)
+    colors = _channel_colors(source) or _channel_colors(attributes)
     return Multiscales(
         version=None if version is None else str(version),
         paths=paths,
         axes=axes,
         scale=None if scale is None else tuple(scale),
         channel_names=names,
+        channel_colors=colors,
     )

@@ -161,6 +161,7 @@ class ImageBuilder:
                 name, first.shape, plane, first.dtype, multiscales.leading_roles(),
                 physical_sizes=multiscales.physical_sizes(),
                 channel_names=multiscales.channel_names,
+                channel_colors=multiscales.channel_colors,
             ),
         )
         return WholeImage(
