@@ -15,6 +15,7 @@ from zarrfuse.fuse.config import MountConfig
 SAMPLES: dict[str, tuple[str, object]] = {
     "format": ("npy", "npy"),
     "read_only": ("yes", True),
+    "nonempty": ("yes", True),
     "suffix": (".tif", ".tif"),
     "max_children": ("200", 200),
     "layout": ("source", "source"),

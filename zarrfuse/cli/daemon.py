@@ -34,7 +34,7 @@ from zarrfuse.cli.ready_pipe import ReadyPipe, print_note, read_report
 from zarrfuse.errors import MountError, SourceError, ZarrFuseError
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.handed_fd import handed_fuse_fd
-from zarrfuse.fuse.mountpoint import is_mounted, prepare_mountpoint, unmount
+from zarrfuse.fuse.mountpoint import hidden_entries, is_mounted, prepare_mountpoint, unmount
 
 __all__ = [
     "READY_TIMEOUT",
@@ -133,6 +133,11 @@ def check_fuse_device(device: str = FUSE_DEVICE) -> None:
 def preflight(config: MountConfig) -> None:
     """Everything that can be checked before mounting: the mountpoint, the source, the device."""
     prepare_mountpoint(config.mountpoint)
+    hidden = 0 if config.nonempty else hidden_entries(config.mountpoint)
+    if hidden:
+        print(f"zarrfuse: warning: {config.mountpoint} is not empty: its {hidden} "
+              f"entr{'y is' if hidden == 1 else 'ies are'} hidden while it is mounted "
+              "(--nonempty, or -o nonempty, says this is meant)", file=sys.stderr)
     check_source(config)
     if handed_fuse_fd(config.mountpoint) is None:  # else the device is open already
         check_fuse_device()

@@ -80,6 +80,11 @@ MOUNT_OPTIONS: tuple[MountOption, ...] = (
         "read_only", kind="switch", words=("ro",), off_words=("rw",),
         help="refuse all writes",
     ),
+    MountOption(
+        "nonempty", kind="switch",
+        help="mount over a folder that has entries without the one-line warning (they are "
+        "hidden until unmount)",
+    ),
     MountOption("suffix", metavar="S", help="file suffix of chunk files (default: derived)"),
     MountOption(
         "max_children", metavar="N", parse=v.positive,

@@ -6,8 +6,9 @@ Parsing only: the handlers that run a command come from ``commands``, by name.
 from __future__ import annotations
 
 import argparse
+import difflib
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from zarrfuse import __version__
 from zarrfuse.cli.option_table import MOUNT_OPTIONS, MountOption
@@ -200,9 +201,42 @@ def _add_tiff_commands(commands: argparse._SubParsersAction, handlers: Handlers)
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, plus the nearest option named for an unknown one (``--readonly``)."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:"):
+            near = _nearest_options(self, message.split(":", 1)[1].split())
+            if near:
+                message += "; did you mean " + ", ".join(near) + "?"
+        super().error(message)
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of ``parser`` and of its subcommands."""
+    found: set[str] = set()
+    for action in parser._actions:  # argparse keeps no public list of them
+        found.update(s for s in action.option_strings if s.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _option_strings(sub)
+    return found
+
+
+def _nearest_options(parser: argparse.ArgumentParser, given: list[str]) -> list[str]:
+    known = sorted(_option_strings(parser))
+    out = []
+    for word in given:
+        if word.startswith("--"):
+            match = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75)
+            if match:
+                out.append(match[0])
+    return out
+
+
 def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
     """The ``zarrfuse`` argument parser and its subcommands; ``handlers`` by command name."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="zarrfuse",
         description="Zarr v2 and v3 arrays as ordinary files, one file per chunk.",
     )

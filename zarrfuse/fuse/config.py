@@ -28,6 +28,8 @@ class MountConfig:
     suffix: str | None = None
     max_children: int | None = None
     read_only: bool = False
+    nonempty: bool = False
+    """Mount over a folder with entries in it without the warning (they are hidden)."""
     foreground: bool = False
     fuse_options: tuple[str, ...] = ()
     debug: bool = False

@@ -28,6 +28,7 @@ from zarrfuse.fuse.handed_fd import handed_fuse_fd
 
 __all__ = [
     "MountEntry",
+    "hidden_entries",
     "is_mounted",
     "mount_entry",
     "prepare_mountpoint",
@@ -259,3 +260,15 @@ def prepare_mountpoint(path: str) -> None:
         raise MountError(f"mountpoint {path}: {e.strerror}") from e
     if not stat.S_ISDIR(st.st_mode):
         raise MountError(f"mountpoint {path} is not a directory")
+
+
+def hidden_entries(path: str) -> int:
+    """How many entries the folder ``path`` has, which a mount over it hides until unmount
+    (0 for a descriptor handed on, or a folder that cannot be listed)."""
+    if handed_fuse_fd(path) is not None:
+        return 0
+    try:
+        with os.scandir(path) as entries:
+            return sum(1 for _ in entries)
+    except OSError:
+        return 0
