@@ -110,7 +110,8 @@ def test_zip_and_relative_paths_become_absolute(tmp_path, monkeypatch):
 
 EVERY_FIELD = {
     "source": "/data/arr", "mountpoint": "/mnt/a b", "suffix": "-odd", "max_children": 250,
-    "read_only": True, "foreground": True, "fuse_options": ("allow_other", "max_read=1048576"),
+    "read_only": True, "nonempty": True, "foreground": True,
+    "fuse_options": ("allow_other", "max_read=1048576"),
     "debug": True, "log_file": "/var/log/z.log", "storage_options": {"key": "a=b,c", "-x": ""},
     "verify": False, "max_chunk_bytes": 12345, "scratch_mb": 0, "uid": 1234, "gid": 0,
     "umask": 0o027, "format": "png", "cache_mb": 7, "metadata_ttl": 0.25,

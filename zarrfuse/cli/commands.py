@@ -189,13 +189,14 @@ def _repair_tiff(args: argparse.Namespace) -> int:
 def _desktop(args: argparse.Namespace) -> int:
     from zarrfuse.cli import desktop  # noqa: PLC0415  (only this command)
 
-    if args.action == "install":
-        for path in desktop.install():
-            print(path)
+    if args.action in ("install", "uninstall"):
+        done = desktop.install() if args.action == "install" else desktop.uninstall()
+        for line in done or ["nothing to remove"]:
+            print(line)
         return 0
     if args.folder is None:
         raise ConfigurationError("desktop open needs the FOLDER to mount")
-    desktop.mount_folder(args.folder, open_it=not args.no_open)
+    desktop.mount_folder(args.folder, open_it=not args.no_open, fmt=args.format)
     return 0
 
 

@@ -1,20 +1,24 @@
-"""Mounting from the file manager: ``zarrfuse desktop install`` and ``zarrfuse desktop open``.
+"""Mounting from the file manager: ``zarrfuse desktop install|uninstall|open``.
 
-``install`` writes, for the calling user (under ``$XDG_DATA_HOME``, default
-``~/.local/share``), one entry per way file managers offer commands on a folder:
+``install`` adds context-menu actions on folders, and nothing else: zarrfuse never becomes
+a handler of folders, so ``xdg-open`` of a plain folder still opens the file manager (an
+"Open With" application for ``inode/directory`` took over every folder on desktops with no
+default set). Two actions, "Mount as images" (``--format tiff``, one image per chunk) and
+"Mount as one image (OME-TIFF)", for the calling user:
 
-- ``applications/zarrfuse-open.desktop``: an application for folders (``inode/directory``),
-  listed under "Open With" by every Freedesktop file manager; it passes
-  ``desktop-file-validate``;
-- ``file-manager/actions/zarrfuse-open.desktop``: a FileManager-Actions context-menu entry,
-  read by pcmanfm (libfm) and Caja (its ``Type=Action`` is that spec's, which
-  ``desktop-file-validate`` does not know);
-- ``nemo/actions/zarrfuse-open.nemo_action``: Nemo's context-menu entry;
-- ``nautilus/scripts/Open as images (zarrfuse)``: Nautilus's Scripts menu.
+- ``$XDG_DATA_HOME/file-manager/actions/zarrfuse-*.desktop``: FileManager-Actions entries,
+  read by pcmanfm (libfm), Caja and Nemo's older releases;
+- ``$XDG_DATA_HOME/nemo/actions/zarrfuse-*.nemo_action``: Nemo;
+- ``$XDG_DATA_HOME/nautilus/scripts/...``: Nautilus's Scripts menu;
+- ``$XDG_DATA_HOME/kio/servicemenus/zarrfuse.desktop``: Dolphin's service menu;
+- ``$XDG_CONFIG_HOME/Thunar/uca.xml``: Thunar's custom actions, merged: the user's own
+  actions are kept, ours are found again by their unique ids.
 
-Each runs ``zarrfuse desktop open FOLDER``: the Zarr folder is mounted read-only as
-``--format tiff`` images under ``$XDG_RUNTIME_DIR/zarrfuse/`` and the mount is opened with
-``xdg-open``. ``zarrfuse umount --all`` takes down every mount of the user.
+Each runs ``zarrfuse desktop open FOLDER [--format ome-tiff]``: the Zarr folder is mounted
+read-only under ``$XDG_RUNTIME_DIR/zarrfuse/`` and the mount opened with ``xdg-open``.
+``uninstall`` removes exactly what ``install`` wrote (and the folder handler of earlier
+releases); both print each file they changed. ``zarrfuse umount --all`` takes down every
+mount of the user.
 """
 
 from __future__ import annotations
@@ -25,110 +29,191 @@ import shutil
 import stat
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from zarrfuse.errors import MountError, SourceError
 from zarrfuse.fuse.mountpoint import is_mounted, mount_entries
 
-__all__ = ["install", "mount_folder", "runtime_mountpoint", "user_mounts"]
+__all__ = ["ACTIONS", "install", "mount_folder", "runtime_mountpoint", "uninstall",
+           "user_mounts"]
 
-ACTION_NAME = "Open as images (zarrfuse)"
+ACTIONS = {"images": ("Mount as images", "tiff"),
+           "ome-tiff": ("Mount as one image (OME-TIFF)", "ome-tiff")}
+"""Action id -> (the menu's words, the ``--format`` it mounts with)."""
 ZARR_MARKERS = ("zarr.json", ".zarray", ".zgroup")
+_OLD_HANDLER = "applications/zarrfuse-open.desktop"
+"""The folder handler earlier releases installed: removed by install and uninstall."""
+_UCA_ID = "zarrfuse-{}"
 
 
 def _command() -> str:
-    """The zarrfuse command line the entries run: this installation's, by absolute path."""
-    found = shutil.which("zarrfuse")
-    return f"{found}" if found else f"{sys.executable} -m zarrfuse"
+    """The zarrfuse command line the entries run: this installation's, by absolute path
+    (its script beside this Python, else this Python's ``-m zarrfuse``), never whichever
+    ``zarrfuse`` comes first on PATH."""
+    script = Path(sys.executable).with_name("zarrfuse")
+    if script.is_file() and os.access(script, os.X_OK):
+        return str(script)
+    return f"{sys.executable} -m zarrfuse"
 
 
 def _data_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
 
 
+def _config_home() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+
+
+def _open(command: str, fmt: str, selection: str) -> str:
+    extra = "" if fmt == "tiff" else f" --format {fmt}"
+    return f"{command} desktop open {selection}{extra}"
+
+
 def _entries(command: str) -> dict[str, str]:
     """File (below the data home) -> its text."""
-    application = (
-        "[Desktop Entry]\n"
-        "Type=Application\n"
-        f"Name={ACTION_NAME}\n"
-        "Comment=Mount a Zarr folder and show its chunks as images\n"
-        "Icon=image-x-generic\n"
-        f"Exec={command} desktop open %f\n"
-        "MimeType=inode/directory;\n"
-        "NoDisplay=true\n"
-        "Terminal=false\n"
-    )
-    action = (
-        "[Desktop Entry]\n"
-        "Type=Action\n"
-        f"Name={ACTION_NAME}\n"
-        "Icon=image-x-generic\n"
-        "Profiles=folder;\n"
-        "\n"
-        "[X-Action-Profile folder]\n"
-        "MimeTypes=inode/directory;\n"
-        "SelectionCount==1\n"
-        f"Exec={command} desktop open %f\n"
-    )
-    nemo = (
-        "[Nemo Action]\n"
-        f"Name={ACTION_NAME}\n"
-        f"Exec={command} desktop open %F\n"
-        "Icon-Name=image-x-generic\n"
-        "Selection=s\n"
-        "Extensions=dir;\n"
-    )
-    nautilus = (
-        "#!/bin/sh\n"
-        "# Nautilus passes the selection one path per line.\n"
-        'printf %s "$NAUTILUS_SCRIPT_SELECTED_FILE_PATHS" | while IFS= read -r folder; do\n'
-        f'    [ -n "$folder" ] && {command} desktop open "$folder"\n'
-        "done\n"
-    )
-    return {
-        "applications/zarrfuse-open.desktop": application,
-        "file-manager/actions/zarrfuse-open.desktop": action,
-        "nemo/actions/zarrfuse-open.nemo_action": nemo,
-        f"nautilus/scripts/{ACTION_NAME}": nautilus,
-    }
+    out: dict[str, str] = {}
+    for key, (label, fmt) in ACTIONS.items():
+        out[f"file-manager/actions/zarrfuse-{key}.desktop"] = (
+            "[Desktop Entry]\n"
+            "Type=Action\n"
+            f"Name={label}\n"
+            "Icon=image-x-generic\n"
+            "Profiles=folder;\n"
+            "\n"
+            "[X-Action-Profile folder]\n"
+            "MimeTypes=inode/directory;\n"
+            "SelectionCount==1\n"
+            f"Exec={_open(command, fmt, '%f')}\n"
+        )
+        out[f"nemo/actions/zarrfuse-{key}.nemo_action"] = (
+            "[Nemo Action]\n"
+            f"Name={label}\n"
+            f"Exec={_open(command, fmt, '%F')}\n"
+            "Icon-Name=image-x-generic\n"
+            "Selection=s\n"
+            "Extensions=dir;\n"
+        )
+        out[f"nautilus/scripts/{label} (zarrfuse)"] = (
+            "#!/bin/sh\n"
+            "# Nautilus passes the selection one path per line.\n"
+            'printf %s "$NAUTILUS_SCRIPT_SELECTED_FILE_PATHS" | while IFS= read -r folder; do\n'
+            f'    [ -n "$folder" ] && {_open(command, fmt, chr(34) + "$folder" + chr(34))}\n'
+            "done\n"
+        )
+    dolphin = ["[Desktop Entry]", "Type=Service", "MimeType=inode/directory;",
+               "X-KDE-ServiceTypes=KonqPopupMenu/Plugin", "Actions=" + ";".join(ACTIONS) + ";"]
+    for key, (label, fmt) in ACTIONS.items():
+        dolphin += ["", f"[Desktop Action {key}]", f"Name={label}", "Icon=image-x-generic",
+                    f"Exec={_open(command, fmt, '%f')}"]
+    out["kio/servicemenus/zarrfuse.desktop"] = "\n".join(dolphin) + "\n"
+    return out
 
 
-def install() -> list[Path]:
-    """Write the file-manager entries for this user; the files written."""
-    written = []
+def _thunar_actions(command: str) -> list[ET.Element]:
+    actions = []
+    for key, (label, fmt) in ACTIONS.items():
+        action = ET.Element("action")
+        for tag, text in (("icon", "image-x-generic"), ("name", label),
+                          ("unique-id", _UCA_ID.format(key)),
+                          ("command", _open(command, fmt, "%f")),
+                          ("description", "Mount this Zarr folder with zarrfuse"),
+                          ("patterns", "*")):
+            ET.SubElement(action, tag).text = text
+        ET.SubElement(action, "directories")
+        actions.append(action)
+    return actions
+
+
+def _merge_thunar(command: str | None) -> Path | None:
+    """Thunar's ``uca.xml`` with our actions (``command``; None: without them), every other
+    action kept; the file if it changed."""
+    path = _config_home() / "Thunar" / "uca.xml"
+    ours = {_UCA_ID.format(key) for key in ACTIONS}
+    if path.exists():
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError as e:  # never overwrite what we cannot read
+            raise MountError(f"{path}: not readable XML ({e}); left as it is") from None
+    elif command is None:
+        return None
+    else:
+        root = ET.Element("actions")
+    before = ET.tostring(root)
+    for action in list(root):
+        if action.findtext("unique-id") in ours:
+            root.remove(action)
+    if command is not None:
+        root.extend(_thunar_actions(command))
+    if ET.tostring(root) == before:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.indent(root)
+    ET.ElementTree(root).write(path, encoding="unicode", xml_declaration=True)
+    return path
+
+
+def install() -> list[str]:
+    """Write the context-menu actions for this user; what was done, one line each."""
+    done = _remove_old_handler()
     for name, text in _entries(_command()).items():
         path = _data_home() / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         if name.startswith("nautilus/"):
             path.chmod(path.stat().st_mode | stat.S_IXUSR)
-        written.append(path)
-    if shutil.which("update-desktop-database"):  # best effort: the "Open With" cache
-        subprocess.run(["update-desktop-database", str(_data_home() / "applications")],
+        done.append(f"wrote {path}")
+    thunar = _merge_thunar(_command())
+    if thunar is not None:
+        done.append(f"added 2 actions to {thunar} (the others kept)")
+    return done
+
+
+def uninstall() -> list[str]:
+    """Remove what :func:`install` wrote; what was done, one line each."""
+    done = _remove_old_handler()
+    for name in _entries(_command()):
+        path = _data_home() / name
+        if path.exists():
+            path.unlink()
+            done.append(f"removed {path}")
+    thunar = _merge_thunar(None)
+    if thunar is not None:
+        done.append(f"removed zarrfuse's actions from {thunar} (the others kept)")
+    return done
+
+
+def _remove_old_handler() -> list[str]:
+    path = _data_home() / _OLD_HANDLER
+    if not path.exists():
+        return []
+    path.unlink()
+    if shutil.which("update-desktop-database"):  # the "Open With" cache forgets it too
+        subprocess.run(["update-desktop-database", str(path.parent)],
                        capture_output=True, timeout=30, check=False)
-    return written
+    return [f"removed {path} (the folder handler of an earlier release)"]
 
 
-def runtime_mountpoint(folder: Path) -> Path:
+def runtime_mountpoint(folder: Path, fmt: str = "tiff") -> Path:
     """Where ``folder`` is mounted: ``$XDG_RUNTIME_DIR/zarrfuse/NAME-HASH`` (the hash keeps
-    two folders of one name apart)."""
+    two folders of one name apart), ``NAME-HASH-ome-tiff`` as one image."""
     runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
     digest = hashlib.sha256(os.fsencode(folder)).hexdigest()[:8]
-    return Path(runtime) / "zarrfuse" / f"{folder.name}-{digest}"
+    view = "" if fmt == "tiff" else f"-{fmt}"
+    return Path(runtime) / "zarrfuse" / f"{folder.name}-{digest}{view}"
 
 
-def mount_folder(folder: str, *, open_it: bool = True) -> Path:
+def mount_folder(folder: str, *, open_it: bool = True, fmt: str = "tiff") -> Path:
     """``zarrfuse desktop open FOLDER``: mount it as images (once) and open the mount."""
     source = Path(folder).resolve()
     if not any((source / marker).is_file() for marker in ZARR_MARKERS):
         raise SourceError(f"{source}: not a Zarr array or group (no zarr.json, .zarray, .zgroup)")
-    where = runtime_mountpoint(source)
+    where = runtime_mountpoint(source, fmt)
     if not is_mounted(str(where)):
         where.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             [sys.executable, "-m", "zarrfuse", "mount", str(source), str(where), "--read-only",
-             "--format", "tiff"], capture_output=True, text=True, timeout=120, check=False)
+             "--format", fmt], capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             raise MountError(done.stderr.strip().removeprefix("zarrfuse: ") or "mount failed")
     print(where)

@@ -306,12 +306,15 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
     p.set_defaults(handler=handlers["demo"])
     p = commands.add_parser(
         "desktop", help="mount Zarr folders from the file manager",
-        description="install: add 'Open as images (zarrfuse)' to this user's file managers "
-        "(Open With, pcmanfm/Caja/Nemo context menus, Nautilus scripts). open FOLDER: mount "
-        "FOLDER read-only as TIFF images under $XDG_RUNTIME_DIR/zarrfuse and open it.",
+        description="install: add 'Mount as images' and 'Mount as one image (OME-TIFF)' to "
+        "this user's file-manager context menus (pcmanfm, Caja, Nemo, Thunar, Nautilus, "
+        "Dolphin); folders still open as before. uninstall: remove them. open FOLDER: mount "
+        "FOLDER read-only under $XDG_RUNTIME_DIR/zarrfuse and open it.",
     )
-    p.add_argument("action", choices=["install", "open"])
+    p.add_argument("action", choices=["install", "uninstall", "open"])
     p.add_argument("folder", metavar="FOLDER", nargs="?", help="the Zarr folder (open)")
+    p.add_argument("--format", choices=["tiff", "ome-tiff"], default="tiff",
+                   help="open: one image per chunk (tiff, default) or one image (ome-tiff)")
     p.add_argument("--no-open", action="store_true", help="mount, print the path, open nothing")
     p.set_defaults(handler=handlers["desktop"])
     return parser
