@@ -10,6 +10,7 @@ EIO and the store's reason, after obstore's bounded retries (``s3``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import time
@@ -261,8 +262,14 @@ class ObjectBackend:
         return time.time_ns()
 
     def delete_many(self, keys: Sequence[str]) -> None:
-        """Remove objects in one bulk request (absent ones are fine)."""
-        _request(f"DELETE {len(keys)} objects", lambda: obstore.delete(self.store, list(keys)))
+        """Remove objects in one bulk request (absent ones are fine: where the store's bulk
+        delete fails for one, as Azure's does, each is removed on its own)."""
+        try:
+            _request(f"DELETE {len(keys)} objects",
+                     lambda: obstore.delete(self.store, list(keys)))
+        except NOT_FOUND:
+            for key in keys:
+                self.delete(key)
 
     def copy(self, source: str, key: str) -> None:
         """Replace ``key`` with a copy of ``source``, made by the server (no bytes here)."""
@@ -297,7 +304,9 @@ class ObjectBackend:
         return False  # LastModified is set by the store alone
 
     def delete(self, key: str) -> None:
-        _request(f"DELETE {key}", lambda: obstore.delete(self.store, key))
+        """Remove ``key``; an absent one is no error (S3 says nothing, Azure says 404)."""
+        with contextlib.suppress(*NOT_FOUND):
+            _request(f"DELETE {key}", lambda: obstore.delete(self.store, key))
 
 
 def _describe(store: Any) -> str:
