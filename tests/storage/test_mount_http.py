@@ -180,3 +180,27 @@ def test_a_server_error_is_never_rendered_as_the_fill_value(bad_server, tmp_path
             check=False)
         assert result.returncode != 0 and "Input/output error" in result.stderr, result
         np.testing.assert_array_equal(np.load(_file(mnt, (0, 0), ".npy")), _data()[:64, :64])
+
+
+def test_a_whole_image_asks_no_head_and_absent_chunks_are_the_404s(tmp_path):
+    """Issue 32: on a web server the whole image sent a HEAD before every GET (256 HEADs,
+    then 256 GETs). A chunk of one part is read by one GET, whose 404 is the absent chunk
+    (the fill value): no HEAD for any chunk, one GET each, the picture exact."""
+    root = tmp_path / "www"
+    data = _data()
+    sparse = zarr.create_array(root / "s.zarr", shape=SHAPE, chunks=CHUNKS, dtype="u2",
+                               fill_value=7)
+    sparse[:64] = data[:64]  # chunk rows 1 and 2 are absent
+    expected = data.copy()
+    expected[64:] = 7
+    run = tmp_path / "nginx"
+    with (nginx(root, run) as url,
+          mounted(f"{url}/s.zarr", tmp_path / "mnt", "--read-only", "--format",
+                  "ome-tiff") as mnt):
+        before = (run / "access.log").read_text().count("\n")
+        np.testing.assert_array_equal(tifffile.imread(mnt / "s.ome.tif"), expected)
+        lines = (run / "access.log").read_text().splitlines()[before:]
+    chunk_requests = [line for line in lines if "/s.zarr/c/" in line]
+    assert not [line for line in chunk_requests if '"HEAD ' in line], chunk_requests
+    gets = [line for line in chunk_requests if '"GET ' in line]
+    assert len(gets) == 12, chunk_requests  # one per chunk, absent ones included

@@ -40,6 +40,9 @@ class Backend(Protocol):
 
     stat_by_listing: bool
     """Whether one chunk's size is better learnt by listing its directory (remote stores)."""
+    remote: bool
+    """Whether each request waits a network round trip: a batch of chunks (a rendered
+    directory, a whole image) is then fetched with many requests in flight."""
     can_list: bool
     """Whether the store can list at all. Static web servers, S3 website endpoints and CDNs
     cannot (403/404 on a directory): callers then learn what exists key by key (``stat``)."""

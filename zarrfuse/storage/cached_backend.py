@@ -42,6 +42,7 @@ class CachingBackend:
         of a read-only mount given one; None: every mount lists anew."""
         self.stat_by_listing = inner.stat_by_listing
         self.can_list = inner.can_list
+        self.remote = inner.remote
         self._validators: OrderedDict[str, Stat] = OrderedDict()
         self._lock = threading.Lock()
 

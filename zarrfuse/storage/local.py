@@ -86,6 +86,7 @@ class LocalBackend:
 
     stat_by_listing = False
     can_list = True
+    remote = False
 
     def __init__(self, root: Path, *, symlink_root: Path | None = None) -> None:
         """``symlink_root`` (an ancestor of ``root``) widens where symlinks may lead, for

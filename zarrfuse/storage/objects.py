@@ -132,6 +132,7 @@ class ObjectBackend:
 
     stat_by_listing = True
     can_list = True
+    remote = True
     """A LIST costs about what a HEAD does and answers for every sibling: the chunk source
     learns one chunk's size by listing its directory (cached), not by asking for it."""
 

@@ -65,6 +65,12 @@ class StoreBackend:
         self.fallback_time_ns = _store_file_time(store)
         self._http = _is_http(store)
         self.can_list = store.supports_listing and not self._http
+        fs = getattr(store, "fs", None)
+        protocol = getattr(fs, "protocol", "file")
+        self.remote = self._http or (
+            fs is not None and (protocol if isinstance(protocol, str) else protocol[0])
+            not in ("file", "local", "memory")
+        )
 
     async def _stat(self, key: str) -> Stat | None:
         """Size and time in one request: fsspec's ``info``, else zarr's ``getsize``."""

@@ -70,6 +70,8 @@ class ChunkDecoder:
         present: set[Coords]
         if not self.shape:  # a 0-d array: one chunk, no listing to ask
             present = {()}
+        elif self._get_answers_presence():
+            present = {self.stored_coords(c) for c in coords}
         else:
             stored = {self.stored_coords(c) for c in coords}
             present = await self.source.listings.stored_among(stored)
@@ -83,6 +85,15 @@ class ChunkDecoder:
             out.update(await self._decode_stored(wanted))
             self._counters.decoded["chunks"] += len(wanted)
         return [out[c] for c in coords]
+
+    def _get_answers_presence(self) -> bool:
+        """Whether reading a chunk says as well whether it is stored: a store that cannot
+        list (a web server) would be asked first by a HEAD per chunk, but a chunk of one
+        part of no fixed size is read by one GET, and its 404 is the absent chunk (the fill
+        value); a server's error stays an error."""
+        parts = self.source.parts.parts
+        return (self._sync is not None and not self.source.listings.can_list
+                and len(parts) == 1 and parts[0].size is None)
 
     async def _decode_stored(self, wanted: list[Coords]) -> dict[Coords, np.ndarray]:
         if self._sync is None:

@@ -214,7 +214,7 @@ class ChunkSource:
         """Open and read each chunk whole. Blocking. On a remote store the chunks are fetched
         at once (``FETCH_THREADS`` requests in flight): one after another, each would wait a
         whole round trip, and a whole image's tiles or a rendered batch are many chunks."""
-        if not (self.backend.stat_by_listing and len(coords) > 1):
+        if not (self.backend.remote and len(coords) > 1):
             return [self._read_one(c, stats) for c, stats in zip(coords, listed, strict=True)]
         # What the backend holds (a warm --cache-dir) is read here: a pool hop costs more.
         out = [self._read_held(c) for c in coords]

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Remote pace on a web server (issue 32's first row): the whole image of a 4096 x 4096
+uint16 array in 256 x 256 zstd chunks (256 chunks) served by nginx behind a proxy that adds
+``--delay-ms`` (50) to every round trip, read as ``tifffile.imread`` of zarrfuse's
+``--format ome-tiff`` file, beside zarr-python reading the same URL in process (its default
+concurrency, and 64). Every pixel is checked. Each zarrfuse pass is a fresh mount.
+
+Prints seconds per reader and zarrfuse / zarr-python (the issue measured 16x; its floor is
+zarr-python's pace), and the chunk requests nginx saw per zarrfuse pass (HEAD, GET).
+
+    .venv/bin/python bench/bench_http_pace.py [--delay-ms 50] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from bench.bench_latency import DelayProxy  # noqa: E402  (after the sys.path insert above)
+from tests.http_servers import nginx  # noqa: E402
+from tests.mounting import mounted  # noqa: E402
+
+
+def _zarrfuse(url: str, where: Path, expected: np.ndarray, log: Path) -> tuple[float, int, int]:
+    import tifffile  # noqa: PLC0415
+
+    with mounted(f"{url}/img.zarr", where, "--read-only", "--format", "ome-tiff") as mnt:
+        before = log.read_text().count("\n")
+        start = time.perf_counter()
+        image = tifffile.imread(mnt / "img.ome.tif")
+        took = time.perf_counter() - start
+        lines = [line for line in log.read_text().splitlines()[before:] if "/img.zarr/c/" in line]
+    assert np.array_equal(image, expected), "zarrfuse: wrong pixels"
+    return took, sum('"HEAD ' in line for line in lines), sum('"GET ' in line for line in lines)
+
+
+def _zarr_python(url: str, expected: np.ndarray, concurrency: int | None) -> float:
+    import zarr  # noqa: PLC0415
+
+    settings = {} if concurrency is None else {"async.concurrency": concurrency}
+    with zarr.config.set(settings):
+        start = time.perf_counter()
+        image = zarr.open_array(f"{url}/img.zarr", mode="r")[...]
+        took = time.perf_counter() - start
+    assert np.array_equal(image, expected), "zarr-python: wrong pixels"
+    return took
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--delay-ms", type=float, default=50.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    import zarr  # noqa: PLC0415
+
+    work = Path(tempfile.mkdtemp(prefix="zarrfuse-http-pace-"))
+    data = (np.arange(4096 * 4096, dtype=np.uint32) * 2654435761 % 65521).astype("u2")
+    data = data.reshape(4096, 4096)
+    zarr.create_array(work / "www" / "img.zarr", data=data, chunks=(256, 256))
+    times: dict[str, list[float]] = {"zarrfuse": [], "zarr-python": [], "zarr-python 64": []}
+    requests = []
+    with nginx(work / "www", work / "nginx") as url, \
+            DelayProxy(int(url.rsplit(":", 1)[1]), args.delay_ms / 2000) as proxy:
+        for round_ in range(args.rounds):  # interleaved: the machine's noise hits all alike
+            took, heads, gets = _zarrfuse(proxy.url, work / f"mnt{round_}", data,
+                                          work / "nginx" / "access.log")
+            times["zarrfuse"].append(took)
+            requests.append((heads, gets))
+            times["zarr-python"].append(_zarr_python(proxy.url, data, None))
+            times["zarr-python 64"].append(_zarr_python(proxy.url, data, 64))
+    median = {name: statistics.median(values) for name, values in times.items()}
+    print(f"whole image 4096 x 4096 uint16, 256 zstd chunks, {args.delay_ms:g} ms per request, "
+          f"median of {args.rounds}")
+    for name, value in median.items():
+        print(f"  {name:<16} {value:7.2f} s")
+    print(f"  zarrfuse / zarr-python (default concurrency): "
+          f"{median['zarrfuse'] / median['zarr-python']:.1f}x; / concurrency 64: "
+          f"{median['zarrfuse'] / median['zarr-python 64']:.1f}x (floor: 1x)")
+    print(f"  zarrfuse chunk requests per pass (HEAD, GET): {requests}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
