@@ -6,6 +6,11 @@ A test declares the lines it provokes with the ``expect_log`` fixture
 ``level``) or the marker ``@pytest.mark.expect_log(r"regex", ...)``. A declared line that
 never came is no failure: a test may provoke a line on some stacks only. Lines of the mounted
 daemon are another process's and are not seen here.
+
+One line is no test's: asyncio's "Task was destroyed but it is pending!" is logged when the
+garbage collector frees a task, in whichever test happens to run then (zarr's own
+``StoreTests`` leave such tasks on the oldest stack), so it cannot be declared by the test
+that caused it and is not counted.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from dataclasses import dataclass, field
 import pytest
 
 __all__ = ["LogContract", "expect_log_fixture", "log_contract_fixture"]
+
+
+_GARBAGE_COLLECTED = "Task was destroyed but it is pending"
 
 
 @dataclass
@@ -34,6 +42,8 @@ class LogContract:
         out = []
         for record in self.seen:
             message = record.getMessage()
+            if record.name == "asyncio" and message.startswith(_GARBAGE_COLLECTED):
+                continue
             if not any(p.search(message) and record.levelno >= level
                        for p, level in self.expected):
                 out.append(f"{record.levelname} {record.name}: {message}")

@@ -371,14 +371,14 @@ def _streamed_bomb(kind: str, size: int) -> bytes:
 
 @pytest.mark.parametrize("kind", ["zstd-v3", "gzip-v2"])
 def test_a_streamed_bomb_is_refused_in_bounded_memory(tmp_path, kind):
-    """1 GiB of zeros as a stream without a declared size (zstd written by a streaming
+    """512 MiB of zeros as a stream without a declared size (zstd written by a streaming
     writer; gzip, what Zarr v2 writers use): the rendered chunk and the whole image give EIO
     with one line each, and the daemon never holds the bomb."""
     store = tmp_path / "b.zarr"
     codec, v2 = (ZstdCodec(level=1), False) if kind == "zstd-v3" else (numcodecs.GZip(1), True)
     zarr.create_array(store, shape=(128, 64), chunks=(64, 64), dtype="u1", fill_value=0,
                       compressors=[codec], zarr_format=2 if v2 else 3)[...] = 3
-    bomb = _streamed_bomb(kind.split("-")[0], 1 << 30)
+    bomb = _streamed_bomb(kind.split("-")[0], 512 << 20)
     (store / ("1.0" if v2 else "c/1/0")).write_bytes(bomb)
     log = tmp_path / "mount.log"
     with mounted(store, tmp_path / "m", "--format", "tiff", "--read-only",
