@@ -194,3 +194,26 @@ def test_a_mount_never_recovers_nor_removes_another_live_mounts_commit(tmp_path)
     assert not (tmp_path / "c" / "0.tx.partial").exists()
     assert (tmp_path / "c" / "0").read_bytes() == b"old"
     assert not (tmp_path / ".zarrfuse-commits").exists()
+
+
+@pytest.mark.expect_log(r"skipping bad: bad/zarr.json")
+def test_an_unfit_document_is_said_once_by_the_node_that_leaves_it_out(tmp_path, caplog):
+    """Issue 34: a FIFO ``zarr.json`` logged two lines (the backend's, then the group's);
+    the docs promise one. The backend says nothing and raises; the catalog says why."""
+    import numpy as np  # noqa: PLC0415
+    import zarr  # noqa: PLC0415
+
+    from tests.inprocess import in_process  # noqa: PLC0415
+
+    zarr.create_group(tmp_path / "g")
+    zarr.create_array(tmp_path / "g" / "ok", data=np.arange(4, dtype="u1"), chunks=(2,))
+    (tmp_path / "g" / "bad").mkdir()
+    os.mkfifo(tmp_path / "g" / "bad" / "zarr.json")
+    with caplog.at_level("WARNING"):
+        with pytest.raises(UnfitDocument):
+            LocalBackend(tmp_path / "g").read_document("bad/zarr.json")
+        assert caplog.records == []
+        with in_process(str(tmp_path / "g"), read_only=True) as fs:
+            assert sorted(fs.listdir("")) == ["ok", "zarr.json"]
+    said = [r for r in caplog.records if "bad/zarr.json" in r.getMessage()]
+    assert len(said) == 1 and "not a regular file (FIFO)" in said[0].getMessage(), said

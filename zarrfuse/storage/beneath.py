@@ -146,10 +146,11 @@ class Root:
         finally:
             os.close(fd)
 
-    def open_regular(self, key: str) -> int | None:
+    def open_regular(self, key: str, *, quiet: bool = False) -> int | None:
         """A read-only descriptor of the regular file ``key``; None if absent. A FIFO, socket
-        or device raises NotRegular without being opened (opening one may block forever).
-        A path leading out of the root is absent, as in :meth:`stat`."""
+        or device raises NotRegular without being opened (opening one may block forever),
+        after one log line unless ``quiet`` (the caller says why in its own line). A path
+        leading out of the root is absent, as in :meth:`stat`."""
         try:
             path_fd = self.open_path(key)
         except (FileNotFoundError, OutsideRoot):
@@ -159,8 +160,9 @@ class Root:
             if stat.S_ISDIR(mode):
                 return None  # a directory where a file is asked for: no such file
             if not stat.S_ISREG(mode):
-                warn_once(f"special:{key}", "%s: not a regular file (%s); never opened",
-                           key, _kind(mode))
+                if not quiet:
+                    warn_once(f"special:{key}", "%s: not a regular file (%s); never opened",
+                              key, _kind(mode))
                 raise NotRegular(errno.EIO, f"not a regular file ({_kind(mode)})", key)
             return os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_CLOEXEC)
         finally:

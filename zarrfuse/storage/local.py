@@ -199,6 +199,7 @@ class LocalBackend:
         try:
             document = self.read_document(key)
         except UnfitDocument as e:  # a reader of bytes gets an I/O error, as for any file
+            log.warning("%s", e)
             raise OSError(errno.EIO, str(e)) from None
         return None if document is None else document.data
 
@@ -207,8 +208,8 @@ class LocalBackend:
 
     def read_document(self, key: str) -> Document | None:
         try:
-            fd = self._beneath.open_regular(self._key(key))
-        except NotRegular as e:
+            fd = self._beneath.open_regular(self._key(key), quiet=True)
+        except NotRegular as e:  # the node's reader says so, in one line
             raise UnfitDocument(f"{key}: {e.strerror}: not a metadata document") from None
         if fd is None:
             return None
