@@ -147,19 +147,18 @@ class ObjectJournal:
         transaction is to be replaced by, and how many transactions are unfinished."""
         finished: dict[str, tuple[str, Stat]] = {}
         transactions = list(self._transactions())
-        for tx, committed, _, _ in transactions:
-            temps = self._objects.list_stats(f"{self._dir}/{tx}")
+        for _, committed, temps, _ in transactions:
             for temp, key in committed or []:
-                found = temps.get(temp.rpartition("/")[2])
+                found = temps.get(temp)
                 if found is not None:  # else copied before the crash
                     finished[key] = (temp, found)
         return finished, len(transactions)
 
     def _transactions(
         self,
-    ) -> Iterator[tuple[str, list[tuple[str, str]] | None, set[str], bool]]:
-        """Each transaction in the journal: (id, its record if committed, its temps, whether
-        its newest object is younger than the stale age)."""
+    ) -> Iterator[tuple[str, list[tuple[str, str]] | None, dict[str, Stat], bool]]:
+        """Each transaction in the journal: (id, its record if committed, its temps' keys and
+        stats, whether its newest object is younger than the stale age)."""
         records, subdirs = self._objects.list_dir(self._dir)  # one LIST: a mount's cost
         now = time.time_ns()
         for tx in sorted({n.split(".", 1)[0] for n in records} | set(subdirs)):
@@ -169,7 +168,7 @@ class ObjectJournal:
                 times.append(records[f"{tx}.commit"].mtime_ns)
             young = bool(times) and now - max(times) < self._stale_after * 1e9
             committed = self._read_record(tx) if f"{tx}.commit" in records else None
-            yield tx, committed, {f"{self._dir}/{tx}/{n}" for n in temps}, young
+            yield tx, committed, {f"{self._dir}/{tx}/{n}": st for n, st in temps.items()}, young
 
     # --- steps -------------------------------------------------------------------------------
 
