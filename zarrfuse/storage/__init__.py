@@ -13,7 +13,7 @@ from zarr.storage import LocalStore, ObjectStore
 
 from zarrfuse.storage.base import Backend, PartReader
 from zarrfuse.storage.local import LocalBackend
-from zarrfuse.storage.stores import StoreBackend
+from zarrfuse.storage.stores import StoreBackend, fsspec_protocols
 
 __all__ = ["Backend", "PartReader", "backend_for", "cache_identity"]
 
@@ -44,11 +44,10 @@ def cache_identity(store: Store) -> str | None:
         config = getattr(inner, "config", None) or {}
         where = {k: v for k, v in sorted(config.items()) if k in _IDENTIFYING}
         return f"obstore:{type(inner).__name__}:{where}:{getattr(inner, 'prefix', None) or ''}"
-    fs = getattr(store, "fs", None)
-    if fs is not None and getattr(store, "path", None) is not None:
-        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-        if protocol not in ("file", "local"):
-            return f"fsspec:{protocol}:{store.path}"  # type: ignore[attr-defined]
+    protocols = fsspec_protocols(store)
+    remote = protocols and protocols[0] not in ("file", "local")
+    if remote and getattr(store, "path", None) is not None:
+        return f"fsspec:{protocols[0]}:{store.path}"  # type: ignore[attr-defined]
     return None
 
 

@@ -166,9 +166,14 @@ class ObjectBackend:
             lambda: obstore.list_with_delimiter(self.store, f"{prefix}/" if prefix else None),
         )
 
-    def list_stats(self, prefix: str) -> dict[str, Stat]:
+    def list_dir(self, prefix: str) -> tuple[dict[str, Stat], list[str]]:
+        """The objects (with stats) and the subdirectories under ``prefix``, in one LIST."""
         found = self._listing(prefix)
-        stats = {meta["path"].rpartition("/")[2]: _stat(meta) for meta in found["objects"]}
+        return ({meta["path"].rpartition("/")[2]: _stat(meta) for meta in found["objects"]},
+                [p.rstrip("/").rpartition("/")[2] for p in found["common_prefixes"]])
+
+    def list_stats(self, prefix: str) -> dict[str, Stat]:
+        stats, _ = self.list_dir(prefix)
         for name in stats if self._finished else ():
             shown = self._finished.get(f"{prefix.strip('/')}/{name}".lstrip("/"))
             if shown is not None:
@@ -178,14 +183,8 @@ class ObjectBackend:
     def list_names(self, prefix: str) -> set[str]:
         return set(self.list_stats(prefix))  # one LIST gives names and stats alike
 
-    def list_dir(self, prefix: str) -> tuple[dict[str, Stat], list[str]]:
-        """The objects (with stats) and the subdirectories under ``prefix``, in one LIST."""
-        found = self._listing(prefix)
-        return ({meta["path"].rpartition("/")[2]: _stat(meta) for meta in found["objects"]},
-                [p.rstrip("/").rpartition("/")[2] for p in found["common_prefixes"]])
-
     def list_subdirs(self, prefix: str) -> list[str]:
-        return [p.rstrip("/").rpartition("/")[2] for p in self._listing(prefix)["common_prefixes"]]
+        return self.list_dir(prefix)[1]
 
     def stat(self, key: str) -> Stat | None:
         if key in self._finished:

@@ -24,7 +24,7 @@ from zarrfuse.storage.base import Document, PartReader, Stat, write_each
 from zarrfuse.storage.http_stat import http_stat
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
-__all__ = ["StoreBackend", "StorePartReader"]
+__all__ = ["StoreBackend", "StorePartReader", "fsspec_protocols"]
 
 T = TypeVar("T")
 
@@ -65,11 +65,9 @@ class StoreBackend:
         self.fallback_time_ns = _store_file_time(store)
         self._http = _is_http(store)
         self.can_list = store.supports_listing and not self._http
-        fs = getattr(store, "fs", None)
-        protocol = getattr(fs, "protocol", "file")
+        protocols = fsspec_protocols(store)
         self.remote = self._http or (
-            fs is not None and (protocol if isinstance(protocol, str) else protocol[0])
-            not in ("file", "local", "memory")
+            bool(protocols) and protocols[0] not in ("file", "local", "memory")
         )
 
     async def _stat(self, key: str) -> Stat | None:
@@ -219,9 +217,16 @@ def _is_http(store: Store) -> bool:
     index page, where there is one, is HTML made for people, not a listing of keys."""
     if not isinstance(store, FsspecStore):
         return False
-    protocol = store.fs.protocol
-    names = (protocol,) if isinstance(protocol, str) else tuple(protocol)
-    return any(name in ("http", "https") for name in names)
+    return any(name in ("http", "https") for name in fsspec_protocols(store))
+
+
+def fsspec_protocols(store: Store) -> tuple[str, ...]:
+    """The names of an fsspec-backed store's protocol (``("https", "http")``, ``("file",
+    "local")``), first the main one; empty for other stores."""
+    fs = getattr(store, "fs", None)
+    if fs is None:
+        return ()
+    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
 
 
 def _store_file_time(store: Store) -> int:
