@@ -67,7 +67,7 @@ def blob(tmp_path_factory) -> Iterator[str]:
 
 def _remote(url: str, options: dict[str, str]) -> Backend:
     store_path = sync(open_store_path(url, mode="a", storage_options=options))
-    backend = backend_for(store_path.store, path=store_path.path)
+    backend = backend_for(store_path.store, path=store_path.path, write_time=30.0)  # as mounted
     prefix = store_path.path
     for key, data in OBJECTS.items():
         backend.write(f"{prefix}/{key}", [memoryview(data)])

@@ -108,3 +108,33 @@ def test_store_timeout_must_be_positive(tmp_path):
     result = run_with_timeout([*ZARRFUSE, "mount", tmp_path, tmp_path / "m",
                                "--store-timeout", "0"], check=False)
     assert result.returncode == 2 and "above 0" in result.stderr
+
+
+def test_a_close_answered_eio_never_lands_later(proxy, tmp_path):
+    """Issue 34 point 5: a close whose PUT the hung store holds is answered EIO within the
+    timeout, and once the store lets the PUT through, it is refused there (its signed URL
+    has expired): the chunk stays what it was, and the mount reads that."""
+    url = f"s3://{BUCKET}/w"
+    data = np.random.default_rng(5).integers(0, 255, (2, 1024), dtype="u1")
+    zarrfuse.create_array(url, data=data, chunks=(1, 1024), compressors=None,
+                          storage_options={"endpoint_url": proxy.url})
+    with mounted(url, tmp_path / "mnt", "--store-timeout", str(TIMEOUT), "--layout", "source",
+                 "--storage-option", f"endpoint_url={proxy.url}") as mnt:
+        chunk = mnt / "c" / "1" / "0"
+        with open(chunk, "r+b") as f:
+            f.write(bytes(1024))
+            proxy.stall()
+            try:
+                started = time.monotonic()
+                with pytest.raises(OSError) as raised:
+                    f.close()
+                took = time.monotonic() - started
+            finally:
+                proxy.resume()
+        assert raised.value.errno == errno.EIO
+        assert took < TIMEOUT + 1.0 + MARGIN, f"answered after {took:.1f} s"
+        time.sleep(1.0)  # the held PUT reached the server, which refused it
+        stored = boto3.client("s3", endpoint_url=proxy.url, region_name="us-east-1").get_object(
+            Bucket=BUCKET, Key="w/c/1/0")["Body"].read()
+        assert stored == data[1].tobytes()
+        assert chunk.read_bytes() == data[1].tobytes()

@@ -47,9 +47,16 @@ class CrashBefore:
             raise Crash
         self.left -= 1
 
-    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
+    def write(
+        self,
+        key: str,
+        pieces: Sequence[memoryview],
+        *,
+        durable: bool = False,
+        deadline: float | None = None,
+    ) -> int:
         self._change()
-        return self.backend.write(key, pieces, durable=durable)
+        return self.backend.write(key, pieces, durable=durable, deadline=deadline)
 
     def copy(self, source: str, key: str) -> None:
         self._change()

@@ -112,7 +112,8 @@ MOUNT_OPTIONS: tuple[MountOption, ...] = (
     MountOption(
         "store_timeout", metavar="SECONDS", parse=lambda n, t: v.parse_timeout(t),
         help="answer EIO to a lookup, stat, listing, open or read that waited this long for "
-        f"the store (default: {_DEFAULT.store_timeout:g})",
+        "the store, and to a close on S3, Azure or GCS whose write the store did not take "
+        f"by then (it never will) (default: {_DEFAULT.store_timeout:g})",
     ),
     MountOption(
         "cache_dir", metavar="DIR", parse=v.nonempty,

@@ -116,7 +116,8 @@ def build_filesystem(
         open_store_path(config.source, mode=mode, storage_options=config.storage_options or None)
     )
     backend = backend_for(
-        store_path.store, symlink_root=config.symlink_root, path=store_path.path
+        store_path.store, symlink_root=config.symlink_root, path=store_path.path,
+        write_time=config.store_timeout,
     )
     if not config.read_only:  # before anything is read: every chunk old or new, not mixed
         backend.recover()

@@ -37,9 +37,9 @@ BOUNDED = frozenset({
 })
 """Requests answered within ``--store-timeout`` (EIO past it): those that only read. The
 store calls they wait on run in threads that are abandoned at the deadline. Requests that
-store (flush, release, fsync, unlink, rename, setattr) run to their end instead: an answer
-of EIO for a commit that then lands would be a lie; each of their store requests is bounded
-by the client's own timeouts."""
+store (flush, release, fsync, unlink, rename, setattr) are not cut here: an answer of EIO
+for a commit that then lands would be a lie. An object store's writes bound themselves
+instead, with URLs the store refuses past the deadline (``storage.signed_put``)."""
 
 STALLED_WAIT = 1.0
 """Seconds a request that reads metadata may wait while the store counts as stalled: for

@@ -19,11 +19,17 @@ __all__ = ["Backend", "PartReader", "backend_for", "cache_identity"]
 
 
 def backend_for(
-    store: Store, *, symlink_root: str | None = None, path: str = ""
+    store: Store,
+    *,
+    symlink_root: str | None = None,
+    path: str = "",
+    write_time: float | None = None,
 ) -> Backend:
     """The fastest backend that serves ``store`` exactly. ``symlink_root``: see
     ``LocalBackend`` (local stores only). ``path``: the mounted node's path in ``store``,
-    where an object store keeps its commit journal (a bucket holds many arrays)."""
+    where an object store keeps its commit journal (a bucket holds many arrays).
+    ``write_time``: seconds an object store's write may wait for it (``--store-timeout``),
+    past which it is answered EIO only once the store can no longer take it."""
     if isinstance(store, LocalStore):
         return LocalBackend(
             Path(store.root), symlink_root=Path(symlink_root) if symlink_root else None
@@ -31,7 +37,7 @@ def backend_for(
     if isinstance(store, ObjectStore):
         from zarrfuse.storage.objects import ObjectBackend  # noqa: PLC0415  (needs obstore)
 
-        return ObjectBackend(store.store, journal_path=path)
+        return ObjectBackend(store.store, journal_path=path, write_time=write_time)
     return StoreBackend(store)
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -61,7 +62,14 @@ mount."""
 class Objects(Protocol):
     """What the journal needs of an object store (keys relative to the store's root)."""
 
-    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int: ...
+    def write(
+        self,
+        key: str,
+        pieces: Sequence[memoryview],
+        *,
+        durable: bool = False,
+        deadline: float | None = None,
+    ) -> int: ...
 
     def copy(self, source: str, key: str) -> None: ...
 
@@ -92,20 +100,26 @@ class ObjectJournal:
         """The journal's prefix: beside the mounted array or group, so that recovering one
         mount never touches another array's commits in the same bucket."""
 
-    def commit(self, parts: Sequence[tuple[str, Sequence[memoryview]]]) -> list[int]:
+    def commit(
+        self, parts: Sequence[tuple[str, Sequence[memoryview]]], deadline: float | None = None
+    ) -> list[int]:
         """Replace every ``(key, pieces)``; the new times (the time of the copy: a copy's
-        answer carries no ``LastModified``)."""
+        answer carries no ``LastModified``). ``deadline`` (``time.monotonic()``): when the
+        temps and the record must have been stored; a record the store did not take by then
+        never will be (``signed_put``), so the failure reported is the truth."""
         tx = uuid.uuid4().hex
         copies = [(f"{self._dir}/{tx}/{i}", key) for i, (key, _) in enumerate(parts)]
         try:
             for (temp, _), (_, pieces) in zip(copies, parts, strict=True):
-                self._objects.write(temp, pieces)
-            self._record(tx, copies)
+                self._objects.write(temp, pieces, deadline=deadline)
+            self._record(tx, copies, deadline)
         except BaseException:
-            try:
-                self._forget(tx, [temp for temp, _ in copies])
-            except OSError as e:  # the store is failing: the next writable mount undoes it
-                log.warning("%s: could not clean up commit %s: %s", self._name, tx, e)
+            temps = [temp for temp, _ in copies]
+            if deadline is None:
+                self._clean_up(tx, temps)
+            else:  # the answer is due now; what is left changes no chunk meanwhile
+                threading.Thread(target=self._clean_up, args=(tx, temps), daemon=True,
+                                 name="zarrfuse-journal-clean-up").start()
             raise
         try:
             self._copy_all(copies)
@@ -172,9 +186,11 @@ class ObjectJournal:
 
     # --- steps -------------------------------------------------------------------------------
 
-    def _record(self, tx: str, copies: Sequence[tuple[str, str]]) -> None:
+    def _record(
+        self, tx: str, copies: Sequence[tuple[str, str]], deadline: float | None = None
+    ) -> None:
         data = json.dumps([list(c) for c in copies]).encode()
-        self._objects.write(f"{self._dir}/{tx}.commit", [memoryview(data)])
+        self._objects.write(f"{self._dir}/{tx}.commit", [memoryview(data)], deadline=deadline)
 
     def _read_record(self, tx: str) -> list[tuple[str, str]] | None:
         data = self._objects.read_all(f"{self._dir}/{tx}.commit")
@@ -185,6 +201,13 @@ class ObjectJournal:
         except (ValueError, TypeError):
             log.warning("%s: unreadable commit record %s: undone", self._name, tx)
             return None
+
+    def _clean_up(self, tx: str, temps: Sequence[str]) -> None:
+        """Undo a commit that failed before its record was stored."""
+        try:
+            self._forget(tx, temps)
+        except OSError as e:  # the store is failing: the next writable mount undoes it
+            log.warning("%s: could not clean up commit %s: %s", self._name, tx, e)
 
     def _record_gone(self, tx: str) -> bool:
         """Whether ``tx``'s record is gone, asked a few times over a second: recovery deletes

@@ -30,6 +30,7 @@ from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.object_journal import ObjectJournal
 from zarrfuse.storage.object_prefetch import ObjectPrefetch
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
+from zarrfuse.storage.signed_put import SignedPut
 
 __all__ = ["ObjectBackend", "ObjectPartReader"]
 
@@ -136,8 +137,14 @@ class ObjectBackend:
     """A LIST costs about what a HEAD does and answers for every sibling: the chunk source
     learns one chunk's size by listing its directory (cached), not by asking for it."""
 
-    def __init__(self, store: Any, journal_path: str = "") -> None:
+    def __init__(
+        self, store: Any, journal_path: str = "", write_time: float | None = None
+    ) -> None:
         self.store = store
+        self._signed = _signed_put(store) if write_time is not None else None
+        self._write_time = write_time
+        """Seconds a write (a commit: all its PUTs) may wait for the store
+        (``--store-timeout``); None: the client's own timeouts (``zarrfuse verify``)."""
         self._journal = ObjectJournal(self, _describe(store), journal_path)
         self._finished: dict[str, tuple[str, Stat]] = {}
         """Keys read from an interrupted commit's temps, with their stats
@@ -252,14 +259,30 @@ class ObjectBackend:
             return None
         return Document(data, _stat(result.meta).mtime_ns)
 
-    def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
+    def write(
+        self,
+        key: str,
+        pieces: Sequence[memoryview],
+        *,
+        durable: bool = False,
+        deadline: float | None = None,
+    ) -> int:
         # One PUT of the whole part: S3 replaces the object atomically, readers see the old
         # or the new bytes. A PUT is durable once it succeeds, so ``durable`` asks nothing more.
         # Its answer carries no LastModified; the time of the PUT stands in for it until the
         # next listing gives the store's own (a HEAD per write would cost a round trip).
         data = b"".join(pieces)
-        _request(f"PUT {key}", lambda: obstore.put(self.store, key, data, use_multipart=False))
+        if self._signed is not None:  # answered within the write's time, and truly
+            self._signed.put(key, data, self._deadline() if deadline is None else deadline)
+        else:
+            _request(f"PUT {key}",
+                     lambda: obstore.put(self.store, key, data, use_multipart=False))
         return time.time_ns()
+
+    def _deadline(self) -> float:
+        """When a write starting now must have its answer (``time.monotonic()``)."""
+        assert self._write_time is not None
+        return time.monotonic() + self._write_time
 
     def delete_many(self, keys: Sequence[str]) -> None:
         """Remove objects in one bulk request (absent ones are fine: where the store's bulk
@@ -280,7 +303,9 @@ class ObjectBackend:
     ) -> list[int]:
         if len(parts) == 1:  # one PUT is atomic by itself
             return [self.write(parts[0][0], parts[0][1], durable=durable)]
-        return self._journal.commit(parts)
+        return self._journal.commit(
+            parts, deadline=None if self._write_time is None else self._deadline()
+        )
 
     def recover(self) -> tuple[int, int]:
         return self._journal.recover()
@@ -307,6 +332,18 @@ class ObjectBackend:
         """Remove ``key``; an absent one is no error (S3 says nothing, Azure says 404)."""
         with contextlib.suppress(*NOT_FOUND):
             _request(f"DELETE {key}", lambda: obstore.delete(self.store, key))
+
+
+def _signed_put(store: Any) -> SignedPut | None:
+    """PUTs through expiring signed URLs, for stores that sign (S3, Azure, GCS) with
+    credentials (an anonymous store signs nothing: its PUTs keep the client's timeouts)."""
+    kind = type(store).__name__
+    if kind not in ("S3Store", "AzureStore", "GCSStore"):
+        return None
+    if (getattr(store, "config", None) or {}).get("skip_signature"):
+        return None
+    headers = {"x-ms-blob-type": "BlockBlob"} if kind == "AzureStore" else None
+    return SignedPut(store, _describe(store), headers)
 
 
 def _describe(store: Any) -> str:

@@ -55,9 +55,10 @@ class ChunkWriter:
     """Order of the last change among all writers: the newest writer's size is shown."""
     committing: trio.Event | None = None
     """Set while the buffer is being stored: changes wait, so the commit needs no copy."""
-    refused: ZarrFuseError | None = None
-    """Why the last commit was refused, if it was and nothing changed since: release then
-    drops the changes and logs this reason (a flush's refusal alone is not final: a file
+    refused: ZarrFuseError | OSError | None = None
+    """Why the last commit was refused (or failed in the store: a close answered EIO must
+    never be stored later), if it was and nothing changed since: release then drops the
+    changes and logs this reason (a flush's refusal alone is not final: a file
     written through several descriptors, as numpy's ``tofile`` does through a dup, is
     flushed half-written at the first close, and is complete at the last)."""
     emptied: bool = False
@@ -207,11 +208,13 @@ class Committer:
         for close() or fsync() to return."""
         await writer.settled()
         writer.committing = trio.Event()
-        refused: ZarrFuseError | None = None
+        refused: ZarrFuseError | OSError | None = None
         try:
             await self.commit(writer.node, writer.data, durable=durable, drop_cache=False)
         except ZarrFuseError as e:
             log.info("not storing chunk %s as it is now: %s", writer.node.coords, e)
+            writer.refused = refused = e
+        except OSError as e:  # the store failed: release must not store it after an EIO
             writer.refused = refused = e
         else:
             writer.dirty = False
@@ -221,7 +224,7 @@ class Committer:
         # Only now: dropping the pages of a mapping may write its dirty pages back to this
         # writer first, and those writes wait for the commit to end.
         if refused is not None:
-            await self.show_stored_state(writer)
+            await self.show_stored_state(writer, ask_store=isinstance(refused, ZarrFuseError))
             raise refused
         await self.drop_cache(writer.node)
 
@@ -244,15 +247,16 @@ class Committer:
         if self._invalidate is not None:
             await self._invalidate(inode, moved)
 
-    async def show_stored_state(self, writer: ChunkWriter) -> None:
+    async def show_stored_state(self, writer: ChunkWriter, *, ask_store: bool = True) -> None:
         """After writes that were not committed, make the kernel show the stored chunk again:
         it had taken the writer's size (O_TRUNC, writes past the end) as the file's. A chunk
-        that is not stored at all loses its name too, before close() returns."""
+        that is not stored at all loses its name too, before close() returns (unless
+        ``ask_store`` is false: the store just failed, and close() is answered now)."""
         node = writer.node
         if writer.inode is not None and self._invalidate is not None:
             await self._invalidate(writer.inode, True)  # the size the kernel took from it
         await self.drop_cache(node)
-        if node.array.rendered is not None:
+        if node.array.rendered is not None or not ask_store:
             return  # every chunk of a rendered view exists
         if await node.array.source.size(node.coords) is not None:
             return

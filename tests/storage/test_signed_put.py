@@ -1,0 +1,175 @@
+"""A remote write answered EIO never lands later (issue 34, point 5).
+
+Against moto on loopback behind a proxy that can stall: while stalled it holds every byte,
+as a stuck endpoint or a black-holed route does, and lets them through on ``resume()``. A
+PUT held that way reaches the server after its writer gave up. The test server checks a
+presigned URL's expiry as S3 does (moto itself does not), so the held PUT is refused there.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import boto3
+import obstore
+import pytest
+from obstore.store import AzureStore, S3Store
+
+from tests.azurite import AZURITE, azurite
+from tests.s3server import CREDENTIALS, S3Server, aws_environment
+from tests.stall_proxy import StallProxy
+from zarrfuse.api.cloud import azure_config
+from zarrfuse.api.s3 import s3_client_config
+from zarrfuse.storage.object_journal import JOURNAL_DIR
+from zarrfuse.storage.objects import ObjectBackend
+from zarrfuse.storage.signed_put import MARGIN
+
+pytestmark = pytest.mark.timeout(120)
+
+BUCKET = "signed"
+BUDGET = 2.0
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[S3Server]:
+    with aws_environment(CREDENTIALS), S3Server() as server:
+        boto3.client("s3", endpoint_url=server.url, region_name="us-east-1").create_bucket(
+            Bucket=BUCKET)
+        yield server
+
+
+@pytest.fixture
+def proxy(server: S3Server) -> Iterator[StallProxy]:
+    with StallProxy(server.port) as stalling:
+        yield stalling
+
+
+def _store(url: str, prefix: str) -> S3Store:
+    return S3Store(BUCKET, prefix=prefix, **s3_client_config({"endpoint_url": url}))
+
+
+def _held(server: S3Server, key: str) -> bytes | None:
+    client = boto3.client("s3", endpoint_url=server.url, region_name="us-east-1")
+    try:
+        return client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    except client.exceptions.NoSuchKey:
+        return None
+
+
+def _settle(server: S3Server, kind: str, at_least: int, wait: float = 10.0) -> int:
+    """The server's count of ``kind`` once it reached ``at_least`` (or ``wait`` ran out)."""
+    ends = time.monotonic() + wait
+    while server.snapshot()[0][kind] < at_least and time.monotonic() < ends:
+        time.sleep(0.1)
+    return server.snapshot()[0][kind]
+
+
+def test_a_write_is_stored_and_answered(server, proxy):
+    backend = ObjectBackend(_store(proxy.url, "ok"), write_time=BUDGET)
+    backend.write("c/0", [memoryview(b"new bytes")])
+    assert _held(server, "ok/c/0") == b"new bytes"
+    backend.write_parts([("c/1.a", [memoryview(b"a")]), ("c/1.b", [memoryview(b"b")])])
+    assert (_held(server, "ok/c/1.a"), _held(server, "ok/c/1.b")) == (b"a", b"b")
+
+
+def test_a_held_write_is_answered_eio_in_time_and_never_lands(server, proxy):
+    backend = ObjectBackend(_store(proxy.url, "held"), write_time=BUDGET)
+    backend.write("c/0", [memoryview(b"old")])
+    server.reset()
+    proxy.stall()
+    started = time.monotonic()
+    with pytest.raises(OSError) as raised:
+        backend.write("c/0", [memoryview(b"new")])
+    took = time.monotonic() - started
+    assert raised.value.errno == errno.EIO
+    assert "will not take it" in str(raised.value)
+    assert took <= BUDGET + MARGIN + 1.0, took
+    proxy.resume()  # the held PUT reaches the server now, past its URL's expiry
+    assert _settle(server, "EXPIRED", 1) == 1
+    assert server.snapshot()[0]["PUT"] == 0
+    assert _held(server, "held/c/0") == b"old"
+
+
+def test_without_a_signed_url_the_same_write_lands_after_the_answer(server, proxy):
+    """The control: the bug the signed URL fixes. The client's own PUT, answered with a
+    timeout, is stored once the proxy lets it through."""
+    client_store = S3Store(BUCKET, prefix="control", **{
+        **s3_client_config({"endpoint_url": proxy.url}),
+        "client_options": {"allow_http": True, "timeout": "1s", "connect_timeout": "1s"},
+        "retry_config": {"max_retries": 0, "retry_timeout": timedelta(seconds=1)},
+    })
+    obstore.put(client_store, "c/0", b"old")
+    proxy.stall()
+    with pytest.raises(Exception):  # noqa: B017  (obstore's timeout error)
+        obstore.put(client_store, "c/0", b"new")
+    proxy.resume()
+    ends = time.monotonic() + 10
+    while _held(server, "control/c/0") != b"new" and time.monotonic() < ends:
+        time.sleep(0.1)
+    assert _held(server, "control/c/0") == b"new"
+
+
+def test_a_commit_whose_record_is_held_changes_no_chunk(server, proxy):
+    backend = ObjectBackend(_store(proxy.url, "journal"), write_time=BUDGET)
+    parts = [("c/0.a", b"old-a"), ("c/0.b", b"old-b")]
+    backend.write_parts([(k, [memoryview(v)]) for k, v in parts])
+    server.reset()
+    proxy.stall()
+    with pytest.raises(OSError) as raised:
+        backend.write_parts([("c/0.a", [memoryview(b"new-a")]), ("c/0.b", [memoryview(b"x")])])
+    assert raised.value.errno == errno.EIO
+    proxy.resume()
+    _settle(server, "EXPIRED", 1)
+    time.sleep(0.5)
+    assert (_held(server, "journal/c/0.a"), _held(server, "journal/c/0.b")) == (
+        b"old-a", b"old-b")
+    # the clean-up (after the URL expired) left nothing a recovery would roll forward
+    client = boto3.client("s3", endpoint_url=server.url, region_name="us-east-1")
+    ends = time.monotonic() + 10
+    while time.monotonic() < ends:
+        left = client.list_objects_v2(Bucket=BUCKET, Prefix=f"journal/{JOURNAL_DIR}/")
+        if not left.get("Contents"):
+            break
+        time.sleep(0.2)
+    assert not left.get("Contents"), [o["Key"] for o in left["Contents"]]
+    assert ObjectBackend(_store(server.url, "journal")).recover() == (0, 0)
+
+
+def test_a_refused_write_says_why_at_once(server):
+    backend = ObjectBackend(
+        S3Store("no-such-bucket", **s3_client_config({"endpoint_url": server.url})),
+        write_time=30.0,
+    )
+    started = time.monotonic()
+    with pytest.raises(OSError) as raised:
+        backend.write("c/0", [memoryview(b"x")])
+    assert time.monotonic() - started < 5
+    assert raised.value.errno == errno.EIO
+    assert "NoSuchBucket" in str(raised.value)
+
+
+def test_on_azure_a_held_write_never_lands(tmp_path):
+    """The same on Azure (Azurite checks a SAS's expiry, as Azure does)."""
+    if not Path(AZURITE).exists():
+        pytest.skip("Azurite is not installed (scripts/dev setup installs it)")
+    with azurite(tmp_path) as emulator:
+        emulator.create_container("held")
+        port = int(emulator.endpoint.split(":")[2].split("/")[0])
+        with StallProxy(port) as proxy:
+            through = emulator.connection_string.replace(f":{port}/", f":{proxy.port}/")
+            store = AzureStore("held", **azure_config({"connection_string": through}))
+            backend = ObjectBackend(store, write_time=BUDGET)
+            backend.write("c/0", [memoryview(b"old")])
+            proxy.stall()
+            started = time.monotonic()
+            with pytest.raises(OSError) as raised:
+                backend.write("c/0", [memoryview(b"new")])
+            assert time.monotonic() - started <= BUDGET + MARGIN + 1.0
+            assert raised.value.errno == errno.EIO
+            proxy.resume()
+            time.sleep(1.0)  # the held PUT reached the emulator, which refused it
+            assert bytes(obstore.get(store, "c/0").bytes()) == b"old"

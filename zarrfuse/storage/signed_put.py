@@ -1,0 +1,150 @@
+"""A PUT to an object store whose answer is the truth, within a deadline.
+
+A PUT that gets no answer in time may still sit in the network or in the server's queue and
+be stored after the writer was told EIO: a close that reports failure, and a chunk that
+changes later anyway. Cancelling cannot help (the request has left), so the write is made
+conditional on time instead. It goes to a signed URL (obstore's ``sign``: S3's presigned
+URLs, Azure's SAS, GCS's signed URLs) that expires when the writer gives up; the store checks
+a signed URL's expiry when the request reaches it and refuses one that arrives later (S3:
+403 "Request has expired"). So a PUT not answered in time is answered EIO only once its URL
+has expired at the store, and then it can no longer be stored.
+
+The store's clock is not ours: each answer's ``Date`` bounds how far ahead our clock runs,
+and the wait covers it. The one case left is a PUT stored just before its URL expired whose
+answer was lost: a background look at the key says so in one log line.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import hashlib
+import logging
+import math
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import obstore
+
+__all__ = ["MARGIN", "SignedPut"]
+
+log = logging.getLogger(__name__)
+
+MARGIN = 1.0
+"""Seconds waited past a URL's expiry before it counts as expired at the store (signed
+times have whole seconds)."""
+
+_RETRY_PAUSE = 0.2
+
+
+class SignedPut:
+    """PUTs through URLs that expire when their writer gives up."""
+
+    def __init__(self, store: Any, name: str, headers: dict[str, str] | None = None) -> None:
+        self._store = store
+        self._name = name
+        self._headers = {"Content-Type": "application/octet-stream", **(headers or {})}
+        self._ahead: collections.deque[float] = collections.deque(maxlen=16)
+        """Upper bounds of how far our clock runs ahead of the store's (seconds)."""
+        self._lock = threading.Lock()
+
+    def clock_ahead(self) -> float:
+        """How far our clock may run ahead of the store's: the least of the bounds its
+        answers gave (each ``Date`` bounds it from above), never below 0."""
+        with self._lock:
+            return max(0.0, min(self._ahead)) if self._ahead else 0.0
+
+    def put(self, key: str, data: bytes, deadline: float) -> None:
+        """Store ``data`` at ``key``, or raise ``OSError(EIO)`` once the store can no longer
+        store it. Answers by ``deadline`` (``time.monotonic()``), or after at least one
+        second of validity plus the clock margin when less is left."""
+        ahead = self.clock_ahead()
+        started = time.monotonic()
+        if started >= deadline:  # the commit's earlier PUTs took its time: send nothing
+            raise OSError(errno.EIO, f"PUT {key}: the write's time (--store-timeout) ran out "
+                          "before it was sent")
+        expires = max(1, math.floor(deadline - started - ahead - MARGIN))
+        url = obstore.sign(self._store, "PUT", key, timedelta(seconds=expires))
+        final = started + expires + ahead + MARGIN
+        """When the URL has expired at the store, by our clock."""
+        while True:
+            outcome = self._try(key, url, data, final)
+            if outcome is None:
+                return
+            if outcome == "retry" and time.monotonic() + _RETRY_PAUSE < final - MARGIN:
+                time.sleep(_RETRY_PAUSE)
+                continue
+            break
+        if outcome == "unknown":
+            time.sleep(max(0.0, final - time.monotonic()))
+            self._look_later(key, data)
+            raise OSError(
+                errno.EIO,
+                f"PUT {key}: no answer within the write's time (--store-timeout); its signed "
+                "URL has expired, so the store will not take it",
+            )
+        raise OSError(errno.EIO, f"PUT {key}: {outcome}")
+
+    def _try(self, key: str, url: str, data: bytes, final: float) -> str | None:
+        """None when stored; "retry" when refused before storing (server error, refused
+        connection); "unknown" when the PUT may have been stored; else the reason it was
+        not."""
+        request = urllib.request.Request(url, data=data, method="PUT", headers=self._headers)
+        sent_at = time.time()
+        try:
+            with urllib.request.urlopen(request, timeout=max(0.1, final - time.monotonic())) as r:
+                r.read()
+                self._learn_clock(r.headers.get("Date"))
+            return None
+        except urllib.error.HTTPError as e:
+            self._learn_clock(e.headers.get("Date") if e.headers else None)
+            body = e.read(4096).decode("utf-8", "replace")
+            if e.code >= 500:
+                log.debug("%s: PUT %s: %d, tried again", self._name, key, e.code)
+                return "retry"
+            return f"the store refused it ({e.code} {_error_code(body) or e.reason})"
+        except urllib.error.URLError as e:
+            if isinstance(e.reason, ConnectionRefusedError):
+                return "retry"
+            log.debug("%s: PUT %s sent at %.3f: %s", self._name, key, sent_at, e.reason)
+            return "unknown"
+        except (TimeoutError, ConnectionError, OSError) as e:
+            log.debug("%s: PUT %s sent at %.3f: %s", self._name, key, sent_at, e)
+            return "unknown"
+
+    def _learn_clock(self, date: str | None) -> None:
+        if not date:
+            return
+        with contextlib.suppress(TypeError, ValueError, IndexError):
+            server = parsedate_to_datetime(date).timestamp()
+            with self._lock:
+                self._ahead.append(time.time() - server)
+
+    def _look_later(self, key: str, data: bytes) -> None:
+        """Whether a PUT answered EIO was stored before its URL expired: one line if so."""
+        digest = hashlib.sha256(data).digest()
+
+        def look() -> None:
+            try:
+                held = bytes(obstore.get(self._store, key).bytes())
+            except Exception:  # noqa: BLE001  (absent, or the store still away: nothing to say)
+                return
+            if hashlib.sha256(held).digest() == digest:
+                log.warning("%s: PUT %s was answered EIO, but the store had taken it before "
+                            "its URL expired: %s holds the bytes that write sent",
+                            self._name, key, key)
+
+        threading.Thread(target=look, name="zarrfuse-put-check", daemon=True).start()
+
+
+def _error_code(body: str) -> str | None:
+    """S3's and Azure's ``<Code>`` of an XML error body."""
+    start = body.find("<Code>")
+    end = body.find("</Code>", start)
+    return body[start + 6 : end] if 0 <= start < end else None
