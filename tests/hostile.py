@@ -20,12 +20,14 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import struct
 import subprocess
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import google_crc32c
 import numcodecs
 import numpy as np
 
@@ -41,6 +43,15 @@ def _zstd_stream(size: int) -> bytes:
                            check=True).stdout
     zeros.wait()
     return frame
+
+
+def _shard_holding(inner: bytes, count: int) -> bytes:
+    """A shard (index at the end, crc32c) whose first of ``count`` inner chunks is
+    ``inner`` and whose others are not stored."""
+    empty = (2**64 - 1, 2**64 - 1)
+    entries = [(0, len(inner))] + [empty] * (count - 1)
+    index = b"".join(struct.pack("<QQ", *entry) for entry in entries)
+    return inner + index + struct.pack("<I", google_crc32c.value(index))
 
 
 def _gzip_stream(size: int) -> bytes:
@@ -111,6 +122,8 @@ CASES: dict[str, Case] = {
         lambda s: numcodecs.Zstd(level=1).encode(bytes(s))), "zstd"),
     "zstd-stream-bomb": Case("bomb", "chunk", _bytes(_zstd_stream), "zstd"),
     "gzip-v2-bomb": Case("bomb", "chunk", _bytes(_gzip_stream), "gzip-v2"),
+    "sharded-zstd-stream-bomb": Case("bomb", "chunk", _bytes(
+        lambda s: _shard_holding(_zstd_stream(s), 4)), "zstd-sharded"),
     "blosc-bomb": Case("bomb", "chunk", _bytes(
         lambda s: numcodecs.Blosc(cname="zstd").encode(bytes(s))), "blosc"),
     "huge-document": Case("document", "document",
@@ -139,7 +152,11 @@ def _array(path: Path, codec: str, value: int) -> None:
         compressors = [zarr.codecs.BloscCodec(cname="zstd")]
     elif codec == "gzip-v2":
         compressors = [numcodecs.GZip(1)]
-    zarr.create_array(path, shape=(128, 64), chunks=(64, 64), dtype="u1", fill_value=0,
+    sharded = codec.endswith("sharded")
+    if sharded:
+        compressors = [zarr.codecs.ZstdCodec(level=1)]
+    zarr.create_array(path, shape=(128, 64), chunks=(32, 32) if sharded else (64, 64),
+                      shards=(64, 64) if sharded else None, dtype="u1", fill_value=0,
                       compressors=compressors or None,
                       zarr_format=2 if codec.endswith("v2") else 3)[...] = value
 

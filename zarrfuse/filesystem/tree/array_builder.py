@@ -16,6 +16,7 @@ from zarr.storage import StorePath
 from zarrfuse.api.arrays import wrap_array
 from zarrfuse.api.nodes import StoredNode, parse_array_metadata
 from zarrfuse.api.regions import chunk_grid_shape
+from zarrfuse.api.shard_bounds import bound_inner_chunks
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.extensions.chunk_keys import (
     FanoutChunkKeyEncoding,
@@ -164,14 +165,17 @@ class ArrayBuilder:
     def zarr_array(
         self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata, *, writable: bool
     ) -> zarr.Array:
-        """The array as zarr sees it (storage transformers applied), for rendered views."""
+        """The array as zarr sees it (storage transformers applied), for rendered views;
+        a shard's inner chunks are measured before they are decoded (``shard_bounds``)."""
         rendering = self._rendering
         assert rendering is not None
         store_path = wrap_array(
             StorePath(rendering.store, path), metadata,
             writable=writable and not rendering.read_only,
         )
-        return zarr.Array(AsyncArray(metadata=parsed, store_path=store_path))
+        return zarr.Array(
+            AsyncArray(metadata=bound_inner_chunks(parsed), store_path=store_path)
+        )
 
     def open_level(self, path: str, metadata: dict[str, Any]) -> ImageLevelSource:
         """An array of a whole image: its geometry and the source of its decoded chunks."""

@@ -1,0 +1,84 @@
+"""Decompression bombs inside shards, refused before their codec allocates them.
+
+A sharded array's stored object holds many inner chunks, each compressed on its own, and
+zarr-python's sharding codec decodes them itself: the bound that :mod:`chunk_decoding`
+puts before a plain array's codecs never sees them. So the sharding codec of an array
+that a mount reads through zarr gets one more step in its inner chain, just before each
+compressor in decode order: :class:`InnerChunkBound`, which measures the compressed inner
+chunk against the inner chunk's size (:func:`decode_bounds.check_decoded_size`) and passes
+the bytes on unchanged. It encodes nothing (bytes pass through), so writes store exactly
+what zarr would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+from zarr.abc.codec import BytesBytesCodec
+from zarr.codecs import ShardingCodec
+
+from zarrfuse.api.decode_bounds import SLACK, check_decoded_size
+from zarrfuse.zarr_compat import ArrayV3Metadata, Buffer
+
+__all__ = ["InnerChunkBound", "bound_inner_chunks"]
+
+
+@dataclasses.dataclass(frozen=True)
+class InnerChunkBound(BytesBytesCodec):
+    """Refuses (ValueError) an inner chunk the next codec would decode past ``limit``."""
+
+    codec_name: str
+    limit: int
+    is_fixed_size = True
+
+    def _check(self, chunk_bytes: Buffer) -> Buffer:
+        check_decoded_size(chunk_bytes.to_bytes(), self.codec_name, self.limit)
+        return chunk_bytes
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: Any) -> Buffer:
+        return self._check(chunk_bytes)
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: Any) -> Buffer:
+        return self._check(chunk_bytes)
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: Any) -> Buffer:
+        return chunk_bytes
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: Any) -> Buffer:
+        return chunk_bytes
+
+    def compute_encoded_size(self, input_byte_length: int, _chunk_spec: Any) -> int:
+        return input_byte_length
+
+    def to_dict(self) -> dict[str, Any]:  # never written: the array's document is the store's
+        return {"name": "zarrfuse.inner_chunk_bound"}
+
+
+def _bounded(sharding: ShardingCodec, itemsize: int) -> ShardingCodec:
+    limit = int(np.prod(sharding.chunk_shape, dtype=np.int64)) * itemsize + SLACK
+    codecs: list[Any] = []
+    for codec in sharding.codecs:
+        if isinstance(codec, ShardingCodec):  # nested shards: their own inner chunks
+            codecs.append(_bounded(codec, itemsize))
+            continue
+        codecs.append(codec)
+        if isinstance(codec, BytesBytesCodec):  # decoded after the step that follows it
+            codecs.append(InnerChunkBound(str(codec.to_dict().get("name", "")), limit))
+    return dataclasses.replace(sharding, codecs=tuple(codecs))
+
+
+def bound_inner_chunks(metadata: ArrayV3Metadata) -> ArrayV3Metadata:
+    """``metadata`` with every sharding codec's inner chunks bounded; unchanged when the
+    array is not sharded or its items have no fixed size."""
+    native = metadata.data_type.to_native_dtype()
+    if native.hasobject or native.itemsize == 0:
+        return metadata
+    if not any(isinstance(codec, ShardingCodec) for codec in metadata.codecs):
+        return metadata
+    codecs = tuple(
+        _bounded(codec, native.itemsize) if isinstance(codec, ShardingCodec) else codec
+        for codec in metadata.codecs
+    )
+    return dataclasses.replace(metadata, codecs=codecs)
