@@ -8,11 +8,13 @@ what a daemon killed at that moment leaves.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 
@@ -295,3 +297,66 @@ def test_verify_repair_finishes_an_interrupted_commit_without_a_mount(server):
     stored = _keys(server, "repair")
     assert stored["c/0/0.head"] + stored["c/0/0"] == new
     assert not [k for k in stored if JOURNAL_DIR in k or k.endswith(".partial")]
+
+
+class SlowCopies(CrashBefore):
+    """An object store whose server-side copies wait for ``go`` (or fail while ``broken``)."""
+
+    def __init__(self, backend: ObjectBackend) -> None:
+        super().__init__(backend, -1)
+        self.go = threading.Event()
+        self.broken = False
+
+    def copy(self, source: str, key: str) -> None:
+        if self.broken:
+            raise OSError(errno.EIO, "COPY: the store is failing")
+        self.go.wait(30)
+        self.backend.copy(source, key)
+
+
+def _slow(server: S3Server, prefix: str) -> tuple[ObjectBackend, SlowCopies]:
+    backend = ObjectBackend(S3Store(BUCKET, prefix=prefix, endpoint=server.url,
+                                    access_key_id="testing", secret_access_key="testing",
+                                    region="us-east-1", client_options={"allow_http": True}),
+                            write_time=1.0)
+    slow = SlowCopies(backend)
+    backend._journal._objects = slow  # the store behind the journal only
+    for key, data in OLD.items():
+        backend.write(key, [memoryview(data)])
+    return backend, slow
+
+
+def _read(backend: ObjectBackend, key: str) -> bytes:
+    size = backend.stat(key).size
+    return bytes(backend.read(key, 0, size))
+
+
+def test_a_committed_transaction_whose_copies_stall_is_answered_in_time_and_read_new(server):
+    """Issue 34 point 5: once the record is stored the commit has happened; copies the store
+    makes slowly go on in the background, the answer comes by the deadline (success, the
+    truth), and meanwhile every part reads new (from its temp)."""
+    backend, slow = _slow(server, "slowcopy")
+    started = time.monotonic()
+    backend.write_parts([(key, [memoryview(data)]) for key, data in NEW.items()])
+    assert time.monotonic() - started < 1.0 + 1.5
+    assert {key: _read(backend, key) for key in NEW} == NEW
+    assert _keys(server, "slowcopy")["c/0/0"] == OLD["c/0/0"]  # not copied yet
+    slow.go.set()
+    backend._journal.finishing.settle(NEW, deadline=time.monotonic() + 10)
+    assert _keys(server, "slowcopy") == NEW
+    assert backend._journal.finishing.shown("c/0/0") is None
+
+
+@pytest.mark.expect_log(r"is stored, but finishing it failed")
+def test_a_committed_transaction_whose_copies_fail_is_not_answered_eio(server):
+    """A copy that fails after the record is not an EIO (recovery would make the chunk new
+    all the same): the parts read new, and the next write of them finishes it first."""
+    backend, slow = _slow(server, "failcopy")
+    slow.broken = True
+    backend.write_parts([(key, [memoryview(data)]) for key, data in NEW.items()])
+    assert {key: _read(backend, key) for key in NEW} == NEW
+    slow.broken = False
+    slow.go.set()
+    newer = {key: data + b"!" for key, data in NEW.items()}
+    backend.write_parts([(key, [memoryview(data)]) for key, data in newer.items()])
+    assert _keys(server, "failcopy") == newer  # the old copies did not land after these

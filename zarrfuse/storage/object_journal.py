@@ -45,6 +45,7 @@ from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from zarrfuse.storage.base import Stat
+from zarrfuse.storage.commit_finishing import Finishing
 
 __all__ = ["JOURNAL_DIR", "STALE_AFTER", "ObjectJournal", "Objects"]
 
@@ -96,6 +97,8 @@ class ObjectJournal:
         self._stale_after = stale_after
         self._name = name
         """The store, as log lines name it."""
+        self.finishing = Finishing(name)
+        """Committed transactions whose copies are still being made (``deadline``)."""
         self._dir = f"{path.strip('/')}/{JOURNAL_DIR}".lstrip("/")
         """The journal's prefix: beside the mounted array or group, so that recovering one
         mount never touches another array's commits in the same bucket."""
@@ -106,7 +109,10 @@ class ObjectJournal:
         """Replace every ``(key, pieces)``; the new times (the time of the copy: a copy's
         answer carries no ``LastModified``). ``deadline`` (``time.monotonic()``): when the
         temps and the record must have been stored; a record the store did not take by then
-        never will be (``signed_put``), so the failure reported is the truth."""
+        never will be (``signed_put``), so the failure reported is the truth. Once the
+        record is stored the commit has happened: copies not made by the deadline go on in
+        the background (``commit_finishing``)."""
+        self.finishing.settle([key for key, _ in parts], deadline)
         tx = uuid.uuid4().hex
         copies = [(f"{self._dir}/{tx}/{i}", key) for i, (key, _) in enumerate(parts)]
         try:
@@ -121,16 +127,24 @@ class ObjectJournal:
                 threading.Thread(target=self._clean_up, args=(tx, temps), daemon=True,
                                  name="zarrfuse-journal-clean-up").start()
             raise
+        if deadline is None:
+            self._finish(tx, copies)
+        else:  # committed: never EIO from here on, and the answer is due by the deadline
+            sizes = [sum(p.nbytes for p in pieces) for _, pieces in parts]
+            shown = {key: (temp, size) for (temp, key), size in zip(copies, sizes, strict=True)}
+            self.finishing.run(tx, shown, lambda: self._finish(tx, copies), deadline)
+        return [time.time_ns()] * len(parts)
+
+    def _finish(self, tx: str, copies: Sequence[tuple[str, str]]) -> None:
+        """Copy a committed transaction's temps over their keys, then forget it."""
         try:
             self._copy_all(copies)
         except FileNotFoundError:  # a temp is gone: another mount's recovery finished it?
             if not self._record_gone(tx):
                 raise
             log.info("%s: commit %s was finished by another mount's recovery", self._name, tx)
-            return [time.time_ns()] * len(parts)
-        mtime = time.time_ns()
+            return
         self._forget(tx, [temp for temp, _ in copies])
-        return [mtime] * len(parts)
 
     def recover(self) -> tuple[int, int]:
         """Finish what a crash interrupted: (transactions rolled forward, rolled back).

@@ -181,8 +181,8 @@ class ObjectBackend:
 
     def list_stats(self, prefix: str) -> dict[str, Stat]:
         stats, _ = self.list_dir(prefix)
-        for name in stats if self._finished else ():
-            shown = self._finished.get(f"{prefix.strip('/')}/{name}".lstrip("/"))
+        for name in stats:
+            shown = self._shown(f"{prefix.strip('/')}/{name}".lstrip("/"))
             if shown is not None:
                 stats[name] = shown[1]
         return stats
@@ -194,8 +194,9 @@ class ObjectBackend:
         return self.list_dir(prefix)[1]
 
     def stat(self, key: str) -> Stat | None:
-        if key in self._finished:
-            return self._finished[key][1]
+        shown = self._shown(key)
+        if shown is not None:
+            return shown[1]
         try:
             return _stat(_request(f"HEAD {key}", lambda: obstore.head(self.store, key)))
         except NOT_FOUND:
@@ -272,8 +273,11 @@ class ObjectBackend:
         # Its answer carries no LastModified; the time of the PUT stands in for it until the
         # next listing gives the store's own (a HEAD per write would cost a round trip).
         data = b"".join(pieces)
-        if self._signed is not None:  # answered within the write's time, and truly
-            self._signed.put(key, data, self._deadline() if deadline is None else deadline)
+        if deadline is None and self._write_time is not None:
+            deadline = self._deadline()
+        self._journal.finishing.settle([key], deadline)  # no old copy lands on it later
+        if self._signed is not None and deadline is not None:  # answered in time, and truly
+            self._signed.put(key, data, deadline)
         else:
             _request(f"PUT {key}",
                      lambda: obstore.put(self.store, key, data, use_multipart=False))
@@ -321,15 +325,27 @@ class ObjectBackend:
 
     def _read_key(self, key: str) -> str:
         """Where ``key`` is read: a part a committed transaction replaces is read from its
-        temp (read-only mounts, ``show_recovered``)."""
-        shown = self._finished.get(key)
+        temp (read-only mounts, ``show_recovered``; commits still being finished)."""
+        shown = self._shown(key)
         return key if shown is None else shown[0]
+
+    def _shown(self, key: str) -> tuple[str, Stat] | None:
+        """The temp ``key`` is read from, with its stat, if a committed transaction that
+        replaces it is not finished (see ``_read_key``)."""
+        finishing = self._journal.finishing.shown(key)
+        if finishing is not None:
+            temp, size, mtime_ns = finishing
+            return temp, Stat(size, mtime_ns)
+        return self._finished.get(key) if self._finished else None
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         return False  # LastModified is set by the store alone
 
     def delete(self, key: str) -> None:
         """Remove ``key``; an absent one is no error (S3 says nothing, Azure says 404)."""
+        self._journal.finishing.settle(
+            [key], None if self._write_time is None else self._deadline()
+        )
         with contextlib.suppress(*NOT_FOUND):
             _request(f"DELETE {key}", lambda: obstore.delete(self.store, key))
 

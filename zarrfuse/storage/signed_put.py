@@ -65,13 +65,18 @@ class SignedPut:
         store it. Answers by ``deadline`` (``time.monotonic()``), or after at least one
         second of validity plus the clock margin when less is left."""
         ahead = self.clock_ahead()
-        started = time.monotonic()
+        started, now = time.monotonic(), time.time()
         if started >= deadline:  # the commit's earlier PUTs took its time: send nothing
             raise OSError(errno.EIO, f"PUT {key}: the write's time (--store-timeout) ran out "
                           "before it was sent")
-        expires = max(1, math.floor(deadline - started - ahead - MARGIN))
+        # A signed time has whole seconds (S3's X-Amz-Date is ``now`` cut to the second):
+        # the URL is valid until ``floor(now) + expires`` at the store, at least a second.
+        signed = math.floor(now)
+        expires = max(math.ceil(now - signed + 1),
+                      math.floor(now + (deadline - started) - ahead - MARGIN - signed))
         url = obstore.sign(self._store, "PUT", key, timedelta(seconds=expires))
-        final = started + expires + ahead + MARGIN
+        latest = math.floor(time.time())  # the signer read the clock in this second or before
+        final = started + (latest + expires - now) + ahead + MARGIN
         """When the URL has expired at the store, by our clock."""
         while True:
             outcome = self._try(key, url, data, final)
