@@ -173,3 +173,20 @@ def test_on_azure_a_held_write_never_lands(tmp_path):
             proxy.resume()
             time.sleep(1.0)  # the held PUT reached the emulator, which refused it
             assert bytes(obstore.get(store, "c/0").bytes()) == b"old"
+
+
+def test_a_held_delete_is_answered_eio_and_never_takes_effect(server, proxy):
+    backend = ObjectBackend(_store(proxy.url, "rm"), write_time=BUDGET)
+    backend.write("c/0", [memoryview(b"kept")])
+    server.reset()
+    proxy.stall()
+    with pytest.raises(OSError) as raised:
+        backend.delete("c/0")
+    assert raised.value.errno == errno.EIO
+    proxy.resume()
+    assert _settle(server, "EXPIRED", 1) == 1
+    assert server.snapshot()[0]["DELETE"] == 0
+    assert _held(server, "rm/c/0") == b"kept"
+    backend.delete("c/0")
+    backend.delete("c/0")  # absent: no error
+    assert _held(server, "rm/c/0") is None

@@ -343,9 +343,11 @@ class ObjectBackend:
 
     def delete(self, key: str) -> None:
         """Remove ``key``; an absent one is no error (S3 says nothing, Azure says 404)."""
-        self._journal.finishing.settle(
-            [key], None if self._write_time is None else self._deadline()
-        )
+        deadline = None if self._write_time is None else self._deadline()
+        self._journal.finishing.settle([key], deadline)
+        if self._signed is not None and deadline is not None:  # answered in time, and truly
+            self._signed.delete(key, deadline)
+            return
         with contextlib.suppress(*NOT_FOUND):
             _request(f"DELETE {key}", lambda: obstore.delete(self.store, key))
 

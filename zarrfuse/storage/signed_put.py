@@ -1,4 +1,4 @@
-"""A PUT to an object store whose answer is the truth, within a deadline.
+"""A PUT (or DELETE) to an object store whose answer is the truth, within a deadline.
 
 A PUT that gets no answer in time may still sit in the network or in the server's queue and
 be stored after the writer was told EIO: a close that reports failure, and a chunk that
@@ -64,22 +64,30 @@ class SignedPut:
         """Store ``data`` at ``key``, or raise ``OSError(EIO)`` once the store can no longer
         store it. Answers by ``deadline`` (``time.monotonic()``), or after at least one
         second of validity plus the clock margin when less is left."""
+        self._send("PUT", key, data, deadline)
+
+    def delete(self, key: str, deadline: float) -> None:
+        """Remove ``key`` (absent is no error) the same way: an ``rm`` answered EIO never
+        takes effect later."""
+        self._send("DELETE", key, None, deadline)
+
+    def _send(self, method: str, key: str, data: bytes | None, deadline: float) -> None:
         ahead = self.clock_ahead()
         started, now = time.monotonic(), time.time()
         if started >= deadline:  # the commit's earlier PUTs took its time: send nothing
-            raise OSError(errno.EIO, f"PUT {key}: the write's time (--store-timeout) ran out "
-                          "before it was sent")
+            raise OSError(errno.EIO, f"{method} {key}: the write's time (--store-timeout) "
+                          "ran out before it was sent")
         # A signed time has whole seconds (S3's X-Amz-Date is ``now`` cut to the second):
         # the URL is valid until ``floor(now) + expires`` at the store, at least a second.
         signed = math.floor(now)
         expires = max(math.ceil(now - signed + 1),
                       math.floor(now + (deadline - started) - ahead - MARGIN - signed))
-        url = obstore.sign(self._store, "PUT", key, timedelta(seconds=expires))
+        url = obstore.sign(self._store, method, key, timedelta(seconds=expires))
         latest = math.floor(time.time())  # the signer read the clock in this second or before
         final = started + (latest + expires - now) + ahead + MARGIN
         """When the URL has expired at the store, by our clock."""
         while True:
-            outcome = self._try(key, url, data, final)
+            outcome = self._try(method, key, url, data, final)
             if outcome is None:
                 return
             if outcome == "retry" and time.monotonic() + _RETRY_PAUSE < final - MARGIN:
@@ -88,19 +96,22 @@ class SignedPut:
             break
         if outcome == "unknown":
             time.sleep(max(0.0, final - time.monotonic()))
-            self._look_later(key, data)
+            if data is not None:
+                self._look_later(key, data)
             raise OSError(
                 errno.EIO,
-                f"PUT {key}: no answer within the write's time (--store-timeout); its signed "
-                "URL has expired, so the store will not take it",
+                f"{method} {key}: no answer within the write's time (--store-timeout); its "
+                "signed URL has expired, so the store will not take it",
             )
-        raise OSError(errno.EIO, f"PUT {key}: {outcome}")
+        raise OSError(errno.EIO, f"{method} {key}: {outcome}")
 
-    def _try(self, key: str, url: str, data: bytes, final: float) -> str | None:
-        """None when stored; "retry" when refused before storing (server error, refused
-        connection); "unknown" when the PUT may have been stored; else the reason it was
-        not."""
-        request = urllib.request.Request(url, data=data, method="PUT", headers=self._headers)
+    def _try(
+        self, method: str, key: str, url: str, data: bytes | None, final: float
+    ) -> str | None:
+        """None when done; "retry" when refused before doing it (server error, refused
+        connection); "unknown" when it may have been done; else the reason it was not."""
+        headers = self._headers if data is not None else {}
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         sent_at = time.time()
         try:
             with urllib.request.urlopen(request, timeout=max(0.1, final - time.monotonic())) as r:
@@ -110,17 +121,20 @@ class SignedPut:
         except urllib.error.HTTPError as e:
             self._learn_clock(e.headers.get("Date") if e.headers else None)
             body = e.read(4096).decode("utf-8", "replace")
+            if e.code == 404 and method == "DELETE":  # absent already (Azure says so)
+                return None
             if e.code >= 500:
-                log.debug("%s: PUT %s: %d, tried again", self._name, key, e.code)
+                log.debug("%s: %s %s: %d, tried again", self._name, method, key, e.code)
                 return "retry"
             return f"the store refused it ({e.code} {_error_code(body) or e.reason})"
         except urllib.error.URLError as e:
             if isinstance(e.reason, ConnectionRefusedError):
                 return "retry"
-            log.debug("%s: PUT %s sent at %.3f: %s", self._name, key, sent_at, e.reason)
+            log.debug("%s: %s %s sent at %.3f: %s", self._name, method, key, sent_at,
+                      e.reason)
             return "unknown"
         except (TimeoutError, ConnectionError, OSError) as e:
-            log.debug("%s: PUT %s sent at %.3f: %s", self._name, key, sent_at, e)
+            log.debug("%s: %s %s sent at %.3f: %s", self._name, method, key, sent_at, e)
             return "unknown"
 
     def _learn_clock(self, date: str | None) -> None:
