@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 from datetime import timedelta
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Literal
 
 import obstore
 
@@ -71,7 +71,9 @@ class SignedPut:
         takes effect later."""
         self._send("DELETE", key, None, deadline)
 
-    def _send(self, method: str, key: str, data: bytes | None, deadline: float) -> None:
+    def _send(
+        self, method: Literal["PUT", "DELETE"], key: str, data: bytes | None, deadline: float
+    ) -> None:
         ahead = self.clock_ahead()
         started, now = time.monotonic(), time.time()
         if started >= deadline:  # the commit's earlier PUTs took its time: send nothing
