@@ -138,3 +138,32 @@ def test_a_close_answered_eio_never_lands_later(proxy, tmp_path):
             Bucket=BUCKET, Key="w/c/1/0")["Body"].read()
         assert stored == data[1].tobytes()
         assert chunk.read_bytes() == data[1].tobytes()
+
+
+def test_a_rendered_close_answered_eio_never_lands_later(proxy, tmp_path):
+    """The same through a ``--format tiff`` view, whose writes zarr encodes: its PUT goes
+    through the mount's backend too (signed, bounded)."""
+    url = f"s3://{BUCKET}/rendered"
+    data = np.stack([np.full(1024, 7, "u1"), np.full(1024, 9, "u1")])
+    zarrfuse.create_array(url, data=data, chunks=(1, 1024), compressors=None,
+                          storage_options={"endpoint_url": proxy.url})
+    with mounted(url, tmp_path / "mnt", "--store-timeout", str(TIMEOUT), "--format", "tiff",
+                 "--storage-option", f"endpoint_url={proxy.url}") as mnt:
+        first, second = sorted(mnt.rglob("*.tiff"))
+        picture = first.read_bytes()  # a valid TIFF of the chunk's shape, other values
+        with open(second, "r+b") as f:
+            f.write(picture)
+            proxy.stall()
+            try:
+                started = time.monotonic()
+                with pytest.raises(OSError) as raised:
+                    f.close()
+                took = time.monotonic() - started
+            finally:
+                proxy.resume()
+        assert raised.value.errno == errno.EIO
+        assert took < TIMEOUT + 1.0 + MARGIN, f"answered after {took:.1f} s"
+        time.sleep(1.0)
+        stored = boto3.client("s3", endpoint_url=proxy.url, region_name="us-east-1").get_object(
+            Bucket=BUCKET, Key="rendered/c/1/0")["Body"].read()
+        assert stored == data[1].tobytes()

@@ -36,6 +36,7 @@ from zarrfuse.fuse.left_out import left_out_note
 from zarrfuse.fuse.mountpoint import prepare_mountpoint
 from zarrfuse.fuse.operations import FuseOperations
 from zarrfuse.storage import Backend, backend_for, cache_identity
+from zarrfuse.storage.backend_writes import BackendWrites
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import DiskCache
 from zarrfuse.zarr_compat import sync
@@ -138,7 +139,8 @@ def build_filesystem(
         if config.format == "raw"
         else Rendering(
             fmt=config.format,
-            store=store_path.store,
+            store=store_path.store if config.read_only
+            else BackendWrites(store_path.store, backend),
             read_only=config.read_only,
             limiter=trio.CapacityLimiter(os.cpu_count() or 1),
             cache=RenderCache(config.cache_mb << 20),
