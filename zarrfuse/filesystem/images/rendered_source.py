@@ -18,6 +18,7 @@ import numpy as np
 import trio
 import zarr
 
+from zarrfuse.api.chunk_encoding import ChunkEncoder
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
@@ -46,7 +47,11 @@ class RenderedSource:
         limiter: trio.CapacityLimiter,
         cache: RenderCache,
         decoder: ChunkDecoder,
+        encoder: ChunkEncoder | None = None,
     ) -> None:
+        """``encoder``: writes encode whole chunks with it and store them through the
+        decoder's chunk source, as chunk files are (parts, journal, chunk lock); None
+        (sharded arrays): zarr stores them, rewriting the shard."""
         self.array = array
         self.fmt = fmt
         self.dtype = np.dtype(array.dtype)
@@ -73,6 +78,10 @@ class RenderedSource:
         self._cache = cache
         self._token = next(_SOURCES)
         self._decoder = decoder
+        self._encoder = encoder
+        self._chunk_writes: dict[tuple[int, ...], trio.Lock] = {}
+        """One rendered write per stored chunk at a time: a plane's write reads its chunk,
+        changes the plane and stores the chunk, which two at once would each undo."""
         self._running: dict[tuple[int, ...], trio.Event] = {}
         self._writes: dict[tuple[int, ...], int] = {}
         """Writes per chunk since the mount: a rendering that began before a write is not
@@ -196,14 +205,52 @@ class RenderedSource:
         value = decode(self.fmt, data, self.image_shape(coords), self.dtype)
         self.array[self.region(coords)] = value.reshape(self.shape_of(coords))
 
+    def _decoded_file(self, coords: tuple[int, ...], data: bytes) -> np.ndarray:
+        """A written file's values, in the shape of its region (EINVAL unless it fits)."""
+        value = decode(self.fmt, data, self.image_shape(coords), self.dtype)
+        return value.reshape(self.shape_of(coords))
+
+    def _encoded_chunk(
+        self, coords: tuple[int, ...], value: np.ndarray, current: np.ndarray | None
+    ) -> bytes:
+        """The stored bytes of file ``coords``'s chunk holding ``value`` in its region and
+        ``current`` (the chunk as stored, cropped to the array) elsewhere."""
+        assert self._encoder is not None
+        read = self._read_coords(coords)
+        origin = [c * n for c, n in zip(read, self.array.chunks, strict=True)]
+        whole = np.full(self._encoder.chunk_shape, self.array.fill_value, dtype=self.dtype)
+        if current is not None:
+            whole[tuple(slice(0, n) for n in current.shape)] = current
+        region = self.region(coords)
+        whole[tuple(slice(r.start - o, r.stop - o)
+                    for r, o in zip(region, origin, strict=True))] = value
+        return self._encoder.encode(whole)
+
+    async def _store_chunk(self, coords: tuple[int, ...], data: bytes) -> None:
+        """Store a written file as its chunk's new bytes through the chunk source."""
+        value = await trio.to_thread.run_sync(self._decoded_file, coords, data,
+                                              limiter=self._limiter)
+        read = self._read_coords(coords)
+        whole = not self.planes and value.shape == tuple(self.array.chunks)
+        lock = self._chunk_writes.setdefault(read, trio.Lock())
+        async with lock:
+            current = None if whole else (await self._decoder.decode([read]))[0]
+            encoded = await trio.to_thread.run_sync(
+                self._encoded_chunk, coords, value, current, limiter=self._limiter)
+            await self._decoder.source.commit(read, [memoryview(encoded)], durable=False)
+
     async def write(self, coords: tuple[int, ...], data: bytes) -> None:
-        """Decode a written file and store it as the chunk's data, through zarr's codecs
-        (read-modify-write of the shard for sharded arrays). Refused (EINVAL) unless it holds
-        exactly this chunk's shape and data type; then the array is unchanged."""
+        """Decode a written file and store it as the chunk's data, encoded by zarr's codecs
+        and committed as chunk files are (sharded arrays: through zarr, which rewrites the
+        shard). Refused (EINVAL) unless it holds exactly this chunk's shape and data type;
+        then the array is unchanged."""
         self._writes[coords] = self._writes.get(coords, 0) + 1
         self._cache.drop(self.cache_key(coords))
         try:
-            await trio.to_thread.run_sync(self._store, coords, data, limiter=self._limiter)
+            if self._encoder is None:
+                await trio.to_thread.run_sync(self._store, coords, data, limiter=self._limiter)
+            else:
+                await self._store_chunk(coords, data)
         finally:
             self._writes[coords] += 1  # renderings begun during the write are not kept
             self._cache.drop(self.cache_key(coords))

@@ -14,6 +14,7 @@ import zarr
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import wrap_array
+from zarrfuse.api.chunk_encoding import ChunkEncoder
 from zarrfuse.api.nodes import StoredNode, parse_array_metadata
 from zarrfuse.api.regions import chunk_grid_shape
 from zarrfuse.api.shard_bounds import bound_inner_chunks
@@ -220,7 +221,7 @@ class ArrayBuilder:
         )
         return RenderedSource(
             array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache,
-            decoder=decoder,
+            decoder=decoder, encoder=ChunkEncoder.for_array(array) if writable else None,
         )
 
 
