@@ -233,11 +233,15 @@ class RenderedSource:
         read = self._read_coords(coords)
         whole = not self.planes and value.shape == tuple(self.array.chunks)
         lock = self._chunk_writes.setdefault(read, trio.Lock())
-        async with lock:
-            current = None if whole else (await self._decoder.decode([read]))[0]
-            encoded = await trio.to_thread.run_sync(
-                self._encoded_chunk, coords, value, current, limiter=self._limiter)
-            await self._decoder.source.commit(read, [memoryview(encoded)], durable=False)
+        try:
+            async with lock:
+                current = None if whole else (await self._decoder.decode([read]))[0]
+                encoded = await trio.to_thread.run_sync(
+                    self._encoded_chunk, coords, value, current, limiter=self._limiter)
+                await self._decoder.source.commit(read, [memoryview(encoded)], durable=False)
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._chunk_writes.pop(read, None)  # no lock kept per chunk ever written
 
     async def write(self, coords: tuple[int, ...], data: bytes) -> None:
         """Decode a written file and store it as the chunk's data, encoded by zarr's codecs
