@@ -9,8 +9,8 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from zarrfuse.errors import NotFound, ZarrFuseError
-from zarrfuse.filesystem.handles import ChunkReader, OpenFile, RenderedReader
+from zarrfuse.errors import ZarrFuseError
+from zarrfuse.filesystem.handles import ChunkReader, OpenFile
 from zarrfuse.filesystem.tree.nodes import ChunkFile, Node
 from zarrfuse.filesystem.writes.commits import ChunkWriter
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
@@ -53,14 +53,9 @@ class ChunkOpening:
             # uncommitted bytes: committing those would store a mix of two writers.
             data = b"" if truncate else await self._committed_bytes(node)
             opened = self.writers.open(node, WriteBuffer(data), emptied=truncate)
-        elif node.array.rendered is not None:
-            version = await node.array.rendered.render(node.coords)
-            opened, size = RenderedReader(node, version), len(version)
         else:
-            chunk = await node.array.source.open(node.coords)
-            if chunk is None:
-                raise NotFound(f"chunk {node.coords} is no longer stored")
-            opened, version, size = ChunkReader(node, chunk), chunk.version, chunk.size
+            current = await node.array.files.open_version(node.coords)
+            opened, version, size = ChunkReader(node, current), current.version, current.size
         try:  # decided again after the awaits: others may have come meanwhile
             crowded = self._check_sharing(inode, node, writing, pid, retry, version)
         except ZarrFuseError:

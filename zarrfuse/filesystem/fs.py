@@ -88,9 +88,8 @@ class FileSystem(ReadingFileSystem):
             return
         if (
             isinstance(node, ChunkFile)
-            and node.array.rendered is None
             and not self.writers.dirty(node)  # its commit will set the time anew
-            and await node.array.source.set_time(node.coords, mtime_ns)
+            and await node.array.files.set_time(node.coords, mtime_ns)
         ):
             self._times.pop(node, None)
             return
@@ -247,10 +246,8 @@ class FileSystem(ReadingFileSystem):
             self.replacements.start(entry.node, pid)
         elif isinstance(entry.node, ScratchFile):
             self.scratch.remove(entry.node)
-        elif isinstance(entry.node, ChunkFile) and entry.node.array.rendered is not None:
-            raise NotPermitted(f"{name!r}: chunks of a rendered view cannot be removed")
         elif isinstance(entry.node, ChunkFile):
-            await entry.node.array.source.delete(entry.node.coords)
+            await entry.node.array.files.delete(entry.node.coords)
             self.namespace.retire(entry.node)  # its readers keep the old inode
             self._times.pop(entry.node, None)
         elif isinstance(entry.node, DIRECTORY_NODES):

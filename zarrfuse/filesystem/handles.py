@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zarrfuse.filesystem.chunks.chunk_caches import OpenChunk
+from zarrfuse.filesystem.tree.chunk_files import OpenedVersion
 from zarrfuse.filesystem.tree.nodes import ChunkFile, ImageFile, MetadataFile, ScratchFile
 from zarrfuse.filesystem.writes.commits import ChunkWriter
 from zarrfuse.filesystem.writes.scratch import ScratchData
@@ -23,7 +23,6 @@ __all__ = [
     "DocumentWriter",
     "MetadataReader",
     "OpenFile",
-    "RenderedReader",
     "ScratchHandle",
 ]
 
@@ -40,13 +39,14 @@ class _HoldsNothing:
 
 @dataclass
 class ChunkReader:
-    """A stored chunk opened to read: the version (parts, sizes) it was opened at."""
+    """A chunk file opened to read, raw or rendered alike: the version it was opened at
+    (``chunk_files``)."""
 
     node: ChunkFile
-    chunk: OpenChunk
+    chunk: OpenedVersion
 
     async def read_into(self, offset: int, out: memoryview) -> int:
-        return await self.node.array.source.read_into(self.chunk, offset, out)
+        return await self.chunk.read_into(offset, out)
 
     def close(self) -> None:
         self.chunk.close()
@@ -77,17 +77,6 @@ class DocumentWriter(_HoldsNothing):
 
 
 @dataclass
-class RenderedReader(_HoldsNothing):
-    """A rendered chunk: its image file, rendered once at open."""
-
-    node: ChunkFile
-    data: bytes
-
-    async def read_into(self, offset: int, out: memoryview) -> int:
-        return _copy_into(self.data[offset : offset + len(out)], out)
-
-
-@dataclass
 class ImageReader(_HoldsNothing):
     """A whole-image file (``--format ome-tiff``): bytes rendered as they are read."""
 
@@ -110,9 +99,8 @@ class ScratchHandle(_HoldsNothing):
 
 
 OpenFile = (
-    ChunkReader | MetadataReader | RenderedReader | ChunkWriter | ScratchHandle | DocumentWriter
-    | ImageReader
+    ChunkReader | MetadataReader | ChunkWriter | ScratchHandle | DocumentWriter | ImageReader
 )
 
-READERS = (ChunkReader, MetadataReader, RenderedReader)
+READERS = (ChunkReader, MetadataReader)
 """Handles that only read (whole images, read-only, are their own case)."""

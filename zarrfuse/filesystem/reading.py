@@ -290,9 +290,7 @@ class ReadingFileSystem(Listing, ChunkOpening):
                 self.page_cache.settled(node, pid)
 
     async def _committed_bytes(self, node: ChunkFile) -> bytes:
-        if node.array.rendered is not None:
-            return await node.array.rendered.render(node.coords)
-        return await node.array.source.read_all(node.coords) or b""
+        return await node.array.files.committed_bytes(node.coords)
 
     def _opened(self, handle: int) -> OpenFile:
         try:

@@ -19,6 +19,7 @@ from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
 from zarrfuse.filesystem.chunks.verify import ChunkCheck, checker_for_document
 from zarrfuse.filesystem.images.image_dims import ShownDims
 from zarrfuse.filesystem.images.rendered_source import RenderedSource
+from zarrfuse.filesystem.tree.chunk_files import ChunkFiles, RawChunkFiles, RenderedChunkFiles
 from zarrfuse.filesystem.tree.documents import Documents
 from zarrfuse.filesystem.tree.fanout_tree import FanoutTree
 from zarrfuse.filesystem.tree.source_keys import SourceKeys
@@ -53,6 +54,13 @@ class ArrayView:
     unwritable: str | None = None
     """Why the array cannot be written (concat-parts that cannot be split), None if it can:
     its files then show no write bits and opening one for writing is EROFS."""
+
+    @functools.cached_property
+    def files(self) -> ChunkFiles:
+        """What its chunk files are, raw or rendered: chosen here, once (``chunk_files``)."""
+        if self.rendered is not None:
+            return RenderedChunkFiles(self, self.rendered)
+        return RawChunkFiles(self)
 
     @functools.cached_property
     def checker(self) -> ChunkCheck:

@@ -64,47 +64,11 @@ class Namespace(InodeTable):
             return Stat(node.image.size, node.image.metadata_time_ns)
         if not isinstance(node, ChunkFile):
             return Stat(0, self.fixed_time(node))
-        array = node.array
-        if array.rendered is not None:  # the stored chunk's (shard's) time, if it is stored
-            stored = await array.source.stat(array.rendered.stored_coords(node.coords))
-            mtime_ns = array.metadata_time_ns if stored is None else stored.mtime_ns
-            return Stat(array.rendered.size(node.coords), mtime_ns)
-        stat = await array.source.stat(node.coords)
-        if stat is None:
-            raise NotFound(f"chunk {node.coords} of {array.path or '/'} is not stored")
-        return stat
+        return await node.array.files.stat(node.coords)
 
     async def _file_entry(self, name: str, node: ChunkFile) -> Entry:
         stat = await self.stat(node)
         return Entry(name, node, stat.size, stat.mtime_ns)
-
-    async def _rendered_stats(
-        self, array: ArrayView, done: tuple[int, ...], lo: int, hi: int
-    ) -> dict[int, Stat]:
-        """Every chunk ``(*done, c)`` (shown coordinates) of a rendered leaf directory, timed
-        by the stored chunk that holds it: one listing of the stored chunks where the leaf's
-        chunks differ in the grid's last dimension, as for a raw view; else (trailing
-        dimensions left out, as an RGB image's channels) a stat per stored chunk, since each
-        is alone in its store directory."""
-        rendered = array.rendered
-        assert rendered is not None
-        first = rendered.stored_coords(_full(array, (*done, lo)))
-        varying = len(first) - 1 if array.shown_dims is None else array.shown_dims.dims[-1]
-        per = rendered.per_stored[varying]
-        if varying == len(first) - 1:
-            stored = await array.source.listings.stored_stats(first[:-1], first[-1], hi // per)
-        else:
-            stored = {}
-            for s in range(first[varying], hi // per + 1):
-                stat = await array.source.stat((*first[:varying], s, *first[varying + 1 :]))
-                if stat is not None:
-                    stored[s] = stat
-        out = {}
-        for c in range(lo, hi + 1):
-            holder = stored.get(c // per)
-            mtime_ns = array.metadata_time_ns if holder is None else holder.mtime_ns
-            out[c] = Stat(rendered.size(_full(array, (*done, c))), mtime_ns)
-        return out
 
     async def lookup(self, parent: Node, name: str) -> Entry:
         """The entry ``name`` in directory ``parent``; NotFound if there is none."""
@@ -336,10 +300,7 @@ class Namespace(InodeTable):
                     if isinstance(child := array.tree.child(pos, name), DirPosition)
                 ]
             lo, hi = array.tree.leaf_range(pos)
-            if array.rendered is not None:  # every chunk of the grid renders
-                stored = await self._rendered_stats(array, pos.done, lo, hi)
-            else:
-                stored = await array.source.listings.stored_stats_between(pos.done, lo, hi)
+            stored = await array.files.leaf_stats(pos.done, lo, hi)
             return [
                 Entry(
                     array.tree.file_name(c) + array.suffix,
@@ -369,7 +330,7 @@ def _documents(owner: ArrayView | GroupView) -> list[Entry]:
 async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
     """The children of a non-leaf fanout directory that lead to stored chunks (all of them
     where every chunk renders, and on a store that cannot list)."""
-    if array.rendered is not None or not array.source.listings.can_list:
+    if array.files.every_chunk_exists or not array.source.listings.can_list:
         return array.tree.child_names(pos)
     names = array.tree.child_names(pos)
     only = array.tree.child(pos, names[0]) if len(names) == 1 else None

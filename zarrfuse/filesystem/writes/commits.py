@@ -181,26 +181,12 @@ class Committer:
         ``data`` must not change until this returns."""
         self.check_size(node, len(data))
         views = data.pieces()
-        if node.array.rendered is not None:
-            await node.array.rendered.write(node.coords, b"".join(views))
-            node.array.source.forget(node.array.rendered.stored_coords(node.coords))
-        else:
-            if self.options.verify:
-                await self.check(node, views)
-            await node.array.source.commit(node.coords, views, durable=durable)
-            log.debug("committed chunk %s of %s (%d bytes)", node.coords, node.array.path,
-                      len(data))
+        await node.array.files.commit(node.coords, views, durable=durable,
+                                      verify=self.options.verify)
+        log.debug("committed chunk %s of %s (%d bytes)", node.coords, node.array.path,
+                  len(data))
         if drop_cache:
             await self.drop_cache(node)
-
-    async def check(self, node: ChunkFile, views: list[memoryview]) -> None:
-        """Refuse (WriteRefusedError) a value zarr could not decode as the chunk; the array's
-        cheapest exact check (verify.py), on a worker thread unless it costs nothing."""
-        checker = node.array.checker
-        if checker.inline:
-            checker.check(node.coords, views)
-        else:
-            await trio.to_thread.run_sync(checker.check, node.coords, views)
 
     async def commit_writer(self, writer: ChunkWriter, *, durable: bool) -> None:
         """Commit a writer's buffer; its changes wait meanwhile. A refused commit leaves the
@@ -256,8 +242,8 @@ class Committer:
         if writer.inode is not None and self._invalidate is not None:
             await self._invalidate(writer.inode, True)  # the size the kernel took from it
         await self.drop_cache(node)
-        if node.array.rendered is not None or not ask_store:
-            return  # every chunk of a rendered view exists
+        if node.array.files.every_chunk_exists or not ask_store:
+            return  # its name stays
         if await node.array.source.size(node.coords) is not None:
             return
         parent, name = self.namespace.parent_of(node)

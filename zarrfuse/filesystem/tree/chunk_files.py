@@ -1,0 +1,220 @@
+"""A view's chunk files: one interface, two kinds, chosen once per array.
+
+A chunk file is either **raw** (the stored bytes of a chunk, its parts joined) or
+**rendered** (an image file of a chunk, or of one plane of it, in the mount's format).
+Everything the filesystem asks of a chunk file is a method here: its size and time, which
+ones a directory holds, what an open reads, what a writer starts from, how a write is
+stored, whether it may be removed or keep a time. An array's view holds one
+(:attr:`ArrayView.files <zarrfuse.filesystem.tree.mounted.ArrayView.files>`), so no caller
+asks which kind a file is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import trio
+
+from zarrfuse.errors import NotFound, NotPermitted
+from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
+from zarrfuse.filesystem.chunks.verify import ChunkCheck
+from zarrfuse.filesystem.images.image_dims import ShownDims
+from zarrfuse.filesystem.images.rendered_source import RenderedSource
+from zarrfuse.storage.base import Stat
+
+__all__ = ["ChunkFiles", "OpenedVersion", "RawChunkFiles", "RenderedChunkFiles"]
+
+Coords = tuple[int, ...]
+
+
+class ArrayView(Protocol):
+    """What chunk files ask of their array's view (``mounted.ArrayView``, which holds
+    them)."""
+
+    path: str
+    source: ChunkSource
+    shown_dims: ShownDims | None
+    metadata_time_ns: int
+
+    @property
+    def checker(self) -> ChunkCheck: ...
+
+
+@dataclass
+class OpenedVersion:
+    """One version of a chunk file, opened to read: its size, what tells it from another
+    version (the page-cache rule compares it), and its bytes."""
+
+    size: int
+    version: Hashable
+    read: Callable[[int, memoryview], Awaitable[int]]
+    release: Callable[[], None]
+
+    async def read_into(self, offset: int, out: memoryview) -> int:
+        return await self.read(offset, out)
+
+    def close(self) -> None:
+        self.release()
+
+
+class ChunkFiles(Protocol):
+    """The chunk files of one array's view."""
+
+    every_chunk_exists: bool
+    """Every position of the grid is a file (rendered: unstored chunks show the fill
+    value), so directories list them all and a failed write loses no name."""
+
+    async def stat(self, coords: Coords) -> Stat:
+        """Size and time; NotFound where no such file is shown."""
+        ...
+
+    async def leaf_stats(self, done: Coords, lo: int, hi: int) -> dict[int, Stat]:
+        """The files ``(*done, c)`` (shown coordinates) with ``lo <= c <= hi`` of a fanout
+        leaf directory, by ``c``."""
+        ...
+
+    async def open_version(self, coords: Coords) -> OpenedVersion:
+        """The file's current version, to read; NotFound if it is gone."""
+        ...
+
+    async def committed_bytes(self, coords: Coords) -> bytes:
+        """What a writer opened without O_TRUNC starts from."""
+        ...
+
+    async def commit(
+        self, coords: Coords, views: list[memoryview], *, durable: bool, verify: bool
+    ) -> None:
+        """Store a written file (``views`` laid end to end) as the chunk."""
+        ...
+
+    async def delete(self, coords: Coords) -> None:
+        """Remove the file (``rm``)."""
+        ...
+
+    async def set_time(self, coords: Coords, mtime_ns: int) -> bool:
+        """Keep ``mtime_ns`` as the file's time in the store; False where it cannot."""
+        ...
+
+
+class RawChunkFiles:
+    """Chunk files that are the stored chunks' bytes."""
+
+    every_chunk_exists = False
+
+    def __init__(self, array: ArrayView) -> None:
+        self._array = array
+        self._source: ChunkSource = array.source
+
+    async def stat(self, coords: Coords) -> Stat:
+        stat = await self._source.stat(coords)
+        if stat is None:
+            raise NotFound(f"chunk {coords} of {self._array.path or '/'} is not stored")
+        return stat
+
+    async def leaf_stats(self, done: Coords, lo: int, hi: int) -> dict[int, Stat]:
+        return await self._source.listings.stored_stats_between(done, lo, hi)
+
+    async def open_version(self, coords: Coords) -> OpenedVersion:
+        chunk = await self._source.open(coords)
+        if chunk is None:
+            raise NotFound(f"chunk {coords} is no longer stored")
+        source = self._source
+        return OpenedVersion(chunk.size, chunk.version,
+                             lambda offset, out: source.read_into(chunk, offset, out),
+                             chunk.close)
+
+    async def committed_bytes(self, coords: Coords) -> bytes:
+        return await self._source.read_all(coords) or b""
+
+    async def commit(
+        self, coords: Coords, views: list[memoryview], *, durable: bool, verify: bool
+    ) -> None:
+        if verify:  # the array's cheapest exact check (verify.py); a thread unless free
+            checker = self._array.checker
+            if checker.inline:
+                checker.check(coords, views)
+            else:
+                await trio.to_thread.run_sync(checker.check, coords, views)
+        await self._source.commit(coords, views, durable=durable)
+
+    async def delete(self, coords: Coords) -> None:
+        await self._source.delete(coords)
+
+    async def set_time(self, coords: Coords, mtime_ns: int) -> bool:
+        return await self._source.set_time(coords, mtime_ns)
+
+
+class RenderedChunkFiles:
+    """Chunk files that are images of the chunks (or of their planes)."""
+
+    every_chunk_exists = True
+
+    def __init__(self, array: ArrayView, rendered: RenderedSource) -> None:
+        self._array = array
+        self._rendered = rendered
+        self._source: ChunkSource = array.source
+
+    def _full(self, shown: Coords) -> Coords:
+        dims = self._array.shown_dims
+        return shown if dims is None else dims.full(shown)
+
+    async def stat(self, coords: Coords) -> Stat:
+        """The rendering's exact size, and the time of the stored chunk (shard) that holds
+        it, or the metadata's where that is not stored."""
+        stored = await self._source.stat(self._rendered.stored_coords(coords))
+        mtime_ns = self._array.metadata_time_ns if stored is None else stored.mtime_ns
+        return Stat(self._rendered.size(coords), mtime_ns)
+
+    async def leaf_stats(self, done: Coords, lo: int, hi: int) -> dict[int, Stat]:
+        """Every file of the leaf, timed by the stored chunk that holds it: one listing of
+        the stored chunks where the leaf's files differ in the grid's last dimension, as for
+        a raw view; else (trailing dimensions left out, as an RGB image's channels) a stat
+        per stored chunk, since each is alone in its store directory."""
+        rendered, array = self._rendered, self._array
+        first = rendered.stored_coords(self._full((*done, lo)))
+        varying = len(first) - 1 if array.shown_dims is None else array.shown_dims.dims[-1]
+        per = rendered.per_stored[varying]
+        stored: dict[int, Stat]
+        if varying == len(first) - 1:
+            stored = await self._source.listings.stored_stats(first[:-1], first[-1], hi // per)
+        else:
+            stored = {}
+            for s in range(first[varying], hi // per + 1):
+                stat = await self._source.stat((*first[:varying], s, *first[varying + 1 :]))
+                if stat is not None:
+                    stored[s] = stat
+        out = {}
+        for c in range(lo, hi + 1):
+            holder = stored.get(c // per)
+            mtime_ns = array.metadata_time_ns if holder is None else holder.mtime_ns
+            out[c] = Stat(rendered.size(self._full((*done, c))), mtime_ns)
+        return out
+
+    async def open_version(self, coords: Coords) -> OpenedVersion:
+        data = await self._rendered.render(coords)
+
+        async def read(offset: int, out: memoryview) -> int:
+            piece = data[offset : offset + len(out)]
+            out[: len(piece)] = piece
+            return len(piece)
+
+        return OpenedVersion(len(data), data, read, lambda: None)
+
+    async def committed_bytes(self, coords: Coords) -> bytes:
+        return await self._rendered.render(coords)
+
+    async def commit(
+        self, coords: Coords, views: Sequence[memoryview], *, durable: bool, verify: bool
+    ) -> None:
+        """Decoded and encoded by the rendering (which checks the picture's shape and
+        type): ``verify`` has nothing to add."""
+        await self._rendered.write(coords, b"".join(views))
+        self._source.forget(self._rendered.stored_coords(coords))
+
+    async def delete(self, coords: Coords) -> None:
+        raise NotPermitted("chunks of a rendered view cannot be removed")
+
+    async def set_time(self, coords: Coords, mtime_ns: int) -> bool:
+        return False  # its time is the stored chunk's
