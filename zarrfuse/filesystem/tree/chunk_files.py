@@ -194,9 +194,10 @@ class RenderedChunkFiles:
 
     async def open_version(self, coords: Coords) -> OpenedVersion:
         data = await self._rendered.render(coords)
+        view = memoryview(data)
 
         async def read(offset: int, out: memoryview) -> int:
-            piece = data[offset : offset + len(out)]
+            piece = view[offset : offset + len(out)]  # no copy until the reply buffer's
             out[: len(piece)] = piece
             return len(piece)
 
