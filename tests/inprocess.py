@@ -1,42 +1,57 @@
-"""The filesystem driven in the test process: no kernel, no daemon, no /dev/fuse.
+"""The mount driven in the test process: no kernel, no daemon, no /dev/fuse.
 
-``zarrfuse.fuse.mount.build_filesystem`` builds the same ``FileSystem`` a mount serves, and
-``InProcess`` calls the methods ``fuse.operations`` calls for each request (lookup, getattr,
-setattr, open, read, write, flush, release, create, unlink, rename, readdir) by path.
-Everything runs inside one trio run, in a background thread, so synchronous test code
-(hypothesis state machines, plain asserts) can drive it: each call is
-``trio.from_thread.run``.
+``zarrfuse.fuse.mount`` builds the same ``FileSystem`` and ``FuseOperations`` a mount
+serves, and ``InProcess`` sends each request a path-level call makes (lookup, getattr,
+setattr, open, read, write, flush, release, create, unlink, rename, readdir) to the adapter,
+as the kernel would: errors come back as the errno the kernel would get. What pyfuse3 sends
+the kernel (``readdir_reply``, invalidations) is taken by a stand-in. Everything runs inside
+one trio run, in a background thread, so synchronous test code (hypothesis state machines,
+plain asserts) can drive it: each call is ``trio.from_thread.run``.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import threading
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pyfuse3
 import pytest
 import trio
 
-from zarrfuse.errors import ZarrFuseError
+from zarrfuse.filesystem.attributes import Attributes
 from zarrfuse.fuse.config import MountConfig
-from zarrfuse.fuse.mount import build_filesystem
+from zarrfuse.fuse.mount import build_filesystem, build_operations
+from zarrfuse.fuse.operations import FuseOperations
 
 __all__ = ["InProcess", "in_process", "refused"]
 
-ROOT = 1  # pyfuse3.ROOT_INODE
-PID = os.getpid()  # every call comes from this process, as one opener
+ROOT = pyfuse3.ROOT_INODE
+CTX = pyfuse3.RequestContext()  # every request comes from one opener, as from one process
+MODE = 0o644
+
+
+def _attributes(entry: pyfuse3.EntryAttributes) -> Attributes:
+    return Attributes(inode=entry.st_ino, mode=entry.st_mode, size=entry.st_size,
+                      uid=entry.st_uid, gid=entry.st_gid, time_ns=entry.st_mtime_ns)
+
+
+def _fields(*, size: bool = False, mtime: bool = False) -> Any:
+    """What setattr is told to change (pyfuse3's own type cannot be made outside it)."""
+    return types.SimpleNamespace(update_size=size, update_mtime=mtime)
 
 
 class InProcess:
-    """Path-level calls into one ``FileSystem``; errors come back as ``OSError`` with the
-    errno a mount would give."""
+    """Path-level calls into one mount's adapter; errors come back as ``OSError`` with the
+    errno a mount would give, and the reason the daemon logs as the message."""
 
-    def __init__(self, fs: Any, token: trio.lowlevel.TrioToken) -> None:
-        self.fs = fs
+    def __init__(self, ops: FuseOperations, token: trio.lowlevel.TrioToken) -> None:
+        self.ops = ops
+        self.fs = ops.fs
         self._token = token
         self._inodes: dict[int, int] = {}  # handle -> inode, as the kernel knows them
 
@@ -44,24 +59,22 @@ class InProcess:
         async def call() -> Any:
             try:
                 return await fn(*args)
-            except ZarrFuseError as e:
-                raise OSError(e.errno, str(e)) from e
+            except pyfuse3.FUSEError as e:
+                why = e.__context__  # the wrapper's ``from None`` keeps it as the context
+                raise OSError(e.errno, str(why) if why else os.strerror(e.errno)) from None
 
         return trio.from_thread.run(call, trio_token=self._token)
 
-    def _sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        async def call() -> Any:
-            try:
-                return fn(*args)
-            except ZarrFuseError as e:
-                raise OSError(e.errno, str(e)) from e
-
-        return trio.from_thread.run(call, trio_token=self._token)
+    def _lookup(self, parent: int, name: str) -> pyfuse3.EntryAttributes:
+        entry = self._call(self.ops.lookup, parent, os.fsencode(name), CTX)
+        if entry.st_ino == 0:  # a negative entry: the kernel answers ENOENT
+            raise OSError(errno.ENOENT, f"{name!r}: no such file or directory")
+        return entry
 
     def inode(self, path: str) -> int:
         inode = ROOT
         for name in [p for p in path.split("/") if p]:
-            inode = self._call(self.fs.lookup, inode, name).inode
+            inode = self._lookup(inode, name).st_ino
         return inode
 
     def exists(self, path: str) -> bool:
@@ -78,18 +91,21 @@ class InProcess:
 
     def entries(self, path: str = "") -> list[tuple[str, Any]]:
         """(name, ``Attributes``) of a directory's entries, as one readdir gives them."""
-        handle = self._call(self.fs.opendir, self.inode(path))
+        handle = self._call(self.ops.opendir, self.inode(path), CTX)
+        taken: list[tuple[bytes, pyfuse3.EntryAttributes, int]] = []
         try:
-            return [(name, attrs) for name, attrs, _ in self._call(self.fs.readdir, handle, 0)]
+            self._call(self.ops.readdir, handle, 0, taken)
         finally:
-            self._sync(self.fs.releasedir, handle)
+            self._call(self.ops.releasedir, handle)
+        return [(os.fsdecode(name), _attributes(entry)) for name, entry, _ in taken
+                if name not in (b".", b"..")]
 
     def size(self, path: str) -> int:
         return int(self.stat(path).size)
 
     def stat(self, path: str) -> Any:
         """The node's ``Attributes`` (mode, size, time_ns...), as ``stat(2)`` would show."""
-        return self._call(self.fs.getattr, self.inode(path))
+        return _attributes(self._call(self.ops.getattr, self.inode(path), CTX))
 
     def walk(self, path: str = "") -> set[str]:
         """Every file under ``path``, relative to it, as ``find -type f`` lists them."""
@@ -104,58 +120,58 @@ class InProcess:
 
     def set_mtime(self, path: str, mtime_ns: int) -> None:
         """``utime(2)``, as ``touch -d`` and ``rsync -t`` set times."""
-        settime = functools.partial(
-            self.fs.setattr, self.inode(path), size=None, mtime_ns=mtime_ns, handle=None)
-        self._call(settime)
+        attr = pyfuse3.EntryAttributes()
+        attr.st_mtime_ns = mtime_ns
+        self._call(self.ops.setattr, self.inode(path), attr, _fields(mtime=True), None, CTX)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         old_parent, _, old_name = old.rpartition("/")
         new_parent, _, new_name = new.rpartition("/")
-        self._call(self.fs.rename, self.inode(old_parent), old_name, self.inode(new_parent),
-                   new_name, flags)
+        self._call(self.ops.rename, self.inode(old_parent), os.fsencode(old_name),
+                   self.inode(new_parent), os.fsencode(new_name), flags, CTX)
 
     def open(self, path: str, flags: int) -> int:
         """A handle, as ``open(2)`` gives: created when ``O_CREAT`` and absent."""
         parent, _, name = path.rpartition("/")
         if flags & os.O_CREAT and not self.exists(path):
-            handle, attributes = self._call(self.fs.create, self.inode(parent), name, flags)
-            self._inodes[handle] = attributes.inode
-            return int(handle)
+            info, entry = self._call(self.ops.create, self.inode(parent), os.fsencode(name),
+                                     MODE, flags, CTX)
+            self._inodes[info.fh] = entry.st_ino
+            return int(info.fh)
         inode = self.inode(path)
         try:
-            handle = int(self._call(self.fs.open, inode, flags, PID))
+            info = self._call(self.ops.open, inode, flags, CTX)
         except OSError as e:  # sent to a fresh inode: the kernel looks up again, once
             if e.errno != errno.ESTALE:
                 raise
             inode = self.inode(path)
-            handle = int(self._call(self.fs.open, inode, flags, PID))
-        self._inodes[handle] = inode
-        return handle
+            info = self._call(self.ops.open, inode, flags, CTX)
+        self._inodes[info.fh] = inode
+        return int(info.fh)
 
     def pread(self, handle: int, size: int, offset: int) -> bytes:
-        out = bytearray(size)
-        count = self._call(self.fs.read_into, handle, offset, memoryview(out))
-        return bytes(out[:count])
+        return bytes(self._call(self.ops.read, handle, offset, size))
 
     def pwrite(self, handle: int, data: bytes, offset: int) -> int:
-        return int(self._call(self.fs.write, handle, offset, data))
+        return int(self._call(self.ops.write, handle, offset, data))
 
     def ftruncate(self, handle: int, size: int) -> None:
-        truncate = functools.partial(
-            self.fs.setattr, self._inodes[handle], size=size, mtime_ns=None, handle=handle)
-        self._call(truncate)
+        attr = pyfuse3.EntryAttributes()
+        attr.st_size = size
+        self._call(self.ops.setattr, self._inodes[handle], attr, _fields(size=True), handle,
+                   CTX)
 
     def fsync(self, handle: int) -> None:
         """``fsync(2)``: a durable flush, which reports a refused commit as close does."""
-        self._call(functools.partial(self.fs.flush, handle, durable=True))
+        self._call(self.ops.fsync, handle, False)
 
     def close(self, handle: int) -> None:
         """``close(2)``: flush (which reports a refused commit), then release."""
         try:
-            self._call(self.fs.flush, handle)
+            self._call(self.ops.flush, handle)
         finally:
             self._inodes.pop(handle, None)
-            self._call(self.fs.release, handle)
+            self._call(self.ops.release, handle)
 
     def read(self, path: str) -> bytes:
         handle = self.open(path, os.O_RDONLY)
@@ -173,13 +189,32 @@ class InProcess:
         try:
             self.pwrite(handle, data, 0)
         except BaseException:
-            self._call(self.fs.release, handle)
+            self._call(self.ops.release, handle)
             raise
         self.close(handle)
 
     def unlink(self, path: str) -> None:
         parent, _, name = path.rpartition("/")
-        self._call(self.fs.unlink, self.inode(parent), name)
+        self._call(self.ops.unlink, self.inode(parent), os.fsencode(name), CTX)
+
+
+def _readdir_reply(token: list[Any], name: bytes, entry: Any, next_id: int) -> bool:
+    """The kernel's side of a readdir: every entry fits (``token`` is the list it fills)."""
+    token.append((name, entry, next_id))
+    return True
+
+
+def _kernel_forgets(*args: Any) -> None:
+    """An invalidation: the stand-in kernel holds no pages or entries to drop."""
+
+
+@contextmanager
+def _kernel_stand_in() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pyfuse3, "readdir_reply", _readdir_reply)
+        patch.setattr(pyfuse3, "invalidate_inode", _kernel_forgets)
+        patch.setattr(pyfuse3, "invalidate_entry", _kernel_forgets)
+        yield
 
 
 @contextmanager
@@ -191,7 +226,8 @@ def in_process(source: str, **options: Any) -> Iterator[InProcess]:
 
     async def main() -> None:
         fs, _ = build_filesystem(config)
-        box["driver"] = InProcess(fs, trio.lowlevel.current_trio_token())
+        ops = build_operations(fs, config)
+        box["driver"] = InProcess(ops, trio.lowlevel.current_trio_token())
         box["stop"] = trio.Event()
         started.set()
         await box["stop"].wait()
@@ -203,16 +239,17 @@ def in_process(source: str, **options: Any) -> Iterator[InProcess]:
             box["error"] = e
             started.set()
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    started.wait(60)
-    if "error" in box:
-        raise box["error"]
-    try:
-        yield box["driver"]
-    finally:
-        trio.from_thread.run_sync(box["stop"].set, trio_token=box["driver"]._token)
-        thread.join(30)
+    with _kernel_stand_in():
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        started.wait(60)
+        if "error" in box:
+            raise box["error"]
+        try:
+            yield box["driver"]
+        finally:
+            trio.from_thread.run_sync(box["stop"].set, trio_token=box["driver"]._token)
+            thread.join(30)
 
 
 def refused(attempt: Callable[[], object], says: str = "") -> int:

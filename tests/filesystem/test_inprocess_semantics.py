@@ -56,6 +56,7 @@ def test_a_rendered_npy_written_back_lands_in_its_chunk(array):
     np.testing.assert_array_equal(zarr.open_array(path)[...], expected)
 
 
+@pytest.mark.expect_log(r"open: the mount is read-only")
 def test_a_v2_array_reads_as_its_chunks_and_a_read_only_view_refuses_writes(tmp_path):
     data = np.arange(30, dtype="<i4").reshape(5, 6)
     zarr.create_array(tmp_path / "v2", data=data, chunks=(5, 3), zarr_format=2,

@@ -24,6 +24,7 @@ def raw_array(tmp_path) -> Path:
     return make_rows_array(tmp_path / "arr")
 
 
+@pytest.mark.expect_log(r"create: .* is not a chunk of the grid (here|in this directory)")
 def test_scratch_name_rule(raw_array):
     """Template names are scratch files only when created with O_EXCL (as mkstemp does);
     plain names and names of digits are refused with EPERM, and the store is untouched."""
@@ -54,6 +55,7 @@ def test_scratch_name_rule(raw_array):
     assert snapshot(raw_array) == before
 
 
+@pytest.mark.expect_log(r"rename: chunk .* nothing was written")
 def test_a_scratch_file_renamed_onto_a_chunk_name_is_committed_as_that_chunk(raw_array):
     """sed -i, mkstemp + os.replace, gio: the temp file's bytes become the chunk, checked as
     any write is; a rename onto an absent grid position stores a new chunk."""
@@ -72,6 +74,7 @@ def test_a_scratch_file_renamed_onto_a_chunk_name_is_committed_as_that_chunk(raw
     assert stored[3].tolist() == [9] * 16
 
 
+@pytest.mark.expect_log(r"(open|unlink|create): array / cannot be written")
 def test_array_that_cannot_be_written_refuses_at_open(tmp_path):
     """concat-parts with two unsized parts cannot split a written value: its files show no
     write bits and every write is refused when attempted (EROFS), not lost at close()."""
@@ -101,6 +104,7 @@ def test_array_that_cannot_be_written_refuses_at_open(tmp_path):
     assert snapshot(path) == before
 
 
+@pytest.mark.expect_log(r"setattr: a scratch file of .* over the limit")
 def test_a_scratch_file_changed_takes_the_time_of_the_change_and_one_too_big_is_efbig(tmp_path):
     """Issue 34's smaller points: truncate (and write) set a scratch file's time, as on any
     filesystem; a scratch file larger than the whole scratch area is EFBIG, not ENOSPC."""

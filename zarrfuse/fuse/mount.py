@@ -108,6 +108,21 @@ def _metadata_ttl(config: MountConfig) -> float | None:
     return None if config.read_only else WRITABLE_TIMEOUT
 
 
+def build_operations(
+    fs: FileSystem, config: MountConfig, counters: Counters | None = None
+) -> FuseOperations:
+    """The pyfuse3 adapter over ``fs`` with the timeouts and cache rule ``config`` asks."""
+    kernel_timeout = _metadata_ttl(config)
+    if kernel_timeout is None:
+        kernel_timeout = READ_ONLY_TIMEOUT
+    return FuseOperations(
+        fs, entry_timeout=kernel_timeout, attr_timeout=kernel_timeout, counters=counters,
+        # With a TTL, files may change behind a read-only mount: each open reads them anew.
+        keep_cache=config.read_only and config.metadata_ttl is None,
+        store_timeout=config.store_timeout,
+    )
+
+
 def build_filesystem(
     config: MountConfig, counters: Counters | None = None
 ) -> tuple[FileSystem, str]:
@@ -308,15 +323,7 @@ def serve(
         if note is not None and on_note is not None:  # the log has a line per member
             on_note(note)
     prepare_mountpoint(config.mountpoint)
-    kernel_timeout = _metadata_ttl(config)
-    if kernel_timeout is None:
-        kernel_timeout = READ_ONLY_TIMEOUT
-    ops = FuseOperations(
-        fs, entry_timeout=kernel_timeout, attr_timeout=kernel_timeout, counters=counters,
-        # With a TTL, files may change behind a read-only mount: each open reads them anew.
-        keep_cache=config.read_only and config.metadata_ttl is None,
-        store_timeout=config.store_timeout,
-    )
+    ops = build_operations(fs, config, counters)
     if services is not None:
         services.built(
             MountInfo(

@@ -199,6 +199,7 @@ class Committer:
             await self.commit(writer.node, writer.data, durable=durable, drop_cache=False)
         except ZarrFuseError as e:
             log.info("not storing chunk %s as it is now: %s", writer.node.coords, e)
+            e.expected = True  # not final (see ``refused``): release logs what is, once
             writer.refused = refused = e
         except OSError as e:  # the store failed: release must not store it after an EIO
             writer.refused = refused = e
