@@ -17,14 +17,18 @@ PACKAGE = Path(__file__).resolve().parent.parent / "zarrfuse"
 
 # Each layer, bottom first, with the layers (and shared leaf modules) it may import.
 LEAVES = {"zarrfuse.errors", "zarrfuse.limits", "zarrfuse.progress", "zarrfuse.zarr_compat"}
-LAYERS = ["extensions", "api", "tiff", "storage", "filesystem", "fuse", "cli"]
+LAYERS = [
+    "extensions", "api", "tiff", "storage", "integrity", "filesystem", "fuse", "daemon", "cli",
+]
 ALLOWED = {
     "extensions": {"extensions"},
     "api": {"extensions", "api"},
     "tiff": {"extensions", "api", "tiff"},
     "storage": {"storage"},
+    "integrity": {"extensions", "api", "storage", "integrity"},
     "filesystem": {"extensions", "api", "tiff", "storage", "filesystem"},
     "fuse": {"extensions", "api", "storage", "filesystem", "fuse"},
+    "daemon": {"fuse", "daemon"},
     "cli": set(LAYERS),
 }
 
@@ -44,7 +48,7 @@ def _imports(path: Path) -> set[str]:
               and node.module.startswith("zarrfuse")):
             folder = PACKAGE.parent / node.module.replace(".", "/")
             submodules = {a.name for a in node.names if (folder / f"{a.name}.py").exists()}
-            # ``from zarrfuse.cli import control`` imports the submodule, not the
+            # ``from zarrfuse.daemon import control`` imports the submodule, not the
             # package's face; anything else is taken from the module named.
             found.update(f"{node.module}.{name}" for name in submodules)
             if len(submodules) < len(node.names):
@@ -149,7 +153,7 @@ def test_the_no_mount_api_loads_neither_pyfuse3_nor_trio():
     code = (
         "import sys, zarrfuse, zarrfuse.extensions.chunk_keys, "
         "zarrfuse.extensions.concat_parts_store, zarrfuse.api, zarrfuse.tiff.arrays, "
-        "zarrfuse.cli.commands, zarrfuse.cli.info, zarrfuse.cli.integrity, "
+        "zarrfuse.cli.commands, zarrfuse.cli.info, zarrfuse.integrity, "
         "zarrfuse.cli.mount_helper, zarrfuse.cli.extras\n"
         "print(sorted(m for m in ('pyfuse3', 'trio') if m in sys.modules))"
     )

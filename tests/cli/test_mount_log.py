@@ -12,7 +12,8 @@ import pytest
 import zarr
 
 from tests.mounting import ZARRFUSE, force_unmount, is_mounted, run_with_timeout
-from zarrfuse.cli import daemon, mount_log
+from zarrfuse.cli import daemon
+from zarrfuse.daemon import mount_log
 from zarrfuse.fuse.config import MountConfig
 
 

@@ -31,7 +31,7 @@ from tests.mounting import (
     wait_exited,
     wait_unmounted,
 )
-from zarrfuse.cli import control
+from zarrfuse.daemon import control
 
 # --- ownership and modes --------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from tests.mounting import (
     wait_for,
     wait_unmounted,
 )
-from zarrfuse.cli import control, notify
+from zarrfuse.daemon import control, notify
 
 # --- sd_notify ------------------------------------------------------------------------------
 

@@ -111,7 +111,7 @@ def _umount(args: argparse.Namespace) -> int:
 
 def _log(args: argparse.Namespace) -> int:
     """``zarrfuse log MOUNTPOINT``: the daemon's last log lines, and where the rest are."""
-    from zarrfuse.cli import control  # noqa: PLC0415  (keeps trio out of the other commands)
+    from zarrfuse.daemon import control  # noqa: PLC0415  (keeps trio out of the other commands)
 
     document = control.request_stats(args.mountpoint)
     lines = document.get("log") or []
@@ -122,7 +122,7 @@ def _log(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from zarrfuse.cli import control  # noqa: PLC0415  (keeps trio out of the other commands)
+    from zarrfuse.daemon import control  # noqa: PLC0415  (keeps trio out of the other commands)
 
     document = control.request_stats(args.mountpoint)
     if args.json:
@@ -133,7 +133,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from zarrfuse.cli import integrity  # noqa: PLC0415  (pulls in zarr's codecs)
+    from zarrfuse import integrity  # noqa: PLC0415  (pulls in zarr's codecs)
 
     return integrity.main(
         options.absolute_source(args.source),

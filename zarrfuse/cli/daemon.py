@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 from typing import IO
 
-from zarrfuse.cli import mount_log
 from zarrfuse.cli.ready_pipe import ReadyPipe, print_note, read_report
+from zarrfuse.daemon import mount_log
 from zarrfuse.errors import MountError, SourceError, ZarrFuseError
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.handed_fd import handed_fuse_fd
@@ -204,7 +204,7 @@ def _serve(
     on_note: Callable[[str], None] | None = None,
 ) -> None:
     """``zarrfuse.fuse.mount.serve``, imported late so the parent never loads pyfuse3."""
-    from zarrfuse.cli.services import OperatingServices  # noqa: PLC0415  (loads trio)
+    from zarrfuse.daemon.services import OperatingServices  # noqa: PLC0415  (loads trio)
     from zarrfuse.fuse.mount import serve  # noqa: PLC0415  (loads pyfuse3)
 
     serve(config, on_ready=on_ready, services=OperatingServices(), on_note=on_note)

@@ -10,7 +10,7 @@ from typing import Any
 
 import trio
 
-from zarrfuse.cli import control, notify
+from zarrfuse.daemon import control, notify
 from zarrfuse.fuse.mount import MountInfo
 
 __all__ = ["OperatingServices"]

@@ -42,7 +42,7 @@ from typing import Any
 import trio
 
 from zarrfuse import __version__
-from zarrfuse.cli import mount_log
+from zarrfuse.daemon import mount_log
 from zarrfuse.errors import MountError
 
 __all__ = [
