@@ -17,7 +17,7 @@ from tests.inprocess import in_process
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.filesystem.images.rendered_source import RenderedSource
+from zarrfuse.filesystem.images.rendered_chunks import RenderedChunks
 
 
 def test_a_rebuilt_view_renders_the_new_values_every_time(tmp_path):
@@ -46,7 +46,7 @@ def test_sources_never_share_cache_keys_even_at_a_reused_address():
     for _ in range(50):
         limiter = trio.CapacityLimiter(1)
         decoder = ChunkDecoder(array, None, limiter=limiter, counters=Counters())  # type: ignore[arg-type]
-        source = RenderedSource(array, "tiff", limiter=limiter, cache=RenderCache(1 << 20),
+        source = RenderedChunks(array, "tiff", limiter=limiter, cache=RenderCache(1 << 20),
                                 decoder=decoder)
         addresses.add(id(source))
         keys.add(source.cache_key((0, 0)))

@@ -23,7 +23,7 @@ from tests.extensions.encodings import (
 )
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding, encode_chunk_key
 from zarrfuse.extensions.transformers import ConcatParts, Part
-from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
+from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.chunks.stored_index import KeyShape
 from zarrfuse.filesystem.tree.fanout_tree import ROOT, DirPosition, FanoutTree
 from zarrfuse.storage.local import LocalBackend
@@ -45,8 +45,8 @@ def brute_values(stored, done):  # type: ignore[no-untyped-def]
     return sorted({c[len(done)] for c in stored if c[: len(done)] == done})
 
 
-def source_for(root: Path, encoding, grid, parts=None) -> ChunkSource:  # type: ignore[no-untyped-def]
-    return ChunkSource(
+def source_for(root: Path, encoding, grid, parts=None) -> StoredChunks:  # type: ignore[no-untyped-def]
+    return StoredChunks(
         LocalBackend(root), array_path="arr", encoding=encoding, parts=parts,
         limiter=trio.CapacityLimiter(2), listing_ttl=60.0, grid=grid,
     )

@@ -13,7 +13,7 @@ from zarr.core.sync import sync
 from zarr.storage import MemoryStore
 
 from zarrfuse.errors import WriteRefusedError
-from zarrfuse.filesystem.chunks.verify import DecodeCheck, checker_for, checker_for_document
+from zarrfuse.filesystem.chunks.write_check import DecodeCheck, checker_for, checker_for_document
 
 
 def made(**kwargs):

@@ -27,13 +27,13 @@ from tests.tiff.shards import (
     write_parts,
 )
 from zarrfuse.errors import ConfigurationError, Exists, FileTooBig, WriteRefusedError
-from zarrfuse.tiff import layout as tiff_shards
+from zarrfuse.tiff import shard_format as tiff_shards
 from zarrfuse.tiff.arrays import (
     create_tiff_array,
     layout_of,
     repair_tiff_headers,
 )
-from zarrfuse.tiff.layout import CLASSIC_LIMIT, bigtiff_needed
+from zarrfuse.tiff.shard_format import CLASSIC_LIMIT, bigtiff_needed
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,7 +17,7 @@ from tests.tiff import whole_image_readers as readers
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.tiff.ome_xml import NAMESPACE, image_description, ome_xml
 from zarrfuse.tiff.tiles import MAX_TILE_SIDE, image_dtype_check, tile_size_for
-from zarrfuse.tiff.whole_image import ImageLevel, TileSpan, WholeImageLayout
+from zarrfuse.tiff.whole_image import ImageLevel, TileSpan, WholeImagePlan
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -83,7 +83,7 @@ def level_arrays(case: Case, seed: int = 0) -> list[np.ndarray]:
     return levels
 
 
-def layout_for(case: Case, levels: list[np.ndarray]) -> WholeImageLayout:
+def shard_format_for(case: Case, levels: list[np.ndarray]) -> WholeImagePlan:
     plane = 2 if case.samples == 1 else 3
     lead = levels[0].shape[: levels[0].ndim - plane]
     y, x = levels[0].shape[len(lead) : len(lead) + 2]
@@ -91,18 +91,18 @@ def layout_for(case: Case, levels: list[np.ndarray]) -> WholeImageLayout:
         shape=levels[0].shape, dtype=levels[0].dtype, name="zarrfuse test", roles=case.roles,
         sizes=lead, y=y, x=x, samples=case.samples)
     tiles = [case.tile] + [(16, 16)] * (len(levels) - 1)
-    return WholeImageLayout(
+    return WholeImagePlan(
         [ImageLevel(a.shape, t) for a, t in zip(levels, tiles, strict=True)],
         levels[0].dtype, samples=case.samples, description=description, bigtiff=case.bigtiff)
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory) -> dict[str, tuple[Path, list[np.ndarray], WholeImageLayout]]:
+def files(tmp_path_factory) -> dict[str, tuple[Path, list[np.ndarray], WholeImagePlan]]:
     root = tmp_path_factory.mktemp("whole-image")
     made = {}
     for name, case in CASES.items():
         levels = level_arrays(case)
-        layout = layout_for(case, levels)
+        layout = shard_format_for(case, levels)
         readers.materialise(layout, levels, root / f"{name}.ome.tif")
         made[name] = (root / f"{name}.ome.tif", levels, layout)
     return made
@@ -191,7 +191,7 @@ def test_spans_cover_a_range_over_tiles_levels_and_pages(files):
 
 
 def test_tile_regions_are_cropped_at_the_edges():
-    layout = WholeImageLayout([ImageLevel((2, 3, 40, 50, 3), (32, 32))], np.dtype("uint8"),
+    layout = WholeImagePlan([ImageLevel((2, 3, 40, 50, 3), (32, 32))], np.dtype("uint8"),
                               samples=3, description="")
     assert layout.pages == 6 and layout.leading_shape == (2, 3)
     assert layout.tile_grid(0) == (2, 2)
@@ -199,8 +199,8 @@ def test_tile_regions_are_cropped_at_the_edges():
 
 
 def test_classic_tiff_while_the_file_fits_in_4_gib():
-    def layout(side: int, **kw) -> WholeImageLayout:
-        return WholeImageLayout([ImageLevel((side, side), (256, 256))], np.dtype("uint8"),
+    def layout(side: int, **kw) -> WholeImagePlan:
+        return WholeImagePlan([ImageLevel((side, side), (256, 256))], np.dtype("uint8"),
                                 samples=1, description="", **kw)
 
     assert not layout(65_280).flavour.bigtiff  # 255 x 255 tiles: 4.18e9 bytes
@@ -217,7 +217,7 @@ def test_the_100k_square_header_in_well_under_a_second(tmp_path):
     began = time.perf_counter()
     description = ome_xml(name="big", roles=[], sizes=[], y=100_000, x=100_000,
                           dtype="uint16")
-    layout = WholeImageLayout([ImageLevel((100_000, 100_000), (256, 256))],
+    layout = WholeImagePlan([ImageLevel((100_000, 100_000), (256, 256))],
                               np.dtype("uint16"), samples=1, description=description)
     built = time.perf_counter()
     header = layout.header_bytes(0, layout.data_start)
@@ -262,19 +262,19 @@ def test_types_without_an_ome_type_get_a_shaped_description(tmp_path, dtype):
     levels = level_arrays(case)
     with pytest.raises(ConfigurationError, match="no OME pixel type"):
         ome_xml(name="x", roles=["z"], sizes=[3], y=40, x=50, dtype=dtype)
-    readers.materialise(layout_for(case, levels), levels, tmp_path / "plain.tif")
+    readers.materialise(shard_format_for(case, levels), levels, tmp_path / "plain.tif")
     readers.check_tifffile(tmp_path / "plain.tif", levels, axes=None, ome=False)
 
 
 def test_samples_and_shapes_are_checked():
     with pytest.raises(ConfigurationError, match="samples"):
-        WholeImageLayout([ImageLevel((4, 4, 2), (16, 16))], np.dtype("u1"), samples=2,
+        WholeImagePlan([ImageLevel((4, 4, 2), (16, 16))], np.dtype("u1"), samples=2,
                          description="")
     with pytest.raises(ConfigurationError, match="multiples of 16"):
-        WholeImageLayout([ImageLevel((40, 40), (20, 16))], np.dtype("u1"), samples=1,
+        WholeImagePlan([ImageLevel((40, 40), (20, 16))], np.dtype("u1"), samples=1,
                          description="")
     with pytest.raises(ConfigurationError, match="leading dims differ"):
-        WholeImageLayout([ImageLevel((2, 40, 40), (16, 16)), ImageLevel((3, 20, 20), (16, 16))],
+        WholeImagePlan([ImageLevel((2, 40, 40), (16, 16)), ImageLevel((3, 20, 20), (16, 16))],
                          np.dtype("u1"), samples=1, description="")
 
 

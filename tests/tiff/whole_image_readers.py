@@ -3,7 +3,7 @@ arrays, so the same checks run on a file materialised on disk and on one a mount
 
 ``levels`` is the list of level arrays (level 0 first), each ``[..., Y, X]`` or
 ``[..., Y, X, S]``; pages run in C order over the leading dims. :func:`materialise` writes a
-file from a :class:`WholeImageLayout` and the arrays, the way the filesystem renders it.
+file from a :class:`WholeImagePlan` and the arrays, the way the filesystem renders it.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import zarr
 
 from tests.mounting import run_with_timeout
 from tests.tiff.shards import pillow_pixels, tiffinfo_problems
-from zarrfuse.tiff.whole_image import WholeImageLayout, tile_bytes
+from zarrfuse.tiff.whole_image import WholeImagePlan, tile_bytes
 
 
-def materialise(layout: WholeImageLayout, levels: list[np.ndarray], path: Path) -> None:
+def materialise(layout: WholeImagePlan, levels: list[np.ndarray], path: Path) -> None:
     """Write the whole file: the header, then every tile in offset order, each checked to be
-    where :meth:`~WholeImageLayout.tile_offset` and :meth:`~WholeImageLayout.spans` say."""
+    where :meth:`~WholeImagePlan.tile_offset` and :meth:`~WholeImagePlan.spans` say."""
     tiles = []
     for page in range(layout.pages):
         for level in range(len(levels)):

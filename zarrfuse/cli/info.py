@@ -13,8 +13,8 @@ from zarr.storage import StorePath
 from zarrfuse.api.arrays import open_store_path, read_node_metadata
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.tiff.compression import TIFF_COMPRESSION
-from zarrfuse.tiff.layout import TiffShardLayout
 from zarrfuse.tiff.metadata import tiff_layout
+from zarrfuse.tiff.shard_format import TiffShardFormat
 from zarrfuse.zarr_compat import sync
 
 __all__ = ["describe", "dual_access_line"]
@@ -30,7 +30,7 @@ def dual_access_line(metadata: dict[str, Any]) -> str:
     return f"dual-access (shards are TIFF files): yes: {_summary(layout)}"
 
 
-def _summary(layout: TiffShardLayout) -> str:
+def _summary(layout: TiffShardFormat) -> str:
     nlead = len(layout.shape) - (3 if layout.samples else 2)
     tile = layout.tile_shape[nlead : nlead + 2]
     pages = 1

@@ -26,14 +26,14 @@ from zarrfuse.api.arrays import create_array, open_array, open_store_path, read_
 from zarrfuse.errors import ConfigurationError, Exists, ZarrFuseError
 from zarrfuse.progress import progress_bar
 from zarrfuse.tiff.compression import COMPRESSIONS, DEFAULT_COMPRESSION, Compression, compressors
-from zarrfuse.tiff.layout import (
+from zarrfuse.tiff.metadata import ATTRIBUTE, TIFF_SUFFIXES, tiff_layout
+from zarrfuse.tiff.shard_format import (
     CLASSIC_LIMIT,
     TILE_MULTIPLE,
-    TiffShardLayout,
+    TiffShardFormat,
     bigtiff_needed,
     check_geometry,
 )
-from zarrfuse.tiff.metadata import ATTRIBUTE, TIFF_SUFFIXES, tiff_layout
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
 __all__ = [
@@ -136,7 +136,7 @@ def create_tiff_array(
         raise ConfigurationError(f"tile_shape must be (Y, X), got {tuple(tile_shape)}")
     chunks, shards = _shapes(shape, (int(tile_shape[0]), int(tile_shape[1])), shard_shape, samples)
     byteorder = "<" if endian == "little" or native.itemsize == 1 else ">"
-    layout = TiffShardLayout(
+    layout = TiffShardFormat(
         shape=shape,
         shard_shape=shards,
         tile_shape=chunks,
@@ -169,7 +169,7 @@ def create_tiff_array(
 
 
 def _array_arguments(
-    layout: TiffShardLayout, endian: Literal["little", "big"], suffix: str, max_children: int
+    layout: TiffShardFormat, endian: Literal["little", "big"], suffix: str, max_children: int
 ) -> dict[str, Any]:
     """``create_array`` arguments for the layout: TIFF-readable tile codecs, ``.tiff`` keys
     over fanout, and the index (and maybe the header) in parts of their own."""
@@ -193,7 +193,7 @@ def _array_arguments(
     }
 
 
-def shard_grid(layout: TiffShardLayout) -> Iterator[tuple[int, ...]]:
+def shard_grid(layout: TiffShardFormat) -> Iterator[tuple[int, ...]]:
     """Every shard's grid coordinates, in C order."""
     counts = [math.ceil(n / s) for n, s in zip(layout.shape, layout.shard_shape, strict=True)]
     return itertools.product(*(range(c) for c in counts))
@@ -264,7 +264,7 @@ def convert_to_tiff_array(
     return dest_array
 
 
-def layout_of(source: Any, storage_options: dict[str, Any] | None = None) -> TiffShardLayout:
+def layout_of(source: Any, storage_options: dict[str, Any] | None = None) -> TiffShardFormat:
     """The TIFF layout of the dual-access array at ``source``; ConfigurationError saying why
     not when it is not one."""
     store_path = sync(open_store_path(source, storage_options=storage_options))

@@ -1,6 +1,6 @@
 """TIFF's binary structures: tag value types, classic TIFF or BigTIFF, one IFD as bytes.
 
-:class:`~zarrfuse.tiff.layout.TiffShardLayout` decides which entries each page of a shard's
+:class:`~zarrfuse.tiff.shard_format.TiffShardFormat` decides which entries each page of a shard's
 header gets; this module only measures and writes them, so the byte-level rules of the format
 (inline or out-of-line values, word alignment, offset sizes) sit in one place.
 """

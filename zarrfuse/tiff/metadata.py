@@ -1,8 +1,8 @@
-"""Recognising a dual-access array: from its ``zarr.json`` to its :class:`TiffShardLayout`.
+"""Recognising a dual-access array: from its ``zarr.json`` to its :class:`TiffShardFormat`.
 
 :func:`tiff_layout` says why an array is not dual-access (ConfigurationError), for the
-commands that create, convert and inspect arrays; :func:`layout_for` is the quiet variant the
-mount and the concat-parts store use. Importing this module registers ``layout_for`` as a
+commands that create, convert and inspect arrays; :func:`shard_format_for` is the quiet variant the
+mount and the concat-parts store use. Importing this module registers ``shard_format_for`` as a
 chunk finisher, so every shard written through the concat-parts store gets its TIFF header.
 """
 
@@ -16,9 +16,9 @@ import numpy as np
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.extensions.chunk_finishers import register_chunk_finisher
 from zarrfuse.tiff.compression import CODEC_NAMES, Compression
-from zarrfuse.tiff.layout import TiffShardLayout, check_geometry
+from zarrfuse.tiff.shard_format import TiffShardFormat, check_geometry
 
-__all__ = ["ATTRIBUTE", "TIFF_SUFFIXES", "layout_for", "tiff_layout"]
+__all__ = ["ATTRIBUTE", "TIFF_SUFFIXES", "shard_format_for", "tiff_layout"]
 
 ATTRIBUTE = "zarrfuse.tiff_shards"  # a name stored in zarr.json: never renamed with modules
 """The attribute that declares an array dual-access: ``{"samples": bool, "bigtiff": bool}``
@@ -74,7 +74,7 @@ def _inner_codecs(
     return byteorder, CODEC_NAMES[names[1]] if len(names) == 2 else "none"
 
 
-def _header_part(metadata: dict[str, Any], layout: TiffShardLayout) -> bool:
+def _header_part(metadata: dict[str, Any], layout: TiffShardFormat) -> bool:
     """Which of the two parts layouts the array uses (header in its own part or not);
     ConfigurationError for any other."""
     transformers = metadata.get("storage_transformers") or []
@@ -101,7 +101,7 @@ def _check_suffix(metadata: dict[str, Any]) -> None:
         )
 
 
-def tiff_layout(metadata: dict[str, Any]) -> TiffShardLayout:
+def tiff_layout(metadata: dict[str, Any]) -> TiffShardFormat:
     """The TIFF layout of a dual-access array's ``zarr.json``; ConfigurationError saying why
     the array is not dual-access otherwise."""
     if metadata.get("node_type") != "array":
@@ -122,7 +122,7 @@ def tiff_layout(metadata: dict[str, Any]) -> TiffShardLayout:
             "tiles as 0"
         )
     byteorder, compression = _inner_codecs(config, dtype)
-    layout = TiffShardLayout(
+    layout = TiffShardFormat(
         shape=tuple(metadata["shape"]),
         shard_shape=tuple(grid),
         tile_shape=tuple(config["chunk_shape"]),
@@ -136,7 +136,7 @@ def tiff_layout(metadata: dict[str, Any]) -> TiffShardLayout:
     return dataclasses.replace(layout, header_part=_header_part(metadata, layout))
 
 
-def layout_for(metadata: dict[str, Any]) -> TiffShardLayout | None:
+def shard_format_for(metadata: dict[str, Any]) -> TiffShardFormat | None:
     """The layout if the array is dual-access, else None (the writes then need no header)."""
     try:
         return tiff_layout(metadata)
@@ -145,4 +145,4 @@ def layout_for(metadata: dict[str, Any]) -> TiffShardLayout | None:
 
 
 # Shards of dual-access arrays get their TIFF header whenever the concat-parts store writes them.
-register_chunk_finisher(layout_for)
+register_chunk_finisher(shard_format_for)

@@ -27,7 +27,7 @@ def tile_size_for(chunk_len: int) -> int:
     :data:`MAX_TILE_SIDE`.
 
     A tile then need not match a chunk: whoever renders it assembles it from every chunk it
-    overlaps (the tile's :meth:`WholeImageLayout.tile_region`). Chunks longer than the image
+    overlaps (the tile's :meth:`WholeImagePlan.tile_region`). Chunks longer than the image
     give tiles longer than the image; pass ``min(chunk_len, image_len)`` to avoid that.
 
     Why 32 and not 16 for chunks off TIFF's grid: OpenSlide (libtiff read without mmap)

@@ -50,7 +50,7 @@ from zarrfuse.tiff.ifd import (
 )
 from zarrfuse.tiff.tiles import TILE_MULTIPLE, image_dtype_check
 
-__all__ = ["ImageLevel", "TileSpan", "WholeImageLayout", "tile_bytes"]
+__all__ = ["ImageLevel", "TileSpan", "WholeImagePlan", "tile_bytes"]
 
 CLASSIC_LIMIT = 2**32  # classic TIFF offsets are 32-bit: the whole file must stay below
 DATA_ALIGNMENT = 4096
@@ -112,7 +112,7 @@ class _Level:
         return self.tiles * self.tile_nbytes
 
 
-class WholeImageLayout:
+class WholeImagePlan:
     """The byte layout of one whole-image tiled TIFF: pages over the leading dims, SubIFD
     pyramid levels, uncompressed full-size tiles. See the module docstring for the order.
 
@@ -378,8 +378,8 @@ class WholeImageLayout:
         return b"".join(parts)
 
 
-def tile_bytes(block: np.ndarray, layout: WholeImageLayout, level: int) -> bytes:
-    """A tile's bytes from the data of its :meth:`~WholeImageLayout.tile_region` (cropped at
+def tile_bytes(block: np.ndarray, layout: WholeImagePlan, level: int) -> bytes:
+    """A tile's bytes from the data of its :meth:`~WholeImagePlan.tile_region` (cropped at
     the image's edges): little-endian, zero-padded to the full tile."""
     full = layout.tile_shape(level)
     data = np.asarray(block)

@@ -1,4 +1,4 @@
-"""What a ChunkSource remembers between requests: chunk sizes, and chunks left open.
+"""What a StoredChunks remembers between requests: chunk sizes, and chunks left open.
 
 :class:`KnownSizes` keeps sizes learnt one chunk at a time (a stat, a commit, a delete) for
 the listing TTL; :class:`OpenChunkCache` keeps a read-only mount's recently opened chunks

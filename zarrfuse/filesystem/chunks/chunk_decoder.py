@@ -22,8 +22,8 @@ import zarr
 from zarrfuse.api.chunk_decoding import SyncChunkDecoder
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.errors import CorruptChunk, ZarrFuseError
-from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 
 __all__ = ["ChunkDecoder"]
 
@@ -39,18 +39,18 @@ class ChunkDecoder:
     def __init__(
         self,
         array: zarr.Array,
-        source: ChunkSource,
+        stored: StoredChunks,
         *,
         limiter: trio.CapacityLimiter,
         counters: Counters,
     ) -> None:
         self.array = array
-        self.source = source
+        self.stored = stored
         self.shape = tuple(array.shape)
         self.chunks = tuple(array.chunks)
         self.dtype = np.dtype(array.dtype)
-        stored = tuple(array.shards or self.chunks)
-        self.per_stored = tuple(s // c for s, c in zip(stored, self.chunks, strict=True))
+        objects = tuple(array.shards or self.chunks)
+        self.per_stored = tuple(s // c for s, c in zip(objects, self.chunks, strict=True))
         self._sync = SyncChunkDecoder.for_array(array)
         self._limiter = limiter
         self._counters = counters
@@ -74,7 +74,7 @@ class ChunkDecoder:
             present = {self.stored_coords(c) for c in coords}
         else:
             stored = {self.stored_coords(c) for c in coords}
-            present = await self.source.listings.stored_among(stored)
+            present = await self.stored.listings.stored_among(stored)
         wanted = [c for c in coords if self.stored_coords(c) in present]
         out: dict[Coords, np.ndarray] = {}
         for c in coords:
@@ -91,14 +91,14 @@ class ChunkDecoder:
         list (a web server) would be asked first by a HEAD per chunk, but a chunk of one
         part of no fixed size is read by one GET, and its 404 is the absent chunk (the fill
         value); a server's error stays an error."""
-        parts = self.source.parts.parts
-        return (self._sync is not None and not self.source.listings.can_list
+        parts = self.stored.parts.parts
+        return (self._sync is not None and not self.stored.listings.can_list
                 and len(parts) == 1 and parts[0].size is None)
 
     async def _decode_stored(self, wanted: list[Coords]) -> dict[Coords, np.ndarray]:
         if self._sync is None:
             return await self._in_threads(self._read_through_zarr, wanted)
-        async with self.source.reading(wanted) as read:
+        async with self.stored.reading(wanted) as read:
             # Each thread reads its share and decodes it: one hop per thread and batch.
             return await self._in_threads(
                 lambda batch: self._decode_raw(list(zip(batch, read(batch), strict=True))),

@@ -1,6 +1,6 @@
 """What the store's listings say about one array's chunks: which are stored, their sizes.
 
-A :class:`ChunkSource` asks here before it asks the store chunk by chunk: each store
+A :class:`StoredChunks` asks here before it asks the store chunk by chunk: each store
 directory is listed once (a full listing with sizes and times, or names only) and kept for the
 listing TTL, the oldest directories out first; a directory asked about name by name is
 listed once it has cost a few stats. ``index`` learns which coordinates are stored, one
@@ -385,7 +385,7 @@ class ChunkListings:
             else:
                 cached[name] = stat
 
-    def forget(self, key: str) -> None:
+    def drop(self, key: str) -> None:
         """The chunk at ``key`` changed another way: its directory is listed anew."""
         directory = split_key(key)[0]
         self._listings.drop(directory)

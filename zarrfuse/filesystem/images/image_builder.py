@@ -19,17 +19,17 @@ import numpy as np
 
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
-from zarrfuse.filesystem.images.whole_image_file import ImageLevelSource, WholeImage
+from zarrfuse.filesystem.images.whole_image_file import LevelChunks, WholeImage
 from zarrfuse.tiff.ome_xml import image_description
 from zarrfuse.tiff.ome_zarr import Multiscales
 from zarrfuse.tiff.tiles import image_dtype_check, tile_size_for
-from zarrfuse.tiff.whole_image import ImageLevel, WholeImageLayout
+from zarrfuse.tiff.whole_image import ImageLevel, WholeImagePlan
 
 __all__ = ["ImageBuilder", "LevelOpener", "samples_of"]
 
 log = logging.getLogger(__name__)
 
-LevelOpener = Callable[[str, dict[str, Any]], ImageLevelSource]
+LevelOpener = Callable[[str, dict[str, Any]], LevelChunks]
 """Opens the array at a path (its v3-shaped document given): its geometry and the source of
 its decoded chunks."""
 
@@ -108,7 +108,7 @@ class ImageBuilder:
         plane = _plane(path, level.shape, samples)
         names = metadata.get("dimension_names") or [None] * len(level.shape)
         roles = [ROLE_NAMES.get(str(n).lower()) if n else None for n in names[: plane.leading]]
-        layout = WholeImageLayout(
+        layout = WholeImagePlan(
             [ImageLevel(level.shape, _tile(level.shape, level.chunks, plane))],
             level.dtype,
             samples=samples,
@@ -128,7 +128,7 @@ class ImageBuilder:
     ) -> WholeImage:
         """``levels``: the v3-shaped documents of the datasets, in the order of
         ``multiscales.paths`` (None where a dataset cannot be read)."""
-        opened: list[ImageLevelSource] = []
+        opened: list[LevelChunks] = []
         for dataset, metadata in zip(multiscales.paths, levels, strict=True):
             level_path = "/".join(p for p in (path, dataset) if p)
             if metadata is None:
@@ -153,7 +153,7 @@ class ImageBuilder:
         first = opened[0]
         image_dtype_check(first.dtype)
         plane = _plane(path, first.shape, 1)
-        layout = WholeImageLayout(
+        layout = WholeImagePlan(
             [ImageLevel(lv.shape, _tile(lv.shape, lv.chunks, plane)) for lv in opened],
             first.dtype,
             samples=1,

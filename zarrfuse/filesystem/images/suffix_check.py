@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from zarrfuse.tiff.metadata import layout_for
+from zarrfuse.tiff.metadata import shard_format_for
 
 __all__ = ["names_a_format", "suffix_mismatch"]
 
@@ -55,7 +55,7 @@ def suffix_mismatch(suffix: str | None, fmt: str, metadata: dict[str, Any]) -> s
         return None
     if fmt != "raw":
         return None if named == fmt else f"its files are {fmt.upper()} images, not {named}"
-    if named == "tiff" and layout_for(metadata) is not None:
+    if named == "tiff" and shard_format_for(metadata) is not None:
         return None  # dual-access: every shard is a TIFF file
     if _stored_format(metadata) == named:
         return None  # an image codec: every chunk is an image file

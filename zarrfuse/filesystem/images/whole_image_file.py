@@ -18,9 +18,9 @@ import trio
 
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
-from zarrfuse.tiff.whole_image import TileSpan, WholeImageLayout, tile_bytes
+from zarrfuse.tiff.whole_image import TileSpan, WholeImagePlan, tile_bytes
 
-__all__ = ["ImageLevelSource", "WholeImage"]
+__all__ = ["LevelChunks", "WholeImage"]
 
 Coords = tuple[int, ...]
 Decode = Callable[[Sequence[Coords]], Awaitable[list[np.ndarray]]]
@@ -31,7 +31,7 @@ _IMAGES = itertools.count()
 
 
 @dataclass(frozen=True)
-class ImageLevelSource:
+class LevelChunks:
     """One level of the image: its array's geometry and how its chunks are decoded
     (cropped to the array bounds; absent chunks as the fill value)."""
 
@@ -59,8 +59,8 @@ class WholeImage:
         self,
         path: str,
         name: str,
-        levels: Sequence[ImageLevelSource],
-        layout: WholeImageLayout,
+        levels: Sequence[LevelChunks],
+        layout: WholeImagePlan,
         *,
         cache: DecodedChunks,
         metadata_time_ns: int = 0,

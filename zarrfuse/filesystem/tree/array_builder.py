@@ -27,20 +27,20 @@ from zarrfuse.extensions.chunk_keys import (
 )
 from zarrfuse.extensions.transformers import parse_storage_transformers
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
-from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.image_dims import ShownDims
 from zarrfuse.filesystem.images.planes import plane_chunks
 from zarrfuse.filesystem.images.render import FORMATS, check_renderable
-from zarrfuse.filesystem.images.rendered_source import RenderedSource
+from zarrfuse.filesystem.images.rendered_chunks import RenderedChunks
 from zarrfuse.filesystem.images.suffix_check import suffix_mismatch
-from zarrfuse.filesystem.images.whole_image_file import ImageLevelSource
+from zarrfuse.filesystem.images.whole_image_file import LevelChunks
 from zarrfuse.filesystem.tree.documents import Layout, array_documents
 from zarrfuse.filesystem.tree.fanout_tree import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
 from zarrfuse.filesystem.tree.mounted import ArrayView, Rendering
 from zarrfuse.filesystem.tree.source_keys import SourceKeys
 from zarrfuse.storage.base import Backend
-from zarrfuse.tiff.metadata import layout_for
+from zarrfuse.tiff.metadata import shard_format_for
 from zarrfuse.zarr_compat import ArrayV3Metadata, AsyncArray, stored_chunk_shape
 
 __all__ = ["ArrayBuilder"]
@@ -135,7 +135,7 @@ class ArrayBuilder:
             tree=FanoutTree(grid, fanout, _plane_axes(metadata, rendered, shown_dims)),
             suffix=suffix,
             documents=documents,
-            source=source,
+            stored=source,
             metadata=shown,
             decoded_chunk_bytes=decoded,
             rendered=rendered,
@@ -144,12 +144,12 @@ class ArrayBuilder:
             shown_dims=shown_dims,
         )
 
-    def chunk_source(self, path: str, metadata: dict[str, Any]) -> ChunkSource:
+    def chunk_source(self, path: str, metadata: dict[str, Any]) -> StoredChunks:
         """The stored chunks of the array at ``path`` whose v3-shaped document is
         ``metadata``."""
         encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
         stored_grid = chunk_grid_shape(metadata)
-        return ChunkSource(
+        return StoredChunks(
             self.backend,
             array_path=path,
             encoding=encoding,
@@ -159,7 +159,7 @@ class ArrayBuilder:
             listing_ttl=self._ttl,
             counters=self.counters,
             keep_open=self._keep_open,
-            shard_layout=layout_for(metadata),
+            shard_format=shard_format_for(metadata),
             grid=stored_grid,
         )
 
@@ -178,7 +178,7 @@ class ArrayBuilder:
             AsyncArray(metadata=bound_inner_chunks(parsed), store_path=store_path)
         )
 
-    def open_level(self, path: str, metadata: dict[str, Any]) -> ImageLevelSource:
+    def open_level(self, path: str, metadata: dict[str, Any]) -> LevelChunks:
         """An array of a whole image: its geometry and the source of its decoded chunks."""
         rendering = self._rendering
         assert rendering is not None
@@ -189,7 +189,7 @@ class ArrayBuilder:
             array, self.chunk_source(path, metadata),
             limiter=rendering.limiter, counters=self.counters,
         )
-        return ImageLevelSource(
+        return LevelChunks(
             tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype), decoder.decode
         )
 
@@ -198,10 +198,10 @@ class ArrayBuilder:
         path: str,
         metadata: dict[str, Any],
         parsed: ArrayV3Metadata,
-        source: ChunkSource,
+        source: StoredChunks,
         *,
         writable: bool,
-    ) -> RenderedSource:
+    ) -> RenderedChunks:
         """The array rendered in the mount's format."""
         rendering = self._rendering
         assert rendering is not None
@@ -219,14 +219,14 @@ class ArrayBuilder:
         decoder = ChunkDecoder(
             array, source, limiter=rendering.limiter, counters=self.counters
         )
-        return RenderedSource(
+        return RenderedChunks(
             array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache,
             decoder=decoder, encoder=ChunkEncoder.for_array(array) if writable else None,
         )
 
 
 def _plane_axes(
-    metadata: dict[str, Any], rendered: RenderedSource | None, shown: ShownDims | None
+    metadata: dict[str, Any], rendered: RenderedChunks | None, shown: ShownDims | None
 ) -> tuple[str, ...] | None:
     """The names that label a plane view's path levels: the array's dimension names (OME-Zarr
     0.5 sets them to its axes: ``t``, ``c``, ``z``, ``y``, ``x``), else ``d0_``, ``d1_``...;

@@ -18,10 +18,10 @@ from typing import Protocol
 import trio
 
 from zarrfuse.errors import NotFound, NotPermitted
-from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
-from zarrfuse.filesystem.chunks.verify import ChunkCheck
+from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
+from zarrfuse.filesystem.chunks.write_check import ChunkCheck
 from zarrfuse.filesystem.images.image_dims import ShownDims
-from zarrfuse.filesystem.images.rendered_source import RenderedSource
+from zarrfuse.filesystem.images.rendered_chunks import RenderedChunks
 from zarrfuse.storage.base import Stat
 
 __all__ = ["ChunkFiles", "OpenedVersion", "RawChunkFiles", "RenderedChunkFiles"]
@@ -34,7 +34,7 @@ class ArrayView(Protocol):
     them)."""
 
     path: str
-    source: ChunkSource
+    stored: StoredChunks
     shown_dims: ShownDims | None
     metadata_time_ns: int
 
@@ -105,7 +105,7 @@ class RawChunkFiles:
 
     def __init__(self, array: ArrayView) -> None:
         self._array = array
-        self._source: ChunkSource = array.source
+        self._source: StoredChunks = array.stored
 
     async def stat(self, coords: Coords) -> Stat:
         stat = await self._source.stat(coords)
@@ -151,10 +151,10 @@ class RenderedChunkFiles:
 
     every_chunk_exists = True
 
-    def __init__(self, array: ArrayView, rendered: RenderedSource) -> None:
+    def __init__(self, array: ArrayView, rendered: RenderedChunks) -> None:
         self._array = array
         self._rendered = rendered
-        self._source: ChunkSource = array.source
+        self._source: StoredChunks = array.stored
 
     def _full(self, shown: Coords) -> Coords:
         dims = self._array.shown_dims
@@ -212,7 +212,7 @@ class RenderedChunkFiles:
         """Decoded and encoded by the rendering (which checks the picture's shape and
         type): ``verify`` has nothing to add."""
         await self._rendered.write(coords, b"".join(views))
-        self._source.forget(self._rendered.stored_coords(coords))
+        self._source.drop_cached(self._rendered.stored_coords(coords))
 
     async def delete(self, coords: Coords) -> None:
         raise NotPermitted("chunks of a rendered view cannot be removed")

@@ -15,10 +15,10 @@ import trio
 from zarr.abc.store import Store
 
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
-from zarrfuse.filesystem.chunks.chunk_source import ChunkSource
-from zarrfuse.filesystem.chunks.verify import ChunkCheck, checker_for_document
+from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
+from zarrfuse.filesystem.chunks.write_check import ChunkCheck, checker_for_document
 from zarrfuse.filesystem.images.image_dims import ShownDims
-from zarrfuse.filesystem.images.rendered_source import RenderedSource
+from zarrfuse.filesystem.images.rendered_chunks import RenderedChunks
 from zarrfuse.filesystem.tree.chunk_files import ChunkFiles, RawChunkFiles, RenderedChunkFiles
 from zarrfuse.filesystem.tree.documents import Documents
 from zarrfuse.filesystem.tree.fanout_tree import FanoutTree
@@ -35,12 +35,12 @@ class ArrayView:
     tree: FanoutTree
     suffix: str
     documents: Documents
-    source: ChunkSource
+    stored: StoredChunks
     metadata: dict[str, Any]
     """The array's v3-shaped document as zarr reads it (no storage transformers)."""
     decoded_chunk_bytes: int | None
     """Bytes of one decoded chunk (shard, for sharded arrays); None for variable-size types."""
-    rendered: RenderedSource | None = None
+    rendered: RenderedChunks | None = None
     """For rendered views (tiff, npy, png): the array's chunks as image files."""
     shown_dims: ShownDims | None = None
     """Rendered views: the grid dimensions paths name (those of extent other than 1; ``tree``

@@ -255,7 +255,7 @@ class Namespace(InodeTable):
             except NotAChunk:
                 return None
 
-        subdirs, chunks = await array.source.listings.listed_keys("/".join(names), chunk_at)
+        subdirs, chunks = await array.stored.listings.listed_keys("/".join(names), chunk_at)
         entries = [
             Entry(name, KeyDir(array, (*names, name)))
             for name in subdirs
@@ -330,7 +330,7 @@ def _documents(owner: ArrayView | GroupView) -> list[Entry]:
 async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
     """The children of a non-leaf fanout directory that lead to stored chunks (all of them
     where every chunk renders, and on a store that cannot list)."""
-    if array.files.every_chunk_exists or not array.source.listings.can_list:
+    if array.files.every_chunk_exists or not array.stored.listings.can_list:
         return array.tree.child_names(pos)
     names = array.tree.child_names(pos)
     only = array.tree.child(pos, names[0]) if len(names) == 1 else None
@@ -338,9 +338,9 @@ async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
         # One group count whose directory is the leaf: it leads to stored chunks if the
         # leaf holds any, which costs what listing the leaf costs (no decoding of names).
         lo, hi = array.tree.leaf_range(only)
-        found = await array.source.listings.stored_stats_between(pos.done, lo, hi, first=True)
+        found = await array.stored.listings.stored_stats_between(pos.done, lo, hi, first=True)
         return names if found else []
-    stored = await array.source.listings.index.stored_values(pos.done)
+    stored = await array.stored.listings.index.stored_values(pos.done)
     return array.tree.stored_child_names(pos, stored)
 
 

@@ -164,7 +164,7 @@ class Committer:
             return self.options.max_chunk_bytes
         if array.decoded_chunk_bytes is None:
             return None
-        return 2 * array.decoded_chunk_bytes + array.source.parts.fixed_size + SIZE_LIMIT_SLACK
+        return 2 * array.decoded_chunk_bytes + array.stored.parts.fixed_size + SIZE_LIMIT_SLACK
 
     def check_size(self, node: ChunkFile, size: int) -> None:
         limit = self.size_limit(node.array)
@@ -245,7 +245,7 @@ class Committer:
         await self.drop_cache(node)
         if node.array.files.every_chunk_exists or not ask_store:
             return  # its name stays
-        if await node.array.source.size(node.coords) is not None:
+        if await node.array.stored.size(node.coords) is not None:
             return
         parent, name = self.namespace.parent_of(node)
         parent_inode = self.namespace.known_inode(parent)

@@ -25,7 +25,7 @@ from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.images.planes import plane_chunks
 from zarrfuse.filesystem.images.render import decode, encode, encoded_size
 
-__all__ = ["READ_AHEAD_CHUNKS", "RenderedSource"]
+__all__ = ["READ_AHEAD_CHUNKS", "RenderedChunks"]
 
 READ_AHEAD_CHUNKS = 16
 """Chunks of a directory rendered ahead per batch (one or two batches kept ahead)."""
@@ -36,7 +36,7 @@ rebuilds a view when its array changes, and a new source may get a freed one's a
 whose cached renderings would then be served as its own."""
 
 
-class RenderedSource:
+class RenderedChunks:
     """Chunks of one zarr array as files of one format."""
 
     def __init__(
@@ -238,7 +238,7 @@ class RenderedSource:
                 current = None if whole else (await self._decoder.decode([read]))[0]
                 encoded = await trio.to_thread.run_sync(
                     self._encoded_chunk, coords, value, current, limiter=self._limiter)
-                await self._decoder.source.commit(read, [memoryview(encoded)], durable=False)
+                await self._decoder.stored.commit(read, [memoryview(encoded)], durable=False)
         finally:
             if not lock.locked() and lock.statistics().tasks_waiting == 0:
                 self._chunk_writes.pop(read, None)  # no lock kept per chunk ever written

@@ -10,7 +10,7 @@ TileOffsets/TileByteCounts point at the very inner-chunk bytes that the shard in
 TIFF readers ignore what follows the tiles; zarr's sharding codec reads the index from the end
 and never looks at the header.
 
-zarr writes a shard as inner chunks from offset 0 followed by the index; :meth:`TiffShardLayout.
+zarr writes a shard as inner chunks from offset 0 followed by the index; :meth:`TiffShardFormat.
 shard_with_header` turns that into the layout above (prepend the header, shift every index
 offset by its size). This module knows nothing about FUSE or stores: it maps bytes to bytes.
 The IFD bytes themselves are written by ``ifd``; recognising a dual-access array from its
@@ -51,7 +51,7 @@ __all__ = [
     "CLASSIC_LIMIT",
     "EMPTY",
     "TILE_MULTIPLE",
-    "TiffShardLayout",
+    "TiffShardFormat",
     "bigtiff_needed",
     "check_geometry",
 ]
@@ -63,7 +63,7 @@ CLASSIC_LIMIT = 2**32 - 1
 
 
 @dataclass(frozen=True)
-class TiffShardLayout:
+class TiffShardFormat:
     """How the shards of one dual-access array are TIFF files. Built from ``zarr.json``.
 
     Axes: ``[*leading, Y, X]`` or, with ``samples``, ``[*leading, Y, X, S]``. Inner chunks
@@ -311,7 +311,7 @@ class TiffShardLayout:
         return b"".join(self.shard_with_header(coords, [memoryview(value)]))
 
 
-def check_geometry(layout: TiffShardLayout) -> None:
+def check_geometry(layout: TiffShardFormat) -> None:
     """ConfigurationError unless TIFF can hold this geometry and data type."""
     ndim = len(layout.shape)
     need = 3 if layout.samples else 2
@@ -337,7 +337,7 @@ def check_geometry(layout: TiffShardLayout) -> None:
         raise ConfigurationError("its samples axis is split over inner chunks or shards")
 
 
-def bigtiff_needed(layout: TiffShardLayout, threshold: int = CLASSIC_LIMIT) -> bool:
+def bigtiff_needed(layout: TiffShardFormat, threshold: int = CLASSIC_LIMIT) -> bool:
     """Whether the largest possible shard of ``layout`` (as classic TIFF) can exceed
     ``threshold`` bytes: every tile stored, the codec's worst-case expansion included."""
     tile = math.prod(layout.tile_shape) * layout.dtype.itemsize

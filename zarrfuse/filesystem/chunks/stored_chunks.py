@@ -28,7 +28,7 @@ from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
 from zarrfuse.storage.base import Backend, PartReader, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
-__all__ = ["ChunkSource", "ShardLayout"]
+__all__ = ["ShardFormat", "StoredChunks"]
 
 T = TypeVar("T")
 L = TypeVar("L")
@@ -39,9 +39,9 @@ KNOWN_SIZES = 65536
 FOLLOWING_CHUNKS = 8  # chunks after an opened one fetched ahead (remote stores that can)
 
 
-class ShardLayout(Protocol):
+class ShardFormat(Protocol):
     """Rewrites a chunk value before it is stored, e.g. a TIFF header for dual-access shards
-    (``zarrfuse.tiff.layout.TiffShardLayout``). Given by whoever opens the array; must be
+    (``zarrfuse.tiff.shard_format.TiffShardFormat``). Given by whoever opens the array; must be
     idempotent."""
 
     def shard_with_header(
@@ -49,7 +49,7 @@ class ShardLayout(Protocol):
     ) -> list[memoryview]: ...
 
 
-class ChunkSource:
+class StoredChunks:
     """The stored chunks of one array, read through a backend."""
 
     def __init__(
@@ -64,11 +64,11 @@ class ChunkSource:
         listing_ttl: float | None,
         counters: Counters | None = None,
         keep_open: bool = False,
-        shard_layout: ShardLayout | None = None,
+        shard_format: ShardFormat | None = None,
         grid: tuple[int, ...] = (),
     ) -> None:
         self.backend = backend
-        self.shard_layout = shard_layout
+        self.shard_format = shard_format
         self.counters = counters or Counters()
         self.encoding = encoding
         self.parts = parts or SINGLE_PART
@@ -285,11 +285,11 @@ class ChunkSource:
         self.listings.index.note(coords, stored=logical_stat(stats) is not None)
         self.listings.note(self.part_keys(coords), stats)
 
-    def forget(self, coords: tuple[int, ...]) -> None:
+    def drop_cached(self, coords: tuple[int, ...]) -> None:
         """The chunk was changed by another way than this source (zarr, for rendered views):
         what was learnt of it, and its directory's listing, are asked again."""
         self._sizes.drop(coords)
-        self.listings.forget(self.chunk_key(coords))
+        self.listings.drop(self.chunk_key(coords))
 
     def _write_parts(
         self,
@@ -314,8 +314,8 @@ class ChunkSource:
         A value that cannot be split, or that the shard layout refuses, is refused
         (WriteRefusedError) before anything is written.
         """
-        if self.shard_layout is not None:  # CPU work that grows with pages x tiles: a thread
-            views = await self._run_to_end(self.shard_layout.shard_with_header, coords, views)
+        if self.shard_format is not None:  # CPU work that grows with pages x tiles: a thread
+            views = await self._run_to_end(self.shard_format.shard_with_header, coords, views)
         spans = self.parts.split(sum(len(v) for v in views))
         keys = self.part_keys(coords)
         self.counters.store["write"] += len(keys)
