@@ -63,6 +63,11 @@ def test_every_shard_file_on_disk_is_the_tiff_of_its_region(
         assert page.byteorder == (">" if case == "big-endian" else "<")
 
 
+def _with_header(layout, coords, value: bytes) -> bytes:  # type: ignore[no-untyped-def]
+    """The stored value of a shard: the one finisher interface, on one bytes value."""
+    return b"".join(layout.shard_with_header(coords, [memoryview(value)]))
+
+
 def test_deflate_tiles_are_the_zlib_streams_tiff_compression_8_names(tmp_path):
     """TIFF's Adobe Deflate (8) is a zlib stream (RFC 1950) per tile, as libtiff writes it;
     not a gzip member or raw deflate. Each tile the header points at, the fill tile too."""
@@ -115,7 +120,7 @@ def test_rebuilding_is_idempotent_and_refuses_what_is_no_shard(tmp_path, header_
     layout = layout_of(tmp_path / "a")
     key = array.metadata.encode_chunk_key((1, 1))
     stored = stored_bytes(tmp_path / "a", key, layout)
-    assert layout.shard_bytes_with_header((1, 1), stored) == stored
+    assert _with_header(layout, (1, 1), stored) == stored
     # The same shard as zarr writes it (tiles from offset 0) gets the very same bytes.
     zarr_layout = zarr.create_array(zarr.storage.MemoryStore(), shape=(64, 96), dtype="uint16",
                                     chunks=(16, 16), shards=(64, 96),
@@ -123,13 +128,13 @@ def test_rebuilding_is_idempotent_and_refuses_what_is_no_shard(tmp_path, header_
     zarr_layout[...] = data[layout.region((1, 1))]
     plain = zarr.core.sync.sync(zarr_layout.store.get(
         "c/0/0", zarr.core.buffer.default_buffer_prototype())).to_bytes()
-    rebuilt = layout.shard_bytes_with_header((1, 1), plain)
-    assert layout.shard_bytes_with_header((1, 1), rebuilt) == rebuilt
+    rebuilt = _with_header(layout, (1, 1), plain)
+    assert _with_header(layout, (1, 1), rebuilt) == rebuilt
     assert rebuilt[: layout.header_size] != plain[: layout.header_size]
     with pytest.raises(WriteRefusedError, match="crc32c"):
-        layout.shard_bytes_with_header((1, 1), stored[:-1] + bytes([stored[-1] ^ 1]))
+        _with_header(layout, (1, 1), stored[:-1] + bytes([stored[-1] ^ 1]))
     with pytest.raises(WriteRefusedError, match="index"):
-        layout.shard_bytes_with_header((1, 1), b"short")
+        _with_header(layout, (1, 1), b"short")
 
 
 def test_bigtiff_is_chosen_by_size_and_readable(tmp_path):
@@ -221,7 +226,7 @@ def test_a_classic_tiff_shard_over_the_limit_is_efbig(tmp_path, monkeypatch):
     shard = stored_bytes(tmp_path / "a", key, layout)
     monkeypatch.setattr(tiff_shards, "CLASSIC_LIMIT", 100)
     with pytest.raises(FileTooBig) as raised:
-        layout.shard_bytes_with_header((0, 0), shard)
+        _with_header(layout, (0, 0), shard)
     assert raised.value.errno == errno.EFBIG
 
 

@@ -16,9 +16,14 @@ __all__ = ["ChunkFinisher", "chunk_finisher_for", "register_chunk_finisher"]
 
 class ChunkFinisher(Protocol):
     """Completes a chunk value before its parts are stored (a dual-access array's shard
-    gets its TIFF header, which zarr does not write)."""
+    gets its TIFF header, which zarr does not write): the one way it is done, for the
+    concat-parts store and the mount alike. Must be idempotent."""
 
-    def shard_bytes_with_header(self, coords: Sequence[int], value: bytes) -> bytes: ...
+    def shard_with_header(
+        self, coords: Sequence[int], views: Sequence[memoryview]
+    ) -> list[memoryview]:
+        """The value ``views`` (laid end to end) as it is to be stored, as views."""
+        ...
 
 
 _FINISHERS: list[Callable[[dict[str, Any]], ChunkFinisher | None]] = []
@@ -28,8 +33,8 @@ def register_chunk_finisher(finisher_for: Callable[[dict[str, Any]], ChunkFinish
     """Let a layer built on this one (``zarrfuse.tiff``) finish the chunks of the arrays it
     recognises: ``finisher_for(metadata)`` returns a finisher, or None for other arrays.
 
-    The extensions stay free of what builds on them; ``import zarrfuse`` registers the TIFF
-    finisher, so every user of the package gets it.
+    The extensions stay free of what builds on them; ``zarrfuse/tiff/__init__.py`` registers the
+    TIFF finisher, so every user of the package gets it.
     """
     if finisher_for not in _FINISHERS:
         _FINISHERS.append(finisher_for)

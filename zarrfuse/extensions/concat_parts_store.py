@@ -300,7 +300,8 @@ class ConcatPartsStore(ConcatPartsReads, Store):
             return value
         assert self._encoding is not None
         coords = decode_chunk_key(self._encoding, key[len(self._prefix) :], self._ndim)
-        return value.from_bytes(self._finisher.shard_bytes_with_header(coords, value.to_bytes()))
+        finished = self._finisher.shard_with_header(coords, [memoryview(value.to_bytes())])
+        return value.from_bytes(b"".join(finished))
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         # docstring inherited

@@ -310,7 +310,7 @@ def repair_tiff_headers(
                 if value is None:
                     continue
                 old = value.to_bytes()
-                if layout.shard_bytes_with_header(coords, old) != old:
+                if b"".join(layout.shard_with_header(coords, [memoryview(old)])) != old:
                     if not check_only:
                         sync(wrapper.set(key, value))  # the store adds the header
                     rewritten += 1

@@ -1,9 +1,9 @@
 """Recognising a dual-access array: from its ``zarr.json`` to its :class:`TiffShardFormat`.
 
 :func:`tiff_layout` says why an array is not dual-access (ConfigurationError), for the
-commands that create, convert and inspect arrays; :func:`shard_format_for` is the quiet variant the
-mount and the concat-parts store use. Importing this module registers ``shard_format_for`` as a
-chunk finisher, so every shard written through the concat-parts store gets its TIFF header.
+commands that create, convert and inspect arrays; :func:`shard_format_for` is the quiet
+variant the mount and the concat-parts store use (``zarrfuse/tiff/__init__.py`` registers it
+as the chunk finisher, so every shard written through the concat-parts store gets its header).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any, Literal
 import numpy as np
 
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.extensions.chunk_finishers import register_chunk_finisher
 from zarrfuse.tiff.compression import CODEC_NAMES, Compression
 from zarrfuse.tiff.shard_format import TiffShardFormat, check_geometry
 
@@ -143,6 +142,3 @@ def shard_format_for(metadata: dict[str, Any]) -> TiffShardFormat | None:
     except (ConfigurationError, KeyError, TypeError, ValueError, AttributeError):
         return None
 
-
-# Shards of dual-access arrays get their TIFF header whenever the concat-parts store writes them.
-register_chunk_finisher(shard_format_for)

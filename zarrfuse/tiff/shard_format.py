@@ -306,10 +306,6 @@ class TiffShardFormat:
             memoryview(self._encode_index(shifted)),
         ]
 
-    def shard_bytes_with_header(self, coords: Sequence[int], value: bytes) -> bytes:
-        """:meth:`shard_with_header` for one bytes value."""
-        return b"".join(self.shard_with_header(coords, [memoryview(value)]))
-
 
 def check_geometry(layout: TiffShardFormat) -> None:
     """ConfigurationError unless TIFF can hold this geometry and data type."""

@@ -14,11 +14,12 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
 from zarrfuse.extensions.byte_ranges import pieces_for_span, slice_views
+from zarrfuse.extensions.chunk_finishers import ChunkFinisher
 from zarrfuse.extensions.chunk_keys import encode_chunk_key
 from zarrfuse.extensions.transformers import ConcatParts, Part
 from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
@@ -28,7 +29,7 @@ from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
 from zarrfuse.storage.base import Backend, PartReader, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
-__all__ = ["ShardFormat", "StoredChunks"]
+__all__ = ["StoredChunks"]
 
 T = TypeVar("T")
 L = TypeVar("L")
@@ -37,16 +38,6 @@ SINGLE_PART = ConcatParts((Part(""),))
 OPEN_CACHE_CHUNKS = 256
 KNOWN_SIZES = 65536
 FOLLOWING_CHUNKS = 8  # chunks after an opened one fetched ahead (remote stores that can)
-
-
-class ShardFormat(Protocol):
-    """Rewrites a chunk value before it is stored, e.g. a TIFF header for dual-access shards
-    (``zarrfuse.tiff.shard_format.TiffShardFormat``). Given by whoever opens the array; must be
-    idempotent."""
-
-    def shard_with_header(
-        self, coords: Sequence[int], views: Sequence[memoryview]
-    ) -> list[memoryview]: ...
 
 
 class StoredChunks:
@@ -64,7 +55,7 @@ class StoredChunks:
         listing_ttl: float | None,
         counters: Counters | None = None,
         keep_open: bool = False,
-        shard_format: ShardFormat | None = None,
+        shard_format: ChunkFinisher | None = None,
         grid: tuple[int, ...] = (),
     ) -> None:
         self.backend = backend
