@@ -1,7 +1,7 @@
 """Opening a chunk file on a writable mount by the page-cache rule (``page_cache``): which
 inode a handle may join, sending an opener to a fresh inode of its name, and the writer's
 or reader's record the handle gets. A part of
-:class:`~zarrfuse.filesystem.reading.ReadingFileSystem`, whose state it uses."""
+:class:`~zarrfuse.filesystem.reading.FileSystemBase`, whose state it uses."""
 
 from __future__ import annotations
 

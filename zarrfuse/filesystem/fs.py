@@ -3,7 +3,7 @@
 Everything here is testable without a kernel in the loop; ``fuse.operations`` only translates
 pyfuse3's calls and types to these methods. Errors are raised as ``ZarrFuseError`` with the
 errno the caller should see. The read side (attributes, directories, open files, reads) is
-``reading.ReadingFileSystem``; this module adds the requests that change the tree: truncate,
+``reading.FileSystemBase``; this module adds the requests that change the tree: truncate,
 write, flush, create, unlink, rename, mkdir and rmdir. How written chunks are stored is
 ``commits``' job; commit errors are returned by ``close()``/``fsync()``, and ``release`` only
 cleans up.
@@ -29,7 +29,7 @@ from zarrfuse.errors import (
 )
 from zarrfuse.filesystem.attributes import Attributes, check_name
 from zarrfuse.filesystem.handles import DocumentWriter, ScratchHandle
-from zarrfuse.filesystem.reading import ReadingFileSystem
+from zarrfuse.filesystem.reading import FileSystemBase
 from zarrfuse.filesystem.tree.nodes import (
     DIRECTORY_NODES,
     ArrayRoot,
@@ -52,7 +52,7 @@ RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 
 
-class FileSystem(ReadingFileSystem):
+class FileSystem(FileSystemBase):
     """The mounted tree's behaviour; every stored answer comes from the namespace."""
 
     # --- attributes: truncate, times -----------------------------------------------------

@@ -1,5 +1,5 @@
 """Directory handles: what ``ls`` sees of a directory, new chunks and scratch files
-included. A part of :class:`~zarrfuse.filesystem.reading.ReadingFileSystem`, whose state
+included. A part of :class:`~zarrfuse.filesystem.reading.FileSystemBase`, whose state
 (namespace, open writers, scratch area, attributes) it reads."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """FUSE semantics without FUSE, the half that changes nothing stored: attributes and
 lookups, directory listings, opening, reading and releasing files.
 
-:class:`ReadingFileSystem` holds all of a mount's state (open handles, times, writers, the
+:class:`FileSystemBase` holds all of a mount's state (open handles, times, writers, the
 scratch area); :class:`~zarrfuse.filesystem.fs.FileSystem` builds on it with the requests
 that change the tree. ``open`` hands out writers too (the kernel opens files for writing
 through the same call). Errors are raised as ``ZarrFuseError``, with the errno to answer.
@@ -55,16 +55,18 @@ from zarrfuse.filesystem.writes.scratch import ScratchArea, ScratchData
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 from zarrfuse.storage.base import Stat
 
-__all__ = ["ReadingFileSystem"]
+__all__ = ["FileSystemBase"]
 
 log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 4096
 
 
-class ReadingFileSystem(Listing, ChunkOpening):
-    """The mounted tree's state and its read side; every stored answer comes from the
-    namespace. :class:`~zarrfuse.filesystem.fs.FileSystem` adds the writes."""
+class FileSystemBase(Listing, ChunkOpening):
+    """The mounted tree's state (namespace, open handles of every kind, writers and their
+    commits at release, scratch files), attributes, lookups, opening and reading; every
+    stored answer comes from the namespace. :class:`~zarrfuse.filesystem.fs.FileSystem`
+    adds what changes the tree (writes, create, rename, unlink, setattr)."""
 
     def __init__(
         self,
