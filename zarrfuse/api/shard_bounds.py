@@ -20,9 +20,9 @@ from zarr.abc.codec import BytesBytesCodec
 from zarr.codecs import ShardingCodec
 
 from zarrfuse.api.decode_bounds import SLACK, check_decoded_size
-from zarrfuse.zarr_compat import ArrayV3Metadata, Buffer
+from zarrfuse.zarr_compat import ArrayV3Metadata, Buffer, stored_chunk_shape
 
-__all__ = ["InnerChunkBound", "bound_inner_chunks"]
+__all__ = ["InnerChunkBound", "bound_all_chunks", "bound_inner_chunks"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,28 +57,54 @@ class InnerChunkBound(BytesBytesCodec):
 
 
 def _bounded(sharding: ShardingCodec, itemsize: int) -> ShardingCodec:
-    limit = int(np.prod(sharding.chunk_shape, dtype=np.int64)) * itemsize + SLACK
-    codecs: list[Any] = []
-    for codec in sharding.codecs:
+    codecs = _bounded_chain(sharding.codecs, tuple(sharding.chunk_shape), itemsize)
+    return dataclasses.replace(sharding, codecs=codecs)
+
+
+def _bounded_chain(codecs: Any, chunk_shape: tuple[int, ...], itemsize: int) -> tuple[Any, ...]:
+    """``codecs`` (of chunks of ``chunk_shape``) with a bound before each compressor in
+    decode order, and inside each sharding codec. After a sharding codec (rare) nothing is
+    bounded: a shard's bytes also hold its index."""
+    limit = int(np.prod(chunk_shape, dtype=np.int64)) * itemsize + SLACK
+    out: list[Any] = []
+    sharded = False
+    for codec in codecs:
         if isinstance(codec, ShardingCodec):  # nested shards: their own inner chunks
-            codecs.append(_bounded(codec, itemsize))
+            out.append(_bounded(codec, itemsize))
+            sharded = True
             continue
-        codecs.append(codec)
-        if isinstance(codec, BytesBytesCodec):  # decoded after the step that follows it
-            codecs.append(InnerChunkBound(str(codec.to_dict().get("name", "")), limit))
-    return dataclasses.replace(sharding, codecs=tuple(codecs))
+        out.append(codec)
+        if isinstance(codec, BytesBytesCodec) and not isinstance(codec, InnerChunkBound) and (
+            not sharded
+        ):  # decoded after the step that follows it
+            out.append(InnerChunkBound(str(codec.to_dict().get("name", "")), limit))
+    return tuple(out)
+
+
+def _item_size(metadata: ArrayV3Metadata) -> int | None:
+    native = metadata.data_type.to_native_dtype()
+    return None if native.hasobject or native.itemsize == 0 else int(native.itemsize)
 
 
 def bound_inner_chunks(metadata: ArrayV3Metadata) -> ArrayV3Metadata:
     """``metadata`` with every sharding codec's inner chunks bounded; unchanged when the
-    array is not sharded or its items have no fixed size."""
-    native = metadata.data_type.to_native_dtype()
-    if native.hasobject or native.itemsize == 0:
-        return metadata
-    if not any(isinstance(codec, ShardingCodec) for codec in metadata.codecs):
+    array is not sharded or its items have no fixed size. (The mount decodes plain chunks
+    itself, bounded by ``chunk_decoding``.)"""
+    itemsize = _item_size(metadata)
+    if itemsize is None or not any(isinstance(c, ShardingCodec) for c in metadata.codecs):
         return metadata
     codecs = tuple(
-        _bounded(codec, native.itemsize) if isinstance(codec, ShardingCodec) else codec
+        _bounded(codec, itemsize) if isinstance(codec, ShardingCodec) else codec
         for codec in metadata.codecs
     )
+    return dataclasses.replace(metadata, codecs=codecs)
+
+
+def bound_all_chunks(metadata: ArrayV3Metadata) -> ArrayV3Metadata:
+    """``metadata`` with its chunks and every shard's inner chunks bounded, for readers
+    that decode everything through zarr (``zarrfuse verify``)."""
+    itemsize = _item_size(metadata)
+    if itemsize is None:
+        return metadata
+    codecs = _bounded_chain(metadata.codecs, stored_chunk_shape(metadata), itemsize)
     return dataclasses.replace(metadata, codecs=codecs)
