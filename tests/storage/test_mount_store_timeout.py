@@ -110,6 +110,27 @@ def test_store_timeout_must_be_positive(tmp_path):
     assert result.returncode == 2 and "above 0" in result.stderr
 
 
+def _close_answered_eio_in_time(proxy: StallProxy, path, data: bytes) -> None:
+    """Write ``data`` over ``path`` and close it while the store is stalled: the close is
+    answered EIO within the timeout (plus a signed URL's minimum second); then the held PUT
+    reaches the server, which refuses it."""
+    with open(path, "r+b") as f:
+        f.write(data)
+        proxy.stall()
+        try:
+            took, error = _timed(f.close)
+        finally:
+            proxy.resume()
+    assert error is not None and error.errno == errno.EIO, error
+    assert took < TIMEOUT + 1.0 + MARGIN, f"answered after {took:.1f} s"
+    time.sleep(1.0)  # the held PUT reached the server, which refused it
+
+
+def _stored(proxy: StallProxy, key: str) -> bytes:
+    client = boto3.client("s3", endpoint_url=proxy.url, region_name="us-east-1")
+    return client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+
+
 def test_a_close_answered_eio_never_lands_later(proxy, tmp_path):
     """Issue 34 point 5: a close whose PUT the hung store holds is answered EIO within the
     timeout, and once the store lets the PUT through, it is refused there (its signed URL
@@ -121,22 +142,8 @@ def test_a_close_answered_eio_never_lands_later(proxy, tmp_path):
     with mounted(url, tmp_path / "mnt", "--store-timeout", str(TIMEOUT), "--layout", "source",
                  "--storage-option", f"endpoint_url={proxy.url}") as mnt:
         chunk = mnt / "c" / "1" / "0"
-        with open(chunk, "r+b") as f:
-            f.write(bytes(1024))
-            proxy.stall()
-            try:
-                started = time.monotonic()
-                with pytest.raises(OSError) as raised:
-                    f.close()
-                took = time.monotonic() - started
-            finally:
-                proxy.resume()
-        assert raised.value.errno == errno.EIO
-        assert took < TIMEOUT + 1.0 + MARGIN, f"answered after {took:.1f} s"
-        time.sleep(1.0)  # the held PUT reached the server, which refused it
-        stored = boto3.client("s3", endpoint_url=proxy.url, region_name="us-east-1").get_object(
-            Bucket=BUCKET, Key="w/c/1/0")["Body"].read()
-        assert stored == data[1].tobytes()
+        _close_answered_eio_in_time(proxy, chunk, bytes(1024))
+        assert _stored(proxy, "w/c/1/0") == data[1].tobytes()
         assert chunk.read_bytes() == data[1].tobytes()
 
 
@@ -151,19 +158,5 @@ def test_a_rendered_close_answered_eio_never_lands_later(proxy, tmp_path):
                  "--storage-option", f"endpoint_url={proxy.url}") as mnt:
         first, second = sorted(mnt.rglob("*.tiff"))
         picture = first.read_bytes()  # a valid TIFF of the chunk's shape, other values
-        with open(second, "r+b") as f:
-            f.write(picture)
-            proxy.stall()
-            try:
-                started = time.monotonic()
-                with pytest.raises(OSError) as raised:
-                    f.close()
-                took = time.monotonic() - started
-            finally:
-                proxy.resume()
-        assert raised.value.errno == errno.EIO
-        assert took < TIMEOUT + 1.0 + MARGIN, f"answered after {took:.1f} s"
-        time.sleep(1.0)
-        stored = boto3.client("s3", endpoint_url=proxy.url, region_name="us-east-1").get_object(
-            Bucket=BUCKET, Key="rendered/c/1/0")["Body"].read()
-        assert stored == data[1].tobytes()
+        _close_answered_eio_in_time(proxy, second, picture)
+        assert _stored(proxy, "rendered/c/1/0") == data[1].tobytes()
