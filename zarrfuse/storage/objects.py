@@ -273,7 +273,7 @@ class ObjectBackend:
         # Its answer carries no LastModified; the time of the PUT stands in for it until the
         # next listing gives the store's own (a HEAD per write would cost a round trip).
         data = b"".join(pieces)
-        if deadline is None and self._write_time is not None:
+        if deadline is None:
             deadline = self._deadline()
         self._journal.finishing.settle([key], deadline)  # no old copy lands on it later
         if self._signed is not None and deadline is not None:  # answered in time, and truly
@@ -283,10 +283,10 @@ class ObjectBackend:
                      lambda: obstore.put(self.store, key, data, use_multipart=False))
         return time.time_ns()
 
-    def _deadline(self) -> float:
-        """When a write starting now must have its answer (``time.monotonic()``)."""
-        assert self._write_time is not None
-        return time.monotonic() + self._write_time
+    def _deadline(self) -> float | None:
+        """When a write starting now must have its answer (``time.monotonic()``); None
+        without a write time (the client's own timeouts)."""
+        return None if self._write_time is None else time.monotonic() + self._write_time
 
     def delete_many(self, keys: Sequence[str]) -> None:
         """Remove objects in one bulk request (absent ones are fine: where the store's bulk
@@ -308,7 +308,7 @@ class ObjectBackend:
         if len(parts) == 1:  # one PUT is atomic by itself
             return [self.write(parts[0][0], parts[0][1], durable=durable)]
         return self._journal.commit(
-            parts, deadline=None if self._write_time is None else self._deadline()
+            parts, deadline=self._deadline()
         )
 
     def recover(self) -> tuple[int, int]:
@@ -343,7 +343,7 @@ class ObjectBackend:
 
     def delete(self, key: str) -> None:
         """Remove ``key``; an absent one is no error (S3 says nothing, Azure says 404)."""
-        deadline = None if self._write_time is None else self._deadline()
+        deadline = self._deadline()
         self._journal.finishing.settle([key], deadline)
         if self._signed is not None and deadline is not None:  # answered in time, and truly
             self._signed.delete(key, deadline)
