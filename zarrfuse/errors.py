@@ -134,8 +134,11 @@ class NoSpace(ZarrFuseError):
 
 
 class Stale(ZarrFuseError):
-    """An open sent to a fresh inode of its name (see ``page_cache``): the kernel looks the
-    name up again and repeats the open, so no process sees this."""
+    """An inode the kernel holds no longer stands for its name: an open sent to a fresh
+    inode of the name (see ``page_cache``), or a file that is gone since the kernel looked
+    it up. The kernel then looks the name up again and repeats the call (path-based calls
+    only), so no process sees this; ENOENT instead would be final, even for
+    ``open(O_CREAT)`` through the name's cached entry."""
 
     errno = _errno.ESTALE
     expected = True

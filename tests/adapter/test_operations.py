@@ -240,3 +240,25 @@ def test_a_chunk_replaced_by_rename_drops_the_kernels_pages_and_size_of_its_inod
         await ops.release(reopened.fh)
 
     drive(array, body)
+
+
+def test_an_inode_whose_chunk_is_gone_is_stale_so_the_kernel_looks_the_name_up_again(
+    array, kernel
+):
+    """A chunk removed behind the kernel's back (another writer; a refused new file
+    released) while the kernel still holds its inode: getattr and open answer ESTALE, which
+    the kernel answers by looking the name up again. ENOENT would be final even for
+    ``open(O_CREAT)`` through the cached entry (its permission check asks getattr)."""
+
+    async def body(ops: FuseOperations) -> None:
+        held = await _path(ops, "c/0/000/0/001")
+        (array / "c/0/1").unlink()  # removed by another writer
+        for call in (lambda: ops.getattr(held, CTX),
+                     lambda: ops.open(held, os.O_RDONLY, CTX)):
+            assert await _errno_of(call)() == errno.ESTALE
+        parent = await _path(ops, "c/0/000/0")
+        again = await ops.lookup(parent, b"001", CTX)
+        assert again.st_ino == 0  # the name's own answer: no such file
+        assert await _errno_of(lambda: ops.getattr(10**9, CTX))() == errno.ENOENT
+
+    drive(array, body, metadata_ttl=0)  # the daemon trusts no size it has seen

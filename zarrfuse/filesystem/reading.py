@@ -24,6 +24,7 @@ from zarrfuse.errors import (
     NotFound,
     NotShownNow,
     ReadOnlyError,
+    Stale,
     ZarrFuseError,
 )
 from zarrfuse.filesystem.attributes import Attributes, Ownership, StatFs, check_name
@@ -219,7 +220,10 @@ class FileSystemBase(Listing, ChunkOpening):
 
     async def getattr(self, inode: int) -> Attributes:
         node = self.namespace.node(inode)
-        stat = await self._stat(node, inode)
+        try:
+            stat = await self._stat(node, inode)
+        except NotFound as e:
+            raise _stale(node, e) from e
         return self._attributes(node, stat.size, stat.mtime_ns)
 
     def forget(self, inode: int, count: int) -> None:
@@ -264,6 +268,12 @@ class FileSystemBase(Listing, ChunkOpening):
         """A handle of the file; readers read the version they opened until they close.
         ``pid``: the opener (see ``page_cache``: an open may be sent to a fresh inode)."""
         node = self.namespace.node(inode)
+        try:
+            return await self._open_node(inode, node, flags, pid)
+        except NotFound as e:
+            raise _stale(node, e) from e
+
+    async def _open_node(self, inode: int, node: Node, flags: int, pid: int | None) -> int:
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
         if writing:
             self._check_writable(node)
@@ -346,3 +356,12 @@ class FileSystemBase(Listing, ChunkOpening):
 
     def statfs(self) -> StatFs:
         return StatFs(block_size=BLOCK_SIZE, blocks=0, files=self.namespace.inode_count)
+
+
+def _stale(node: Node, gone: NotFound) -> ZarrFuseError:
+    """A file the kernel still holds an inode of, gone since it looked the name up (another
+    writer removed it, a refused new file was released): ESTALE makes the kernel look the
+    name up again, and then say ENOENT or create it (``open(O_CREAT)``)."""
+    if isinstance(node, (ChunkFile, ScratchFile)):
+        return Stale(f"{gone}: the name is looked up again")
+    return gone
