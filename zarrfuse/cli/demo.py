@@ -70,7 +70,9 @@ def astronaut_pyramid(path: Path) -> list[np.ndarray]:
                      {"name": "x", "type": "space", "unit": "micrometer"}],
             "datasets": datasets,
         }],
-        "omero": {"channels": [{"label": name} for name in ("red", "green", "blue")]},
+        # The channels are the photograph's red, green and blue: shown as one colour picture.
+        "omero": {"channels": [{"label": name, "color": colour} for name, colour in (
+            ("red", "FF0000"), ("green", "00FF00"), ("blue", "0000FF"))]},
     }
     return levels
 
@@ -111,13 +113,16 @@ def _check_tiles(mountpoint: Path, level: np.ndarray) -> list[Path]:
 
 
 def _check_whole(file: Path, levels: list[np.ndarray]) -> None:
-    """The OME-TIFF holds every level of the pyramid, exactly."""
+    """The OME-TIFF holds every level of the pyramid, exactly, as one colour picture (the
+    channels are its samples: y, x, RGB)."""
     with tifffile.TiffFile(file) as tif:
         series = tif.series[0]
+        if series.axes != "YXS":
+            raise AssertionError(f"{file}: axes {series.axes}, expected one colour picture")
         if len(series.levels) != len(levels):
             raise AssertionError(f"{file}: {len(series.levels)} levels, expected {len(levels)}")
         for shown, pixels in zip(series.levels, levels, strict=True):
-            if not np.array_equal(shown.asarray(), pixels):
+            if not np.array_equal(shown.asarray(), np.moveaxis(pixels, 0, -1)):
                 raise AssertionError(f"{file}: a level differs from the source")
 
 
@@ -154,7 +159,7 @@ def _show(root: Path, *, hold: bool) -> int:
         print(f"mounted as TIFF files, one per plane of a chunk: {tiffs}  ({len(tiles)} at "
               "full size)")
         print(f"    open, for example: {tiles[0]}")
-        print(f"mounted as one OME-TIFF pyramid:      {whole}")
+        print(f"mounted as one colour OME-TIFF pyramid: {whole}")
         print(f"    open: {image}")
         print("checked: every file holds exactly the source pixels")
         if hold:

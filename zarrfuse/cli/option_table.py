@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from zarrfuse.cli import option_values as v
+from zarrfuse.filesystem.images.colour_axis import COLOUR_CHOICES
 from zarrfuse.filesystem.images.formats import SHOWN_FORMATS
 from zarrfuse.fuse.config import MountConfig
 
@@ -75,6 +76,13 @@ MOUNT_OPTIONS: tuple[MountOption, ...] = (
         help="raw: chunk files are the stored bytes (default); tiff, npy, png: every chunk "
         "rendered as an image file, readable and writable; ome-tiff: every array as one "
         "tiled OME-TIFF file (NAME.ome.tif, pyramidal for OME-Zarr multiscales), read-only",
+    ),
+    MountOption(
+        "colour", choices=COLOUR_CHOICES,
+        help="whole images (ome-tiff): auto shows an image's 3 or 4 uint8/uint16 channels as "
+        "one colour picture where its OME-Zarr omero metadata says they are red, green, blue "
+        "(default); always wherever a channel axis holds 3 or 4 of them; never keeps every "
+        "channel grey",
     ),
     MountOption(
         "read_only", kind="switch", words=("ro",), off_words=("rw",),

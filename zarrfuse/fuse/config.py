@@ -51,6 +51,10 @@ class MountConfig:
     format: str = "raw"
     """raw: chunk files are the stored bytes; tiff, npy, png: each chunk rendered as an image;
     ome-tiff: each array as one whole-image OME-TIFF file (read-only)."""
+    colour: str = "auto"
+    """Whole images: auto shows a channel axis as the colours of one picture where the
+    OME-Zarr metadata says so; always wherever it has 3 or 4 uint8/uint16 channels; never
+    keeps every channel grey (see ``images.colour_axis``)."""
     layout: Literal["fanout", "source"] = "fanout"
     """fanout: chunk files in the suffix + fanout tree; source: at the arrays' own keys."""
     cache_mb: int = 256

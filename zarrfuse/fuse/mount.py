@@ -159,6 +159,7 @@ def build_filesystem(
             read_only=config.read_only,
             limiter=trio.CapacityLimiter(os.cpu_count() or 1),
             cache=RenderCache(config.cache_mb << 20),
+            colour=config.colour,
             **({} if config.max_chunk_bytes is None
                else {"max_chunk_bytes": config.max_chunk_bytes}),
         ),

@@ -71,6 +71,8 @@ class Multiscales:
     channel_colors: tuple[int, ...] = ()
     """omero.channels[].color as OME-XML's Color (RGBA packed in a signed 32-bit int);
     empty unless every channel has one."""
+    means_colour: bool = False
+    """``omero`` says the channels are one colour picture (see :func:`means_colour`)."""
 
     def leading_roles(self) -> list[str | None]:
         """ome_xml's ``roles``: those of the axes before the last two (y, x)."""
@@ -132,6 +134,28 @@ def _channel_colors(attributes: Mapping[str, Any]) -> tuple[int, ...]:
         c is not None for c in colors) else ()
 
 
+RGB_HEX = ("ff0000", "00ff00", "0000ff")
+
+
+def means_colour(attributes: Mapping[str, Any]) -> bool:
+    """Whether OME-Zarr's ``omero`` metadata says the channels are the red, green and blue
+    (and alpha) of one picture: 3 or 4 channels coloured red, green, blue in that order (a
+    4th, alpha, in any colour), or the ``color`` rendering model with no channel coloured.
+    Channels coloured otherwise (DAPI blue first, say) are fluorescence, never colour."""
+    omero = attributes.get("omero")
+    if not isinstance(omero, Mapping):
+        return False
+    channels = omero.get("channels") or []
+    if not isinstance(channels, Sequence) or len(channels) not in (3, 4):
+        return False
+    colours = [str(c.get("color", "")).strip().lstrip("#").lower()[:6]
+               if isinstance(c, Mapping) else "" for c in channels]
+    if any(colours):
+        return tuple(colours[:3]) == RGB_HEX
+    rdefs = omero.get("rdefs")
+    return isinstance(rdefs, Mapping) and str(rdefs.get("model", "")).lower() == "color"
+
+
 def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
     """The first multiscale of a group's attributes (v0.4 top level, v0.5 under "ome"), or
     None if there is none. Malformed metadata: ConfigurationError."""
@@ -167,4 +191,5 @@ def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
         scale=None if scale is None else tuple(scale),
         channel_names=names,
         channel_colors=colors,
+        means_colour=means_colour(source) or means_colour(attributes),
     )

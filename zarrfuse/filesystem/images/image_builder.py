@@ -19,6 +19,7 @@ import numpy as np
 
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
+from zarrfuse.filesystem.images.colour_axis import ColourAxis, colour_axis
 from zarrfuse.filesystem.images.whole_image_file import LevelChunks, WholeImage
 from zarrfuse.tiff.ome_xml import image_description
 from zarrfuse.tiff.ome_zarr import Multiscales
@@ -95,9 +96,13 @@ def _description(
 class ImageBuilder:
     """Builds the whole image of an array or of an OME-Zarr image group."""
 
-    def __init__(self, open_level: LevelOpener, cache: DecodedChunks) -> None:
+    def __init__(
+        self, open_level: LevelOpener, cache: DecodedChunks, *, colour: str = "auto"
+    ) -> None:
+        """``colour``: ``--colour`` (see ``colour_axis``)."""
         self._open_level = open_level
         self._cache = cache
+        self._colour = colour
 
     def from_array(
         self, path: str, name: str, metadata: dict[str, Any], time_ns: int
@@ -108,6 +113,10 @@ class ImageBuilder:
         plane = _plane(path, level.shape, samples)
         names = metadata.get("dimension_names") or [None] * len(level.shape)
         roles = [ROLE_NAMES.get(str(n).lower()) if n else None for n in names[: plane.leading]]
+        colour = None if samples > 1 else colour_axis(
+            roles, level.shape, level.dtype, policy=self._colour)
+        if colour is not None:
+            return self._coloured(path, name, [level], colour, roles, time_ns)
         layout = WholeImagePlan(
             [ImageLevel(level.shape, _tile(level.shape, level.chunks, plane))],
             level.dtype,
@@ -117,6 +126,33 @@ class ImageBuilder:
         return WholeImage(
             path, name, [level], layout, cache=self._cache, metadata_time_ns=time_ns
         )
+
+    def _coloured(
+        self,
+        path: str,
+        name: str,
+        levels: Sequence[LevelChunks],
+        colour: ColourAxis,
+        roles: Sequence[str | None],
+        time_ns: int,
+        **ome: Any,
+    ) -> WholeImage:
+        """The image with ``colour``'s axis as its RGB(A) samples: one colour page per
+        plane of the other axes, each tile made from the channels' chunks."""
+        first = levels[0]
+        shape = colour.image_shape(first.shape)
+        plane = _Plane(len(shape) - 3, colour.samples)
+        layout = WholeImagePlan(
+            [ImageLevel(colour.image_shape(lv.shape),
+                        _tile(colour.image_shape(lv.shape),
+                              colour.image_shape(lv.chunks), plane)) for lv in levels],
+            first.dtype,
+            samples=colour.samples,
+            description=_description(name, shape, plane, first.dtype,
+                                     colour.leading(roles), **ome),  # type: ignore[arg-type]
+        )
+        return WholeImage(path, name, levels, layout, cache=self._cache,
+                          metadata_time_ns=time_ns, order=colour.order)
 
     def from_multiscales(
         self,
@@ -152,6 +188,12 @@ class ImageBuilder:
             opened.append(level)
         first = opened[0]
         image_dtype_check(first.dtype)
+        roles = multiscales.leading_roles()
+        colour = colour_axis(roles, first.shape, first.dtype, policy=self._colour,
+                             means_colour=multiscales.means_colour)
+        if colour is not None and len(roles) == len(first.shape) - 2:
+            return self._coloured(path, name, opened, colour, roles, time_ns,
+                                  physical_sizes=multiscales.physical_sizes())
         plane = _plane(path, first.shape, 1)
         layout = WholeImagePlan(
             [ImageLevel(lv.shape, _tile(lv.shape, lv.chunks, plane)) for lv in opened],

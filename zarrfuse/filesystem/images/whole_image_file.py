@@ -64,8 +64,12 @@ class WholeImage:
         *,
         cache: DecodedChunks,
         metadata_time_ns: int = 0,
+        order: tuple[int, ...] | None = None,
     ) -> None:
+        """``order``: the levels' dimensions in the layout's order, where they differ (a
+        colour axis moved last to be the samples: ``colour_axis``)."""
         self.path = path
+        self.order = order
         self.name = name
         self.levels = list(levels)
         self.layout = layout
@@ -133,12 +137,14 @@ class WholeImage:
 
     def _region(self, tile: TileKey) -> tuple[slice, ...]:
         """The tile's region of its level array, as slices (a page is one index of each
-        leading dimension)."""
+        leading dimension), in the array's order of dimensions."""
         shape = self.levels[tile[0]].shape
-        return tuple(
-            slice(*r.indices(n)[:2]) if isinstance(r, slice) else slice(r, r + 1)
-            for r, n in zip(self.layout.tile_region(*tile), shape, strict=True)
-        )
+        order = self.order or tuple(range(len(shape)))
+        region: list[slice] = [slice(0)] * len(shape)
+        for dim, r in zip(order, self.layout.tile_region(*tile), strict=True):
+            n = shape[dim]
+            region[dim] = slice(*r.indices(n)[:2]) if isinstance(r, slice) else slice(r, r + 1)
+        return tuple(region)
 
     def _chunks_under(self, level_index: int, region: tuple[slice, ...]) -> list[Coords]:
         """The chunks of the level that a tile's region overlaps."""
@@ -184,6 +190,8 @@ class WholeImage:
                     lo, hi, region, strict=True))] = decoded[(tile[0], coords)][
                     tuple(slice(a - o.start, b - o.start) for a, b, o in zip(
                         lo, hi, origin, strict=True))]
+        if self.order is not None:
+            block = np.transpose(block, self.order)
         return tile_bytes(block, self.layout, tile[0])
 
     async def _decoded(self, needed: set[ChunkKey]) -> dict[ChunkKey, np.ndarray]:

@@ -107,7 +107,8 @@ class Catalog:
             keep_open=keep_open, layout=layout,
         )
         self._images = (
-            ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit))
+            ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit),
+                         colour=rendering.colour)
             if rendering is not None and rendering.fmt in WHOLE_IMAGE_FORMATS
             else None
         )

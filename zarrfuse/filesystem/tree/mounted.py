@@ -80,6 +80,8 @@ class Rendering:
     max_chunk_bytes: int = 2 << 30
     """Arrays whose decoded chunks are larger are left out (one log line): a rendered file
     is a chunk in memory (``--max-chunk-bytes``, default 2 GiB)."""
+    colour: str = "auto"
+    """When a channel axis is shown as colour (``--colour``, ``images.colour_axis``)."""
 
 
 @dataclass(eq=False)

@@ -1,0 +1,116 @@
+"""Colour as the data means it (issue 31, point 2): an OME-Zarr image whose channels are the
+red, green and blue of one picture is one colour whole image; fluorescence channels stay
+grey; ``--colour`` overrides. Read by tifffile and by gdk-pixbuf (the thumbnailer of eog,
+Thunar, Nautilus) on a real mount, from data written as other writers write it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tifffile
+import zarr
+from PIL import Image
+
+from tests.mounting import mounted, run_with_timeout
+
+pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
+
+RGB = [{"label": "red", "color": "FF0000"}, {"label": "green", "color": "00FF00"},
+       {"label": "blue", "color": "0000FF"}]
+
+
+def _picture(shape: tuple[int, ...], seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 255, shape, dtype="u1")
+
+
+def _ome_zarr_v04(root: Path, levels: list[np.ndarray], axes: list[dict[str, str]],
+                  chunks: tuple[int, ...], omero: dict[str, Any]) -> None:
+    """An OME-Zarr 0.4 image as the spec shows it (Zarr v2, metadata in .zattrs)."""
+    group = zarr.open_group(root, mode="w", zarr_format=2)
+    for i, level in enumerate(levels):
+        zarr.create_array(root / str(i), data=level, chunks=chunks, zarr_format=2)
+    group.attrs.update({
+        "multiscales": [{"version": "0.4", "axes": axes, "datasets": [
+            {"path": str(i), "coordinateTransformations": [
+                {"type": "scale", "scale": [1.0] * (len(axes) - 2) + [2.0**i, 2.0**i]}]}
+            for i in range(len(levels))]}],
+        "omero": omero,
+    })
+
+
+CYX = [{"name": "c", "type": "channel"}, {"name": "y", "type": "space"},
+       {"name": "x", "type": "space"}]
+
+
+def _thumbnail(path: Path, size: int, out: Path) -> np.ndarray:
+    run_with_timeout(["gdk-pixbuf-thumbnailer", "-s", str(size), path, out], 60)
+    with Image.open(out) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def test_an_rgb_ome_zarr_image_is_one_colour_whole_image_at_every_level(tmp_path):
+    full = _picture((3, 96, 128))
+    half = np.ascontiguousarray(full[:, ::2, ::2])
+    root = tmp_path / "photo.ome.zarr"
+    _ome_zarr_v04(root, [full, half], CYX, (1, 32, 32), {"channels": RGB})
+    with mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        image = mnt / "photo.ome.tif"
+        with tifffile.TiffFile(image) as tif:
+            series = tif.series[0]
+            assert series.axes == "YXS"
+            assert tif.pages[0].photometric == tifffile.PHOTOMETRIC.RGB
+            np.testing.assert_array_equal(series.asarray(), np.moveaxis(full, 0, -1))
+            np.testing.assert_array_equal(series.levels[1].asarray(), np.moveaxis(half, 0, -1))
+            assert 'SamplesPerPixel="3"' in tif.ome_metadata
+        # eog's and the file managers' thumbnail: the picture, in colour, at full size.
+        np.testing.assert_array_equal(_thumbnail(image, 128, tmp_path / "t.png"),
+                                      np.moveaxis(full, 0, -1))
+
+
+def test_a_five_axis_image_whose_rendering_model_is_colour_has_colour_pages(tmp_path):
+    """OME-Zarr 0.5 (Zarr v3), t, c, z, y, x with the ``color`` model and no channel
+    colours: one colour page per time point and plane."""
+    data = _picture((2, 3, 2, 40, 48), seed=2)
+    root = tmp_path / "movie.ome.zarr"
+    group = zarr.open_group(root, mode="w", zarr_format=3)
+    zarr.create_array(root / "0", data=data, chunks=(1, 1, 1, 32, 32),
+                      dimension_names=("t", "c", "z", "y", "x"))
+    axes = [{"name": "t", "type": "time"}, *CYX[:1], {"name": "z", "type": "space"},
+            *CYX[1:]]
+    group.attrs.update({"ome": {"version": "0.5", "multiscales": [{"axes": axes, "datasets": [
+        {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1.0] * 5}]}]}],
+        "omero": {"rdefs": {"model": "color"}, "channels": [{"label": n} for n in "RGB"]}}})
+    with (mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt,
+          tifffile.TiffFile(mnt / "movie.ome.tif") as tif):
+        series = tif.series[0]
+        assert series.axes == "TZYXS"
+        np.testing.assert_array_equal(series.asarray(), np.moveaxis(data, 1, -1))
+
+
+def test_fluorescence_channels_stay_grey_and_colour_never_and_always_decide(tmp_path):
+    """Three stains coloured blue, green, red are channels, not a picture; ``--colour
+    never`` keeps even a photograph grey; ``--colour always`` makes a plain ``c, y, x``
+    array with three uint8 channels colour."""
+    stains = _picture((3, 64, 64), seed=3)
+    cells = tmp_path / "cells.ome.zarr"
+    _ome_zarr_v04(cells, [stains], CYX, (1, 32, 32), {"channels": [
+        {"label": "DAPI", "color": "0000FF"}, {"label": "GFP", "color": "00FF00"},
+        {"label": "mCherry", "color": "FF0000"}]})
+    with (mounted(cells, tmp_path / "m1", "--format", "ome-tiff") as mnt,
+          tifffile.TiffFile(mnt / "cells.ome.tif") as tif):
+        assert tif.series[0].axes == "CYX"
+        np.testing.assert_array_equal(tif.series[0].asarray(), stains)
+    photo = tmp_path / "photo.ome.zarr"
+    _ome_zarr_v04(photo, [stains], CYX, (3, 32, 32), {"channels": RGB})
+    with (mounted(photo, tmp_path / "m2", "--format", "ome-tiff", "--colour", "never") as mnt,
+          tifffile.TiffFile(mnt / "photo.ome.tif") as tif):
+        assert tif.series[0].axes == "CYX"
+    plain = tmp_path / "plain"
+    zarr.create_array(plain, data=stains, chunks=(3, 32, 32), dimension_names=("c", "y", "x"))
+    with (mounted(plain, tmp_path / "m3", "--format", "ome-tiff", "--colour", "always") as mnt,
+          tifffile.TiffFile(mnt / "plain.ome.tif") as tif):
+        assert tif.series[0].axes == "YXS"
+        np.testing.assert_array_equal(tif.series[0].asarray(), np.moveaxis(stains, 0, -1))
