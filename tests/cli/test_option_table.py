@@ -14,6 +14,7 @@ from zarrfuse.fuse.config import MountConfig
 # A value other than the default for every option: (text a user writes, value it means).
 SAMPLES: dict[str, tuple[str, object]] = {
     "format": ("npy", "npy"),
+    "colour": ("always", "always"),
     "read_only": ("yes", True),
     "nonempty": ("yes", True),
     "suffix": (".tif", ".tif"),

@@ -162,11 +162,7 @@ class WholeImagePlan:
             tl, tw = (int(t) for t in level.tile)
             if min(height, width) < 1 or any(n < 0 for n in shape):
                 raise ConfigurationError(f"level {i} shape {list(shape)}: an empty image")
-            if tl < 1 or tw < 1 or tl % TILE_MULTIPLE or tw % TILE_MULTIPLE:
-                raise ConfigurationError(
-                    f"level {i} tile {[tl, tw]}: TIFF tile sides are positive multiples of "
-                    f"{TILE_MULTIPLE} (see tile_size_for)"
-                )
+            self._check_tile(i, tl, tw, width)
             nbytes = tl * tw * samples * self.dtype.itemsize
             if nbytes >= 2**32:
                 raise ConfigurationError(
@@ -193,6 +189,13 @@ class WholeImagePlan:
         self.flavour: Flavour = BIGTIFF if bigtiff else CLASSIC
         self._set_geometry(self.flavour)
         self._block = lru_cache(maxsize=8)(self._build_block)
+
+    def _check_tile(self, level: int, length: int, width: int, image_width: int) -> None:
+        if length < 1 or width < 1 or length % TILE_MULTIPLE or width % TILE_MULTIPLE:
+            raise ConfigurationError(
+                f"level {level} tile {[length, width]}: TIFF tile sides are positive "
+                f"multiples of {TILE_MULTIPLE} (see tile_size_for)"
+            )
 
     # --- sizes ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ Its axes never hold samples: OME-Zarr's last two axes are always y and x.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +21,11 @@ import numpy as np
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.images.colour_axis import ColourAxis, colour_axis
+from zarrfuse.filesystem.images.image_names import strips_file_name
 from zarrfuse.filesystem.images.whole_image_file import LevelChunks, WholeImage
 from zarrfuse.tiff.ome_xml import image_description
 from zarrfuse.tiff.ome_zarr import Multiscales
+from zarrfuse.tiff.strip_image import StripImagePlan, imagej_description, imagej_pages
 from zarrfuse.tiff.tiles import image_dtype_check, tile_size_for
 from zarrfuse.tiff.whole_image import ImageLevel, WholeImagePlan
 
@@ -123,9 +126,9 @@ class ImageBuilder:
             samples=samples,
             description=_description(name, level.shape, plane, level.dtype, roles),
         )
-        return WholeImage(
+        return self._with_strips(WholeImage(
             path, name, [level], layout, cache=self._cache, metadata_time_ns=time_ns
-        )
+        ), roles, None)
 
     def _coloured(
         self,
@@ -151,8 +154,37 @@ class ImageBuilder:
             description=_description(name, shape, plane, first.dtype,
                                      colour.leading(roles), **ome),  # type: ignore[arg-type]
         )
-        return WholeImage(path, name, levels, layout, cache=self._cache,
-                          metadata_time_ns=time_ns, order=colour.order)
+        return self._with_strips(WholeImage(path, name, levels, layout, cache=self._cache,
+                                            metadata_time_ns=time_ns, order=colour.order),
+                                 roles, colour)
+
+    def _with_strips(
+        self, image: WholeImage, roles: Sequence[str | None], colour: ColourAxis | None
+    ) -> WholeImage:
+        """``image`` with its strip-organised sibling for ImageJ 1.x (``tiff.strip_image``):
+        its full resolution, pages in ImageJ's order; none when it would not fit in 4 GiB.
+        ``roles``: OME roles of the array's dimensions before y and x."""
+        level = image.levels[0]
+        ndim, samples = len(level.shape), image.layout.samples
+        plane = ndim - (3 if samples > 1 and colour is None else 2)
+        lead = [d for d in range(plane) if colour is None or d != colour.axis]
+        ranked, dims = imagej_pages([roles[d] if d < len(roles) else None for d in lead],
+                                    [level.shape[d] for d in lead])
+        tail = list(range(plane, ndim)) + ([colour.axis] if colour else [])
+        order = tuple([lead[i] for i in ranked] + tail)
+        shape = tuple(level.shape[d] for d in order)
+        pages = math.prod(shape[: len(lead)])
+        try:
+            plan = StripImagePlan(shape, level.dtype, samples=samples,
+                                  description=imagej_description(pages, dims))
+        except ConfigurationError as e:
+            log.info("%s: no strip-organised copy for ImageJ: %s", image.path or "/", e)
+            return image
+        image.sibling = WholeImage(
+            image.path, strips_file_name(image.name), [level], plan, cache=self._cache,
+            metadata_time_ns=image.metadata_time_ns,
+            order=None if order == tuple(range(ndim)) else order)
+        return image
 
     def from_multiscales(
         self,
@@ -206,6 +238,6 @@ class ImageBuilder:
                 channel_colors=multiscales.channel_colors,
             ),
         )
-        return WholeImage(
+        return self._with_strips(WholeImage(
             path, name, opened, layout, cache=self._cache, metadata_time_ns=time_ns
-        )
+        ), roles, None)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
 
-__all__ = ["IMAGE_SUFFIX", "image_file_name", "image_node_names"]
+__all__ = ["IMAGE_SUFFIX", "image_file_name", "image_node_names", "strips_file_name"]
 
 IMAGE_SUFFIX = WHOLE_IMAGE_FORMATS["ome-tiff"]
+STRIPS_SUFFIX = ".imagej.tif"
+"""The strip-organised sibling of each image (``tiff.strip_image``), for ImageJ 1.x."""
 
 
 def _stem(node_name: str) -> str:
@@ -29,10 +31,17 @@ def image_file_name(node_name: str) -> str:
     return _stem(node_name.rstrip("/").rpartition("/")[2] or "image") + IMAGE_SUFFIX
 
 
+def strips_file_name(image_name: str) -> str:
+    """The strip-organised sibling of the image file ``image_name``."""
+    return image_name[: -len(IMAGE_SUFFIX)] + STRIPS_SUFFIX
+
+
 def image_node_names(file_name: str) -> list[str]:
-    """The node names ``file_name`` may show, most likely first (none if it is not an image
-    file name)."""
-    if not file_name.endswith(IMAGE_SUFFIX) or file_name == IMAGE_SUFFIX:
+    """The node names ``file_name`` (an image file or its strip sibling) may show, most
+    likely first (none if it is not an image file name)."""
+    suffix = next((s for s in (IMAGE_SUFFIX, STRIPS_SUFFIX)
+                   if file_name.endswith(s) and file_name != s), None)
+    if suffix is None:
         return []
-    stem = file_name[: -len(IMAGE_SUFFIX)]
+    stem = file_name[: -len(suffix)]
     return [stem, f"{stem}.zarr", f"{stem}.ome.zarr", f"{stem}.ome"]

@@ -70,6 +70,8 @@ class WholeImage:
         colour axis moved last to be the samples: ``colour_axis``)."""
         self.path = path
         self.order = order
+        self.sibling: WholeImage | None = None
+        """The same image strip by strip for readers of no tiles (``tiff.strip_image``)."""
         self.name = name
         self.levels = list(levels)
         self.layout = layout

@@ -84,9 +84,10 @@ class Namespace(InodeTable):
             node = GroupDir(child) if isinstance(child, GroupView) else ArrayRoot(child)
             return Entry(name, node)
         if isinstance(parent, ImageDir):
-            if name != parent.image.name:
+            entry = _image_named(parent.image, name)
+            if entry is None:
                 raise NotFound(f"{name!r}: this mount shows one image, {parent.image.name}")
-            return _image_entry(parent.image)
+            return entry
         if isinstance(parent, ArrayRoot):
             array = parent.array
             if name in array.documents:
@@ -113,8 +114,9 @@ class Namespace(InodeTable):
         (array or OME-Zarr pyramid) by its file name."""
         for child_name in image_node_names(name):
             child = await self.catalog.open_child(group.path, child_name)
-            if isinstance(child, WholeImage) and child.name == name:
-                return _image_entry(child)
+            entry = _image_named(child, name) if isinstance(child, WholeImage) else None
+            if entry is not None:
+                return entry
         child = await self.catalog.open_child(group.path, name)
         if isinstance(child, GroupView):
             return Entry(name, GroupDir(child))
@@ -129,7 +131,8 @@ class Namespace(InodeTable):
             if isinstance(child, GroupView):
                 entries.setdefault(name, Entry(name, GroupDir(child)))
             elif isinstance(child, WholeImage):
-                entries.setdefault(child.name, _image_entry(child))
+                for entry in _image_entries(child):
+                    entries.setdefault(entry.name, entry)
         return sorted(entries.values(), key=lambda e: e.name)
 
     def parent_of(self, chunk: ChunkFile) -> tuple[Node, str]:
@@ -270,7 +273,7 @@ class Namespace(InodeTable):
     async def list(self, directory: Node) -> list[Entry]:
         """Every entry of a directory, in a stable order."""
         if isinstance(directory, ImageDir):
-            return [_image_entry(directory.image)]
+            return _image_entries(directory.image)
         if isinstance(directory, GroupDir) and self.catalog.whole_images:
             return await self._list_image_group(directory.group)
         if isinstance(directory, GroupDir):
@@ -317,6 +320,16 @@ class Namespace(InodeTable):
 
 def _image_entry(image: WholeImage) -> Entry:
     return Entry(image.name, ImageFile(image), image.size, image.metadata_time_ns)
+
+
+def _image_entries(image: WholeImage) -> list[Entry]:
+    """The files that show one image: the OME-TIFF, and its strip sibling if it has one."""
+    files = [image] if image.sibling is None else [image, image.sibling]
+    return [_image_entry(f) for f in files]
+
+
+def _image_named(image: WholeImage, name: str) -> Entry | None:
+    return next((e for e in _image_entries(image) if e.name == name), None)
 
 
 def _documents(owner: ArrayView | GroupView) -> list[Entry]:
