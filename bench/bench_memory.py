@@ -84,7 +84,7 @@ def main() -> int:
         try:
             pid = _daemon(mnt)
             start_rss = _kib(pid, "VmRSS") * 1024
-            [image] = list(mnt.iterdir())
+            [image] = list(mnt.glob("*.ome.tif"))
             started, total = time.perf_counter(), 0
             buffer = bytearray(1 << 20)
             marks = []

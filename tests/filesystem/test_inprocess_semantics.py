@@ -76,15 +76,15 @@ def test_planes_of_a_sharded_array_read_and_write_in_place(tmp_path):
     data = np.random.default_rng(1).integers(0, 255, (2, 3, 64, 96), dtype="u1")
     zarr.create_array(tmp_path / "a", data=data, chunks=(1, 3, 32, 32),
                       shards=(1, 3, 64, 96), dimension_names=["t", "c", "y", "x"])
-    leaf = "c/t/t001/c/c002/y/y001/x"
+    leaf = "planes/t001/c002/y001"
     with in_process(str(tmp_path / "a"), format="png") as fs:
-        assert fs.listdir("c/t/t001/c") == ["c000", "c001", "c002"]
-        assert fs.listdir(leaf) == ["x000.png", "x001.png", "x002.png"]
-        shown = np.asarray(Image.open(io.BytesIO(fs.read(f"{leaf}/x002.png"))))
+        assert fs.listdir("planes/t001") == ["c000", "c001", "c002"]
+        assert fs.listdir(leaf) == [f"t001-c002-y001-x{x:03d}.png" for x in range(3)]
+        shown = np.asarray(Image.open(io.BytesIO(fs.read(f"{leaf}/t001-c002-y001-x002.png"))))
         np.testing.assert_array_equal(shown, data[1, 2, 32:64, 64:96])
         png = io.BytesIO()
         Image.fromarray(np.full((32, 32), 7, dtype="u1")).save(png, format="PNG")
-        fs.write(f"{leaf}/x002.png", png.getvalue())
+        fs.write(f"{leaf}/t001-c002-y001-x002.png", png.getvalue())
     expected = data.copy()
     expected[1, 2, 32:64, 64:96] = 7
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "a")[...], expected)

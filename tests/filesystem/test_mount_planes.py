@@ -1,13 +1,15 @@
 """Stacks of planes are shown plane by plane (issue 23 point 5): under ``--format png`` and
 ``tiff`` an OME-Zarr ``t, c, z, y, x`` or ``c, y, x`` array shows each 2-D plane as an image
-file, in folders named after the axes (``t/t001/c/c002/z/z003/y/y000/x/x001.png``), and a
-plane written back lands in exactly that plane."""
+file, in folders named after the axes, and the file's own name says where it is
+(``planes/t001/c002/z003/y000/t001-c002-z003-y000-x001.png``, issue 31 point 3), and a plane
+written back lands in exactly that plane."""
 
 from __future__ import annotations
 
 import io
 import itertools
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,9 +25,10 @@ AXES = ("t", "c", "z", "y", "x")
 
 
 def _path(axes: tuple[str, ...], shown: dict[str, int], suffix: str) -> str:
-    """A plane's path: each shown axis as its name, then its name and value (under 1000)."""
-    names = [part for axis, value in shown.items() for part in (axis, f"{axis}{value:03d}")]
-    return "/".join(["c", *names]) + suffix
+    """A plane's path: a folder per shown axis but the last (its name and value, under
+    1000), then a file named by every coordinate."""
+    names = [f"{axis}{value:03d}" for axis, value in shown.items()]
+    return "/".join(["planes", *names[:-1], "-".join(names)]) + suffix
 
 
 @pytest.fixture
@@ -46,9 +49,10 @@ def test_every_plane_is_a_png_named_by_its_axes(tczyx, tmp_path):
             for t, c, z, y, x in itertools.product(range(2), range(3), range(4), range(2),
                                                    range(3)))
         assert found == expected
-        for name in ("c/t/t001/c/c002/z/z003/y/y001/x/x002.png",
-                     "c/t/t000/c/c000/z/z000/y/y000/x/x000.png"):
-            t, c, z, y, x = (int(part[1:4]) for part in name.split("/")[2::2])
+        for name in ("planes/t001/c002/z003/y001/t001-c002-z003-y001-x002.png",
+                     "planes/t000/c000/z000/y000/t000-c000-z000-y000-x000.png"):
+            stem = name.rpartition("/")[2].removesuffix(".png")
+            t, c, z, y, x = (int(part[1:4]) for part in stem.split("-"))
             file = mnt / name
             with Image.open(file) as image:
                 shown = np.asarray(image)
@@ -61,7 +65,8 @@ def test_a_plane_saved_by_pillow_lands_in_that_plane_only(tczyx, tmp_path):
     source, data = tczyx
     new = np.full((36, 64), 4242, dtype="u2")  # the edge tile of row 1 (100 - 64 rows)
     with mounted(source, tmp_path / "mnt", "--format", "png") as mnt:
-        Image.fromarray(new).save(mnt / "c/t/t001/c/c002/z/z003/y/y001/x/x001.png")
+        Image.fromarray(new).save(
+            mnt / "planes/t001/c002/z003/y001/t001-c002-z003-y001-x001.png")
     stored = zarr.open_array(source)[...]
     np.testing.assert_array_equal(stored[1, 2, 3, 64:100, 64:128], new)
     expected = data.copy()
@@ -74,7 +79,7 @@ def test_unnamed_axes_of_a_v2_array_show_as_tiff_planes(tmp_path):
     zarr.create_array(tmp_path / "v2", data=data, chunks=(3, 64, 64), zarr_format=2)
     with mounted(tmp_path / "v2", tmp_path / "mnt", "--format", "tiff") as mnt:
         assert len(list(mnt.rglob("*.tiff"))) == 3 * 2 * 2
-        file = mnt / "c/d0_/d0_001/d1_/d1_001/d2_/d2_000.tiff"
+        file = mnt / "planes/d0_001/d1_001/d0_001-d1_001-d2_000.tiff"
         np.testing.assert_array_equal(tifffile.imread(file), data[1, 64:100, 0:64])
         plane = np.arange(36 * 64, dtype="u1").reshape(36, 64)
         out = io.BytesIO()
@@ -94,3 +99,34 @@ def test_a_named_last_dimension_must_name_samples_to_make_a_colour_picture():
     assert plane_chunks("tiff", shape, chunks, ["y", "x", "c"]) is None
     assert plane_chunks("tiff", shape, chunks, ["y", "x", None]) is None
     assert plane_chunks("tiff", shape, chunks, ["z", "y", "x"]) == (1, 16, 3)  # planes
+
+
+NGFF_TREE_START = "<!-- the tree of ngff-zarr's image: tests/filesystem/test_mount_planes.py -->"
+
+
+@pytest.mark.timeout(180)
+def test_ome_zarr_04_and_05_images_written_by_ngff_zarr_show_the_documented_tree(tmp_path):
+    """Issue 31 point 3: OME-Zarr 0.4 (Zarr v2: the axes only in ``multiscales``) and 0.5
+    images written by ngff-zarr show the same readable tree, the one docs/views.md shows;
+    each file's name says where it is; the pixels are right."""
+    import ngff_zarr  # noqa: PLC0415  (slow to import; only this test needs it)
+
+    data = np.random.default_rng(11).integers(0, 65535, (2, 37, 53), dtype="u2")
+    trees = []
+    for version in ("0.4", "0.5"):
+        image = ngff_zarr.to_ngff_image(data, dims=["c", "y", "x"])
+        multiscales = ngff_zarr.to_multiscales(
+            image, scale_factors=[2], chunks=16, method=ngff_zarr.Methods.DASK_BIN_SHRINK)
+        root = tmp_path / f"cells-{version}.ome.zarr"
+        ngff_zarr.to_ngff_zarr(root, multiscales, version=version)
+        with mounted(root, tmp_path / f"mnt-{version}", "--format", "tiff") as mnt:
+            trees.append(sorted(str(p.relative_to(mnt)) for p in mnt.rglob("*.tiff")))
+            tile = mnt / "scale0/image/planes/c001/y002/c001-y002-x003.tiff"
+            np.testing.assert_array_equal(tifffile.imread(tile), data[1, 32:37, 48:53])
+    assert trees[0] == trees[1]
+    documented = (Path(__file__).parents[2] / "docs" / "views.md").read_text()
+    block = documented.split(NGFF_TREE_START)[1].split("```")[1].strip("\n").splitlines()
+    listed = [line.split()[0] for line in block if line and not line.startswith("...")]
+    assert set(listed) <= set(trees[0]) and len(listed) > 4
+    assert listed == [name for name in trees[0] if name in set(listed)]  # in the tree's order
+    assert len(trees[0]) == 2 * 3 * 4 + 2 * 2 * 2

@@ -119,17 +119,17 @@ def test_nd_arrays_keep_their_shape(nd_group, case):
 
 def plane_files(array: zarr.Array, mnt: Path, suffix: str) -> list[tuple[Path, tuple]]:
     """(path, region) of every 2-D plane file of a planes view of ``array`` (dimensions
-    unnamed, every extent under 1000): dimension d's levels are ``d{d}_`` then ``d{d}_NNN``,
-    and dimensions where the planes' grid has one position are left out."""
+    unnamed, every extent under 1000): under ``planes``, a folder ``d{d}_NNN`` per
+    dimension but the last, then a file named by them all joined with ``-``; dimensions
+    where the planes' grid has one position are left out."""
     planes = (1,) * (array.ndim - 2) + tuple(array.chunks[-2:])
     grid = [-(-s // c) for s, c in zip(array.shape, planes, strict=True)]
     out = []
     for coords in itertools.product(*(range(n) for n in grid)):
-        names = [part for d, v in enumerate(coords) if grid[d] != 1
-                 for part in (f"d{d}_", f"d{d}_{v:03d}")]
+        names = [f"d{d}_{v:03d}" for d, v in enumerate(coords) if grid[d] != 1]
         region = tuple(slice(i * c, min((i + 1) * c, s))
                        for i, c, s in zip(coords, planes, array.shape, strict=True))
-        out.append((mnt.joinpath("c", *names[:-1], names[-1] + suffix), region))
+        out.append((mnt.joinpath("planes", *names[:-1], "-".join(names) + suffix), region))
     return out
 
 

@@ -63,7 +63,7 @@ def test_large_coordinates_and_leaf_ranges():
     assert tree.leaf_range(pos) == (1_234_000, 1_234_567)
     assert tree.child(pos, "567") == 1_234_567
     assert tree.child(pos, "568") is None  # outside the grid
-    assert tree.file_name(1_234_567) == "567"
+    assert tree.file_name((), 1_234_567) == "567"
     assert tree.child(ROOT, "3") is None  # dimension 0 has three chunks: one group only
 
 
@@ -92,3 +92,25 @@ def test_chunk_region_is_clipped_at_the_array_edge():
     assert chunk_region((0, 1), (4, 3), (10, 5)) == (slice(0, 4), slice(3, 5))
     assert chunk_region((2,), (4,), (10,)) == (slice(8, 10),)
     assert chunk_region((), (), ()) == ()
+
+
+def test_a_labelled_tree_names_folders_by_axis_and_files_by_every_coordinate():
+    """Issue 31 point 3: a plane view's tree: no count level where an axis fits in one
+    folder, the count level where it does not, and a file name with every coordinate."""
+    tree = FanoutTree((2, 1500, 3), FanoutChunkKeyEncoding(1000), ("t", "z", "x"))
+    assert tree.top == "planes"
+    root = tree.root
+    assert tree.child_names(root) == ["t000", "t001"]  # t fits: no "t" count folder
+    t1 = tree.child(root, "t001")
+    assert isinstance(t1, DirPosition) and tree.child_names(t1) == ["z", "z1"]
+    big = tree.child(tree.child(t1, "z1"), "z001")
+    leaf = tree.child(big, "z234")
+    assert isinstance(leaf, DirPosition) and tree.is_leaf(leaf)
+    assert tree.child_names(leaf) == [f"t001-z1234-x{x:03d}" for x in range(3)]
+    assert tree.child(leaf, "t001-z1234-x002") == 2
+    for wrong in ("t000-z1234-x002", "t001-z1234-x003", "t001-z1234-x2", "x002", "t001-x002"):
+        assert tree.child(leaf, wrong) is None, wrong
+    key = "/".join(tree.encoding.encode_chunk_key((1, 1234, 2)).split("/")[1:])
+    assert tree.labelled(key.split("/")) == ["t001", "z1", "z001", "z234", "t001-z1234-x002"]
+    small = FanoutTree((2, 3), FanoutChunkKeyEncoding(1000), ("y", "x"))
+    assert small.labelled(["0", "001", "0", "002"]) == ["y001", "y001-x002"]

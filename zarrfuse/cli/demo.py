@@ -98,14 +98,14 @@ def _mounted(source: Path, mountpoint: Path, *options: str) -> Iterator[Path]:
 
 def _check_tiles(mountpoint: Path, level: np.ndarray) -> list[Path]:
     """Every file of the full-resolution level (one per channel plane of each chunk, at
-    ``c/c/cNNN/y/yNNN/x/xNNN.tiff``) holds its plane's pixels exactly."""
+    ``planes/cNNN/yNNN/cNNN-yNNN-xNNN.tiff``) holds its plane's pixels exactly."""
     files = sorted((mountpoint / "0").rglob("*.tiff"))
     rows, cols = -(-level.shape[1] // CHUNK), -(-level.shape[2] // CHUNK)
     if len(files) != level.shape[0] * rows * cols:
         raise AssertionError(f"{len(files)} TIFF files, expected {level.shape[0] * rows * cols}")
     for file in files:
-        parts = file.relative_to(mountpoint / "0").with_suffix("").parts[2::2]
-        channel, row, col = (int(part[1:]) for part in parts)  # cNNN, yNNN, xNNN
+        parts = file.with_suffix("").name.split("-")
+        channel, row, col = (int(part[1:]) for part in parts)  # cNNN-yNNN-xNNN
         plane = level[channel, row * CHUNK : (row + 1) * CHUNK, col * CHUNK : (col + 1) * CHUNK]
         if not np.array_equal(tifffile.imread(file), plane):
             raise AssertionError(f"{file} differs from the source")

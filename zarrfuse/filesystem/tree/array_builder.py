@@ -83,7 +83,11 @@ class ArrayBuilder:
             return own.to_dict()
         return view_encoding(own, suffix, self._max_children).to_dict()
 
-    def array_view(self, path: str, node: StoredNode) -> ArrayView:
+    def array_view(
+        self, path: str, node: StoredNode, *, axis_names: tuple[str, ...] | None = None
+    ) -> ArrayView:
+        """``axis_names``: the dimensions' names where the array has none of its own (an
+        OME-Zarr 0.4 dataset's axes), for a plane view's path levels."""
         metadata = node.metadata
         parts = parse_storage_transformers(metadata.get("storage_transformers"))
         shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
@@ -132,7 +136,8 @@ class ArrayBuilder:
         )
         return ArrayView(
             path=path,
-            tree=FanoutTree(grid, fanout, _plane_axes(metadata, rendered, shown_dims)),
+            tree=FanoutTree(grid, fanout,
+                            _plane_axes(metadata, rendered, shown_dims, axis_names)),
             suffix=suffix,
             documents=documents,
             stored=source,
@@ -226,10 +231,12 @@ class ArrayBuilder:
 
 
 def _plane_axes(
-    metadata: dict[str, Any], rendered: RenderedChunks | None, shown: ShownDims | None
+    metadata: dict[str, Any], rendered: RenderedChunks | None, shown: ShownDims | None,
+    axis_names: tuple[str, ...] | None = None,
 ) -> tuple[str, ...] | None:
     """The names that label a plane view's path levels: the array's dimension names (OME-Zarr
-    0.5 sets them to its axes: ``t``, ``c``, ``z``, ``y``, ``x``), else ``d0_``, ``d1_``...;
+    0.5 sets them to its axes: ``t``, ``c``, ``z``, ``y``, ``x``), else ``axis_names`` (an
+    OME-Zarr 0.4 image's axes), else ``d0_``, ``d1_``...;
     None for other views and where only y and x make levels: their paths stay as the fanout
     encoding names them."""
     if rendered is None or not rendered.planes:
@@ -237,7 +244,7 @@ def _plane_axes(
     dims = range(len(rendered.grid)) if shown is None else shown.dims
     if all(d >= len(rendered.grid) - 2 for d in dims):
         return None  # only y and x make levels: a plain 2-D tree, as for a 2-D array
-    given = metadata.get("dimension_names") or [None] * len(rendered.grid)
+    given = metadata.get("dimension_names") or axis_names or [None] * len(rendered.grid)
     names = [  # "t005" for a named axis; "d0_005" for an unnamed one
         name if isinstance(name, str) and name.isidentifier() and len(name) <= 16
         else f"d{d}_"

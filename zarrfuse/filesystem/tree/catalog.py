@@ -63,6 +63,8 @@ class _Loaded:
     members: dict[str, StoredNode | None] | None = None
     levels: tuple[StoredNode | None, ...] = ()
     """Whole-image mounts: the datasets of an OME-Zarr image group, full resolution first."""
+    axis_names: tuple[str, ...] | None = None
+    """An OME-Zarr 0.4 dataset's axes (Zarr v2 arrays have no ``dimension_names``)."""
 
     @property
     def raw(self) -> tuple[Mapping[str, bytes] | None, ...]:
@@ -146,7 +148,7 @@ class Catalog:
             ))
         paths = member_paths(node) if node.node_type == "group" else None
         if paths is None:
-            return _Loaded(node, read[1])
+            return _Loaded(node, read[1], axis_names=self._ome_axis_names(path, node))
         members: dict[str, StoredNode | None] = {}
         for member in paths:
             try:
@@ -156,6 +158,29 @@ class Catalog:
                 found = None
             members[member] = None if found is None else found[0]
         return _Loaded(node, read[1], members)
+
+    def _ome_axis_names(self, path: str, node: StoredNode) -> tuple[str, ...] | None:
+        """The names of an OME-Zarr 0.4 dataset's axes, from its image group's
+        ``multiscales`` (a rendered view names path levels after them): the group is the
+        parent or the grandparent (ngff-zarr's ``scale0/image``). None for anything else,
+        or where the array names its own dimensions. Blocking."""
+        if (self._rendering is None or node.node_type != "array"
+                or node.metadata.get("dimension_names")):
+            return None
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts) - 1, max(-1, len(parts) - 3), -1):
+            try:
+                read = self.read_node("/".join(parts[:depth]))
+                multiscales = (read_multiscales(read[0].attributes)
+                               if read is not None and read[0].node_type == "group" else None)
+            except ZarrFuseError:
+                return None
+            if multiscales is not None:
+                if "/".join(parts[depth:]) not in multiscales.paths:
+                    return None
+                names = tuple(axis.name for axis in multiscales.axes)
+                return names if len(names) == len(node.metadata.get("shape", ())) else None
+        return None
 
     def _read_level(self, path: str) -> StoredNode | None:
         """An OME-Zarr dataset's array node; None (logged) if it is absent or unreadable."""
@@ -234,7 +259,7 @@ class Catalog:
                 return self._images.from_array(path, file_name, node.metadata, loaded.time_ns)
             return GroupView(path, {}, loaded.time_ns)
         if node.node_type == "array":
-            view = self.arrays.array_view(path, node)
+            view = self.arrays.array_view(path, node, axis_names=loaded.axis_names)
             view.metadata_time_ns = loaded.time_ns
             return view
         members = None

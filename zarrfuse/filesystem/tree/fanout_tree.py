@@ -69,13 +69,34 @@ class FanoutTree:
     grid: tuple[int, ...]
     encoding: FanoutChunkKeyEncoding
     axes: tuple[str, ...] | None = None
-    """Names that label each dimension's levels, so a person can tell them apart: the group
-    count level is the name (``t``; ``t1`` for two groups...), the value levels the name and
-    digits (``t/t005/c/c001/z/z012/y/y000/x/x003``); None: plain digits, as the fanout
-    encoding names them."""
+    """Names that label each dimension's levels, so a person can tell them apart (a plane
+    view: ``planes/t005/c001/z012/y000/t005-c001-z012-y000-x003.tiff``): the value levels
+    are the name and digits; a group count level (``t``; ``t1`` for two groups...) only
+    where a dimension has more values than one directory holds; a file's name holds every
+    coordinate. None: plain digits under ``c``, as the fanout encoding names them."""
 
     def _axis(self, dim: int) -> str:
         return "" if self.axes is None else self.axes[dim]
+
+    @property
+    def top(self) -> str:
+        """The name of the tree's top directory."""
+        return "c" if self.axes is None else "planes"
+
+    @property
+    def root(self) -> DirPosition:
+        """The top directory's position."""
+        return self._enter(())
+
+    def _implied_count(self, dim: int) -> bool:
+        """Whether the group count level of ``dim`` is left out (labelled trees, where the
+        dimension fits in one directory: the count can only be 0)."""
+        return self.axes is not None and self._groups(max(0, self.grid[dim] - 1)) == 1
+
+    def _enter(self, done: tuple[int, ...]) -> DirPosition:
+        if len(done) < len(self.grid) and self._implied_count(len(done)):
+            return DirPosition(done, 0, 0, 0)
+        return DirPosition(done)
 
     def _count_name(self, dim: int, count: int) -> str:
         if self.axes is None:
@@ -132,26 +153,47 @@ class FanoutTree:
         """The names of a fanout chunk key (after ``c``) as this tree shows them."""
         if self.axes is None:
             return list(key_names)
-        out, i = [], 0
+        out, i, values = [], 0, []
         for dim, axis in enumerate(self.axes):
             count = int(key_names[i])
-            out.append(self._count_name(dim, count))
-            out += [axis + group for group in key_names[i + 1 : i + 2 + count]]
+            if not self._implied_count(dim):
+                out.append(self._count_name(dim, count))
+            groups = key_names[i + 1 : i + 2 + count]
+            out += [axis + group for group in groups]
+            values.append(int("".join(groups)))
             i += 2 + count
+        out[-1] = self.file_name(tuple(values[:-1]), values[-1])
         return out
 
     def is_file_stem(self, stem: str) -> bool:
         """Whether ``stem`` looks like a chunk file's name (in or out of the grid)."""
-        digits = stem.removeprefix(self._axis(len(self.grid) - 1))
+        digits = stem.rpartition("-")[2].removeprefix(self._axis(len(self.grid) - 1))
         return bool(digits) and digits.isascii() and digits.isdigit()
 
-    def file_name(self, coordinate: int) -> str:
-        """Name of a chunk file in its leaf directory, without the view suffix."""
-        digits = str(coordinate % 10**self.width).zfill(self.width)
-        return self._axis(len(self.grid) - 1) + digits
+    def file_name(self, done: tuple[int, ...], coordinate: int) -> str:
+        """Name of the chunk file ``(*done, coordinate)`` in its leaf directory, without the
+        view suffix: the last group of digits, or in a labelled tree every coordinate."""
+        if self.axes is None:
+            return str(coordinate % 10**self.width).zfill(self.width)
+        return "-".join(axis + str(value).zfill(self.width)
+                        for axis, value in zip(self.axes, (*done, coordinate), strict=True))
+
+    def _leaf_child(self, pos: DirPosition, name: str) -> int | None:
+        """The last coordinate a labelled tree's file ``name`` in leaf ``pos`` stands for."""
+        digits = name.rpartition("-")[2].removeprefix(self._axis(len(self.grid) - 1))
+        if not digits.isascii() or not digits.isdigit():
+            return None
+        value = int(digits)
+        lo, hi = self.leaf_range(pos)
+        if not lo <= value <= hi or name != self.file_name(pos.done, value):
+            return None
+        return value
 
     def child_names(self, pos: DirPosition) -> list[str]:
         """Names of the children of ``pos``, in order (for leaves: every possible chunk)."""
+        if self.axes is not None and self.is_leaf(pos):
+            lo, hi = self.leaf_range(pos)
+            return [self.file_name(pos.done, v) for v in range(lo, hi + 1)]
         if pos.count is None:
             dim = len(pos.done)
             top = self._groups(self.grid[dim] - 1)
@@ -165,6 +207,8 @@ class FanoutTree:
 
         None where the grid has no such child; checks are exact, so ``007`` and ``7`` differ.
         """
+        if self.axes is not None and self.is_leaf(pos):
+            return self._leaf_child(pos, name)
         if pos.count is None:
             count = self._count_of(len(pos.done), name)
             if count is None:
@@ -187,7 +231,7 @@ class FanoutTree:
             return DirPosition(pos.done, pos.count, combined, pos.taken + 1)
         if len(pos.done) == len(self.grid) - 1:
             return combined
-        return DirPosition((*pos.done, combined))
+        return self._enter((*pos.done, combined))
 
     def value_range(self, pos: DirPosition) -> tuple[int, int]:
         """Inclusive range of the values of dimension ``len(pos.done)`` below ``pos``."""

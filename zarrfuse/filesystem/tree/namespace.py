@@ -10,7 +10,7 @@ from zarrfuse.errors import NotAChunk, NotFound, ZarrFuseError
 from zarrfuse.filesystem.images.image_names import image_node_names
 from zarrfuse.filesystem.images.whole_image_file import WholeImage
 from zarrfuse.filesystem.tree.catalog import Catalog
-from zarrfuse.filesystem.tree.fanout_tree import ROOT, DirPosition
+from zarrfuse.filesystem.tree.fanout_tree import DirPosition
 from zarrfuse.filesystem.tree.inodes import InodeTable
 from zarrfuse.filesystem.tree.mounted import ArrayView, GroupView
 from zarrfuse.filesystem.tree.nodes import (
@@ -100,8 +100,8 @@ class Namespace(InodeTable):
             chunk = self.chunk_named(parent, name)
             if chunk is not None:
                 return await self._file_entry(name, chunk)
-            if array.tree.grid and name == "c":
-                return Entry(name, FanoutDir(array, ROOT))
+            if array.tree.grid and name == array.tree.top:
+                return Entry(name, FanoutDir(array, array.tree.root))
             raise NotFound(f"{name!r}: not part of the array")
         if isinstance(parent, FanoutDir):
             return await self._lookup_fanout(parent, name)
@@ -156,13 +156,13 @@ class Namespace(InodeTable):
         shown = _shown(array, chunk.coords)
         if not shown:
             return [(ArrayRoot(array), _scalar_name(array), chunk)]
-        top, *key = array.tree.encoding.encode_chunk_key(shown).split("/")
-        *path, name = [top, *array.tree.labelled(key)]
+        _, *key = array.tree.encoding.encode_chunk_key(shown).split("/")
+        *path, name = [array.tree.top, *array.tree.labelled(key)]
         steps: list[tuple[Node, str, Node]] = []
         parent: Node = ArrayRoot(array)
         pos: DirPosition | None = None
         for part in path:
-            child = ROOT if pos is None else array.tree.child(pos, part)
+            child = array.tree.root if pos is None else array.tree.child(pos, part)
             assert isinstance(child, DirPosition)
             steps.append((parent, part, FanoutDir(array, child)))
             parent, pos = FanoutDir(array, child), child
@@ -288,7 +288,7 @@ class Namespace(InodeTable):
             if array.keys is not None:
                 return entries + await self._list_keys(array, ())
             if array.tree.has_chunks and array.tree.grid:
-                entries.append(Entry("c", FanoutDir(array, ROOT)))
+                entries.append(Entry(array.tree.top, FanoutDir(array, array.tree.root)))
             elif array.tree.has_chunks:
                 scalar = ChunkFile(array, _full(array, ()))
                 with contextlib.suppress(NotFound):
@@ -306,7 +306,7 @@ class Namespace(InodeTable):
             stored = await array.files.leaf_stats(pos.done, lo, hi)
             return [
                 Entry(
-                    array.tree.file_name(c) + array.suffix,
+                    array.tree.file_name(pos.done, c) + array.suffix,
                     ChunkFile(array, _full(array, (*pos.done, c))),
                     stat.size,
                     stat.mtime_ns,
