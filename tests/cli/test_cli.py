@@ -114,7 +114,8 @@ EVERY_FIELD = {
     "fuse_options": ("allow_other", "max_read=1048576"),
     "debug": True, "log_file": "/var/log/z.log", "storage_options": {"key": "a=b,c", "-x": ""},
     "verify": False, "max_chunk_bytes": 12345, "scratch_mb": 0, "uid": 1234, "gid": 0,
-    "umask": 0o027, "format": "png", "colour": "never", "cache_mb": 7, "metadata_ttl": 0.25,
+    "umask": 0o027, "format": "png", "colour": "never", "watch": False, "cache_mb": 7,
+    "metadata_ttl": 0.25,
     "layout": "fanout",  # source excludes suffix, max_children and format: checked below
     "symlink_root": "/data",
     "cache_dir": "/var/cache/zarrfuse", "cache_size": 5 << 30, "store_timeout": 2.5,

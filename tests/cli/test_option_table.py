@@ -15,6 +15,7 @@ from zarrfuse.fuse.config import MountConfig
 SAMPLES: dict[str, tuple[str, object]] = {
     "format": ("npy", "npy"),
     "colour": ("always", "always"),
+    "watch": ("no", False),
     "read_only": ("yes", True),
     "nonempty": ("yes", True),
     "suffix": (".tif", ".tif"),

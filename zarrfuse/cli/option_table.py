@@ -78,6 +78,12 @@ MOUNT_OPTIONS: tuple[MountOption, ...] = (
         "tiled OME-TIFF file (NAME.ome.tif, pyramidal for OME-Zarr multiscales), read-only",
     ),
     MountOption(
+        "watch", kind="toggle",
+        help="show changes other programs (zarr-python, another mount) make to a local "
+        "store's chunks within about a second, in every view (default: on; --no-watch: "
+        "after --metadata-ttl only)",
+    ),
+    MountOption(
         "colour", choices=COLOUR_CHOICES,
         help="whole images (ome-tiff): auto shows an image's 3 or 4 uint8/uint16 channels as "
         "one colour picture where its OME-Zarr omero metadata says they are red, green, blue "

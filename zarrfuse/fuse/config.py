@@ -51,6 +51,9 @@ class MountConfig:
     format: str = "raw"
     """raw: chunk files are the stored bytes; tiff, npy, png: each chunk rendered as an image;
     ome-tiff: each array as one whole-image OME-TIFF file (read-only)."""
+    watch: bool = True
+    """Follow changes other programs make to a local store (inotify), within about a
+    second, whatever the view; False: only after ``metadata_ttl``."""
     colour: str = "auto"
     """Whole images: auto shows a channel axis as the colours of one picture where the
     OME-Zarr metadata says so; always wherever it has 3 or 4 uint8/uint16 channels; never

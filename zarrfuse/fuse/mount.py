@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 import resource
@@ -12,6 +13,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import pyfuse3
@@ -39,6 +41,8 @@ from zarrfuse.storage import Backend, backend_for, cache_identity
 from zarrfuse.storage.backend_writes import BackendWrites
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import DiskCache
+from zarrfuse.storage.local import LocalBackend
+from zarrfuse.storage.store_watch import follow_store
 from zarrfuse.zarr_compat import sync
 
 __all__ = ["MountInfo", "MountServices", "serve"]
@@ -209,6 +213,14 @@ def _with_disk_cache(backend: Backend, store: Store, config: MountConfig) -> Bac
     return CachingBackend(backend, cache, identity, listing_ttl=ttl)
 
 
+def _store_follower(fs: FileSystem, config: MountConfig) -> Callable[[], Awaitable[None]] | None:
+    """What follows changes other programs make to a local store (``--watch``)."""
+    backend = fs.namespace.catalog.backend
+    if not config.watch or not isinstance(backend, LocalBackend):
+        return None
+    return functools.partial(follow_store, Path(backend.root), fs.apply_store_changes)
+
+
 def _source_name(source: str) -> str:
     """The last path component of a source (a path or URL), which names whole images."""
     return source.split("?", 1)[0].rstrip("/").rpartition("/")[2]
@@ -234,8 +246,10 @@ async def _run(
     on_ready: Callable[[], None] | None,
     services: MountServices | None = None,
     at_stop: Callable[[], Awaitable[None]] | None = None,
+    follow: Callable[[], Awaitable[None]] | None = None,
 ) -> str:
-    """Serve until unmounted; why it ended. The services are up before ``on_ready``."""
+    """Serve until unmounted; why it ended. The services are up before ``on_ready``.
+    ``follow``: runs beside the mount (the store watch)."""
     reason = "unmounted from outside (umount or fusermount3 -u)"
     async with trio.open_nursery() as nursery:
 
@@ -261,6 +275,8 @@ async def _run(
         if threading.current_thread() is threading.main_thread():
             nursery.start_soon(stop_on_signals)  # signals reach the main thread only
         nursery.start_soon(announce_ready)
+        if follow is not None:
+            nursery.start_soon(follow)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     if at_stop is not None:  # files still open (SIGTERM): what their close would do
@@ -349,7 +365,8 @@ def serve(
     )
     reason = "serving failed"
     try:
-        reason = trio.run(_run, config.mountpoint, on_ready, services, fs.store_open_writers)
+        reason = trio.run(_run, config.mountpoint, on_ready, services, fs.store_open_writers,
+                          _store_follower(fs, config))
     finally:
         fs.log_scratch_left()
         if services is not None:

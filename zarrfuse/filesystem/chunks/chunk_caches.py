@@ -106,6 +106,12 @@ class OpenChunkCache:
             opened.users += 1
         return opened
 
+    def drop(self, coords: tuple[int, ...]) -> None:
+        """The chunk changed in the store: its next open opens it anew."""
+        opened = self._chunks.drop(coords)
+        if opened is not None:
+            _evicted(opened)
+
     def adopt(self, coords: tuple[int, ...], opened: OpenChunk) -> None:
         if self._chunks.get(coords) is not None:
             return  # another open won the race; this one closes with its only user

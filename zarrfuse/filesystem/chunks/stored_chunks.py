@@ -95,6 +95,22 @@ class StoredChunks:
         key = self.chunk_key(coords)
         return [key + p.key_suffix for p in self.parts.parts]
 
+    def coords_of(self, key: str) -> tuple[int, ...] | None:
+        """The chunk one of whose parts is stored at ``key``; None if ``key`` is no chunk's
+        (a document, another array's key, a temporary file)."""
+        if not key.startswith(self._prefix):
+            return None
+        rest = key[len(self._prefix) :]
+        suffixes = sorted({p.key_suffix for p in self.parts.parts}, key=len, reverse=True)
+        for suffix in suffixes:
+            if suffix and not rest.endswith(suffix):
+                continue
+            stem = rest[: len(rest) - len(suffix)] if suffix else rest
+            coords = self.listings.index.shape.decode(stem.split("/"))
+            if coords is not None and self.chunk_key(coords) == self._prefix + stem:
+                return coords
+        return None
+
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """A read in a worker thread; abandoned (its result dropped, nothing cached) if the
         request is cancelled at its ``--store-timeout``."""
@@ -277,10 +293,14 @@ class StoredChunks:
         self.listings.note(self.part_keys(coords), stats)
 
     def drop_cached(self, coords: tuple[int, ...]) -> None:
-        """The chunk was changed by another way than this source (zarr, for rendered views):
-        what was learnt of it, and its directory's listing, are asked again."""
+        """The chunk was changed by another way than this source (zarr, for rendered views;
+        another program, seen by the store watch): what was learnt of it, its directory's
+        listing and a read-only mount's open handle of it are asked again."""
         self._sizes.drop(coords)
         self.listings.drop(self.chunk_key(coords))
+        self.listings.index.forget(coords)
+        if self._open_cache is not None:
+            self._open_cache.drop(coords)
 
     def _write_parts(
         self,

@@ -254,6 +254,16 @@ class StoredIndex:
             elif coords[d] not in cached[1]:
                 insort(cached[1], coords[d])
 
+    def forget(self, coords: tuple[int, ...]) -> None:
+        """The chunk ``coords`` changed another way (stored or removed): what the cached
+        answers say about it is asked again."""
+        for d in range(len(coords)):
+            self._answers.pop(coords[:d], None)
+        self._flat_coords = None
+        parts = _parts(self._prefix + encode_chunk_key(self.shape.encoding, coords))
+        for n in range(1, len(parts) - 1):
+            self._subdirs.pop("/".join(parts[:n]), None)
+
     def _note_flat(self, coords: tuple[int, ...], stored: bool) -> None:
         if self._flat_coords is None:
             return

@@ -98,6 +98,17 @@ class RenderedChunks:
         """The stored chunk (the shard, for sharded arrays) that holds file ``coords``."""
         return self._decoder.stored_coords(self._read_coords(coords))
 
+    def forget_stored(self, stored: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """The stored chunk (shard) ``stored`` changed another way: the renderings of its
+        files are dropped (and those under way not kept). Returns the files' coordinates."""
+        files = list(itertools.product(*(
+            range(s * n, min((s + 1) * n, g))
+            for s, n, g in zip(stored, self.per_stored, self.grid, strict=True))))
+        for c in files:
+            self._writes[c] = self._writes.get(c, 0) + 1
+            self._cache.drop(self.cache_key(c))
+        return files
+
     def _read_coords(self, coords: tuple[int, ...]) -> tuple[int, ...]:
         """The read chunk that holds file ``coords``."""
         return tuple(c // n for c, n in zip(coords, self._pieces, strict=True))

@@ -18,6 +18,7 @@ import trio
 
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
+from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.tiff.whole_image import TileSpan, WholeImagePlan, tile_bytes
 
 __all__ = ["LevelChunks", "WholeImage"]
@@ -39,6 +40,8 @@ class LevelChunks:
     chunks: tuple[int, ...]
     dtype: np.dtype
     decode: Decode
+    stored: StoredChunks | None = None
+    """Where its chunks are stored (to forget a chunk another program changed)."""
 
 
 READ_AHEAD_BYTES = 4 << 20
@@ -87,6 +90,24 @@ class WholeImage:
     @property
     def size(self) -> int:
         return self.layout.size
+
+    def changed(self, keys: set[str]) -> bool:
+        """Whether any of the store ``keys`` (changed by another program) is a chunk of a
+        level; if so, what was learnt of those chunks and every decoded tile is forgotten
+        (here and in the strip sibling): reads decode them anew."""
+        hit = False
+        for level in self.levels:
+            for key in keys:
+                coords = level.stored.coords_of(key) if level.stored is not None else None
+                if coords is not None:
+                    assert level.stored is not None
+                    level.stored.drop_cached(coords)
+                    hit = True
+        if hit:
+            for image in (self, self.sibling):
+                if image is not None:
+                    image._token = next(_IMAGES)
+        return hit
 
     async def read(self, offset: int, length: int) -> bytes:
         """The file's bytes ``[offset, offset + length)`` (fewer at the end of the file)."""

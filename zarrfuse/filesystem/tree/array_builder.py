@@ -195,7 +195,8 @@ class ArrayBuilder:
             limiter=rendering.limiter, counters=self.counters,
         )
         return LevelChunks(
-            tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype), decoder.decode
+            tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype), decoder.decode,
+            decoder.stored,
         )
 
     def _rendered(

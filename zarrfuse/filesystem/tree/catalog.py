@@ -323,6 +323,10 @@ class Catalog:
         self._children[path] = _ChildView(raw, view, now)
         return view
 
+    def cached_views(self) -> list[ArrayView | GroupView | WholeImage]:
+        """The views of the group children opened so far."""
+        return [child.view for child in self._children.values() if child.view is not None]
+
     async def child_names(self, group_path: str) -> list[str]:
         """Names of the group's children that are readable Zarr nodes, sorted."""
         self.counters.store["list"] += 1

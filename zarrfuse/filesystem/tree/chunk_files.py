@@ -97,6 +97,11 @@ class ChunkFiles(Protocol):
         """Keep ``mtime_ns`` as the file's time in the store; False where it cannot."""
         ...
 
+    def changed(self, stored: Coords) -> list[Coords]:
+        """The stored chunk (shard) ``stored`` changed another way (another program): drop
+        what was learnt of it; the coordinates of the files that show it."""
+        ...
+
 
 class RawChunkFiles:
     """Chunk files that are the stored chunks' bytes."""
@@ -127,6 +132,10 @@ class RawChunkFiles:
 
     async def committed_bytes(self, coords: Coords) -> bytes:
         return await self._source.read_all(coords) or b""
+
+    def changed(self, stored: Coords) -> list[Coords]:
+        self._source.drop_cached(stored)
+        return [stored]
 
     async def commit(
         self, coords: Coords, views: list[memoryview], *, durable: bool, verify: bool
@@ -205,6 +214,10 @@ class RenderedChunkFiles:
 
     async def committed_bytes(self, coords: Coords) -> bytes:
         return await self._rendered.render(coords)
+
+    def changed(self, stored: Coords) -> list[Coords]:
+        self._source.drop_cached(stored)
+        return self._rendered.forget_stored(stored)
 
     async def commit(
         self, coords: Coords, views: Sequence[memoryview], *, durable: bool, verify: bool
