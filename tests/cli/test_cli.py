@@ -115,6 +115,7 @@ EVERY_FIELD = {
     "debug": True, "log_file": "/var/log/z.log", "storage_options": {"key": "a=b,c", "-x": ""},
     "verify": False, "max_chunk_bytes": 12345, "scratch_mb": 0, "uid": 1234, "gid": 0,
     "umask": 0o027, "format": "png", "colour": "never", "watch": False, "cache_mb": 7,
+    "update_pyramid": False,
     "metadata_ttl": 0.25,
     "layout": "fanout",  # source excludes suffix, max_children and format: checked below
     "symlink_root": "/data",

@@ -16,6 +16,7 @@ SAMPLES: dict[str, tuple[str, object]] = {
     "format": ("npy", "npy"),
     "colour": ("always", "always"),
     "watch": ("no", False),
+    "update_pyramid": ("no", False),
     "read_only": ("yes", True),
     "nonempty": ("yes", True),
     "suffix": (".tif", ".tif"),

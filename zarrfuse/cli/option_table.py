@@ -78,6 +78,12 @@ MOUNT_OPTIONS: tuple[MountOption, ...] = (
         "tiled OME-TIFF file (NAME.ome.tif, pyramidal for OME-Zarr multiscales), read-only",
     ),
     MountOption(
+        "update_pyramid", kind="toggle",
+        help="after a write to an OME-Zarr image's full resolution, recompute the region in "
+        "every lower level with the metadata's method (nearest or mean; others: one log line "
+        "names the stale levels) (default: on)",
+    ),
+    MountOption(
         "watch", kind="toggle",
         help="show changes other programs (zarr-python, another mount) make to a local "
         "store's chunks within about a second, in every view (default: on; --no-watch: "

@@ -30,7 +30,6 @@ from zarrfuse.errors import (
 from zarrfuse.filesystem.attributes import Attributes, check_name
 from zarrfuse.filesystem.handles import DocumentWriter, ScratchHandle
 from zarrfuse.filesystem.reading import FileSystemBase
-from zarrfuse.filesystem.store_changes import StoreChanges
 from zarrfuse.filesystem.tree.nodes import (
     DIRECTORY_NODES,
     ArrayRoot,
@@ -332,11 +331,6 @@ class FileSystem(FileSystemBase):
                 log.error("%s was open at shutdown; its writes are dropped: %s", where, e)
             else:
                 log.warning("%s was open at shutdown: stored as its close would have", where)
-
-    async def apply_store_changes(self, keys: set[str]) -> None:
-        """Store keys another program changed (``storage.store_watch``): the files that
-        show them are read anew (``store_changes``)."""
-        await StoreChanges(self.namespace, self.committer.drop_cache).apply(keys)
 
     def log_scratch_left(self) -> None:
         """At unmount: name every scratch file still held, which is dropped unstored (a

@@ -38,6 +38,7 @@ from zarrfuse.filesystem.handles import (
 )
 from zarrfuse.filesystem.listing import Listing
 from zarrfuse.filesystem.page_cache import PageCacheUsers
+from zarrfuse.filesystem.store_changes import StoreChanges
 from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import (
     DIRECTORY_NODES,
@@ -80,7 +81,8 @@ class FileSystemBase(Listing, ChunkOpening):
         self.namespace = namespace
         self.read_only = read_only
         self.options = write_options or WriteOptions()
-        self.committer = Committer(namespace, self.options, unused=self._unused)
+        self.committer = Committer(namespace, self.options, unused=self._unused,
+                                   store_changed=self.apply_store_changes)
         self.writers = OpenWriters()
         self.ownership = ownership or Ownership.of_process()
         self._handles = itertools.count(1)
@@ -92,6 +94,12 @@ class FileSystemBase(Listing, ChunkOpening):
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
         self.page_cache = PageCacheUsers(shared=read_only)
         self.replacements = Replacements()
+
+    async def apply_store_changes(self, keys: set[str]) -> None:
+        """Store keys changed another way (another program, seen by ``storage.store_watch``;
+        a pyramid's lower levels, written through zarr): the files that show them are read
+        anew (``store_changes``)."""
+        await StoreChanges(self.namespace, self.committer.drop_cache).apply(keys)
 
     def set_invalidators(
         self,

@@ -51,6 +51,9 @@ class MountConfig:
     format: str = "raw"
     """raw: chunk files are the stored bytes; tiff, npy, png: each chunk rendered as an image;
     ome-tiff: each array as one whole-image OME-TIFF file (read-only)."""
+    update_pyramid: bool = True
+    """After a write to an OME-Zarr image's full resolution, downsample the region again
+    into the levels below (nearest or mean, as its metadata names); False: they go stale."""
     watch: bool = True
     """Follow changes other programs make to a local store (inotify), within about a
     second, whatever the view; False: only after ``metadata_ttl``."""

@@ -154,6 +154,8 @@ def build_filesystem(
         counters=counters,
         keep_open=config.read_only,
         layout=config.layout,
+        write_store=None if config.read_only or not config.update_pyramid
+        else BackendWrites(store_path.store, backend),
         rendering=None
         if config.format == "raw"
         else Rendering(

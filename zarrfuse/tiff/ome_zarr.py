@@ -73,6 +73,8 @@ class Multiscales:
     empty unless every channel has one."""
     means_colour: bool = False
     """``omero`` says the channels are one colour picture (see :func:`means_colour`)."""
+    method: str | None = None
+    """How the lower levels were made (the multiscale's ``type``: ``gaussian``, ...)."""
 
     def leading_roles(self) -> list[str | None]:
         """ome_xml's ``roles``: those of the axes before the last two (y, x)."""
@@ -176,6 +178,7 @@ def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
         if scale is not None and overall is not None:
             scale = [a * b for a, b in zip(scale, overall, strict=True)]
         version = first.get("version", source.get("version"))
+        method = first.get("type")
     except (KeyError, IndexError, TypeError, ValueError) as e:
         raise ConfigurationError(f"malformed OME-Zarr multiscales metadata: {e!r}") from None
     if not paths:
@@ -192,4 +195,5 @@ def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
         channel_names=names,
         channel_colors=colors,
         means_colour=means_colour(source) or means_colour(attributes),
+        method=None if method is None else str(method),
     )

@@ -11,11 +11,13 @@ from typing import Any
 import numpy as np
 import trio
 import zarr
+from zarr.abc.store import Store
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import wrap_array
 from zarrfuse.api.chunk_encoding import ChunkEncoder
 from zarrfuse.api.nodes import StoredNode, parse_array_metadata
+from zarrfuse.api.pyramid import LowerLevel, Pyramid, method_of
 from zarrfuse.api.regions import chunk_grid_shape
 from zarrfuse.api.shard_bounds import bound_inner_chunks
 from zarrfuse.errors import ConfigurationError
@@ -38,6 +40,7 @@ from zarrfuse.filesystem.images.whole_image_file import LevelChunks
 from zarrfuse.filesystem.tree.documents import Layout, array_documents
 from zarrfuse.filesystem.tree.fanout_tree import DEFAULT_MAX_CHILDREN, FanoutTree, view_encoding
 from zarrfuse.filesystem.tree.mounted import ArrayView, Rendering
+from zarrfuse.filesystem.tree.ome_levels import OmeLevel
 from zarrfuse.filesystem.tree.source_keys import SourceKeys
 from zarrfuse.storage.base import Backend
 from zarrfuse.tiff.metadata import shard_format_for
@@ -63,8 +66,12 @@ class ArrayBuilder:
         rendering: Rendering | None,
         keep_open: bool,
         layout: Layout,
+        write_store: Store | None = None,
     ) -> None:
+        """``write_store``: the store zarr writes through on a writable mount (a pyramid's
+        lower levels, ``writes.pyramid``); None: nothing is written through zarr."""
         self.backend = backend
+        self.write_store = write_store
         self.layout: Layout = layout
         self.counters = counters
         self._rendering = rendering
@@ -182,6 +189,28 @@ class ArrayBuilder:
         return zarr.Array(
             AsyncArray(metadata=bound_inner_chunks(parsed), store_path=store_path)
         )
+
+    def writable_array(self, path: str, metadata: dict[str, Any]) -> zarr.Array:
+        """The array as zarr writes it through ``write_store`` (storage transformers
+        applied)."""
+        assert self.write_store is not None
+        store_path = wrap_array(StorePath(self.write_store, path), metadata, writable=True)
+        return zarr.Array(AsyncArray(metadata=parse_array_metadata(path, metadata),
+                                     store_path=store_path))
+
+    def pyramid(self, path: str, metadata: dict[str, Any], ome: OmeLevel) -> Pyramid:
+        """Level 0 at ``path`` with the levels below it, to update them after a write."""
+        source = self.writable_array(path, metadata)
+        lower = []
+        for level_path, level_metadata in ome.lower:
+            array = self.writable_array(level_path, level_metadata)
+            if len(array.shape) != len(source.shape):
+                break
+            factors = tuple(max(1, round(s / n)) if n else 1
+                            for s, n in zip(source.shape, array.shape, strict=True))
+            lower.append(LowerLevel(level_path, array, factors))
+        named = ome.multiscales.method
+        return Pyramid(ome.image, source, lower, method_of(named), named)
 
     def open_level(self, path: str, metadata: dict[str, Any]) -> LevelChunks:
         """An array of a whole image: its geometry and the source of its decoded chunks."""

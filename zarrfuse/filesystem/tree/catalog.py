@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import trio
+from zarr.abc.store import Store
 
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
 from zarrfuse.errors import ZarrFuseError
@@ -31,6 +32,7 @@ from zarrfuse.filesystem.tree.documents import (
     member_paths,
 )
 from zarrfuse.filesystem.tree.mounted import ArrayView, GroupView, Rendering
+from zarrfuse.filesystem.tree.ome_levels import OmeLevel, find_ome_level
 from zarrfuse.storage.base import Backend, Document
 from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
 
@@ -63,8 +65,9 @@ class _Loaded:
     members: dict[str, StoredNode | None] | None = None
     levels: tuple[StoredNode | None, ...] = ()
     """Whole-image mounts: the datasets of an OME-Zarr image group, full resolution first."""
-    axis_names: tuple[str, ...] | None = None
-    """An OME-Zarr 0.4 dataset's axes (Zarr v2 arrays have no ``dimension_names``)."""
+    ome: OmeLevel | None = None
+    """The OME-Zarr level an array is: its axes' names (Zarr v2 arrays have no
+    ``dimension_names``), the levels below it."""
 
     @property
     def raw(self) -> tuple[Mapping[str, bytes] | None, ...]:
@@ -92,7 +95,10 @@ class Catalog:
         rendering: Rendering | None = None,
         keep_open: bool = False,
         layout: Layout = "fanout",
+        write_store: Store | None = None,
     ) -> None:
+        """``write_store``: where zarr writes a pyramid's lower levels (writable mounts that
+        update them); None: they are not updated."""
         self.backend = backend
         self.layout: Layout = layout
         self.counters = counters or Counters()
@@ -106,7 +112,7 @@ class Catalog:
         self.arrays = ArrayBuilder(
             backend, suffix=suffix, max_children=max_children, limiter=limiter,
             listing_ttl=listing_ttl, counters=self.counters, rendering=rendering,
-            keep_open=keep_open, layout=layout,
+            keep_open=keep_open, layout=layout, write_store=write_store,
         )
         self._images = (
             ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit),
@@ -148,7 +154,7 @@ class Catalog:
             ))
         paths = member_paths(node) if node.node_type == "group" else None
         if paths is None:
-            return _Loaded(node, read[1], axis_names=self._ome_axis_names(path, node))
+            return _Loaded(node, read[1], ome=self._ome_level(path, node))
         members: dict[str, StoredNode | None] = {}
         for member in paths:
             try:
@@ -159,28 +165,15 @@ class Catalog:
             members[member] = None if found is None else found[0]
         return _Loaded(node, read[1], members)
 
-    def _ome_axis_names(self, path: str, node: StoredNode) -> tuple[str, ...] | None:
-        """The names of an OME-Zarr 0.4 dataset's axes, from its image group's
-        ``multiscales`` (a rendered view names path levels after them): the group is the
-        parent or the grandparent (ngff-zarr's ``scale0/image``). None for anything else,
-        or where the array names its own dimensions. Blocking."""
-        if (self._rendering is None or node.node_type != "array"
-                or node.metadata.get("dimension_names")):
+    def _ome_level(self, path: str, node: StoredNode) -> OmeLevel | None:
+        """Where an array sits in an OME-Zarr image (rendered views name path levels after
+        its axes; a writable mount updates the levels below the full resolution); None
+        where neither is needed or it is in none. Blocking."""
+        needs_names = self._rendering is not None and not node.metadata.get("dimension_names")
+        if node.node_type != "array" or not (needs_names or self.arrays.write_store):
             return None
-        parts = [p for p in path.split("/") if p]
-        for depth in range(len(parts) - 1, max(-1, len(parts) - 3), -1):
-            try:
-                read = self.read_node("/".join(parts[:depth]))
-                multiscales = (read_multiscales(read[0].attributes)
-                               if read is not None and read[0].node_type == "group" else None)
-            except ZarrFuseError:
-                return None
-            if multiscales is not None:
-                if "/".join(parts[depth:]) not in multiscales.paths:
-                    return None
-                names = tuple(axis.name for axis in multiscales.axes)
-                return names if len(names) == len(node.metadata.get("shape", ())) else None
-        return None
+        return find_ome_level(path, node, self.read_node,
+                              with_lower=self.arrays.write_store is not None)
 
     def _read_level(self, path: str) -> StoredNode | None:
         """An OME-Zarr dataset's array node; None (logged) if it is absent or unreadable."""
@@ -259,7 +252,11 @@ class Catalog:
                 return self._images.from_array(path, file_name, node.metadata, loaded.time_ns)
             return GroupView(path, {}, loaded.time_ns)
         if node.node_type == "array":
-            view = self.arrays.array_view(path, node, axis_names=loaded.axis_names)
+            ome = loaded.ome
+            view = self.arrays.array_view(
+                path, node, axis_names=None if ome is None else ome.axis_names)
+            if ome is not None and ome.lower:
+                view.pyramid = self.arrays.pyramid(path, node.metadata, ome)
             view.metadata_time_ns = loaded.time_ns
             return view
         members = None

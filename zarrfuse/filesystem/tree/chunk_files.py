@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 
+from zarrfuse.api.regions import chunk_region
 from zarrfuse.errors import NotFound, NotPermitted
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.chunks.write_check import ChunkCheck
@@ -37,6 +38,7 @@ class ArrayView(Protocol):
     stored: StoredChunks
     shown_dims: ShownDims | None
     metadata_time_ns: int
+    metadata: dict[str, Any]
 
     @property
     def checker(self) -> ChunkCheck: ...
@@ -102,6 +104,10 @@ class ChunkFiles(Protocol):
         what was learnt of it; the coordinates of the files that show it."""
         ...
 
+    def region(self, coords: Coords) -> tuple[slice, ...]:
+        """The region of the array the file shows."""
+        ...
+
 
 class RawChunkFiles:
     """Chunk files that are the stored chunks' bytes."""
@@ -136,6 +142,10 @@ class RawChunkFiles:
     def changed(self, stored: Coords) -> list[Coords]:
         self._source.drop_cached(stored)
         return [stored]
+
+    def region(self, coords: Coords) -> tuple[slice, ...]:
+        grid = self._array.metadata["chunk_grid"]["configuration"]["chunk_shape"]
+        return chunk_region(coords, tuple(grid), tuple(self._array.metadata["shape"]))
 
     async def commit(
         self, coords: Coords, views: list[memoryview], *, durable: bool, verify: bool
@@ -218,6 +228,9 @@ class RenderedChunkFiles:
     def changed(self, stored: Coords) -> list[Coords]:
         self._source.drop_cached(stored)
         return self._rendered.forget_stored(stored)
+
+    def region(self, coords: Coords) -> tuple[slice, ...]:
+        return self._rendered.region(coords)
 
     async def commit(
         self, coords: Coords, views: Sequence[memoryview], *, durable: bool, verify: bool

@@ -14,6 +14,7 @@ from typing import Any
 import trio
 from zarr.abc.store import Store
 
+from zarrfuse.api.pyramid import Pyramid
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.chunks.write_check import ChunkCheck, checker_for_document
@@ -54,6 +55,9 @@ class ArrayView:
     unwritable: str | None = None
     """Why the array cannot be written (concat-parts that cannot be split), None if it can:
     its files then show no write bits and opening one for writing is EROFS."""
+    pyramid: Pyramid | None = None
+    """The full resolution of an OME-Zarr image on a writable mount: the levels below it,
+    updated after each write (``api.pyramid``)."""
 
     @functools.cached_property
     def files(self) -> ChunkFiles:

@@ -1,0 +1,91 @@
+"""Edits reach every level (issue 31, point 5): a plane saved into an OME-Zarr image's
+full resolution through a ``--format tiff`` mount is downsampled again into every lower
+level, by the method the ``multiscales`` metadata names (nearest, mean); an unknown method
+leaves the levels stale and the log says so in one line; ``--no-update-pyramid`` leaves
+them alone. Images written by hand as the OME-Zarr 0.4 spec shows them (Zarr v2)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+import zarr
+
+from tests.mounting import mounted
+
+pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
+
+SIDE, CHUNK = 128, 32
+
+
+def _pyramid(root: Path, method: str | None) -> list[np.ndarray]:
+    """Levels 0..2 (128, 64, 32 pixels a side; level 1 by 2x2 means, level 2 by 4x4)."""
+    full = np.random.default_rng(4).integers(0, 255, (SIDE, SIDE), dtype="u1")
+    levels = [full] + [
+        np.rint(full.reshape(SIDE // f, f, SIDE // f, f).mean(axis=(1, 3))).astype("u1")
+        for f in (2, 4)]
+    group = zarr.open_group(root, mode="w", zarr_format=2)
+    for i, level in enumerate(levels):
+        zarr.create_array(root / str(i), data=level, chunks=(CHUNK, CHUNK), zarr_format=2)
+    multiscale = {"version": "0.4", "axes": [{"name": "y", "type": "space"},
+                                             {"name": "x", "type": "space"}],
+                  "datasets": [{"path": str(i), "coordinateTransformations": [
+                      {"type": "scale", "scale": [2.0**i, 2.0**i]}]} for i in range(3)]}
+    if method is not None:
+        multiscale["type"] = method
+    group.attrs.update({"multiscales": [multiscale]})
+    return levels
+
+
+def _save_plane(mnt: Path, value: np.ndarray) -> None:
+    out = io.BytesIO()
+    tifffile.imwrite(out, value)
+    (mnt / "0/c/0/001/0/002.tiff").write_bytes(out.getvalue())  # rows 32-63, cols 64-95
+
+
+@pytest.mark.parametrize("method", ["mean", "nearest"])
+def test_a_saved_plane_reaches_every_lower_level(tmp_path, method):
+    root = tmp_path / "img.ome.zarr"
+    levels = _pyramid(root, method)
+    edited = np.arange(CHUNK * CHUNK, dtype="u1").reshape(CHUNK, CHUNK)
+    with mounted(root, tmp_path / "mnt", "--format", "tiff") as mnt:
+        _save_plane(mnt, edited)
+        shown = tifffile.imread(mnt / "1/c/0/000/0/001.tiff")  # level 1, rows/cols 0-31/32-63
+    full = levels[0].copy()
+    full[32:64, 64:96] = edited
+    np.testing.assert_array_equal(zarr.open_array(root / "0")[:], full)
+    for level, f in ((1, 2), (2, 4)):
+        expected = levels[level].copy()
+        block = full[32:64, 64:96]
+        if method == "mean":
+            new = np.rint(block.reshape(CHUNK // f, f, CHUNK // f, f).mean(axis=(1, 3)))
+        else:
+            new = block[::f, ::f]
+        expected[32 // f : 64 // f, 64 // f : 96 // f] = new.astype("u1")
+        np.testing.assert_array_equal(zarr.open_array(root / str(level))[:], expected)
+    np.testing.assert_array_equal(shown, zarr.open_array(root / "1")[0:32, 32:64])
+
+
+def test_an_unknown_method_leaves_the_levels_stale_and_says_so(tmp_path):
+    root = tmp_path / "img.ome.zarr"
+    levels = _pyramid(root, "gaussian")
+    log = tmp_path / "mount.log"
+    with mounted(root, tmp_path / "mnt", "--format", "tiff", "--log-file", log) as mnt:
+        _save_plane(mnt, np.zeros((CHUNK, CHUNK), "u1"))
+        _save_plane(mnt, np.ones((CHUNK, CHUNK), "u1"))
+    for level in (1, 2):
+        np.testing.assert_array_equal(zarr.open_array(root / str(level))[:], levels[level])
+    stale = [line for line in log.read_text().splitlines() if "now stale" in line]
+    assert len(stale) == 1 and "1, 2" in stale[0] and "gaussian" in stale[0], stale
+
+
+def test_no_update_pyramid_leaves_the_levels_alone(tmp_path):
+    root = tmp_path / "img.ome.zarr"
+    levels = _pyramid(root, "mean")
+    with mounted(root, tmp_path / "mnt", "--format", "tiff", "--no-update-pyramid") as mnt:
+        _save_plane(mnt, np.zeros((CHUNK, CHUNK), "u1"))
+    for level in (1, 2):
+        np.testing.assert_array_equal(zarr.open_array(root / str(level))[:], levels[level])
