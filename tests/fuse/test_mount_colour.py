@@ -114,3 +114,39 @@ def test_fluorescence_channels_stay_grey_and_colour_never_and_always_decide(tmp_
           tifffile.TiffFile(mnt / "plain.ome.tif") as tif):
         assert tif.series[0].axes == "YXS"
         np.testing.assert_array_equal(tif.series[0].asarray(), np.moveaxis(stains, 0, -1))
+
+
+@pytest.mark.parametrize("fmt", ["tiff", "png"])
+def test_the_tiles_of_an_rgb_ome_zarr_image_are_colour_pictures_and_write_back(tmp_path, fmt):
+    """Issue 31 point 2, the chunk views: chunks holding all three channels show each tile
+    as one colour picture (gdk-pixbuf's thumbnail is the tile in colour); a colour picture
+    written back stores each channel's plane exactly."""
+    full = _picture((3, 64, 96), seed=12)
+    root = tmp_path / "photo.ome.zarr"
+    _ome_zarr_v04(root, [full], CYX, (3, 32, 32), {"channels": RGB})
+    edited = _picture((32, 32, 3), seed=13)
+    with mounted(root, tmp_path / "mnt", "--format", fmt) as mnt:
+        files = sorted(p.relative_to(mnt).as_posix() for p in mnt.rglob(f"*.{fmt}"))
+        assert files == [f"0/c/0/{r:03d}/0/{c:03d}.{fmt}" for r in range(2) for c in range(3)]
+        tile = mnt / f"0/c/0/001/0/002.{fmt}"
+        with Image.open(tile) as image:
+            assert image.mode == "RGB"
+            np.testing.assert_array_equal(np.asarray(image),
+                                          np.moveaxis(full[:, 32:, 64:], 0, -1))
+        np.testing.assert_array_equal(_thumbnail(tile, 32, tmp_path / "t.png"),
+                                      np.moveaxis(full[:, 32:, 64:], 0, -1))
+        out = tmp_path / f"edited.{fmt}"
+        Image.fromarray(edited, "RGB").save(out)
+        tile.write_bytes(out.read_bytes())
+    expected = full.copy()
+    expected[:, 32:, 64:] = np.moveaxis(edited, -1, 0)
+    np.testing.assert_array_equal(zarr.open_array(root / "0")[:], expected)
+
+
+def test_tiles_of_one_channel_per_chunk_stay_grey_planes(tmp_path):
+    full = _picture((3, 64, 64), seed=14)
+    root = tmp_path / "photo.ome.zarr"
+    _ome_zarr_v04(root, [full], CYX, (1, 32, 32), {"channels": RGB})
+    with mounted(root, tmp_path / "mnt", "--format", "tiff") as mnt:
+        plane = mnt / "0/planes/c002/y001/c002-y001-x000.tiff"
+        np.testing.assert_array_equal(tifffile.imread(plane), full[2, 32:, :32])

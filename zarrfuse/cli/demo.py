@@ -97,17 +97,18 @@ def _mounted(source: Path, mountpoint: Path, *options: str) -> Iterator[Path]:
 
 
 def _check_tiles(mountpoint: Path, level: np.ndarray) -> list[Path]:
-    """Every file of the full-resolution level (one per channel plane of each chunk, at
-    ``planes/cNNN/yNNN/cNNN-yNNN-xNNN.tiff``) holds its plane's pixels exactly."""
+    """Every file of the full-resolution level (one colour picture per chunk, at
+    ``c/0/ROW/0/COLUMN.tiff``, as a 2-D array's chunks) holds its tile's pixels exactly,
+    red, green, blue."""
     files = sorted((mountpoint / "0").rglob("*.tiff"))
     rows, cols = -(-level.shape[1] // CHUNK), -(-level.shape[2] // CHUNK)
-    if len(files) != level.shape[0] * rows * cols:
-        raise AssertionError(f"{len(files)} TIFF files, expected {level.shape[0] * rows * cols}")
+    if len(files) != rows * cols:
+        raise AssertionError(f"{len(files)} TIFF files, expected {rows * cols}")
     for file in files:
-        parts = file.with_suffix("").name.split("-")
-        channel, row, col = (int(part[1:]) for part in parts)  # cNNN-yNNN-xNNN
-        plane = level[channel, row * CHUNK : (row + 1) * CHUNK, col * CHUNK : (col + 1) * CHUNK]
-        if not np.array_equal(tifffile.imread(file), plane):
+        parts = file.relative_to(mountpoint / "0").with_suffix("").parts
+        row, col = int(parts[2]), int(parts[4])  # c/0/ROW/0/COLUMN
+        tile = level[:, row * CHUNK : (row + 1) * CHUNK, col * CHUNK : (col + 1) * CHUNK]
+        if not np.array_equal(tifffile.imread(file), np.moveaxis(tile, 0, -1)):
             raise AssertionError(f"{file} differs from the source")
     return files
 
@@ -156,8 +157,8 @@ def _show(root: Path, *, hold: bool) -> int:
         tiles = _check_tiles(tiffs, levels[0])
         image = whole / "astronaut.ome.tif"
         _check_whole(image, levels)
-        print(f"mounted as TIFF files, one per plane of a chunk: {tiffs}  ({len(tiles)} at "
-              "full size)")
+        print(f"mounted as TIFF files, one colour picture per chunk: {tiffs}  ({len(tiles)} "
+              "at full size)")
         print(f"    open, for example: {tiles[0]}")
         print(f"mounted as one colour OME-TIFF pyramid: {whole}")
         print(f"    open: {image}")

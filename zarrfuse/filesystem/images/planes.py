@@ -34,12 +34,17 @@ def _rgb(
 
 def plane_chunks(
     fmt: str, shape: tuple[int, ...], chunks: tuple[int, ...],
-    names: Sequence[str | None] | None = None,
+    names: Sequence[str | None] | None = None, colour: int | None = None,
 ) -> tuple[int, ...] | None:
     """The shape of the pieces a view shows as files, ``(1, ..., 1, cy, cx)``, when it shows
     stacks of planes plane by plane; None when it shows whole chunks. ``names``: the array's
-    dimension names, if it has them (a named last dimension must name samples to be RGB)."""
+    dimension names, if it has them (a named last dimension must name samples to be RGB).
+    ``colour``: a leading axis whose channels are one colour picture (``colour_axis``),
+    whole in every chunk: a piece keeps all of it (one colour picture per tile)."""
     assert fmt in FORMATS
     if fmt not in PLANE_FORMATS or len(chunks) < 3 or _rgb(shape, chunks, names):
         return None
-    return (1,) * (len(chunks) - 2) + chunks[-2:]
+    piece = [1] * (len(chunks) - 2) + list(chunks[-2:])
+    if colour is not None and chunks[colour] == shape[colour]:
+        piece[colour] = chunks[colour]
+    return tuple(piece)

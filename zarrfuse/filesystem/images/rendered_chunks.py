@@ -48,6 +48,7 @@ class RenderedChunks:
         cache: RenderCache,
         decoder: ChunkDecoder,
         encoder: ChunkEncoder | None = None,
+        colour: int | None = None,
     ) -> None:
         """``encoder``: writes encode whole chunks with it and store them through the
         decoder's chunk source, as chunk files are (parts, journal, chunk lock); None
@@ -57,8 +58,11 @@ class RenderedChunks:
         self.dtype = np.dtype(array.dtype)
         read_chunks = tuple(array.chunks)
         planes = plane_chunks(fmt, tuple(array.shape), read_chunks,
-                              getattr(array.metadata, "dimension_names", None))
+                              getattr(array.metadata, "dimension_names", None), colour)
         self.planes = planes is not None
+        self.colour = (colour if planes is not None and colour is not None
+                       and planes[colour] > 1 else None)
+        """The axis whose channels each file shows as one colour picture (RGB last)."""
         self.chunk_shape = read_chunks if planes is None else planes
         """What one file shows: a read chunk, or one 2-D plane of it (``planes``)."""
         self._pieces = tuple(r // c for r, c in zip(read_chunks, self.chunk_shape, strict=True))
@@ -117,7 +121,24 @@ class RenderedChunks:
         """The shape of the image in file ``coords``: a plane's two dimensions, or the chunk's
         (cropped to the array bounds)."""
         shape = self.shape_of(coords)
-        return shape[-2:] if self.planes else shape
+        if not self.planes:
+            return shape
+        return shape[-2:] if self.colour is None else (*shape[-2:], shape[self.colour])
+
+    def _picture(self, value: np.ndarray) -> np.ndarray:
+        """A file's values as the picture it shows: a plane, or a colour tile (y, x, RGB)."""
+        if self.colour is not None:
+            value = np.moveaxis(value, self.colour, -1)
+            return value.reshape(value.shape[-3:])
+        return value.reshape(value.shape[-2:])
+
+    def _region_values(self, coords: tuple[int, ...], picture: np.ndarray) -> np.ndarray:
+        """The inverse of ``_picture``: the values in the shape of the file's region."""
+        shape = list(self.shape_of(coords))
+        if self.colour is None:
+            return picture.reshape(shape)
+        moved = [n for d, n in enumerate(shape) if d != self.colour] + [shape[self.colour]]
+        return np.moveaxis(picture.reshape(moved), -1, self.colour)
 
     def region(self, coords: Sequence[int]) -> tuple[slice, ...]:
         return chunk_region(coords, self.chunk_shape, self.array.shape)
@@ -131,7 +152,7 @@ class RenderedChunks:
 
     def _encode_all(self, values: list[np.ndarray]) -> list[bytes]:
         if self.planes:
-            values = [v.reshape(v.shape[-2:]) for v in values]
+            values = [self._picture(v) for v in values]
         return [encode(self.fmt, np.asarray(v)) for v in values]
 
     async def _decode(self, batch: list[tuple[int, ...]]) -> list[np.ndarray]:
@@ -144,7 +165,8 @@ class RenderedChunks:
         out = []
         for c in batch:
             chunk = decoded[self._read_coords(c)]
-            at = tuple(slice(i % n, i % n + 1) for i, n in zip(c, self._pieces, strict=True))
+            at = tuple(slice((i % n) * p, (i % n + 1) * p)
+                       for i, n, p in zip(c, self._pieces, self.chunk_shape, strict=True))
             out.append(chunk[at[:-2]])
         return out
 
@@ -219,7 +241,8 @@ class RenderedChunks:
     def _decoded_file(self, coords: tuple[int, ...], data: bytes) -> np.ndarray:
         """A written file's values, in the shape of its region (EINVAL unless it fits)."""
         value = decode(self.fmt, data, self.image_shape(coords), self.dtype)
-        return value.reshape(self.shape_of(coords))
+        return self._region_values(coords, value) if self.planes else value.reshape(
+            self.shape_of(coords))
 
     def _encoded_chunk(
         self, coords: tuple[int, ...], value: np.ndarray, current: np.ndarray | None

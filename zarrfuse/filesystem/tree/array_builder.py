@@ -31,6 +31,8 @@ from zarrfuse.extensions.transformers import parse_storage_transformers
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
+from zarrfuse.filesystem.images.colour_axis import colour_axis
+from zarrfuse.filesystem.images.image_builder import ROLE_NAMES
 from zarrfuse.filesystem.images.image_dims import ShownDims
 from zarrfuse.filesystem.images.planes import plane_chunks
 from zarrfuse.filesystem.images.render import FORMATS, check_renderable
@@ -91,10 +93,12 @@ class ArrayBuilder:
         return view_encoding(own, suffix, self._max_children).to_dict()
 
     def array_view(
-        self, path: str, node: StoredNode, *, axis_names: tuple[str, ...] | None = None
+        self, path: str, node: StoredNode, *, ome: OmeLevel | None = None
     ) -> ArrayView:
-        """``axis_names``: the dimensions' names where the array has none of its own (an
-        OME-Zarr 0.4 dataset's axes), for a plane view's path levels."""
+        """``ome``: the OME-Zarr level the array is, if it is one: its axes name a plane
+        view's path levels where the array names none (OME-Zarr 0.4), and say (with
+        ``omero``) whether its channels are one colour picture."""
+        axis_names = None if ome is None else ome.axis_names
         metadata = node.metadata
         parts = parse_storage_transformers(metadata.get("storage_transformers"))
         shown = {k: v for k, v in metadata.items() if k != "storage_transformers"}
@@ -113,7 +117,7 @@ class ArrayBuilder:
                 unwritable = str(e)
         source = self.chunk_source(path, metadata)
         rendered = (
-            self._rendered(path, metadata, parsed, source, writable=unwritable is None)
+            self._rendered(path, metadata, parsed, source, writable=unwritable is None, ome=ome)
             if self._rendering
             else None
         )
@@ -236,14 +240,18 @@ class ArrayBuilder:
         source: StoredChunks,
         *,
         writable: bool,
+        ome: OmeLevel | None = None,
     ) -> RenderedChunks:
         """The array rendered in the mount's format."""
         rendering = self._rendering
         assert rendering is not None
         array = self.zarr_array(path, metadata, parsed, writable=writable)
+        colour = self._colour(metadata, np.dtype(array.dtype), ome)
         planes = plane_chunks(rendering.fmt, tuple(array.shape), tuple(array.chunks),
-                              getattr(array.metadata, "dimension_names", None))
+                              getattr(array.metadata, "dimension_names", None), colour)
         image = tuple(array.chunks) if planes is None else planes[-2:]
+        if planes is not None and colour is not None and planes[colour] > 1:
+            image = (*planes[-2:], planes[colour])
         check_renderable(rendering.fmt, np.dtype(array.dtype), image)
         chunk_bytes = math.prod(array.chunks) * np.dtype(array.dtype).itemsize
         if chunk_bytes > rendering.max_chunk_bytes:
@@ -257,7 +265,27 @@ class ArrayBuilder:
         return RenderedChunks(
             array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache,
             decoder=decoder, encoder=ChunkEncoder.for_array(array) if writable else None,
+            colour=colour,
         )
+
+    def _colour(self, metadata: dict[str, Any], dtype: np.dtype,
+                ome: OmeLevel | None) -> int | None:
+        """The axis a rendered view shows as each tile's colours (``colour_axis``): by the
+        OME-Zarr axes and ``omero``, or ``dimension_names`` with ``--colour always``. PNG
+        holds 8-bit colour only."""
+        rendering = self._rendering
+        assert rendering is not None
+        shape = tuple(metadata["shape"])
+        if ome is not None and len(ome.multiscales.axes) == len(shape):
+            roles = [axis.role for axis in ome.multiscales.axes[:-2]]
+        else:
+            names = metadata.get("dimension_names") or [None] * len(shape)
+            roles = [ROLE_NAMES.get(str(n).lower()) if n else None for n in names[:-2]]
+        found = colour_axis(roles, shape, dtype, policy=rendering.colour,
+                            means_colour=ome is not None and ome.multiscales.means_colour)
+        if found is None or (rendering.fmt == "png" and dtype != np.dtype("u1")):
+            return None
+        return found.axis
 
 
 def _plane_axes(

@@ -167,10 +167,10 @@ class Catalog:
 
     def _ome_level(self, path: str, node: StoredNode) -> OmeLevel | None:
         """Where an array sits in an OME-Zarr image (rendered views name path levels after
-        its axes; a writable mount updates the levels below the full resolution); None
-        where neither is needed or it is in none. Blocking."""
-        needs_names = self._rendering is not None and not node.metadata.get("dimension_names")
-        if node.node_type != "array" or not (needs_names or self.arrays.write_store):
+        its axes and show its colour channels as colour; a writable mount updates the
+        levels below the full resolution); None where neither is needed or it is in none.
+        Blocking."""
+        if node.node_type != "array" or not (self._rendering or self.arrays.write_store):
             return None
         return find_ome_level(path, node, self.read_node,
                               with_lower=self.arrays.write_store is not None)
@@ -253,8 +253,7 @@ class Catalog:
             return GroupView(path, {}, loaded.time_ns)
         if node.node_type == "array":
             ome = loaded.ome
-            view = self.arrays.array_view(
-                path, node, axis_names=None if ome is None else ome.axis_names)
+            view = self.arrays.array_view(path, node, ome=ome)
             if ome is not None and ome.lower:
                 view.pyramid = self.arrays.pyramid(path, node.metadata, ome)
             view.metadata_time_ns = loaded.time_ns
