@@ -3,14 +3,15 @@
 A microscopist edits the full resolution (``s0``/``0``) through a mount and looks at the
 image in a viewer that shows a lower level when zoomed out: that level must show the edit
 too. So after a chunk of level 0 is committed, the region it covers is downsampled again
-into every lower level, with the method the ``multiscales`` metadata names (its ``type``)
+into every lower level, each from the level above it (as pyramid writers build them), with
+the method the ``multiscales`` metadata names (its ``type``)
 where zarrfuse implements it: ``nearest`` (each block's first pixel) and the mean family
 (``mean``, ``local_mean``, ``bin_shrink``...: each block's mean, rounded to the nearest
 integer for integer types; edge blocks average the pixels they have). Any other method
 (``gaussian``, a writer's own) is not guessed at: the write succeeds and one log line
 names the levels that are now stale. Each level's factor along each axis is the ratio of
-level 0's shape to its own (1 where they are equal). The arrays are zarr's, over the
-mount's store. Blocking: call in a worker thread.
+the level above's shape to its own (1 where they are equal). The arrays are zarr's, over
+the mount's store. Blocking: call in a worker thread.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ import zarr
 
 __all__ = ["MEAN_METHODS", "LowerLevel", "Pyramid", "downsample", "method_of"]
 
-MEAN_METHODS = frozenset({"mean", "local_mean", "bin_shrink", "itk_bin_shrink", "average",
-                          "dask_image_mean", "block_mean"})
+MEAN_METHODS = frozenset({"mean", "local_mean", "bin_shrink", "itk_bin_shrink",
+                          "dask_bin_shrink", "average", "block_mean"})
 
 
 def method_of(named: str | None) -> str | None:
@@ -76,22 +77,24 @@ class Pyramid:
     """The method as the metadata names it (for the message when it is not implemented)."""
 
     def update(self, region: Sequence[slice]) -> list[tuple[str, list[str]]]:
-        """Downsample ``region`` of level 0 into every lower level; per level, the store
-        keys (relative to the level) of the chunks written."""
+        """Downsample ``region`` of level 0 into every lower level, each from the one
+        above; per level, the store keys (relative to the level) of the chunks written."""
         assert self.method is not None
         written = []
+        above = self.source
         for level in self.lower:
             shape = level.array.shape
             dst = tuple(slice(r.start // f, min(-(-r.stop // f), n))
                         for r, f, n in zip(region, level.factors, shape, strict=True))
             if any(d.start >= d.stop for d in dst):
-                continue
+                break
             src = tuple(slice(d.start * f, min(d.stop * f, n)) for d, f, n in zip(
-                dst, level.factors, self.source.shape, strict=True))
-            values = downsample(np.asarray(self.source[src]), level.factors, self.method,
+                dst, level.factors, above.shape, strict=True))
+            values = downsample(np.asarray(above[src]), level.factors, self.method,
                                 [d.stop - d.start for d in dst])
             level.array[dst] = values
             written.append((level.path, _keys(level.array, dst)))
+            above, region = level.array, dst
         return written
 
 

@@ -65,6 +65,7 @@ def astronaut_pyramid(path: Path) -> list[np.ndarray]:
         "version": "0.5",
         "multiscales": [{
             "name": "astronaut",
+            "type": "mean",  # each level the 2 x 2 means of the one above (_halve)
             "axes": [{"name": "c", "type": "channel"},
                      {"name": "y", "type": "space", "unit": "micrometer"},
                      {"name": "x", "type": "space", "unit": "micrometer"}],

@@ -204,15 +204,16 @@ class ArrayBuilder:
 
     def pyramid(self, path: str, metadata: dict[str, Any], ome: OmeLevel) -> Pyramid:
         """Level 0 at ``path`` with the levels below it, to update them after a write."""
-        source = self.writable_array(path, metadata)
+        source = above = self.writable_array(path, metadata)
         lower = []
         for level_path, level_metadata in ome.lower:
             array = self.writable_array(level_path, level_metadata)
-            if len(array.shape) != len(source.shape):
+            if len(array.shape) != len(above.shape):
                 break
             factors = tuple(max(1, round(s / n)) if n else 1
-                            for s, n in zip(source.shape, array.shape, strict=True))
+                            for s, n in zip(above.shape, array.shape, strict=True))
             lower.append(LowerLevel(level_path, array, factors))
+            above = array
         named = ome.multiscales.method
         return Pyramid(ome.image, source, lower, method_of(named), named)
 
