@@ -150,3 +150,24 @@ def test_tiles_of_one_channel_per_chunk_stay_grey_planes(tmp_path):
     with mounted(root, tmp_path / "mnt", "--format", "tiff") as mnt:
         plane = mnt / "0/planes/c002/y001/c002-y001-x000.tiff"
         np.testing.assert_array_equal(tifffile.imread(plane), full[2, 32:, :32])
+
+
+def test_vips_and_gdal_read_the_colour_whole_image_in_colour(tmp_path):
+    """The colour whole image of an image chunked one channel per chunk (each tile made from
+    three chunks), as vips (``vips copy``) and GDAL (``gdal_translate``, its bands' colour
+    interpretation) read it: red, green and blue, every pixel."""
+    full = _picture((3, 96, 128), seed=15)
+    root = tmp_path / "photo.ome.zarr"
+    _ome_zarr_v04(root, [full], CYX, (1, 32, 32), {"channels": RGB})
+    with mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        image = mnt / "photo.ome.tif"
+        info = run_with_timeout(["gdalinfo", image], 60).stdout
+        assert [line.split("ColorInterp=")[1] for line in info.splitlines()
+                if "ColorInterp=" in line] == ["Red", "Green", "Blue"]
+        run_with_timeout(["vips", "copy", image, tmp_path / "vips.png"], 60)
+        run_with_timeout(["gdal_translate", "-q", "-of", "PNG", image, tmp_path / "gdal.png"],
+                         60)
+    for out in ("vips.png", "gdal.png"):
+        with Image.open(tmp_path / out) as picture:
+            assert picture.mode == "RGB", out
+            np.testing.assert_array_equal(np.asarray(picture), np.moveaxis(full, 0, -1))
