@@ -116,14 +116,18 @@ def test_fluorescence_channels_stay_grey_and_colour_never_and_always_decide(tmp_
         np.testing.assert_array_equal(tif.series[0].asarray(), np.moveaxis(stains, 0, -1))
 
 
-@pytest.mark.parametrize("fmt", ["tiff", "png"])
-def test_the_tiles_of_an_rgb_ome_zarr_image_are_colour_pictures_and_write_back(tmp_path, fmt):
-    """Issue 31 point 2, the chunk views: chunks holding all three channels show each tile
-    as one colour picture (gdk-pixbuf's thumbnail is the tile in colour); a colour picture
-    written back stores each channel's plane exactly."""
+@pytest.mark.parametrize(("fmt", "channels_per_chunk"),
+                         [("tiff", 3), ("png", 3), ("tiff", 1), ("png", 1)])
+def test_the_tiles_of_an_rgb_ome_zarr_image_are_colour_pictures_and_write_back(
+    tmp_path, fmt, channels_per_chunk
+):
+    """Issue 31 point 2, the chunk views: each tile is one colour picture, whether a chunk
+    holds all three channels or one (the tile is then made from three chunks); gdk-pixbuf's
+    thumbnail is the tile in colour; a colour picture written back stores each channel's
+    plane exactly, and nothing else."""
     full = _picture((3, 64, 96), seed=12)
     root = tmp_path / "photo.ome.zarr"
-    _ome_zarr_v04(root, [full], CYX, (3, 32, 32), {"channels": RGB})
+    _ome_zarr_v04(root, [full], CYX, (channels_per_chunk, 32, 32), {"channels": RGB})
     edited = _picture((32, 32, 3), seed=13)
     with mounted(root, tmp_path / "mnt", "--format", fmt) as mnt:
         files = sorted(p.relative_to(mnt).as_posix() for p in mnt.rglob(f"*.{fmt}"))
@@ -143,11 +147,11 @@ def test_the_tiles_of_an_rgb_ome_zarr_image_are_colour_pictures_and_write_back(t
     np.testing.assert_array_equal(zarr.open_array(root / "0")[:], expected)
 
 
-def test_tiles_of_one_channel_per_chunk_stay_grey_planes(tmp_path):
+def test_colour_never_keeps_grey_channel_planes_in_the_chunk_view(tmp_path):
     full = _picture((3, 64, 64), seed=14)
     root = tmp_path / "photo.ome.zarr"
     _ome_zarr_v04(root, [full], CYX, (1, 32, 32), {"channels": RGB})
-    with mounted(root, tmp_path / "mnt", "--format", "tiff") as mnt:
+    with mounted(root, tmp_path / "mnt", "--format", "tiff", "--colour", "never") as mnt:
         plane = mnt / "0/planes/c002/y001/c002-y001-x000.tiff"
         np.testing.assert_array_equal(tifffile.imread(plane), full[2, 32:, :32])
 

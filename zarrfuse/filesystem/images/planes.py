@@ -39,12 +39,12 @@ def plane_chunks(
     """The shape of the pieces a view shows as files, ``(1, ..., 1, cy, cx)``, when it shows
     stacks of planes plane by plane; None when it shows whole chunks. ``names``: the array's
     dimension names, if it has them (a named last dimension must name samples to be RGB).
-    ``colour``: a leading axis whose channels are one colour picture (``colour_axis``),
-    whole in every chunk: a piece keeps all of it (one colour picture per tile)."""
+    ``colour``: a leading axis whose channels are one colour picture (``colour_axis``): a
+    piece holds all of it (one colour picture per tile), from one chunk or several."""
     assert fmt in FORMATS
     if fmt not in PLANE_FORMATS or len(chunks) < 3 or _rgb(shape, chunks, names):
         return None
     piece = [1] * (len(chunks) - 2) + list(chunks[-2:])
-    if colour is not None and chunks[colour] == shape[colour]:
-        piece[colour] = chunks[colour]
+    if colour is not None:
+        piece[colour] = shape[colour]
     return tuple(piece)

@@ -65,8 +65,15 @@ class RenderedChunks:
         """The axis whose channels each file shows as one colour picture (RGB last)."""
         self.chunk_shape = read_chunks if planes is None else planes
         """What one file shows: a read chunk, or one 2-D plane of it (``planes``)."""
-        self._pieces = tuple(r // c for r, c in zip(read_chunks, self.chunk_shape, strict=True))
+        self._pieces = tuple(max(1, r // c)
+                             for r, c in zip(read_chunks, self.chunk_shape, strict=True))
         """Files per read chunk along each dimension (all 1 unless ``planes``)."""
+        self._span = tuple(-(-c // r) for r, c in zip(read_chunks, self.chunk_shape,
+                                                      strict=True))
+        """Read chunks per file along each dimension: all 1 but a colour axis whose channels
+        are stored one (or a few) per chunk, whose tile is made from several chunks."""
+        self._read_grid = tuple(math.ceil(s / r)
+                                for s, r in zip(array.shape, read_chunks, strict=True))
         self.grid = tuple(
             math.ceil(s / c) for s, c in zip(array.shape, self.chunk_shape, strict=True)
         )
@@ -105,17 +112,32 @@ class RenderedChunks:
     def forget_stored(self, stored: tuple[int, ...]) -> list[tuple[int, ...]]:
         """The stored chunk (shard) ``stored`` changed another way: the renderings of its
         files are dropped (and those under way not kept). Returns the files' coordinates."""
-        files = list(itertools.product(*(
-            range(s * n, min((s + 1) * n, g))
-            for s, n, g in zip(stored, self.per_stored, self.grid, strict=True))))
+        reads = itertools.product(*(
+            range(s * k, min((s + 1) * k, g))
+            for s, k, g in zip(stored, self._decoder.per_stored, self._read_grid, strict=True)))
+        files = sorted({f for read in reads for f in self._files_of(read)})
         for c in files:
             self._writes[c] = self._writes.get(c, 0) + 1
             self._cache.drop(self.cache_key(c))
         return files
 
     def _read_coords(self, coords: tuple[int, ...]) -> tuple[int, ...]:
-        """The read chunk that holds file ``coords``."""
-        return tuple(c // n for c, n in zip(coords, self._pieces, strict=True))
+        """The (first) read chunk that holds file ``coords``."""
+        return tuple(c * s // n for c, s, n in zip(coords, self._span, self._pieces,
+                                                   strict=True))
+
+    def _reads_of(self, coords: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """Every read chunk file ``coords`` shows part of (one, unless it spans several)."""
+        first = self._read_coords(coords)
+        return list(itertools.product(*(
+            range(f, min(f + s, g))
+            for f, s, g in zip(first, self._span, self._read_grid, strict=True))))
+
+    def _files_of(self, read: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """Every file that shows part of read chunk ``read``."""
+        return list(itertools.product(*(
+            range(r // s, r // s + 1) if s > 1 else range(r * n, min((r + 1) * n, g))
+            for r, s, n, g in zip(read, self._span, self._pieces, self.grid, strict=True))))
 
     def image_shape(self, coords: Sequence[int]) -> tuple[int, ...]:
         """The shape of the image in file ``coords``: a plane's two dimensions, or the chunk's
@@ -160,10 +182,13 @@ class RenderedChunks:
         and for planes, the plane cut out of it."""
         if not self.planes:
             return await self._decoder.decode(batch)
-        read = list(dict.fromkeys(self._read_coords(c) for c in batch))
+        read = list(dict.fromkeys(r for c in batch for r in self._reads_of(c)))
         decoded = dict(zip(read, await self._decoder.decode(read), strict=True))
         out = []
         for c in batch:
+            if any(s > 1 for s in self._span):
+                out.append(self._assemble(c, decoded))
+                continue
             chunk = decoded[self._read_coords(c)]
             at = tuple(slice((i % n) * p, (i % n + 1) * p)
                        for i, n, p in zip(c, self._pieces, self.chunk_shape, strict=True))
@@ -234,9 +259,30 @@ class RenderedChunks:
         with contextlib.suppress(Exception):  # a guess; the real read of them reports errors
             await self._render_batch(batch)
 
+    def _overlap(self, region: Sequence[slice], read: tuple[int, ...]
+                 ) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
+        """Where ``region`` and read chunk ``read`` overlap: the slices of it within the
+        region's values, and within the chunk's."""
+        origin = chunk_region(read, self.array.chunks, self.array.shape)
+        lo = [max(r.start, o.start) for r, o in zip(region, origin, strict=True)]
+        hi = [min(r.stop, o.stop) for r, o in zip(region, origin, strict=True)]
+        return (tuple(slice(a - r.start, b - r.start) for a, b, r in zip(lo, hi, region,
+                                                                         strict=True)),
+                tuple(slice(a - o.start, b - o.start) for a, b, o in zip(lo, hi, origin,
+                                                                         strict=True)))
+
+    def _assemble(self, coords: tuple[int, ...],
+                  decoded: dict[tuple[int, ...], np.ndarray]) -> np.ndarray:
+        """A file's values from the read chunks it spans."""
+        region = self.region(coords)
+        block = np.empty([r.stop - r.start for r in region], dtype=self.dtype)
+        for read in self._reads_of(coords):
+            inside, within = self._overlap(region, read)
+            block[inside] = decoded[read][within]
+        return block
+
     def _store(self, coords: tuple[int, ...], data: bytes) -> None:
-        value = decode(self.fmt, data, self.image_shape(coords), self.dtype)
-        self.array[self.region(coords)] = value.reshape(self.shape_of(coords))
+        self.array[self.region(coords)] = self._decoded_file(coords, data)
 
     def _decoded_file(self, coords: tuple[int, ...], data: bytes) -> np.ndarray:
         """A written file's values, in the shape of its region (EINVAL unless it fits)."""
@@ -245,37 +291,40 @@ class RenderedChunks:
             self.shape_of(coords))
 
     def _encoded_chunk(
-        self, coords: tuple[int, ...], value: np.ndarray, current: np.ndarray | None
+        self, read: tuple[int, ...], region: Sequence[slice], value: np.ndarray,
+        current: np.ndarray | None,
     ) -> bytes:
-        """The stored bytes of file ``coords``'s chunk holding ``value`` in its region and
-        ``current`` (the chunk as stored, cropped to the array) elsewhere."""
+        """The stored bytes of read chunk ``read`` holding ``value`` (the values of
+        ``region``) where they overlap, and ``current`` (the chunk as stored, cropped to
+        the array) elsewhere."""
         assert self._encoder is not None
-        read = self._read_coords(coords)
-        origin = [c * n for c, n in zip(read, self.array.chunks, strict=True)]
         whole = np.full(self._encoder.chunk_shape, self.array.fill_value, dtype=self.dtype)
         if current is not None:
             whole[tuple(slice(0, n) for n in current.shape)] = current
-        region = self.region(coords)
-        whole[tuple(slice(r.start - o, r.stop - o)
-                    for r, o in zip(region, origin, strict=True))] = value
+        inside, within = self._overlap(region, read)
+        whole[within] = value[inside]
         return self._encoder.encode(whole)
 
     async def _store_chunk(self, coords: tuple[int, ...], data: bytes) -> None:
-        """Store a written file as its chunk's new bytes through the chunk source."""
+        """Store a written file as its chunks' new bytes through the chunk source: one
+        chunk, or each chunk a colour tile spans, in turn."""
         value = await trio.to_thread.run_sync(self._decoded_file, coords, data,
                                               limiter=self._limiter)
-        read = self._read_coords(coords)
-        whole = not self.planes and value.shape == tuple(self.array.chunks)
-        lock = self._chunk_writes.setdefault(read, trio.Lock())
-        try:
-            async with lock:
-                current = None if whole else (await self._decoder.decode([read]))[0]
-                encoded = await trio.to_thread.run_sync(
-                    self._encoded_chunk, coords, value, current, limiter=self._limiter)
-                await self._decoder.stored.commit(read, [memoryview(encoded)], durable=False)
-        finally:
-            if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                self._chunk_writes.pop(read, None)  # no lock kept per chunk ever written
+        region = self.region(coords)
+        for read in self._reads_of(coords):
+            whole = not self.planes and value.shape == tuple(self.array.chunks)
+            lock = self._chunk_writes.setdefault(read, trio.Lock())
+            try:
+                async with lock:
+                    current = None if whole else (await self._decoder.decode([read]))[0]
+                    encoded = await trio.to_thread.run_sync(
+                        self._encoded_chunk, read, region, value, current,
+                        limiter=self._limiter)
+                    await self._decoder.stored.commit(read, [memoryview(encoded)],
+                                                      durable=False)
+            finally:
+                if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                    self._chunk_writes.pop(read, None)  # no lock kept per chunk ever written
 
     async def write(self, coords: tuple[int, ...], data: bytes) -> None:
         """Decode a written file and store it as the chunk's data, encoded by zarr's codecs
