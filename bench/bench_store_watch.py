@@ -87,7 +87,7 @@ def delay_remount(work: Path) -> float:
 def copy_into(work: Path, files: int, *flags: str) -> float:
     store, mnt, sources = work / "arr", work / "mnt", work / "src"
     size = 1 << 20
-    zarr.create_array(store, shape=(files, size), chunks=(1, size), dtype="u1",
+    zarr.create_array(store, shape=(1, files * size), chunks=(1, size), dtype="u1",
                       compressors=None, fill_value=0)
     sources.mkdir()
     for i in range(files):

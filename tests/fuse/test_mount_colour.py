@@ -131,8 +131,9 @@ def test_the_tiles_of_an_rgb_ome_zarr_image_are_colour_pictures_and_write_back(
     edited = _picture((32, 32, 3), seed=13)
     with mounted(root, tmp_path / "mnt", "--format", fmt) as mnt:
         files = sorted(p.relative_to(mnt).as_posix() for p in mnt.rglob(f"*.{fmt}"))
-        assert files == [f"0/c/0/{r:03d}/0/{c:03d}.{fmt}" for r in range(2) for c in range(3)]
-        tile = mnt / f"0/c/0/001/0/002.{fmt}"
+        assert files == [f"0/planes/y{r:03d}/y{r:03d}-x{c:03d}.{fmt}"
+                         for r in range(2) for c in range(3)]
+        tile = mnt / f"0/planes/y001/y001-x002.{fmt}"
         with Image.open(tile) as image:
             assert image.mode == "RGB"
             np.testing.assert_array_equal(np.asarray(image),

@@ -99,15 +99,13 @@ def _mounted(source: Path, mountpoint: Path, *options: str) -> Iterator[Path]:
 
 def _check_tiles(mountpoint: Path, level: np.ndarray) -> list[Path]:
     """Every file of the full-resolution level (one colour picture per chunk, at
-    ``c/0/ROW/0/COLUMN.tiff``, as a 2-D array's chunks) holds its tile's pixels exactly,
-    red, green, blue."""
+    ``planes/yROW/yROW-xCOLUMN.tiff``) holds its tile's pixels exactly, red, green, blue."""
     files = sorted((mountpoint / "0").rglob("*.tiff"))
     rows, cols = -(-level.shape[1] // CHUNK), -(-level.shape[2] // CHUNK)
     if len(files) != rows * cols:
         raise AssertionError(f"{len(files)} TIFF files, expected {rows * cols}")
     for file in files:
-        parts = file.relative_to(mountpoint / "0").with_suffix("").parts
-        row, col = int(parts[2]), int(parts[4])  # c/0/ROW/0/COLUMN
+        row, col = (int(part[1:]) for part in file.with_suffix("").name.split("-"))
         tile = level[:, row * CHUNK : (row + 1) * CHUNK, col * CHUNK : (col + 1) * CHUNK]
         if not np.array_equal(tifffile.imread(file), np.moveaxis(tile, 0, -1)):
             raise AssertionError(f"{file} differs from the source")

@@ -296,12 +296,13 @@ def _plane_axes(
     """The names that label a plane view's path levels: the array's dimension names (OME-Zarr
     0.5 sets them to its axes: ``t``, ``c``, ``z``, ``y``, ``x``), else ``axis_names`` (an
     OME-Zarr 0.4 image's axes), else ``d0_``, ``d1_``...;
-    None for other views and where only y and x make levels: their paths stay as the fanout
-    encoding names them."""
+    None for other views and where only y and x make levels of a grey image: their paths
+    stay as the fanout encoding names the chunks (a colour image's tiles, each made from
+    all its channels, are named by their axes: ``planes/y001/y001-x002.tiff``)."""
     if rendered is None or not rendered.planes:
         return None
     dims = range(len(rendered.grid)) if shown is None else shown.dims
-    if all(d >= len(rendered.grid) - 2 for d in dims):
+    if all(d >= len(rendered.grid) - 2 for d in dims) and rendered.colour is None:
         return None  # only y and x make levels: a plain 2-D tree, as for a 2-D array
     given = metadata.get("dimension_names") or axis_names or [None] * len(rendered.grid)
     names = [  # "t005" for a named axis; "d0_005" for an unnamed one
