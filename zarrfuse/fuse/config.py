@@ -70,6 +70,8 @@ class MountConfig:
     again, here and in the kernel's caches; None: for the mount's life when read-only, 1 s
     when writable."""
     symlink_root: str | None = None
+    """Local stores: symlinks may lead anywhere beneath this ancestor of the store; None:
+    nothing outside the store itself is ever read, written or removed."""
     cache_dir: str | None = None
     """Directory where chunk bytes fetched from a remote store are kept across mounts (shared
     by concurrent mounts); None: no disk cache."""
@@ -78,8 +80,6 @@ class MountConfig:
     store_timeout: float = 30.0
     """Seconds a request that reads (lookup, getattr, readdir, open, read) may wait for the
     store before it is answered EIO."""
-    """Local stores: symlinks may lead anywhere beneath this ancestor of the store; None:
-    nothing outside the store itself is ever read, written or removed."""
 
     def __post_init__(self) -> None:
         if self.layout == "source":
