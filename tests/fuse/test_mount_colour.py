@@ -5,6 +5,7 @@ Thunar, Nautilus) on a real mount, from data written as other writers write it."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +177,29 @@ def test_vips_and_gdal_read_the_colour_whole_image_in_colour(tmp_path):
         with Image.open(tmp_path / out) as picture:
             assert picture.mode == "RGB", out
             np.testing.assert_array_equal(np.asarray(picture), np.moveaxis(full, 0, -1))
+
+
+GIMP_EXPORT = """
+(let* ((image (car (gimp-file-load RUN-NONINTERACTIVE "{0}" "{0}")))
+       (drawable (car (gimp-image-get-active-drawable image))))
+  (file-png-save RUN-NONINTERACTIVE image drawable "{1}" "{1}" 0 9 0 0 0 0 0))
+"""
+
+
+def test_gimp_opens_the_colour_whole_image_in_colour(tmp_path):
+    """GIMP (its batch console) loads the colour whole image and exports what it shows:
+    red, green and blue, every pixel."""
+    full = _picture((3, 96, 128), seed=16)
+    root = tmp_path / "photo.ome.zarr"
+    _ome_zarr_v04(root, [full], CYX, (1, 32, 32), {"channels": RGB})
+    out, home = tmp_path / "gimp.png", tmp_path / "home"
+    home.mkdir()
+    with mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        result = run_with_timeout(
+            ["gimp-console", "-i", "-d", "-f", "-n", "-b",
+             GIMP_EXPORT.format(mnt / "photo.ome.tif", out), "-b", "(gimp-quit 0)"],
+            120, env={**os.environ, "HOME": str(home)})
+    assert "batch command executed successfully" in result.stdout + result.stderr, result
+    with Image.open(out) as picture:
+        assert picture.mode == "RGB"
+        np.testing.assert_array_equal(np.asarray(picture), np.moveaxis(full, 0, -1))
