@@ -27,8 +27,10 @@ log = logging.getLogger(__name__)
 DEBOUNCE_MS = 100
 """Changes are gathered this long before they are delivered: a chunk written as several
 events (create, write, close) is seen once."""
-STOP_CHECK_MS = 1000
-"""How often the watching thread looks whether the mount has ended."""
+STOP_CHECK_MS = 200
+"""How often the watching thread looks whether the mount has ended: it is joined before
+the mount's loop returns (a thread still inside watchfiles' native code when the
+interpreter exits can crash it: seen as SIGSEGV at exit with watchfiles 1.0)."""
 
 
 def _keys(root: str, paths: Iterable[str]) -> set[str]:
@@ -73,7 +75,8 @@ async def follow_store(root: Path, apply: Callable[[set[str]], Awaitable[None]])
         with contextlib.suppress(trio.RunFinishedError):
             trio.from_thread.run_sync(send.close, trio_token=token)
 
-    threading.Thread(target=watch, name="zarrfuse-store-watch", daemon=True).start()
+    thread = threading.Thread(target=watch, name="zarrfuse-store-watch", daemon=True)
+    thread.start()
     log.debug("following changes to %s", where)
     try:
         async with receive:
@@ -81,3 +84,5 @@ async def follow_store(root: Path, apply: Callable[[set[str]], Awaitable[None]])
                 await apply(keys)
     finally:
         stop.set()
+        with trio.CancelScope(shield=True):  # at unmount: a blink; the loop stays free
+            await trio.to_thread.run_sync(thread.join, 10 * STOP_CHECK_MS / 1000)
