@@ -55,7 +55,8 @@ async def follow_store(root: Path, apply: Callable[[set[str]], Awaitable[None]])
     where = os.path.realpath(root)
 
     def deliver(keys: set[str]) -> None:
-        send.send_nowait(keys)
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            send.send_nowait(keys)  # after the mount's end: nobody to tell
 
     def watch() -> None:
         try:
@@ -81,7 +82,11 @@ async def follow_store(root: Path, apply: Callable[[set[str]], Awaitable[None]])
     try:
         async with receive:
             async for keys in receive:
-                await apply(keys)
+                try:
+                    await apply(keys)
+                except Exception:  # a change it cannot apply must not end the mount
+                    log.exception("applying changes to %s failed; the mount sees them "
+                                  "after --metadata-ttl", root)
     finally:
         stop.set()
         with trio.CancelScope(shield=True):  # at unmount: a blink; the loop stays free
