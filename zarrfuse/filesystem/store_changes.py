@@ -3,8 +3,9 @@
 ``storage.store_watch`` says which keys changed; here each key becomes the chunk files and
 whole images that show it. Each forgets what it learnt of that chunk (sizes, listing, open
 handle, renderings, decoded tiles) and the kernel forgets their attributes and pages, as
-after the mount's own commit: a file's next open reads the new chunk, while handles opened
-before keep the version they opened. Metadata documents are not followed here: a changed
+after the mount's own commit: a file's next open reads the new chunk (a handle opened before
+is no snapshot of a file the writer overwrote in place, as on a local filesystem). Metadata
+documents are not followed here: a changed
 ``zarr.json`` (a resized array, a new member) is seen after ``--metadata-ttl``.
 """
 

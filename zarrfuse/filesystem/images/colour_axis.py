@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zarrfuse.filesystem.images.render import COLOUR_DTYPES
+
 __all__ = ["COLOUR_CHOICES", "ColourAxis", "colour_axis"]
 
 COLOUR_CHOICES = ("auto", "always", "never")
-_COLOUR_DTYPES = (np.dtype("uint8"), np.dtype("uint16"))
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def colour_axis(
 ) -> ColourAxis | None:
     """The colour axis of an image whose leading dimensions (before y, x) have OME
     ``roles`` ('t', 'c', 'z' or None); None where its channels stay grey."""
-    if policy == "never" or np.dtype(dtype) not in _COLOUR_DTYPES:
+    if policy == "never" or np.dtype(dtype) not in COLOUR_DTYPES:
         return None
     channels = [d for d, role in enumerate(roles) if role == "c"]
     if len(channels) != 1 or int(shape[channels[0]]) not in (3, 4):

@@ -29,7 +29,7 @@ from zarrfuse.tiff.strip_image import StripImagePlan, imagej_description, imagej
 from zarrfuse.tiff.tiles import image_dtype_check, tile_size_for
 from zarrfuse.tiff.whole_image import ImageLevel, WholeImagePlan
 
-__all__ = ["ImageBuilder", "LevelOpener", "samples_of"]
+__all__ = ["ImageBuilder", "LevelOpener", "roles_of", "samples_of"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,11 @@ ROLE_NAMES = {
 }
 """Dimension names (``dimension_names``, xarray's dims) that say which OME axis a leading
 dimension is."""
+
+
+def roles_of(names: Sequence[str | None]) -> list[str | None]:
+    """The OME roles ('t', 'c', 'z' or None) that dimension ``names`` give."""
+    return [ROLE_NAMES.get(str(n).lower()) if n else None for n in names]
 
 
 def samples_of(shape: Sequence[int], chunks: Sequence[int], dtype: np.dtype) -> int:
@@ -115,7 +120,7 @@ class ImageBuilder:
         samples = samples_of(level.shape, level.chunks, level.dtype)
         plane = _plane(path, level.shape, samples)
         names = metadata.get("dimension_names") or [None] * len(level.shape)
-        roles = [ROLE_NAMES.get(str(n).lower()) if n else None for n in names[: plane.leading]]
+        roles = roles_of(names[: plane.leading])
         colour = None if samples > 1 else colour_axis(
             roles, level.shape, level.dtype, policy=self._colour)
         if colour is not None:

@@ -20,14 +20,15 @@ from zarrfuse.filesystem.images.formats import FORMATS
 
 __all__ = ["FORMATS", "check_renderable", "colour_picture", "decode", "encode", "encoded_size"]
 
-_COLOUR_DTYPES = (np.dtype("uint8"), np.dtype("uint16"))
+COLOUR_DTYPES = (np.dtype("uint8"), np.dtype("uint16"))
+"""Sample types a colour picture may have (what viewers show as RGB)."""
 
 
 def colour_picture(shape: tuple[int, ...], dtype: np.dtype) -> bool:
     """Whether an image of ``shape`` is one colour picture: ``y, x`` and 3 or 4 samples
     (RGB, RGBA) of uint8 or uint16. A rendered view gives such chunks to the encoder whole
     (``planes``), and only those; TIFF then writes one RGB(A) page, PNG one colour image."""
-    return len(shape) == 3 and shape[-1] in (3, 4) and np.dtype(dtype) in _COLOUR_DTYPES
+    return len(shape) == 3 and shape[-1] in (3, 4) and np.dtype(dtype) in COLOUR_DTYPES
 
 
 def _tiff_photometric(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def _tiff_photometric(shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]
 
 def _png_mode(dtype: np.dtype, shape: tuple[int, ...]) -> bool:
     if len(shape) == 2:
-        return dtype in _COLOUR_DTYPES
+        return dtype in COLOUR_DTYPES
     return colour_picture(shape, dtype) and dtype == np.dtype("uint8")
 
 

@@ -60,8 +60,7 @@ class RenderedChunks:
         planes = plane_chunks(fmt, tuple(array.shape), read_chunks,
                               getattr(array.metadata, "dimension_names", None), colour)
         self.planes = planes is not None
-        self.colour = (colour if planes is not None and colour is not None
-                       and planes[colour] > 1 else None)
+        self.colour = colour if planes is not None else None
         """The axis whose channels each file shows as one colour picture (RGB last)."""
         self.chunk_shape = read_chunks if planes is None else planes
         """What one file shows: a read chunk, or one 2-D plane of it (``planes``)."""
@@ -311,8 +310,8 @@ class RenderedChunks:
         value = await trio.to_thread.run_sync(self._decoded_file, coords, data,
                                               limiter=self._limiter)
         region = self.region(coords)
+        whole = not self.planes and value.shape == tuple(self.array.chunks)
         for read in self._reads_of(coords):
-            whole = not self.planes and value.shape == tuple(self.array.chunks)
             lock = self._chunk_writes.setdefault(read, trio.Lock())
             try:
                 async with lock:

@@ -96,13 +96,10 @@ class WholeImage:
         level; if so, what was learnt of those chunks and every decoded tile is forgotten
         (here and in the strip sibling): reads decode them anew."""
         hit = False
-        for level in self.levels:
-            for key in keys:
-                coords = level.stored.coords_of(key) if level.stored is not None else None
-                if coords is not None:
-                    assert level.stored is not None
-                    level.stored.drop_cached(coords)
-                    hit = True
+        for stored in (level.stored for level in self.levels if level.stored is not None):
+            for coords in {c for key in keys if (c := stored.coords_of(key)) is not None}:
+                stored.drop_cached(coords)
+                hit = True
         if hit:
             for image in (self, self.sibling):
                 if image is not None:

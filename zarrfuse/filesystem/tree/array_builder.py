@@ -32,7 +32,7 @@ from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.colour_axis import colour_axis
-from zarrfuse.filesystem.images.image_builder import ROLE_NAMES
+from zarrfuse.filesystem.images.image_builder import roles_of
 from zarrfuse.filesystem.images.image_dims import ShownDims
 from zarrfuse.filesystem.images.planes import plane_chunks
 from zarrfuse.filesystem.images.render import FORMATS, check_renderable
@@ -71,7 +71,7 @@ class ArrayBuilder:
         write_store: Store | None = None,
     ) -> None:
         """``write_store``: the store zarr writes through on a writable mount (a pyramid's
-        lower levels, ``writes.pyramid``); None: nothing is written through zarr."""
+        lower levels, ``api.pyramid``); None: nothing is written through zarr."""
         self.backend = backend
         self.write_store = write_store
         self.layout: Layout = layout
@@ -186,21 +186,14 @@ class ArrayBuilder:
         a shard's inner chunks are measured before they are decoded (``shard_bounds``)."""
         rendering = self._rendering
         assert rendering is not None
-        store_path = wrap_array(
-            StorePath(rendering.store, path), metadata,
-            writable=writable and not rendering.read_only,
-        )
-        return zarr.Array(
-            AsyncArray(metadata=bound_inner_chunks(parsed), store_path=store_path)
-        )
+        return _zarr_array(rendering.store, path, metadata, parsed,
+                           writable=writable and not rendering.read_only)
 
     def writable_array(self, path: str, metadata: dict[str, Any]) -> zarr.Array:
-        """The array as zarr writes it through ``write_store`` (storage transformers
-        applied)."""
+        """The array as zarr writes it through ``write_store`` (as ``zarr_array``)."""
         assert self.write_store is not None
-        store_path = wrap_array(StorePath(self.write_store, path), metadata, writable=True)
-        return zarr.Array(AsyncArray(metadata=parse_array_metadata(path, metadata),
-                                     store_path=store_path))
+        return _zarr_array(self.write_store, path, metadata,
+                           parse_array_metadata(path, metadata), writable=True)
 
     def pyramid(self, path: str, metadata: dict[str, Any], ome: OmeLevel) -> Pyramid:
         """Level 0 at ``path`` with the levels below it, to update them after a write."""
@@ -251,7 +244,7 @@ class ArrayBuilder:
         planes = plane_chunks(rendering.fmt, tuple(array.shape), tuple(array.chunks),
                               getattr(array.metadata, "dimension_names", None), colour)
         image = tuple(array.chunks) if planes is None else planes[-2:]
-        if planes is not None and colour is not None and planes[colour] > 1:
+        if planes is not None and colour is not None:
             image = (*planes[-2:], planes[colour])
         check_renderable(rendering.fmt, np.dtype(array.dtype), image)
         chunk_bytes = math.prod(array.chunks) * np.dtype(array.dtype).itemsize
@@ -281,12 +274,20 @@ class ArrayBuilder:
             roles = [axis.role for axis in ome.multiscales.axes[:-2]]
         else:
             names = metadata.get("dimension_names") or [None] * len(shape)
-            roles = [ROLE_NAMES.get(str(n).lower()) if n else None for n in names[:-2]]
+            roles = roles_of(names[:-2])
         found = colour_axis(roles, shape, dtype, policy=rendering.colour,
                             means_colour=ome is not None and ome.multiscales.means_colour)
         if found is None or (rendering.fmt == "png" and dtype != np.dtype("u1")):
             return None
         return found.axis
+
+
+def _zarr_array(store: Store, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata,
+                *, writable: bool) -> zarr.Array:
+    """The array at ``path`` of ``store`` as zarr sees it: storage transformers applied, a
+    shard's inner chunks measured before they are decoded (``shard_bounds``)."""
+    store_path = wrap_array(StorePath(store, path), metadata, writable=writable)
+    return zarr.Array(AsyncArray(metadata=bound_inner_chunks(parsed), store_path=store_path))
 
 
 def _plane_axes(
