@@ -1,8 +1,6 @@
 """``python -m zarrfuse``: the ``zarrfuse`` command; the background daemon is started this way."""
 
-import sys
-
-from zarrfuse.cli.commands import main
+from zarrfuse.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -26,8 +26,10 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from zarrfuse.cli import daemon, extras, options
+from zarrfuse.cli.process_exit import run_and_leave
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
 from zarrfuse.fuse.config import MountConfig
 
@@ -107,5 +109,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     return 0
 
 
+def run() -> NoReturn:
+    """The ``mount.fuse.zarrfuse`` program: ``main``, then the process ends (``process_exit``)."""
+    run_and_leave(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
