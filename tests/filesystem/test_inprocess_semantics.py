@@ -14,6 +14,7 @@ from PIL import Image
 from zarr.codecs import ZstdCodec
 
 from tests.inprocess import in_process, refused
+from tests.picture_paths import tile_path
 
 
 @pytest.fixture
@@ -104,14 +105,14 @@ def test_a_tiff_written_back_changes_exactly_its_region(tmp_path):
     a[:20] = data[:20]  # rows 20..24 stay empty: fill value
     expected = a[:]
     with in_process(str(path), format="tiff") as fs:
-        edited = tifffile.imread(io.BytesIO(fs.read("c/0/001/0/002.tiff"))) * 2
-        fs.write("c/0/001/0/002.tiff", tiff_of(edited))
+        edited = tifffile.imread(io.BytesIO(fs.read(tile_path(1, 2, "tiff")))) * 2
+        fs.write(tile_path(1, 2, "tiff"), tiff_of(edited))
         expected[10:20, 20:30] = edited
         # An edge chunk in the empty region, saved through a temp file and a rename.
-        fs.write("c/0/002/0/.003.tiff.tmp", tiff_of(np.full((5, 3), 77, dtype="int32")))
-        fs.rename("c/0/002/0/.003.tiff.tmp", "c/0/002/0/003.tiff")
+        fs.write("planes/y002/.y002-x003.tiff.tmp", tiff_of(np.full((5, 3), 77, dtype="int32")))
+        fs.rename("planes/y002/.y002-x003.tiff.tmp", tile_path(2, 3, "tiff"))
         expected[20:25, 30:33] = 77
-        shown = tifffile.imread(io.BytesIO(fs.read("c/0/001/0/002.tiff")))
+        shown = tifffile.imread(io.BytesIO(fs.read(tile_path(1, 2, "tiff"))))
         np.testing.assert_array_equal(shown, edited)
     np.testing.assert_array_equal(zarr.open_array(path)[:], expected)
 
@@ -134,7 +135,7 @@ def test_refused_rendered_writes_change_nothing(tmp_path, fmt):
             Image.fromarray(value).save(out, format="PNG")
         attempts.append(out.getvalue())
     with in_process(str(path), format=fmt) as fs:
-        target = f"c/0/000/0/001.{fmt}"
+        target = f"c/0/000/0/001.{fmt}" if fmt == "npy" else tile_path(0, 1, fmt)
         for attempt in attempts:
             assert refused(lambda a=attempt: fs.write(target, a)) in (errno.EINVAL, errno.EIO)
         assert len(fs.read(target)) == fs.size(target)

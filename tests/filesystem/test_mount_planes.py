@@ -79,7 +79,7 @@ def test_unnamed_axes_of_a_v2_array_show_as_tiff_planes(tmp_path):
     zarr.create_array(tmp_path / "v2", data=data, chunks=(3, 64, 64), zarr_format=2)
     with mounted(tmp_path / "v2", tmp_path / "mnt", "--format", "tiff") as mnt:
         assert len(list(mnt.rglob("*.tiff"))) == 3 * 2 * 2
-        file = mnt / "planes/d0_001/d1_001/d0_001-d1_001-d2_000.tiff"
+        file = mnt / "planes/d0_001/y001/d0_001-y001-x000.tiff"
         np.testing.assert_array_equal(tifffile.imread(file), data[1, 64:100, 0:64])
         plane = np.arange(36 * 64, dtype="u1").reshape(36, 64)
         out = io.BytesIO()

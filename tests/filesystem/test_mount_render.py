@@ -40,14 +40,20 @@ def random_data(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray
 
 def chunk_files(array: zarr.Array, mnt: Path, suffix: str):
     """(path, region) for every chunk of the read-chunk grid; the path leaves out the grid
-    dimensions of extent 1, as rendered views do (a single chunk: ``c`` + suffix)."""
+    dimensions of extent 1, as rendered views do (a single chunk: ``c`` + suffix). Pictures
+    (TIFF, PNG of a 2-D or RGB array) are named by position (``planes/y001/y001-x002``: the
+    arrays here name no dimensions), NPY files by the fanout key."""
     grid = [range(-(-s // c)) for s, c in zip(array.shape, array.chunks, strict=True)]
     shown = [d for d, extent in enumerate(grid) if len(extent) != 1]
+    picture = suffix in (".tiff", ".png") and array.ndim >= 2
     for coords in itertools.product(*grid):
         region = tuple(slice(i * c, min((i + 1) * c, s))
                        for i, c, s in zip(coords, array.chunks, array.shape, strict=True))
-        key = FANOUT.encode_chunk_key(tuple(coords[d] for d in shown))
-        yield mnt / (key + suffix), region
+        if picture and shown:
+            names = [f"{'yx'[d]}{coords[d]:03d}" for d in shown]
+            yield mnt.joinpath("planes", *names[:-1], "-".join(names) + suffix), region
+        else:
+            yield mnt / (FANOUT.encode_chunk_key(tuple(coords[d] for d in shown)) + suffix), region
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +113,7 @@ def test_nd_arrays_keep_their_shape(nd_group, case):
         for file, region in chunk_files(a, mnt, ".npy"):
             np.testing.assert_array_equal(np.load(file), data[region])
         return
-    # TIFF: one 2-D image per plane (issue 23 point 5), levels named d0_, d1_...
+    # TIFF: one 2-D image per plane (issue 23 point 5), levels named d0_, d1_..., y
     files = plane_files(a, mnt, ".tiff")
     assert len(files) == np.prod(a.shape[:-2]) * np.prod(a.cdata_shape[-2:])
     assert sorted(str(f) for f, _ in files) == sorted(str(p) for p in mnt.rglob("*.tiff"))
@@ -119,14 +125,16 @@ def test_nd_arrays_keep_their_shape(nd_group, case):
 
 def plane_files(array: zarr.Array, mnt: Path, suffix: str) -> list[tuple[Path, tuple]]:
     """(path, region) of every 2-D plane file of a planes view of ``array`` (dimensions
-    unnamed, every extent under 1000): under ``planes``, a folder ``d{d}_NNN`` per
-    dimension but the last, then a file named by them all joined with ``-``; dimensions
-    where the planes' grid has one position are left out."""
+    unnamed, every extent under 1000): under ``planes``, a folder per dimension but the
+    last (``d{d}_NNN``, the picture's rows ``yNNN``), then a file named by them all joined
+    with ``-`` (the columns ``xNNN``); dimensions where the planes' grid has one position
+    are left out."""
     planes = (1,) * (array.ndim - 2) + tuple(array.chunks[-2:])
     grid = [-(-s // c) for s, c in zip(array.shape, planes, strict=True)]
     out = []
     for coords in itertools.product(*(range(n) for n in grid)):
-        names = [f"d{d}_{v:03d}" for d, v in enumerate(coords) if grid[d] != 1]
+        labels = [f"d{d}_" for d in range(array.ndim - 2)] + ["y", "x"]
+        names = [f"{labels[d]}{v:03d}" for d, v in enumerate(coords) if grid[d] != 1]
         region = tuple(slice(i * c, min((i + 1) * c, s))
                        for i, c, s in zip(coords, planes, array.shape, strict=True))
         out.append((mnt.joinpath("planes", *names[:-1], "-".join(names) + suffix), region))
@@ -205,7 +213,7 @@ def test_ls_l_never_decodes(tmp_path):
         pid = daemon_pid(mnt)
         before = read_bytes_of(pid)
         # The grid is (1, 100): the row dimension has extent 1, so the path leaves it out.
-        listing = run_with_timeout(["ls", "-l", str(mnt / "c/0")], 30).stdout
+        listing = run_with_timeout(["ls", "-l", str(mnt / "planes")], 30).stdout
         # The daemon read only FUSE requests, not one chunk: sizes come from shape and dtype.
         assert read_bytes_of(pid) - before < chunk_bytes
         assert listing.count(".tiff") == 100

@@ -15,6 +15,7 @@ import zarr
 from PIL import Image
 
 from tests.mounting import mounted, run_with_timeout
+from tests.picture_paths import tile_path
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
 
@@ -37,7 +38,7 @@ def _tile(data: np.ndarray, row: int, col: int) -> np.ndarray:
 
 
 def _chunk_file(mnt: Path, row: int, col: int, suffix: str) -> Path:
-    return mnt / f"c/0/{row:03d}/0/{col:03d}.{suffix}"
+    return mnt / tile_path(row, col, suffix)
 
 
 def _pixels(path: Path) -> np.ndarray:

@@ -15,6 +15,7 @@ import tifffile
 import zarr
 
 from tests.mounting import mounted
+from tests.picture_paths import tile_path
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
 
@@ -52,7 +53,7 @@ def test_a_plane_saved_through_one_mount_shows_in_the_whole_image_of_another(tmp
         np.testing.assert_array_equal(_image(whole / "img.ome.tif"), data)  # cached now
         out = io.BytesIO()
         tifffile.imwrite(out, edited)
-        (tiles / "c/0/001/0/002.tiff").write_bytes(out.getvalue())
+        (tiles / tile_path(1, 2, "tiff")).write_bytes(out.getvalue())
         for name in ("img.ome.tif", "img.imagej.tif"):
             took = _within(lambda n=name: np.array_equal(_image(whole / n), expected))
             assert took is not None, f"{name} still shows the old pixels after {BOUND} s"

@@ -24,6 +24,7 @@ from zarr.codecs import BytesCodec
 
 from tests.cli.operating import stats
 from tests.mounting import mounted, run_with_timeout
+from tests.picture_paths import tile_path
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
@@ -197,7 +198,7 @@ def test_tifffile_memmap_on_a_rendered_tiff_view(tmp_path):
     a = zarr.create_array(path, shape=(32, 32), chunks=(16, 16), dtype="u2", fill_value=0)
     a[:] = np.arange(1024, dtype="u2").reshape(32, 32)
     with mounted(path, tmp_path / "mnt", "--format", "tiff") as mnt:
-        tile = mnt / "c/0/000/0/001.tiff"
+        tile = mnt / tile_path(0, 1, "tiff")
         m = tifffile.memmap(tile, mode="r+")
         m[0, :4] = 9999
         m.flush()

@@ -15,6 +15,7 @@ import tifffile
 import zarr
 
 from tests.mounting import mounted
+from tests.picture_paths import tile_path
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
@@ -51,7 +52,7 @@ def _pyramid(root: Path, method: str | None) -> list[np.ndarray]:
 def _save_plane(mnt: Path, value: np.ndarray) -> None:
     out = io.BytesIO()
     tifffile.imwrite(out, value)
-    (mnt / "0/c/0/001/0/002.tiff").write_bytes(out.getvalue())  # rows 32-63, cols 64-95
+    (mnt / "0" / tile_path(1, 2, "tiff")).write_bytes(out.getvalue())  # rows 32-63, cols 64-95
 
 
 @pytest.mark.parametrize("method", ["mean", "nearest"])
@@ -61,7 +62,7 @@ def test_a_saved_plane_reaches_every_lower_level(tmp_path, method):
     edited = np.arange(CHUNK * CHUNK, dtype="u1").reshape(CHUNK, CHUNK)
     with mounted(root, tmp_path / "mnt", "--format", "tiff") as mnt:
         _save_plane(mnt, edited)
-        shown = tifffile.imread(mnt / "1/c/0/000/0/001.tiff")  # level 1, rows/cols 0-31/32-63
+        shown = tifffile.imread(mnt / "1" / tile_path(0, 1, "tiff"))  # level 1: 0-31, 32-63
     full = levels[0].copy()
     full[32:64, 64:96] = edited
     np.testing.assert_array_equal(zarr.open_array(root / "0")[:], full)

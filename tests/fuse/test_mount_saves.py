@@ -165,8 +165,8 @@ def test_image_tools_save_onto_a_tiff_view(tmp_path):
     tools = ["mogrify", "convert", "mkstemp", "copyfile", "gio", "inplace", "backup"]
     new = {tool: np.full((16, 16), 10 * i + 1, dtype="u1") for i, tool in enumerate(tools)}
     with mounted(path, tmp_path / "mnt", "--format", "tiff", "--log-file", str(log)) as mnt:
-        leaf = mnt / "c/0"  # the grid is (1, 7): a rendered view leaves the row out
-        chunk = {tool: leaf / f"{i:03d}.tiff" for i, tool in enumerate(tools)}
+        leaf = mnt / "planes"  # the grid is (1, 7): a rendered view leaves the row out
+        chunk = {tool: leaf / f"x{i:03d}.tiff" for i, tool in enumerate(tools)}
         # ImageMagick: renames to a ~ backup (refused), opens O_TRUNC and closes it empty,
         # then writes the image through a second open.
         run_with_timeout(["mogrify", "-negate", chunk["mogrify"]], 60)
@@ -183,8 +183,8 @@ def test_image_tools_save_onto_a_tiff_view(tmp_path):
         rsync_sees_a_new_version(incoming / "inplace", incoming / "backup")
         run_with_timeout(["rsync", "--inplace", incoming / "inplace", chunk["inplace"]])
         run_with_timeout(["rsync", "--backup", incoming / "backup", chunk["backup"]])
-        os.unlink(leaf / "006.tiff~")
-        assert sorted(os.listdir(leaf)) == [f"{i:03d}.tiff" for i in range(len(tools))]
+        os.unlink(leaf / "x006.tiff~")
+        assert sorted(os.listdir(leaf)) == [f"x{i:03d}.tiff" for i in range(len(tools))]
     stored = zarr.open_array(path)[:]
     for i, tool in enumerate(tools):
         block = stored[:, 16 * i : 16 * (i + 1)]

@@ -14,6 +14,7 @@ import tifffile
 import zarrfuse
 from tests.azurite import ACCOUNT, KEY, azurite
 from tests.mounting import ZARRFUSE, mounted, run_with_timeout
+from tests.picture_paths import tile_path
 from zarrfuse.api.cloud import azure_config, gcs_config
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding
@@ -44,7 +45,7 @@ def test_a_mount_reads_exact_with_the_connection_string_from_the_environment(blo
     try:
         with mounted(f"az://{CONTAINER}/img.zarr", tmp_path / "mnt", "--format", "tiff",
                      "--read-only") as mnt:
-            tile = tifffile.imread(mnt / (FANOUT.encode_chunk_key((2, 1)) + ".tiff"))
+            tile = tifffile.imread(mnt / tile_path(2, 1, "tiff"))
             np.testing.assert_array_equal(tile, data[64:96, 64:128])
             assert len(list(mnt.rglob("*.tiff"))) == 6
     finally:

@@ -19,6 +19,7 @@ import zarr
 
 from tests.http_servers import MisbehavingServer, nginx
 from tests.mounting import mounted, run_with_timeout
+from tests.picture_paths import tile_path
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(240)]
@@ -29,7 +30,10 @@ FANOUT = FanoutChunkKeyEncoding(1000)
 
 def _file(mnt: Path, coords: tuple[int, ...], suffix: str) -> Path:
     """The file of chunk ``coords`` in a fanout view (max_children 1000, the default;
-    rendered views leave out the grid's dimensions of extent 1)."""
+    rendered views leave out the grid's dimensions of extent 1); a 2-D TIFF is named by
+    its position."""
+    if suffix == ".tiff" and len(coords) == 2:
+        return mnt / tile_path(*coords, "tiff")
     return mnt / (FANOUT.encode_chunk_key(coords) + suffix)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from zarrfuse.filesystem.images.formats import FORMATS
 
-__all__ = ["PLANE_FORMATS", "SAMPLE_AXES", "plane_chunks"]
+__all__ = ["PLANE_FORMATS", "SAMPLE_AXES", "picture_dims", "plane_chunks"]
 
 PLANE_FORMATS = ("tiff", "png")
 
@@ -48,3 +48,13 @@ def plane_chunks(
     if colour is not None:
         piece[colour] = shape[colour]
     return tuple(piece)
+
+
+def picture_dims(fmt: str, ndim: int, planes: bool) -> tuple[int, int] | None:
+    """The dimensions that are the rows and columns of a file's picture (``y`` and ``x``
+    where the array does not name them): the last two of a plane view, the first two of
+    an RGB(A) chunk (``y, x, c``) or a 2-D array; None where a file is no picture (NPY, a
+    1-D array)."""
+    if fmt not in PLANE_FORMATS or ndim < 2:
+        return None
+    return (ndim - 2, ndim - 1) if planes else (0, 1)

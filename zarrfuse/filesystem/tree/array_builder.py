@@ -34,7 +34,7 @@ from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.colour_axis import colour_axis
 from zarrfuse.filesystem.images.image_builder import roles_of
 from zarrfuse.filesystem.images.image_dims import ShownDims
-from zarrfuse.filesystem.images.planes import plane_chunks
+from zarrfuse.filesystem.images.planes import picture_dims, plane_chunks
 from zarrfuse.filesystem.images.render import FORMATS, check_renderable
 from zarrfuse.filesystem.images.rendered_chunks import RenderedChunks
 from zarrfuse.filesystem.images.suffix_check import suffix_mismatch
@@ -294,21 +294,24 @@ def _plane_axes(
     metadata: dict[str, Any], rendered: RenderedChunks | None, shown: ShownDims | None,
     axis_names: tuple[str, ...] | None = None,
 ) -> tuple[str, ...] | None:
-    """The names that label a plane view's path levels: the array's dimension names (OME-Zarr
-    0.5 sets them to its axes: ``t``, ``c``, ``z``, ``y``, ``x``), else ``axis_names`` (an
-    OME-Zarr 0.4 image's axes), else ``d0_``, ``d1_``...;
-    None for other views and where only y and x make levels of a grey image: their paths
-    stay as the fanout encoding names the chunks (a colour image's tiles, each made from
-    all its channels, are named by their axes: ``planes/y001/y001-x002.tiff``)."""
-    if rendered is None or not rendered.planes:
+    """The names that label a picture view's path levels, so every tile's file name says
+    where it is (``planes/y001/y001-x002.tiff``, ``planes/t001/c002/.../t001-c002-y001-x002.png``):
+    the array's dimension names (OME-Zarr 0.5 sets them to its axes), else ``axis_names``
+    (an OME-Zarr 0.4 image's axes), else ``y`` and ``x`` for the picture's rows and columns
+    and ``d0_``, ``d1_``... for the others. None where files are no pictures (NPY, 1-D):
+    their paths stay as the fanout encoding names the chunks."""
+    if rendered is None:
         return None
-    dims = range(len(rendered.grid)) if shown is None else shown.dims
-    if all(d >= len(rendered.grid) - 2 for d in dims) and rendered.colour is None:
-        return None  # only y and x make levels: a plain 2-D tree, as for a 2-D array
-    given = metadata.get("dimension_names") or axis_names or [None] * len(rendered.grid)
+    ndim = len(rendered.grid)
+    picture = picture_dims(rendered.fmt, ndim, rendered.planes)
+    if picture is None:
+        return None
+    dims = range(ndim) if shown is None else shown.dims
+    given = metadata.get("dimension_names") or axis_names or [None] * ndim
+    unnamed = {picture[0]: "y", picture[1]: "x"}
     names = [  # "t005" for a named axis; "d0_005" for an unnamed one
         name if isinstance(name, str) and name.isidentifier() and len(name) <= 16
-        else f"d{d}_"
+        else unnamed.get(d, f"d{d}_")
         for d, name in enumerate(given)
     ]
     return tuple(names[d] for d in dims)
