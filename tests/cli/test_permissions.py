@@ -242,3 +242,56 @@ def test_non_root_user_mounts_and_unmounts(other_user, shared_dir, array_v3, use
             assert wait_unmounted(mnt)
         finally:
             force_unmount(mnt)
+
+
+# --- refusals that say what to fix (issue 33 point 2) ----------------------------------------
+
+
+@requires_fuse
+@pytest.mark.fuse
+@pytest.mark.timeout(120)
+def test_allow_other_without_user_allow_other_says_what_to_add(
+    other_user, shared_dir, array_v3, user_zarrfuse
+):
+    """fusermount3 refuses a user's allow_other unless /etc/fuse.conf says user_allow_other
+    (Debian's default leaves it commented out); its words and the fix reach the user."""
+    conf = Path("/etc/fuse.conf")
+    lines = conf.read_text().splitlines() if conf.exists() else []
+    if any(line.strip() == "user_allow_other" for line in lines):
+        pytest.skip("this machine's /etc/fuse.conf allows allow_other to every user")
+    source = copy_for(other_user, array_v3, shared_dir)
+    mnt = shared_dir / "mnt"
+    mnt.mkdir()
+    os.chown(mnt, other_user.pw_uid, other_user.pw_gid)
+    try:
+        with fuse_device_mode(0o666):  # as udev makes it: the refusal is fusermount3's
+            result = as_user(other_user, *user_zarrfuse, "mount", source, mnt, "-o",
+                             "allow_other", "--log-file", shared_dir / "log")
+        assert result.returncode == 1
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"zarrfuse: cannot mount at {mnt}: fusermount3: "), line
+        assert "add the line user_allow_other to /etc/fuse.conf" in line, line
+        assert not is_mounted(mnt)
+    finally:
+        force_unmount(mnt)
+
+
+@requires_fuse
+@pytest.mark.fuse
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+def test_root_without_cap_sys_admin_is_told_the_container_flags(array_v3, mountpoint):
+    """Root without CAP_SYS_ADMIN, as in a Docker container started without
+    --cap-add SYS_ADMIN: mount(2) and then fusermount3 are refused; the line says so and
+    names the flags."""
+    result = run_with_timeout(
+        ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin",
+         sys.executable, "-m", "zarrfuse", "mount", array_v3, mountpoint], 60, check=False)
+    try:
+        assert result.returncode == 1
+        (line,) = result.stderr.strip().splitlines()
+        assert "Operation not permitted" in line, line
+        assert "--cap-add SYS_ADMIN --device /dev/fuse" in line, line
+        assert not is_mounted(mountpoint)
+    finally:
+        force_unmount(mountpoint)

@@ -25,6 +25,7 @@ refuses the ones it does not know, and the mount fails saying so.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -141,8 +142,34 @@ def parse_options(options: Iterable[str], *, allow_paths: bool = False) -> Parse
         elif name in _IGNORED or name.startswith(("x-", "comment=")) or raw_name == "comment":
             parsed.ignored.append(option)
         else:
+            _refuse_a_near_miss(name)
             parsed.fuse_options.append(f"{name}={value}" if sep else name)
     return parsed
+
+
+LIBFUSE_WORDS = frozenset({
+    "allow_other", "allow_root", "auto_unmount", "default_permissions", "fsname", "subtype",
+    "max_read", "blkdev", "blksize", "ro", "rw", "suid", "nosuid", "dev", "nodev", "exec",
+    "noexec", "async", "sync", "dirsync", "atime", "noatime", "diratime", "nodiratime",
+    "rootmode", "user_id", "group_id", "context", "fscontext", "defcontext", "rootcontext",
+    "debug", "max_write", "max_readahead", "max_background", "congestion_threshold",
+    "async_read", "sync_read", "atomic_o_trunc", "clone_fd", "kernel_cache", "auto_cache",
+    "direct_io", "entry_timeout", "attr_timeout", "negative_timeout", "writeback_cache",
+    "max_idle_threads", "max_threads",
+})
+"""The ``-o`` words libfuse and mount(8) take: passed on, never taken for a typo."""
+
+
+def _refuse_a_near_miss(name: str) -> None:
+    """An unknown word close to one of zarrfuse's (``readonly``, ``metadata_tll``) is a
+    typo: refused with the word meant, rather than passed to libfuse, which says only
+    "unknown option"."""
+    bare = name.partition("=")[0]
+    if bare in LIBFUSE_WORDS:
+        return
+    near = difflib.get_close_matches(bare.replace("-", "_"), sorted(_KNOWN), n=1, cutoff=0.75)
+    if near:
+        raise ConfigurationError(f"unknown option {bare}; did you mean {near[0]}?")
 
 
 def read_config_file(path: str) -> ParsedOptions:

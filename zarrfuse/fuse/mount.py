@@ -35,6 +35,7 @@ from zarrfuse.filesystem.writes.commits import WriteOptions
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.handed_fd import handed_fuse_fd
 from zarrfuse.fuse.left_out import left_out_note
+from zarrfuse.fuse.mount_refusal import explain, libfuse_words
 from zarrfuse.fuse.mountpoint import prepare_mountpoint
 from zarrfuse.fuse.operations import FuseOperations
 from zarrfuse.storage import Backend, backend_for, cache_identity
@@ -352,11 +353,13 @@ def serve(
         )
     options = _fuse_options(config)
     try:
-        pyfuse3.init(ops, config.mountpoint, options)
-    except RuntimeError as e:  # libfuse prints its reason (an unknown option...) to stderr
+        with libfuse_words() as words:  # libfuse and fusermount3 print their reason
+            pyfuse3.init(ops, config.mountpoint, options)
+    except RuntimeError as e:
+        reason = explain(words.text, privileged=os.geteuid() == 0)
         raise MountError(
-            f"cannot mount at {config.mountpoint}: {e}; libfuse refused the FUSE options "
-            f"{','.join(sorted(options))} (an unknown -o option?)"
+            f"cannot mount at {config.mountpoint}: "
+            + (reason or f"{e} (FUSE options {','.join(sorted(options))})")
         ) from e
     log.info(
         "mounted %s %s at %s (%s)",
