@@ -15,7 +15,10 @@ default set). Two actions, "Mount as images" (``--format tiff``, one image per c
   actions are kept, ours are found again by their unique ids.
 
 Each runs ``zarrfuse desktop open FOLDER [--format ome-tiff]``: the Zarr folder is mounted
-read-only under ``$XDG_RUNTIME_DIR/zarrfuse/`` and the mount opened with ``xdg-open``.
+read-only under ``$XDG_RUNTIME_DIR/zarrfuse/`` and the mount opened in the file manager
+that ran the action (found among this process's ancestors), else with ``xdg-open``; a
+failure is also shown as a desktop notification (``notify-send``), as the action has no
+terminal.
 ``uninstall`` removes exactly what ``install`` wrote (and the folder handler of earlier
 releases); both print each file they changed. ``zarrfuse umount --all`` takes down every
 mount of the user.
@@ -35,8 +38,8 @@ from pathlib import Path
 from zarrfuse.errors import MountError, SourceError
 from zarrfuse.fuse.mountpoint import is_mounted, mount_entries
 
-__all__ = ["ACTIONS", "install", "mount_folder", "runtime_mountpoint", "uninstall",
-           "user_mounts"]
+__all__ = ["ACTIONS", "calling_file_manager", "install", "mount_folder", "runtime_mountpoint",
+           "tell_the_desktop", "uninstall", "user_mounts"]
 
 ACTIONS = {"images": ("Mount as images", "tiff"),
            "ome-tiff": ("Mount as one image (OME-TIFF)", "ome-tiff")}
@@ -203,9 +206,72 @@ def runtime_mountpoint(folder: Path, fmt: str = "tiff") -> Path:
     return Path(runtime) / "zarrfuse" / f"{folder.name}-{digest}{view}"
 
 
+FILE_MANAGERS = {"pcmanfm": "pcmanfm", "pcmanfm-qt": "pcmanfm-qt", "Thunar": "thunar",
+                 "thunar": "thunar", "nautilus": "nautilus", "nemo": "nemo", "caja": "caja",
+                 "dolphin": "dolphin"}
+"""A process name (``/proc/PID/comm``) -> the command that opens a folder in that file
+manager."""
+
+
+def calling_file_manager(pid: int | None = None, depth: int = 4) -> str | None:
+    """The file manager that ran this action (it may have run it through a shell): the
+    first known one among the ancestors of ``pid`` (default: this process)."""
+    pid = os.getpid() if pid is None else pid
+    for _ in range(depth):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return None
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        pid = int(fields.get("PPid", "0").strip() or 0)
+        if pid <= 1:
+            return None
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return None
+        if name in FILE_MANAGERS:
+            return FILE_MANAGERS[name]
+    return None
+
+
+def _show(where: Path) -> None:
+    """Open the mount in the file manager the action came from, else with xdg-open."""
+    opener = calling_file_manager()
+    command = [opener] if opener and shutil.which(opener) else (
+        ["xdg-open"] if shutil.which("xdg-open") else None)
+    if command is not None:
+        subprocess.Popen([*command, str(where)], start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def tell_the_desktop(message: str) -> bool:
+    """A desktop notification saying ``message`` (an action started from a file manager has
+    no terminal to print on); False where there is none to show it."""
+    if not shutil.which("notify-send") or not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        return False
+    sent = subprocess.run(["notify-send", "--app-name=zarrfuse", "zarrfuse could not mount",
+                           message], capture_output=True, timeout=10, check=False)
+    return sent.returncode == 0
+
+
 def mount_folder(folder: str, *, open_it: bool = True, fmt: str = "tiff") -> Path:
-    """``zarrfuse desktop open FOLDER``: mount it as images (once) and open the mount."""
-    source = Path(folder).resolve()
+    """``zarrfuse desktop open FOLDER``: mount it as images (once) and open the mount; a
+    failure is also told to the desktop (``tell_the_desktop``), then raised."""
+    try:
+        where = _mount_once(Path(folder).resolve(), fmt)
+    except (SourceError, MountError, OSError, subprocess.SubprocessError) as e:
+        tell_the_desktop(str(e))
+        raise
+    print(where)
+    if open_it:
+        _show(where)
+    return where
+
+
+def _mount_once(source: Path, fmt: str) -> Path:
     if not any((source / marker).is_file() for marker in ZARR_MARKERS):
         raise SourceError(f"{source}: not a Zarr array or group (no zarr.json, .zarray, .zgroup)")
     where = runtime_mountpoint(source, fmt)
@@ -216,10 +282,6 @@ def mount_folder(folder: str, *, open_it: bool = True, fmt: str = "tiff") -> Pat
              "--format", fmt], capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             raise MountError(done.stderr.strip().removeprefix("zarrfuse: ") or "mount failed")
-    print(where)
-    if open_it and shutil.which("xdg-open"):
-        subprocess.Popen(["xdg-open", str(where)], start_new_session=True,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return where
 
 
