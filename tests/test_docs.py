@@ -23,6 +23,23 @@ def test_the_readme_is_short_and_starts_with_the_two_commands():
         "bash scripts/dev test")
 
 
+def test_the_demo_installs_what_mounting_needs_and_nothing_more():
+    """``scripts/dev demo`` (the README's first command): the mounting packages and the
+    ``mount`` and ``demo`` extras; the test toolchain (GIMP, GDAL, nginx...) is ``setup``'s."""
+    bash = subprocess.run(
+        ["bash", "-c", f"source <(sed '/^cmd=/,$d' {REPO}/scripts/dev); declare -f setup_demo; "
+         "declare -f need_mount_packages"],
+        capture_output=True, text=True, check=True, timeout=30)
+    demo = bash.stdout
+    assert "need_mount_packages" in demo and "'.[mount,demo]'" in demo
+    assert "test" not in demo.split("need_mount_packages ()")[0]  # no test extra, no tools
+    installed = set(re.findall(r"need_apt\+=\(([^)]*)\)", demo))
+    packages = {p for group in installed for p in group.split()}
+    assert packages == {"python3", "python3-venv", "python3-dev", "gcc", "fuse3", "pkg-config",
+                        "libfuse3-dev"}
+    assert "demo) setup_demo;" in (REPO / "scripts" / "dev").read_text()
+
+
 def test_the_options_table_is_generated_from_the_declaration():
     page = (DOCS / "configuration.md").read_text()
     start = page.index("<!-- BEGIN options table -->\n") + len("<!-- BEGIN options table -->\n")

@@ -42,3 +42,37 @@ def test_the_demo_in_a_directory_keeps_the_image_and_unmounts(tmp_path):
     for mnt in ("tiff", "ome-tiff"):
         assert not is_mounted(where / mnt)
         assert list((where / mnt).iterdir()) == []
+
+
+def test_hold_keeps_the_colour_picture_mounted_until_enter(tmp_path):
+    """``--hold`` (the default on a terminal) keeps the mounts, says so, and shows the
+    photograph in colour until Enter; then it leaves nothing behind."""
+    import subprocess  # noqa: PLC0415
+
+    import tifffile  # noqa: PLC0415
+
+    demo = subprocess.Popen([*ZARRFUSE, "demo", "--hold"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        said = []
+        for line in demo.stdout:  # type: ignore[union-attr]
+            said.append(line)
+            if line.startswith("checked:"):
+                break
+        image = Path(re.search(r"    open: (\S+)", "".join(said)).group(1))
+        assert is_mounted(image.parent)
+        with tifffile.TiffFile(image) as tif:
+            assert tif.series[0].axes == "YXS" and tif.series[0].shape[-1] == 3  # colour
+        demo.stdin.write("\n")  # type: ignore[union-attr]
+        demo.stdin.close()  # type: ignore[union-attr]
+        out = "".join(said) + demo.stdout.read()  # type: ignore[union-attr]
+        err = demo.stderr.read()  # type: ignore[union-attr]
+        demo.wait(timeout=60)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait(timeout=30)
+    assert demo.returncode == 0, err
+    assert "the mounts stay until you press Enter" in out
+    assert not is_mounted(image.parent) and list(tmp_path.iterdir()) == []

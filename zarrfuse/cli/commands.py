@@ -203,7 +203,8 @@ def _desktop(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from zarrfuse.cli import demo  # noqa: PLC0415  (only this command needs it; loads the mount)
 
-    return demo.run(args.dir, hold=args.hold)
+    hold = sys.stdin.isatty() if args.hold is None else args.hold  # a person is there to look
+    return demo.run(args.dir, hold=hold)
 
 
 HANDLERS: dict[str, Handler] = {

@@ -164,6 +164,7 @@ def _show(root: Path, *, hold: bool) -> int:
         print("checked: every file holds exactly the source pixels")
         if hold:
             with contextlib.suppress(KeyboardInterrupt, EOFError):
-                input("the mounts stay until you press Enter (or Ctrl-C) ... ")
+                input("the mounts stay until you press Enter (or Ctrl-C); open the files "
+                      "above in any image viewer ... ")
     print("unmounted")
     return 0

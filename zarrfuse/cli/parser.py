@@ -295,14 +295,16 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
         "demo", help="mount a real picture as image files and check them",
         description="Write a photograph (scikit-image's astronaut, no download) as a small "
         "OME-Zarr pyramid, mount it as TIFF files (one per chunk) and as one OME-TIFF, print "
-        "the files to open, check every pixel, unmount and remove everything.",
+        "the files to open, check every pixel, keep the mounts until Enter when run from a "
+        "terminal, then unmount and remove everything.",
     )
     p.add_argument(
         "dir", metavar="DIR", nargs="?",
         help="put the demo here and keep it (default: a temporary directory, removed)",
     )
-    p.add_argument("--hold", action="store_true",
-                   help="keep the mounts until Enter (or Ctrl-C), to open the pictures")
+    p.add_argument("--hold", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep the mounts until Enter (or Ctrl-C), to open the pictures "
+                   "(default: when run from a terminal)")
     p.set_defaults(handler=handlers["demo"])
     p = commands.add_parser(
         "desktop", help="mount Zarr folders from the file manager",
