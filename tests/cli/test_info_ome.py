@@ -41,7 +41,7 @@ def test_info_describes_an_ome_zarr_image(tmp_path, omero, method, colour, after
     text = describe(str(tmp_path / "img.ome.zarr"))
     assert "Zarr v2 group" in text and "Zarr v2 array, shape [3, 64, 64]" in text
     assert "OME-Zarr 0.4 image, axes c (channel), y (space), x (space)" in text
-    assert "levels 0, 1 (full resolution first)" in text
+    assert "levels 0 (3 x 64 x 64), 1 (3 x 32 x 32) (full resolution first)" in text
     names = [c["label"] for c in omero["channels"]]
     assert f"channels {names[0]} #{omero['channels'][0]['color']}" in text
     assert colour in text and after in text

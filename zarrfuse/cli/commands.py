@@ -146,10 +146,12 @@ def _verify(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     from zarrfuse.cli import info  # noqa: PLC0415  (pulls in zarr and the TIFF layout)
 
-    text = info.describe(
-        options.absolute_source(args.source), storage_options=dict(args.storage_options) or None
-    )
-    print(text, end="")
+    source = options.absolute_source(args.source)
+    storage = dict(args.storage_options) or None
+    if args.json:
+        print(json.dumps(info.describe_json(source, storage_options=storage), indent=2))
+    else:
+        print(info.describe(source, storage_options=storage), end="")
     return 0
 
 

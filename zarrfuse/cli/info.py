@@ -1,8 +1,9 @@
-"""``zarrfuse info``: what an array or group is, and whether its shards are TIFF files;
-for an OME-Zarr image, its axes, channels and levels, and what a mount shows and does
-with them (colour, the lower levels after a write).
+"""``zarrfuse info``: what an array or group is, as a person thinks of an image: axes with
+names and sizes, chunk and shard shapes, codecs; for an OME-Zarr image its channels (names,
+colours) and levels (shapes), and what a mount shows and does with it; per view, how many
+files a mount shows and where the first is (``info_views``). Text, or ``--json``.
 
-Reads only metadata documents (``zarr.json``, or Zarr v2's); never a chunk.
+Reads metadata documents (``zarr.json``, or Zarr v2's) and lists directories; never a chunk.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import open_store_path, read_node
 from zarrfuse.api.pyramid import method_of
+from zarrfuse.cli.info_views import ViewSurvey, survey_views
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.tiff.compression import TIFF_COMPRESSION
 from zarrfuse.tiff.metadata import tiff_layout
@@ -21,7 +23,7 @@ from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
 from zarrfuse.tiff.shard_format import TiffShardFormat
 from zarrfuse.zarr_compat import sync
 
-__all__ = ["describe", "dual_access_line"]
+__all__ = ["describe", "describe_json", "dual_access_line"]
 
 
 def dual_access_line(metadata: dict[str, Any]) -> str:
@@ -67,82 +69,196 @@ def _hex(color: int) -> str:
     return f"{color & 0xFFFFFFFF:08X}"[:6]
 
 
-def ome_lines(multiscales: Multiscales) -> list[str]:
-    """What an OME-Zarr image is, and what a mount shows and does with it."""
-    axes = ", ".join(f"{a.name} ({a.type})" if a.type else a.name for a in multiscales.axes)
-    channels = "; ".join(
-        name + (f" #{_hex(multiscales.channel_colors[i])}" if multiscales.channel_colors
-                else "")
-        for i, name in enumerate(multiscales.channel_names)) or "not named"
-    colour = ("yes: its channels are red, green, blue (one colour picture in every view)"
-              if multiscales.means_colour else
-              "no: its channels are shown one by one (--colour always shows 3 or 4 uint8/uint16"
-              " channels as colour)")
+def _after_a_write(multiscales: Multiscales) -> str:
     method = method_of(multiscales.method)
     if len(multiscales.paths) < 2:
-        after = "one level: nothing to update"
-    elif method is not None:
-        after = (f"recomputed from the written region by {method} "
-                 f"(its type {multiscales.method!r})")
-    else:
-        named = ("it names no method (multiscales type)" if multiscales.method is None
-                 else f"its type {multiscales.method!r} is not one zarrfuse recomputes")
-        after = (f"stale: {named}; zarrfuse recomputes nearest and mean; the mount's log "
-                 "names them at the first write")
+        return "one level: nothing to update"
+    if method is not None:
+        return (f"recomputed from the written region by {method} "
+                f"(its type {multiscales.method!r})")
+    named = ("it names no method (multiscales type)" if multiscales.method is None
+             else f"its type {multiscales.method!r} is not one zarrfuse recomputes")
+    return (f"stale: {named}; zarrfuse recomputes nearest and mean; the mount's log "
+            "names them at the first write")
+
+
+def _ome(multiscales: Multiscales, shapes: dict[str, list[int] | None]) -> dict[str, Any]:
+    """An OME-Zarr image as ``--json`` gives it (``shapes``: each level's shape)."""
+    return {
+        "version": multiscales.version,
+        "axes": [{"name": a.name, "type": a.type} for a in multiscales.axes],
+        "levels": [{"path": p, "shape": shapes.get(p)} for p in multiscales.paths],
+        "channels": [
+            {"name": name, "color": _hex(multiscales.channel_colors[i])
+             if multiscales.channel_colors else None}
+            for i, name in enumerate(multiscales.channel_names)],
+        "shown_as_colour": multiscales.means_colour,
+        "lower_levels_after_a_write": _after_a_write(multiscales),
+    }
+
+
+def _shape_text(shape: list[int] | None) -> str:
+    return "?" if shape is None else " x ".join(map(str, shape))
+
+
+def ome_lines(ome: dict[str, Any]) -> list[str]:
+    """What an OME-Zarr image is, and what a mount shows and does with it."""
+    axes = ", ".join(f"{a['name']} ({a['type']})" if a["type"] else a["name"]
+                     for a in ome["axes"])
+    channels = "; ".join(c["name"] + (f" #{c['color']}" if c["color"] else "")
+                         for c in ome["channels"]) or "not named"
+    colour = ("yes: its channels are red, green, blue (one colour picture in every view)"
+              if ome["shown_as_colour"] else
+              "no: its channels are shown one by one (--colour always shows 3 or 4 uint8/uint16"
+              " channels as colour)")
+    levels = ", ".join(f"{level['path']} ({_shape_text(level['shape'])})"
+                       for level in ome["levels"])
     return [
-        f"  OME-Zarr {multiscales.version or '(no version)'} image, axes {axes or 'not named'}",
-        f"  levels {', '.join(multiscales.paths)} (full resolution first)",
+        f"  OME-Zarr {ome['version'] or '(no version)'} image, axes {axes or 'not named'}",
+        f"  levels {levels} (full resolution first)",
         f"  channels {channels}",
         f"  shown as colour: {colour}",
-        f"  lower levels after a write through a writable mount: {after}",
+        f"  lower levels after a write through a writable mount: "
+        f"{ome['lower_levels_after_a_write']}",
     ]
 
 
-def _array_lines(where: str, metadata: dict[str, Any], zarr_format: int = 3) -> list[str]:
-    codecs = [c.get("name") if isinstance(c, dict) else c for c in metadata.get("codecs", [])]
+def _sharding(codecs: list[Any]) -> dict[str, Any] | None:
+    for codec in codecs:
+        if isinstance(codec, dict) and codec.get("name") == "sharding_indexed":
+            return codec.get("configuration") or {}
+    return None
+
+
+def _array(where: str, metadata: dict[str, Any], zarr_format: int,
+           axis_names: list[str] | None) -> dict[str, Any]:
+    """An array as ``--json`` gives it."""
+    codecs = metadata.get("codecs", [])
     chunk_shape = metadata.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
-    encoding = metadata.get("chunk_key_encoding", "default")
-    transformers = metadata.get("storage_transformers") or []
-    return [
-        f"{where}: Zarr v{zarr_format} array, shape {metadata.get('shape')}, "
-        f"{metadata.get('data_type')}",
-        f"  chunk shape {chunk_shape}, codecs {codecs}",
-        f"  chunk key encoding {json.dumps(encoding)}",
+    shape = metadata.get("shape") or []
+    names = metadata.get("dimension_names") or axis_names or [None] * len(shape)
+    sharding = _sharding(codecs)
+    inner = sharding.get("codecs", []) if sharding is not None else codecs
+    out: dict[str, Any] = {
+        "path": where, "node_type": "array", "zarr_format": zarr_format,
+        "shape": shape, "data_type": metadata.get("data_type"),
+        "axes": [{"name": n, "size": size} for n, size in zip(names, shape, strict=False)],
+        "chunk_shape": sharding.get("chunk_shape") if sharding is not None else chunk_shape,
+        "shard_shape": chunk_shape if sharding is not None else None,
+        "codecs": [c.get("name") if isinstance(c, dict) else c for c in inner],
+        "chunk_key_encoding": metadata.get("chunk_key_encoding", "default"),
+        "storage_transformers": metadata.get("storage_transformers") or [],
+    }
+    if "zarrfuse.tiff_shards" in (metadata.get("attributes") or {}):
+        out["dual_access"] = dual_access_line(metadata)
+    return out
+
+
+def _array_lines(node: dict[str, Any]) -> list[str]:
+    axes = ", ".join(f"{a['name'] or f'dim{i}'} {a['size']}"
+                     for i, a in enumerate(node["axes"]))
+    grid = (f"chunk shape {node['chunk_shape']} in shards of {node['shard_shape']}"
+            if node["shard_shape"] is not None else f"chunk shape {node['chunk_shape']}")
+    transformers = node["storage_transformers"]
+    lines = [
+        f"{node['path']}: Zarr v{node['zarr_format']} array, shape {node['shape']}, "
+        f"{node['data_type']}",
+        f"  axes {axes or 'none (0-d)'}",
+        f"  {grid}, codecs {node['codecs']}",
+        f"  chunk key encoding {json.dumps(node['chunk_key_encoding'])}",
         f"  storage transformers {json.dumps(transformers) if transformers else 'none'}",
-        f"  {dual_access_line(metadata)}",
     ]
+    if "dual_access" in node:
+        lines.append(f"  {node['dual_access']}")
+    return lines
 
 
-async def _walk(store_path: StorePath, where: str, lines: list[str]) -> None:
+async def _walk(store_path: StorePath, where: str, nodes: list[dict[str, Any]],
+                axis_names: list[str] | None = None) -> None:
     """Describe the node at ``store_path`` and, for a group, every node below it."""
     node = await read_node(store_path)
     metadata = node.metadata
     if metadata["node_type"] == "array":
-        lines.extend(_array_lines(where, metadata, node.zarr_format))
+        nodes.append(_array(where, metadata, node.zarr_format, axis_names))
         return
-    lines.append(f"{where}: Zarr v{node.zarr_format} group")
+    described: dict[str, Any] = {"path": where, "node_type": "group",
+                                 "zarr_format": node.zarr_format}
+    nodes.append(described)
     try:
         multiscales = read_multiscales(node.attributes)
     except ZarrFuseError as e:
-        lines.append(f"  OME-Zarr metadata not readable: {e}")
+        described["ome_error"] = str(e)
         multiscales = None
-    if multiscales is not None:
-        lines.extend(ome_lines(multiscales))
     prefix = f"{store_path.path}/" if store_path.path else ""
+    levels: dict[str, list[int] | None] = {}
+    if multiscales is not None:
+        for path in multiscales.paths:
+            try:
+                level = await read_node(StorePath(store_path.store, f"{prefix}{path}"))
+                levels[path] = level.metadata.get("shape")
+            except ZarrFuseError:
+                levels[path] = None
+        described["ome"] = _ome(multiscales, levels)
     names = sorted([name async for name in store_path.store.list_dir(prefix)])
+    level_axes = ([a.name for a in multiscales.axes] if multiscales is not None
+                  and multiscales.axes else None)
     for name in names:
         child = StorePath(store_path.store, f"{prefix}{name}")
         if any([await store_path.store.exists(f"{prefix}{name}/{document}")
                 for document in ("zarr.json", ".zarray", ".zgroup")]):
             try:
-                await _walk(child, f"{where.rstrip('/')}/{name}", lines)
+                await _walk(child, f"{where.rstrip('/')}/{name}", nodes,
+                            level_axes if name in levels else None)
             except ZarrFuseError as e:
-                lines.append(f"{where.rstrip('/')}/{name}: skipped: {e}")
+                nodes.append({"path": f"{where.rstrip('/')}/{name}", "skipped": str(e)})
+
+
+def _view_line(view: ViewSurvey) -> str:
+    if view.refused is not None:
+        return f"  {view.fmt}: not shown: {view.refused}"
+    count = (f"{view.files} file{'s' if view.files != 1 else ''}" if view.exact
+             else f"up to {view.files} files (one per stored chunk)")
+    first = f", the first {view.first}" if view.first else ", none stored yet"
+    return f"  {view.fmt}: {count}{first}"
+
+
+def describe_json(source: Any, *, storage_options: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """What ``zarrfuse info --json SOURCE`` prints."""
+    store_path = sync(open_store_path(source, storage_options=storage_options))
+    nodes: list[dict[str, Any]] = []
+    try:
+        sync(_walk(store_path, str(source), nodes))
+    finally:
+        store_path.store.close()
+    views = survey_views(str(source), storage_options)
+    return {"source": str(source), "nodes": nodes, "views": [v.as_dict() for v in views]}
 
 
 def describe(source: Any, *, storage_options: dict[str, Any] | None = None) -> str:
-    """What ``zarrfuse info SOURCE`` prints: the node(s) and their dual-access answer."""
+    """What ``zarrfuse info SOURCE`` prints: the nodes, then what each view shows."""
     store_path = sync(open_store_path(source, storage_options=storage_options))
+    nodes: list[dict[str, Any]] = []
+    try:
+        sync(_walk(store_path, str(source), nodes))
+    finally:
+        store_path.store.close()
     lines: list[str] = []
-    sync(_walk(store_path, str(source), lines))
+    for node in nodes:
+        if "skipped" in node:
+            lines.append(f"{node['path']}: skipped: {node['skipped']}")
+        elif node["node_type"] == "array":
+            lines.extend(_array_lines(node))
+        else:
+            lines.append(f"{node['path']}: Zarr v{node['zarr_format']} group")
+            if "ome_error" in node:
+                lines.append(f"  OME-Zarr metadata not readable: {node['ome_error']}")
+            if "ome" in node:
+                lines.extend(ome_lines(node["ome"]))
+    views = survey_views(str(source), storage_options)
+    if views:
+        lines.append("what a mount shows (zarrfuse mount SOURCE MNT --format ...):")
+        lines.extend(_view_line(view) for view in views)
+    else:
+        lines.append("what a mount shows: needs the mount extra (pip install 'zarrfuse[mount]')")
     return "\n".join(lines) + "\n"

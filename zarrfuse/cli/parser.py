@@ -142,11 +142,16 @@ def _source_command(
 def _add_tiff_commands(commands: argparse._SubParsersAction, handlers: Handlers) -> None:
     p = _source_command(
         commands, "info", handlers["info"],
-        help="describe an array or group; say whether its shards are TIFF files",
+        help="describe an array or group: axes, chunks, OME-Zarr channels and levels, views",
         description="Print what the array at SOURCE (or every array under the group at "
-        "SOURCE) is, and whether it is dual-access: every shard a Zarr shard and a TIFF "
+        "SOURCE) is: axes with names and sizes, chunk and shard shapes, codecs; for an "
+        "OME-Zarr image its channels, colours and levels; per view (--format), how many "
+        "files a mount shows and where the first is; for a dual-access array whether "
+        "every shard is a Zarr shard and a TIFF "
         "file. When it is not, the line says why.",
     )
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (nodes, OME-Zarr images, views) for scripts")
     _add_storage_option(p)
     p = _source_command(
         commands, "convert-tiff", handlers["convert-tiff"],
