@@ -19,6 +19,7 @@ from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
 from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
 from zarrfuse.filesystem.images.image_builder import ImageBuilder
 from zarrfuse.filesystem.images.image_names import image_file_name
@@ -107,6 +108,10 @@ class Catalog:
         self._ttl = listing_ttl
         self._children: dict[str, _ChildView] = {}
         self._unlistable: set[str] = set()
+        self._ancestors: RecentlyUsed[str, tuple[StoredNode, int] | None] = RecentlyUsed(
+            256, ttl=listing_ttl)
+        """The groups above arrays (an OME-Zarr image's), as ``_ome_level`` read them: an
+        image's levels share them, so they are read once per metadata TTL, not per array."""
         self.skipped: dict[str, ZarrFuseError] = {}
         """Group members left out of the view, and why (the last reason per path)."""
         self.arrays = ArrayBuilder(
@@ -172,8 +177,18 @@ class Catalog:
         Blocking."""
         if node.node_type != "array" or not (self._rendering or self.arrays.write_store):
             return None
-        return find_ome_level(path, node, self.read_node,
+        return find_ome_level(path, node, self._read_ancestor,
                               with_lower=self.arrays.write_store is not None)
+
+    def _read_ancestor(self, path: str) -> tuple[StoredNode, int] | None:
+        """``read_node`` for ``_ome_level``, kept for the metadata TTL (errors are not kept:
+        they are raised again on the next read). Blocking."""
+        kept = self._ancestors.entry(path)
+        if kept is not None:
+            return kept[1]
+        read = self.read_node(path)
+        self._ancestors.put(path, read)
+        return read
 
     def _read_level(self, path: str) -> StoredNode | None:
         """An OME-Zarr dataset's array node; None (logged) if it is absent or unreadable."""
