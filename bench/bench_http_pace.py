@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Remote pace on a web server (issue 32's first row): the whole image of a 4096 x 4096
-uint16 array in 256 x 256 zstd chunks (256 chunks) served by nginx behind a proxy that adds
-``--delay-ms`` (50) to every round trip, read as ``tifffile.imread`` of zarrfuse's
-``--format ome-tiff`` file, beside zarr-python reading the same URL in process (its default
-concurrency, and 64). Every pixel is checked. Each zarrfuse pass is a fresh mount.
+"""Remote pace on a web server (issue 32's first two rows): the whole image of a 4096 x 4096
+uint16 array in 256 x 256 zstd chunks (256 chunks; ``--sharded``: in 16 shards) served by
+nginx behind a proxy that adds ``--delay-ms`` (50) to every round trip, read as
+``tifffile.imread`` of zarrfuse's ``--format ome-tiff`` file, beside zarr-python reading the
+same URL in process (its default concurrency, and 64). Every pixel is checked. Each
+zarrfuse pass is a fresh mount.
 
 Prints seconds per reader and zarrfuse / zarr-python (the issue measured 16x; its floor is
 zarr-python's pace), and the chunk requests nginx saw per zarrfuse pass (HEAD, GET).
 
-    .venv/bin/python bench/bench_http_pace.py [--delay-ms 50] [--rounds 3]
+    .venv/bin/python bench/bench_http_pace.py [--delay-ms 50] [--rounds 3] [--sharded]
 """
 
 from __future__ import annotations
@@ -59,15 +60,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--delay-ms", type=float, default=50.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sharded", action="store_true",
+                        help="the issue's data set (b): shards of 1024 x 1024, inner chunks "
+                        "of 256 x 256 (16 shards, 256 inner chunks)")
     args = parser.parse_args()
     import zarr  # noqa: PLC0415
 
     work = Path(tempfile.mkdtemp(prefix="zarrfuse-http-pace-"))
     data = (np.arange(4096 * 4096, dtype=np.uint32) * 2654435761 % 65521).astype("u2")
     data = data.reshape(4096, 4096)
-    zarr.create_array(work / "www" / "img.zarr", data=data, chunks=(256, 256))
+    zarr.create_array(work / "www" / "img.zarr", data=data, chunks=(256, 256),
+                      shards=(1024, 1024) if args.sharded else None)
     times: dict[str, list[float]] = {"zarrfuse": [], "zarr-python": [], "zarr-python 64": []}
-    requests = []
+    requests: list[tuple[int, int]] = []
+    python_requests: list[tuple[int, int]] = []
     with nginx(work / "www", work / "nginx") as url, \
             DelayProxy(int(url.rsplit(":", 1)[1]), args.delay_ms / 2000) as proxy:
         for round_ in range(args.rounds):  # interleaved: the machine's noise hits all alike
@@ -76,9 +82,16 @@ def main() -> int:
             times["zarrfuse"].append(took)
             requests.append((heads, gets))
             times["zarr-python"].append(_zarr_python(proxy.url, data, None))
+            log = work / "nginx" / "access.log"
+            before = log.read_text().count("\n")
             times["zarr-python 64"].append(_zarr_python(proxy.url, data, 64))
+            lines = [line for line in log.read_text().splitlines()[before:]
+                     if "/img.zarr/c/" in line]
+            python_requests.append((sum('"HEAD ' in line for line in lines),
+                                    sum('"GET ' in line for line in lines)))
     median = {name: statistics.median(values) for name, values in times.items()}
-    print(f"whole image 4096 x 4096 uint16, 256 zstd chunks, {args.delay_ms:g} ms per request, "
+    chunks = "16 shards of 16 zstd chunks" if args.sharded else "256 zstd chunks"
+    print(f"whole image 4096 x 4096 uint16, {chunks}, {args.delay_ms:g} ms per request, "
           f"median of {args.rounds}")
     for name, value in median.items():
         print(f"  {name:<16} {value:7.2f} s")
@@ -86,6 +99,7 @@ def main() -> int:
           f"{median['zarrfuse'] / median['zarr-python']:.1f}x; / concurrency 64: "
           f"{median['zarrfuse'] / median['zarr-python 64']:.1f}x (floor: 1x)")
     print(f"  zarrfuse chunk requests per pass (HEAD, GET): {requests}")
+    print(f"  zarr-python chunk requests, concurrency 64 (HEAD, GET): {python_requests}")
     return 0
 
 

@@ -4,7 +4,8 @@ Which chunks are stored comes from the chunk source's cached listings: an absent
 the fill value at no store request. The stored ones are split into one batch per core; a
 worker thread reads its batch and decodes it through the array's codecs
 (``api.chunk_decoding``). Sharded arrays (an inner chunk is a range of its shard) are read
-through zarr, a region per chunk, in the same threads.
+through zarr, one call per shard for the inner chunks wanted in it (on a remote store all
+the shards at once, through the fetch pool).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from zarrfuse.api.chunk_decoding import SyncChunkDecoder
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.errors import CorruptChunk, ZarrFuseError
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 
 __all__ = ["ChunkDecoder"]
@@ -97,7 +99,13 @@ class ChunkDecoder:
 
     async def _decode_stored(self, wanted: list[Coords]) -> dict[Coords, np.ndarray]:
         if self._sync is None:
-            return await self._in_threads(self._read_through_zarr, wanted)
+            groups = self._by_shard(wanted)
+            if self.stored.backend.remote and len(groups) > 1:
+                # Each shard a round trip or two: all of them in flight at once.
+                return await trio.to_thread.run_sync(
+                    self._read_shards_at_once, groups, limiter=self._limiter,
+                    abandon_on_cancel=True)
+            return await self._in_threads(self._read_shards, groups)
         async with self.stored.reading(wanted) as read:
             # Each thread reads its share and decodes it: one hop per thread and batch.
             return await self._in_threads(
@@ -162,11 +170,49 @@ class ChunkDecoder:
                 f"{type(e).__name__}: {e}"
             ) from None
 
-    def _read_through_zarr(self, coords: list[Coords]) -> dict[Coords, np.ndarray]:
-        out = {}
+    def _by_shard(self, coords: list[Coords]) -> list[list[Coords]]:
+        """``coords`` grouped by the shard that holds them, in order."""
+        groups: dict[Coords, list[Coords]] = {}
         for c in coords:
-            with self._decoding(c):
-                out[c] = np.asarray(self.array[chunk_region(c, self.chunks, self.shape)])
+            groups.setdefault(self.stored_coords(c), []).append(c)
+        return list(groups.values())
+
+    def _read_shards_at_once(self, groups: list[list[Coords]]) -> dict[Coords, np.ndarray]:
+        out: dict[Coords, np.ndarray] = {}
+        for values in fetch_pool().map(self._read_shard, groups):
+            out.update(values)
+        return out
+
+    def _read_shards(self, groups: list[list[Coords]]) -> dict[Coords, np.ndarray]:
+        out: dict[Coords, np.ndarray] = {}
+        for group in groups:
+            out.update(self._read_shard(group))
+        return out
+
+    def _read_shard(self, group: list[Coords]) -> dict[Coords, np.ndarray]:
+        """Inner chunks of one shard, read through zarr in one call over the region they
+        span: zarr fetches the shard's index once (and a whole shard in one request) where a
+        call per inner chunk fetched the index again for each. A region that does not decode
+        is read again chunk by chunk, to name the chunk at fault."""
+        low = [min(c[d] for c in group) for d in range(len(self.chunks))]
+        high = [max(c[d] for c in group) + 1 for d in range(len(self.chunks))]
+        span = tuple(slice(lo * n, min(hi * n, size))
+                     for lo, hi, n, size in zip(low, high, self.chunks, self.shape, strict=True))
+        try:
+            values = np.asarray(self.array[span])
+        except (ZarrFuseError, MemoryError):
+            raise
+        except Exception:  # noqa: BLE001  # find which chunk does not decode
+            values = None
+        out = {}
+        for c in group:
+            region = chunk_region(c, self.chunks, self.shape)
+            if values is None:
+                with self._decoding(c):
+                    out[c] = np.asarray(self.array[region])
+                continue
+            out[c] = values[tuple(slice(r.start - s.start, r.stop - s.start)
+                                  for r, s in zip(region, span, strict=True))]
         return out
 
 
