@@ -171,11 +171,24 @@ class ChunkDecoder:
             ) from None
 
     def _by_shard(self, coords: list[Coords]) -> list[list[Coords]]:
-        """``coords`` grouped by the shard that holds them, in order."""
+        """``coords`` grouped by the shard that holds them, in order; a shard's group whose
+        span would hold more than twice the chunks wanted (the end of one row and the start
+        of the next) is split by rows, so a read never decodes much it was not asked for."""
         groups: dict[Coords, list[Coords]] = {}
         for c in coords:
             groups.setdefault(self.stored_coords(c), []).append(c)
-        return list(groups.values())
+        out = []
+        for group in groups.values():
+            spans = [max(c[d] for c in group) - min(c[d] for c in group) + 1
+                     for d in range(len(self.chunks))]
+            if math.prod(spans) <= 2 * len(group):
+                out.append(group)
+                continue
+            rows: dict[Coords, list[Coords]] = {}
+            for c in group:
+                rows.setdefault(c[:-1], []).append(c)
+            out.extend(rows.values())
+        return out
 
     def _read_shards_at_once(self, groups: list[list[Coords]]) -> dict[Coords, np.ndarray]:
         out: dict[Coords, np.ndarray] = {}
