@@ -1,6 +1,7 @@
 """What a web server is asked (issue 32): the whole image of a sharded array is read a
 shard at a time, each shard's index fetched once per read (it was fetched again for every
-inner chunk: two GETs per inner chunk). Counted in nginx's own access log."""
+inner chunk: two GETs per inner chunk), with no HEAD: an absent shard is the GET's 404 (the
+fill value). Counted in nginx's own access log."""
 
 from __future__ import annotations
 
@@ -35,3 +36,20 @@ def test_a_sharded_whole_image_is_read_a_shard_at_a_time(tmp_path):
     # 4 shards of 16 inner chunks: zarr-python reads them in 4 GETs; issue 32's bound is
     # twice that. The old reads made 128 (the index, then the chunk, per inner chunk).
     assert gets <= 2 * 4, (heads, gets)
+
+
+def test_an_absent_shard_is_its_gets_404_and_no_head_is_sent(tmp_path):
+    www = tmp_path / "www"
+    array = zarr.create_array(www / "s.zarr", shape=(256, 256), chunks=(32, 32),
+                              shards=(128, 128), dtype="u2", fill_value=7)
+    array[:128] = 3  # the second row of shards is never written
+    expected = np.full((256, 256), 7, dtype="u2")
+    expected[:128] = 3
+    log = tmp_path / "nginx" / "access.log"
+    with nginx(www, tmp_path / "nginx") as url, \
+            mounted(f"{url}/s.zarr", tmp_path / "mnt", "--read-only", "--format",
+                    "ome-tiff") as mnt:
+        before = log.read_text().count("\n")
+        np.testing.assert_array_equal(tifffile.imread(mnt / "s.ome.tif"), expected)
+        heads, gets = _requests(log, before)
+    assert heads == 0 and gets <= 2 * 4, (heads, gets)

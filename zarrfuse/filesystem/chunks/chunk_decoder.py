@@ -92,10 +92,12 @@ class ChunkDecoder:
         """Whether reading a chunk says as well whether it is stored: a store that cannot
         list (a web server) would be asked first by a HEAD per chunk, but a chunk of one
         part of no fixed size is read by one GET, and its 404 is the absent chunk (the fill
-        value); a server's error stays an error."""
+        value), and zarr reads a shard the same way (an absent shard is the fill value); a
+        server's error stays an error."""
+        if self.stored.listings.can_list:
+            return False
         parts = self.stored.parts.parts
-        return (self._sync is not None and not self.stored.listings.can_list
-                and len(parts) == 1 and parts[0].size is None)
+        return self._sync is None or (len(parts) == 1 and parts[0].size is None)
 
     async def _decode_stored(self, wanted: list[Coords]) -> dict[Coords, np.ndarray]:
         if self._sync is None:
