@@ -252,8 +252,11 @@ def tell_the_desktop(message: str) -> bool:
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
     ):
         return False
-    sent = subprocess.run(["notify-send", "--app-name=zarrfuse", "zarrfuse could not mount",
-                           message], capture_output=True, timeout=10, check=False)
+    try:
+        sent = subprocess.run(["notify-send", "--app-name=zarrfuse", "zarrfuse could not mount",
+                               message], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):  # no session bus answering: stderr says it
+        return False
     return sent.returncode == 0
 
 
