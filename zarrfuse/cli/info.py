@@ -222,27 +222,28 @@ def _view_line(view: ViewSurvey) -> str:
     return f"  {view.fmt}: {count}{first}"
 
 
-def describe_json(source: Any, *, storage_options: dict[str, Any] | None = None
-                  ) -> dict[str, Any]:
-    """What ``zarrfuse info --json SOURCE`` prints."""
+def _nodes(source: Any, storage_options: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The node at ``source`` and every node below it, as ``--json`` gives them."""
     store_path = sync(open_store_path(source, storage_options=storage_options))
     nodes: list[dict[str, Any]] = []
     try:
         sync(_walk(store_path, str(source), nodes))
     finally:
         store_path.store.close()
+    return nodes
+
+
+def describe_json(source: Any, *, storage_options: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """What ``zarrfuse info --json SOURCE`` prints."""
+    nodes = _nodes(source, storage_options)
     views = survey_views(str(source), storage_options)
     return {"source": str(source), "nodes": nodes, "views": [v.as_dict() for v in views]}
 
 
 def describe(source: Any, *, storage_options: dict[str, Any] | None = None) -> str:
     """What ``zarrfuse info SOURCE`` prints: the nodes, then what each view shows."""
-    store_path = sync(open_store_path(source, storage_options=storage_options))
-    nodes: list[dict[str, Any]] = []
-    try:
-        sync(_walk(store_path, str(source), nodes))
-    finally:
-        store_path.store.close()
+    nodes = _nodes(source, storage_options)
     lines: list[str] = []
     for node in nodes:
         if "skipped" in node:

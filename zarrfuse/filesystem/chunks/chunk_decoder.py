@@ -181,9 +181,8 @@ class ChunkDecoder:
             groups.setdefault(self.stored_coords(c), []).append(c)
         out = []
         for group in groups.values():
-            spans = [max(c[d] for c in group) - min(c[d] for c in group) + 1
-                     for d in range(len(self.chunks))]
-            if math.prod(spans) <= 2 * len(group):
+            low, high = _bounds(group)
+            if math.prod(h - lo for lo, h in zip(low, high, strict=True)) <= 2 * len(group):
                 out.append(group)
                 continue
             rows: dict[Coords, list[Coords]] = {}
@@ -209,8 +208,7 @@ class ChunkDecoder:
         span: zarr fetches the shard's index once (and a whole shard in one request) where a
         call per inner chunk fetched the index again for each. A region that does not decode
         is read again chunk by chunk, to name the chunk at fault."""
-        low = [min(c[d] for c in group) for d in range(len(self.chunks))]
-        high = [max(c[d] for c in group) + 1 for d in range(len(self.chunks))]
+        low, high = _bounds(group)
         span = tuple(slice(lo * n, min(hi * n, size))
                      for lo, hi, n, size in zip(low, high, self.chunks, self.shape, strict=True))
         try:
@@ -229,6 +227,12 @@ class ChunkDecoder:
             out[c] = values[tuple(slice(r.start - s.start, r.stop - s.start)
                                   for r, s in zip(region, span, strict=True))]
         return out
+
+
+def _bounds(group: list[Coords]) -> tuple[Coords, Coords]:
+    """The smallest box of chunk coordinates holding ``group``: first, and one past last."""
+    columns = list(zip(*group, strict=True))
+    return tuple(min(c) for c in columns), tuple(max(c) + 1 for c in columns)
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
