@@ -54,6 +54,7 @@ class InProcess:
         self.fs = ops.fs
         self._token = token
         self._inodes: dict[int, int] = {}  # handle -> inode, as the kernel knows them
+        self._no_flush = False  # the mount answered a flush with ENOSYS
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         async def call() -> Any:
@@ -166,9 +167,15 @@ class InProcess:
         self._call(self.ops.fsync, handle, False)
 
     def close(self, handle: int) -> None:
-        """``close(2)``: flush (which reports a refused commit), then release."""
+        """``close(2)``: flush (which reports a refused commit), then release. A flush
+        answered ENOSYS is not sent again, and is no error, as in the kernel."""
         try:
-            self._call(self.ops.flush, handle)
+            if not self._no_flush:
+                self._call(self.ops.flush, handle)
+        except OSError as e:
+            if e.errno != errno.ENOSYS:
+                raise
+            self._no_flush = True
         finally:
             self._inodes.pop(handle, None)
             self._call(self.ops.release, handle)

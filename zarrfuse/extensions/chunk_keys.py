@@ -30,6 +30,7 @@ from zarrfuse.zarr_compat import (
 
 __all__ = [
     "FanoutChunkKeyEncoding",
+    "RememberedKeys",
     "SuffixChunkKeyEncoding",
     "decode_chunk_key",
     "encode_chunk_key",
@@ -238,6 +239,26 @@ class SuffixChunkKeyEncoding(ChunkKeyEncoding):
 def encode_chunk_key(encoding: ChunkKeyEncoding, chunk_coords: tuple[int, ...]) -> str:
     """Encode with any encoding, refusing negative or non-integer coordinates first."""
     return encoding.encode_chunk_key(_checked_coords(chunk_coords))
+
+
+class RememberedKeys:
+    """Chunk keys under one encoding and prefix, each encoded once while it is in use: a
+    read asks for a chunk's key (and its neighbours') several times, at some microseconds
+    each. Bounded: forgotten all at once past ``limit``."""
+
+    def __init__(self, encoding: ChunkKeyEncoding, prefix: str = "", limit: int = 65536):
+        self._encoding = encoding
+        self._prefix = prefix
+        self._limit = limit
+        self._keys: dict[tuple[int, ...], str] = {}
+
+    def __call__(self, coords: tuple[int, ...]) -> str:
+        key = self._keys.get(coords)
+        if key is None:
+            if len(self._keys) >= self._limit:
+                self._keys.clear()
+            key = self._keys[coords] = self._prefix + encode_chunk_key(self._encoding, coords)
+        return key
 
 
 def decode_chunk_key(

@@ -24,6 +24,7 @@ from zarrfuse.api.arrays import open_store_path
 from zarrfuse.errors import MountError, SourceError
 from zarrfuse.filesystem.attributes import Ownership
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
+from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache, descriptors_to_keep_open
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.fs import FileSystem
 from zarrfuse.filesystem.images.whole_image_file import WholeImage
@@ -153,7 +154,9 @@ def build_filesystem(
         limiter=trio.CapacityLimiter(IO_THREADS),
         listing_ttl=_metadata_ttl(config),
         counters=counters,
-        keep_open=config.read_only,
+        # Read-only mounts keep chunks open, up to a share of the process's descriptors.
+        open_chunks=OpenChunkCache(descriptors_to_keep_open(), _metadata_ttl(config))
+        if config.read_only else None,
         layout=config.layout,
         write_store=None if config.read_only or not config.update_pyramid
         else BackendWrites(store_path.store, backend),

@@ -79,7 +79,8 @@ def fuse_errors(
                     deadline, STALLED_WAIT)
             raise pyfuse3.FUSEError(errno.EIO)
         except pyfuse3.FUSEError as e:
-            counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
+            if e.errno != errno.ENOSYS:  # "not implemented" tells the kernel; it is no failure
+                counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
             raise
         except ZarrFuseError as e:
             if e.errno in _QUIET_ERRNOS:

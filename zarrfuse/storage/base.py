@@ -79,6 +79,13 @@ class Backend(Protocol):
         """
         ...
 
+    def open_reader_nowait(
+        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
+    ) -> PartReader | None:
+        """As :meth:`open_reader`, but only if it needs no waiting on storage (the kernel has
+        the paths cached); None otherwise, or where the backend cannot tell."""
+        ...
+
     def read_all(self, key: str) -> bytes | None:
         """A whole object, None if absent."""
         ...

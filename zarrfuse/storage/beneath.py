@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 _SYS_OPENAT2: Final = {"x86_64": 437, "aarch64": 437, "riscv64": 437, "ppc64le": 437}
 _RESOLVE_NO_MAGICLINKS: Final = 0x02
 _RESOLVE_BENEATH: Final = 0x08
+_RESOLVE_CACHED: Final = 0x20  # Linux 5.12+: EAGAIN unless every component is cached
 
 
 class OutsideRoot(PermissionError):
@@ -59,8 +60,8 @@ def warn_once(key: str, message: str, *args: object) -> None:
         log.warning(message, *args)
 
 
-def _openat2(dir_fd: int, path: str, flags: int) -> int:
-    how = _OpenHow(flags | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+def _openat2(dir_fd: int, path: str, flags: int, resolve: int = 0) -> int:
+    how = _OpenHow(flags | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | resolve)
     fd = _libc.syscall(
         _syscall_number, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how)
     )
@@ -84,6 +85,15 @@ class Root:
                 if e.errno not in (errno.ENOSYS, errno.EPERM):  # EPERM: seccomp filters
                     raise
                 self._use_openat2 = False
+        self.can_resolve_cached = self._use_openat2
+        """Whether :meth:`open_regular` can be asked not to wait (``cached_only``)."""
+        if self._use_openat2:
+            try:
+                os.close(_openat2(self._fd, ".", os.O_PATH, _RESOLVE_CACHED))
+            except OSError as e:
+                if e.errno not in (errno.EINVAL, errno.EAGAIN):  # EINVAL: before Linux 5.12
+                    raise
+                self.can_resolve_cached = e.errno == errno.EAGAIN
         if not self._use_openat2:
             warn_once("no-openat2", "%s: the kernel has no openat2; symlinks are checked "
                        "with realpath (racy if the store changes meanwhile)", self.path)
@@ -95,16 +105,24 @@ class Root:
         warn_once(key, "%s: refused: it resolves outside the store root %s", key, self.path)
         return OutsideRoot(errno.EACCES, "resolves outside the store root", key)
 
-    def open_path(self, key: str, *, directory: bool = False) -> int:
+    def open_path(self, key: str, *, directory: bool = False, cached_only: bool = False) -> int:
         """An ``O_PATH`` descriptor of ``key`` resolved beneath the root (symlinks followed
-        while they stay beneath). FileNotFoundError if absent; OutsideRoot if it leaves."""
+        while they stay beneath). FileNotFoundError if absent; OutsideRoot if it leaves.
+        ``cached_only``: BlockingIOError unless the kernel resolves the path from its caches
+        alone (no disk read): the caller may then be a thread that must not wait."""
         flags = os.O_PATH | (os.O_DIRECTORY if directory else 0)
         key = key.strip("/") or "."
+        if cached_only and not self.can_resolve_cached:
+            raise BlockingIOError(errno.EAGAIN, "cannot tell without waiting", key)
         if self._use_openat2:
             try:
-                return _openat2(self._fd, key, flags)
+                return _openat2(self._fd, key, flags, _RESOLVE_CACHED if cached_only else 0)
             except OSError as e:
+                if e.errno == errno.EAGAIN:
+                    raise BlockingIOError(e.errno, "not in the kernel's caches", key) from None
                 if e.errno == errno.EXDEV:  # ".." or an absolute symlink: resolve and retry
+                    if cached_only:  # realpath may wait on the disk
+                        raise BlockingIOError(errno.EAGAIN, "a symlink to resolve", key) from None
                     return self._open_resolved(key, flags)
                 if e.errno in (errno.ENOENT, errno.ENOTDIR):
                     raise FileNotFoundError(e.errno, e.strerror, key) from None
@@ -146,13 +164,16 @@ class Root:
         finally:
             os.close(fd)
 
-    def open_regular(self, key: str, *, quiet: bool = False) -> int | None:
+    def open_regular(
+        self, key: str, *, quiet: bool = False, cached_only: bool = False
+    ) -> int | None:
         """A read-only descriptor of the regular file ``key``; None if absent. A FIFO, socket
         or device raises NotRegular without being opened (opening one may block forever),
         after one log line unless ``quiet`` (the caller says why in its own line). A path
-        leading out of the root is absent, as in :meth:`stat`."""
+        leading out of the root is absent, as in :meth:`stat`. ``cached_only``: as in
+        :meth:`open_path` (opening a regular file whose inode is cached does no I/O)."""
         try:
-            path_fd = self.open_path(key)
+            path_fd = self.open_path(key, cached_only=cached_only)
         except (FileNotFoundError, OutsideRoot):
             return None
         try:

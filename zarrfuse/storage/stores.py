@@ -134,6 +134,11 @@ class StoreBackend:
     ) -> PartReader:
         return StorePartReader(self, keys, sizes)
 
+    def open_reader_nowait(
+        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
+    ) -> PartReader | None:
+        return None  # every open asks the store
+
     def read_all(self, key: str) -> bytes | None:
         buf = _asked(key, self.store.get(key, self.prototype))
         return None if buf is None else buf.to_bytes()

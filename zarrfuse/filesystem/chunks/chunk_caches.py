@@ -8,6 +8,7 @@ counted by its users. Neither touches storage: ``chunk_source`` asks and fills t
 
 from __future__ import annotations
 
+import resource
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -15,7 +16,9 @@ from dataclasses import dataclass
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
 from zarrfuse.storage.base import PartReader, Stat
 
-__all__ = ["KnownSize", "KnownSizes", "OpenChunk", "OpenChunkCache"]
+__all__ = [
+    "KnownSize", "KnownSizes", "OpenChunk", "OpenChunkCache", "descriptors_to_keep_open",
+]
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class OpenChunk:
     cached: bool = False
     read_to_end: bool = False
     """Whether a read reached its end (the chunks after it were then fetched ahead)."""
+    waited: bool = False
+    """Whether opening it waited on storage (in a worker thread)."""
 
     @property
     def size(self) -> int:
@@ -89,34 +94,52 @@ class OpenChunk:
 
 
 class OpenChunkCache:
-    """Recently opened chunks of a read-only mount, shared by every open of the same chunk.
+    """Recently opened chunks of a read-only mount, shared by every open of the same chunk;
+    one per mount, bounded in file descriptors (a chunk holds one per part).
 
     With a TTL (``--metadata-ttl``), an entry older than it is opened afresh: a remote reader
     holds the sizes it was opened with, and the objects may have been replaced since.
     """
 
-    def __init__(self, capacity: int, ttl: float | None = None) -> None:
-        self._chunks: RecentlyUsed[tuple[int, ...], OpenChunk] = RecentlyUsed(
-            capacity, ttl=ttl, on_evict=_evicted
+    def __init__(self, descriptors: int, ttl: float | None = None) -> None:
+        self._chunks: RecentlyUsed[Hashable, OpenChunk] = RecentlyUsed(
+            descriptors, ttl=ttl, weigh=lambda opened: max(1, len(opened.sizes)),
+            on_evict=_evicted,
         )
 
-    def take(self, coords: tuple[int, ...]) -> OpenChunk | None:
-        opened = self._chunks.get(coords)
+    def take(self, key: Hashable) -> OpenChunk | None:
+        """The chunk kept under ``key`` (its array's and its coordinates), one user more."""
+        opened = self._chunks.get(key)
         if opened is not None:
             opened.users += 1
         return opened
 
-    def drop(self, coords: tuple[int, ...]) -> None:
+    def drop(self, key: Hashable) -> None:
         """The chunk changed in the store: its next open opens it anew."""
-        opened = self._chunks.drop(coords)
+        opened = self._chunks.drop(key)
         if opened is not None:
             _evicted(opened)
 
-    def adopt(self, coords: tuple[int, ...], opened: OpenChunk) -> None:
-        if self._chunks.get(coords) is not None:
+    def adopt(self, key: Hashable, opened: OpenChunk) -> None:
+        if self._chunks.get(key) is not None:
             return  # another open won the race; this one closes with its only user
         opened.cached = True
-        self._chunks.put(coords, opened)
+        self._chunks.put(key, opened)
+
+
+KEPT_OPEN_AT_MOST = 16384
+"""Descriptors a mount keeps open for chunks, whatever the process may open: a tool that
+reads every chunk file twice (a second pass) finds them open."""
+
+
+def descriptors_to_keep_open() -> int:
+    """The open-chunk budget of a mount: a quarter of the descriptors the process may open
+    (the rest: readers' own handles, writers, listings, the store's connections), at most
+    ``KEPT_OPEN_AT_MOST``, at least 64."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return KEPT_OPEN_AT_MOST
+    return max(64, min(KEPT_OPEN_AT_MOST, soft // 4))
 
 
 def _evicted(opened: OpenChunk) -> None:

@@ -28,6 +28,7 @@ from zarrfuse.extensions.chunk_keys import (
     parse_encoding,
 )
 from zarrfuse.extensions.transformers import parse_storage_transformers
+from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
@@ -66,7 +67,7 @@ class ArrayBuilder:
         listing_ttl: float | None,
         counters: Counters,
         rendering: Rendering | None,
-        keep_open: bool,
+        open_chunks: OpenChunkCache | None,
         layout: Layout,
         write_store: Store | None = None,
     ) -> None:
@@ -77,7 +78,7 @@ class ArrayBuilder:
         self.layout: Layout = layout
         self.counters = counters
         self._rendering = rendering
-        self._keep_open = keep_open
+        self._open_chunks = open_chunks
         self._suffix = suffix
         self._max_children = max_children
         self._limiter = limiter
@@ -174,7 +175,7 @@ class ArrayBuilder:
             limiter=self._limiter,
             listing_ttl=self._ttl,
             counters=self.counters,
-            keep_open=self._keep_open,
+            open_chunks=self._open_chunks,
             shard_format=shard_format_for(metadata),
             grid=stored_grid,
         )

@@ -18,6 +18,7 @@ from zarr.abc.store import Store
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
+from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
 from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
@@ -94,7 +95,7 @@ class Catalog:
         listing_ttl: float | None,
         counters: Counters | None = None,
         rendering: Rendering | None = None,
-        keep_open: bool = False,
+        open_chunks: OpenChunkCache | None = None,
         layout: Layout = "fanout",
         write_store: Store | None = None,
     ) -> None:
@@ -117,7 +118,7 @@ class Catalog:
         self.arrays = ArrayBuilder(
             backend, suffix=suffix, max_children=max_children, limiter=limiter,
             listing_ttl=listing_ttl, counters=self.counters, rendering=rendering,
-            keep_open=keep_open, layout=layout, write_store=write_store,
+            open_chunks=open_chunks, layout=layout, write_store=write_store,
         )
         self._images = (
             ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit),

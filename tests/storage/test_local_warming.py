@@ -1,0 +1,144 @@
+"""Opens that never wait in the trio thread, and the kernel's caches warmed ahead of a reader
+(``storage.beneath``'s ``cached_only``, ``storage.local_warming``), on a real directory.
+
+Dropping the kernel's dentries (``/proc/sys/vm/drop_caches``, as root) makes a path uncached;
+a store on tmpfs keeps its dentries whatever is dropped, so those tests need a disk.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from zarrfuse.storage.beneath import Root
+from zarrfuse.storage.local import LocalBackend
+
+
+def _forget_names(store: Path) -> None:
+    """Drop the kernel's unused dentries and inodes, or skip where that cannot uncache."""
+    if os.geteuid() != 0:
+        pytest.skip("dropping the kernel's caches needs root")
+    if _on_tmpfs(store):
+        pytest.skip("tmpfs keeps every dentry: nothing can be uncached")
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2\n")
+
+
+def _on_tmpfs(path: Path) -> bool:
+    best, kind = "", ""
+    with open("/proc/self/mounts") as mounts:
+        for line in mounts:
+            _, point, fstype, *_ = line.split()
+            if str(path).startswith(point) and len(point) >= len(best):
+                best, kind = point, fstype
+    return kind in ("tmpfs", "ramfs")
+
+
+def _store(tmp_path: Path, n: int) -> Path:
+    store = tmp_path / "store"
+    (store / "c").mkdir(parents=True)
+    for i in range(n):
+        (store / "c" / str(i)).write_bytes(bytes([i]) * 4096)
+    return store
+
+
+def test_a_cached_only_open_refuses_an_uncached_path_and_takes_a_cached_one(tmp_path):
+    store = _store(tmp_path, 1)
+    root = Root(str(store))
+    if not root.can_resolve_cached:
+        pytest.skip("the kernel has no RESOLVE_CACHED (Linux < 5.12)")
+    _forget_names(store)
+    with pytest.raises(BlockingIOError):
+        root.open_regular("c/0", cached_only=True)
+    os.close(root.open_regular("c/0"))  # the waiting open caches the path
+    fd = root.open_regular("c/0", cached_only=True)
+    assert fd is not None
+    try:
+        assert os.pread(fd, 1, 0) == b"\x00"
+    finally:
+        os.close(fd)
+    root.close()
+
+
+def test_a_cached_only_open_never_resolves_an_absolute_symlink_in_the_caller(tmp_path):
+    """realpath may wait on the disk: a symlink that needs it is left to a worker thread,
+    which still reads it (beneath the root)."""
+    store = _store(tmp_path, 1)
+    (store / "c" / "link").symlink_to(store / "c" / "0")
+    root = Root(str(store))
+    with pytest.raises(BlockingIOError):
+        root.open_regular("c/link", cached_only=True)
+    fd = root.open_regular("c/link")
+    assert fd is not None
+    os.close(fd)
+    root.close()
+
+
+@pytest.mark.expect_log(r"not a regular file \(FIFO\)")
+def test_a_special_file_is_refused_by_a_cached_only_open_too(tmp_path):
+    store = _store(tmp_path, 1)
+    os.mkfifo(store / "c" / "fifo")
+    backend = LocalBackend(store)
+    os.stat(store / "c" / "fifo")  # its path is cached: the refusal is the file's kind
+    with pytest.raises(OSError, match="not a regular file"):
+        backend.open_reader_nowait(["c/fifo"])
+    backend.close()
+
+
+def test_files_after_one_that_waited_are_warmed_and_then_open_without_waiting(tmp_path):
+    store = _store(tmp_path, 12)
+    backend = LocalBackend(store)
+    if not backend._beneath.can_resolve_cached:
+        pytest.skip("the kernel has no RESOLVE_CACHED (Linux < 5.12)")
+    _forget_names(store)
+    assert backend.open_reader_nowait(["c/5"]) is None  # uncached: the caller must wait
+    following = [(f"c/{i}", 4096) for i in range(1, 9)]
+    backend.warm_after("c/0", lambda: following, waited=True)
+    deadline = time.monotonic() + 10
+    while True:
+        reader = backend.open_reader_nowait(["c/8"])
+        if reader is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert reader is not None, "the last file asked for was not warmed within 10 s"
+    got = bytearray(4096)
+    assert reader.read_into_nowait(0, 0, memoryview(got)) in (0, 4096)  # pages may be on the way
+    reader.read_into(0, 0, memoryview(got))
+    assert bytes(got) == bytes([8]) * 4096
+    reader.close()
+    for i in range(1, 9):  # every file asked for opens from the caches now
+        opened = backend.open_reader_nowait([f"c/{i}"])
+        assert opened is not None, f"c/{i} was not warmed"
+        opened.close()
+    backend.close()
+
+
+def test_a_reader_whose_files_are_cached_sets_no_warming_to_work(tmp_path):
+    """A second pass over cached files: reads that did not wait, of files not warmed here,
+    never even name the files after them."""
+    store = _store(tmp_path, 4)
+    backend = LocalBackend(store)
+    asked: list[str] = []
+
+    def following() -> list[tuple[str, int]]:
+        asked.append("named")
+        return [("c/1", 4096)]
+
+    backend.warm_after("c/0", following, waited=False)
+    assert asked == []
+    backend.warm_after("c/0", following, waited=True)  # a read that waited: the next are due
+    assert asked == ["named"]
+    backend.close()
+
+
+def test_warming_stops_with_the_backend(tmp_path):
+    store = _store(tmp_path, 40)
+    backend = LocalBackend(store)
+    backend.warm_after("c/0", lambda: [(f"c/{i}", 4096) for i in range(1, 40)], waited=True)
+    started = time.monotonic()
+    backend.close()  # joins the thread: nothing runs past the unmount
+    assert time.monotonic() - started < 5
+    backend.warm_after("c/0", lambda: [("c/1", 4096)], waited=True)  # after close: nothing

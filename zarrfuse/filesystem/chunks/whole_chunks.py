@@ -1,0 +1,81 @@
+"""Whole chunks (their parts joined) read in worker threads, for renderings, whole images and
+decoding: blocking calls, many chunks per call, never a thread hop per chunk.
+
+On a remote store the chunks of one call are fetched at once (``FETCH_THREADS`` requests in
+flight): one after another, each would wait a whole round trip, and a whole image's tiles or
+a rendered batch are many chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from zarrfuse.extensions.transformers import ConcatParts
+from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
+from zarrfuse.filesystem.chunks.part_opening import ChunkKeys, PartOpening, read_parts
+from zarrfuse.storage.base import Backend, Stat
+
+__all__ = ["WholeChunks"]
+
+Listed = Sequence[Stat | None] | None
+"""A chunk's parts' stats from a fresh listing, if there is one."""
+
+
+class WholeChunks:
+    """Reads one array's chunks whole through its backend."""
+
+    def __init__(
+        self, backend: Backend, parts: ConcatParts, opening: PartOpening,
+        keys_of: Callable[[tuple[int, ...]], ChunkKeys], counters: Counters,
+    ) -> None:
+        self.backend = backend
+        self.parts = parts
+        self._opening = opening
+        self._keys_of = keys_of
+        self.counters = counters
+        self._one_object = len(parts.parts) == 1 and parts.parts[0].size is None
+        """One part of any size: the chunk is one object, read in one request, unchecked."""
+
+    def read(
+        self, coords: Sequence[tuple[int, ...]], listed: Sequence[Listed]
+    ) -> list[bytes | None]:
+        """Each chunk whole, None where absent. Blocking."""
+        if not (self.backend.remote and len(coords) > 1):
+            return [self._read_one(c, stats) for c, stats in zip(coords, listed, strict=True)]
+        # What the backend holds (a warm --cache-dir) is read here: a pool hop costs more.
+        out = [self._read_held(c) for c in coords]
+        asked = [i for i, data in enumerate(out) if data is None]
+        fetched = fetch_pool().map(self._read_one, [coords[i] for i in asked],
+                                   [listed[i] for i in asked])
+        for i, data in zip(asked, fetched, strict=True):
+            out[i] = data
+        return out
+
+    def _read_held(self, c: tuple[int, ...]) -> bytes | None:
+        if not self._one_object:
+            return None
+        return self.backend.read_held(self._keys_of(c).parts[0])
+
+    def _read_one(self, c: tuple[int, ...], stats: Listed) -> bytes | None:
+        chunk = self._keys_of(c)
+        if self._one_object:
+            self.counters.store["read"] += 1
+            whole_chunk = self.backend.read_all(chunk.parts[0])
+            self.counters.store_bytes_read += len(whole_chunk or b"")
+            return whole_chunk
+        opened = self._opening.open(chunk, stats)
+        if opened is None:
+            return None
+        try:
+            data = bytearray(sum(opened.sizes))
+            view, pending, at = memoryview(data), [], 0
+            for part, size in enumerate(opened.sizes):
+                pending.append((part, 0, view[at : at + size]))
+                at += size
+            read_parts(opened.reader, pending)
+            self.counters.store["read"] += len(pending)
+            self.counters.store_bytes_read += at
+            return bytes(data)
+        finally:
+            opened.close()
