@@ -16,7 +16,10 @@ chunk files (``os.walk``, untimed), ``sync``s and drops the kernel's caches
 this process): the cold pass; then the same files again on the same mount: the second pass.
 The report gives medians over the rounds, zarrfuse / bindfs for each, and the floors: cold
 <= 1.5x bindfs, second pass <= 1.2x bindfs. It also splits the second pass's per-file cost
-into open, read and close. The exit status is 0 whichever floors are met: it is a report.
+into open, read and close. Then (``--listing N``, 100,000 by default) an array of N one-byte
+chunks is listed with ``find -type f`` and ``ls -lR`` through bindfs and zarrfuse (raw,
+``--read-only`` and default), each on a fresh mount with dropped caches: floor <= 1.5x
+bindfs. The exit status is 0 whichever floors are met: it is a report.
 
     .venv/bin/python bench/bench_per_file.py             # 2000 files, 3 rounds
     .venv/bin/python bench/bench_per_file.py --quick     # 200 files, 1 round (smoke run)
@@ -254,6 +257,78 @@ def one_round(c: Contender, store: Path, work: Path, mounts: Mounts, n: int, buf
         mounts.drop(m)
 
 
+# --- listings ----------------------------------------------------------------------------------
+
+LISTING_FLOOR = 1.5  # zarrfuse / bindfs, at most (issue 35, point 5)
+LISTERS = (BINDFS, CEILING, ZARRFUSE[0], ZARRFUSE[1])
+LISTINGS = {
+    "find -type f (counted)": lambda m: ["find", m, "-type", "f"],
+    "ls -lR": lambda m: ["ls", "-lR", m],
+}
+
+
+def make_listing_store(root: Path, n: int) -> None:
+    """An array of ``n`` one-byte chunks (a fanout tree of n files), written by zarr-python."""
+    arr = zarr.create_array(str(root), shape=(n,), chunks=(1,), dtype="u1",
+                            compressors=None, serializer=BytesCodec(), fill_value=0)
+    step = 10_000
+    for i in range(0, n, step):
+        j = min(n, i + step)
+        arr[i:j] = np.full(j - i, 7, dtype="u1")
+
+
+def listing_round(c: Contender, store: Path, work: Path, mounts: Mounts, n: int,
+                  timeout: float) -> dict[str, float]:
+    """Each listing on a fresh mount with dropped caches (the kernel knows no name yet)."""
+    out = {}
+    for label, argv in LISTINGS.items():
+        m = make_mount(c, store, work / "lmnt" / c.name.replace(" ", "_").replace("-", ""),
+                       work)
+        mounts.live.append(m)
+        try:
+            m.mount()
+            drop_caches()
+            WATCHDOG.arm(timeout, f"{c.name}: {label}")
+            start = time.perf_counter()
+            done = run(argv(m.mountpoint), stdout=subprocess.PIPE, timeout=timeout, check=True)
+            out[label] = time.perf_counter() - start
+            WATCHDOG.disarm()
+            if label.startswith("find"):
+                files = done.stdout.count(b"\n")
+                if files < n:
+                    raise RuntimeError(f"{c.name}: find saw {files} files, {n} chunks stored")
+            log(f"    {c.name:17s} {label:22s} {out[label]:7.3f} s")
+        finally:
+            WATCHDOG.disarm()
+            mounts.drop(m)
+    return out
+
+
+def report_listings(results: dict[str, list[dict[str, float]]], n: int) -> None:
+    print()
+    print(f"Listings of a {n}-chunk fanout tree on a fresh mount, caches dropped, s (medians):")
+    print()
+    print("| measure | zarrfuse | bindfs | ceiling | zarrfuse / bindfs | floor | met |")
+    print("|---|---:|---:|---:|---:|---|---|")
+
+    def med(name: str, label: str) -> float | None:
+        return median(r[label] for r in results[name]) if results[name] else None
+
+    for label in LISTINGS:
+        b, ceiling = med(BINDFS.name, label), med(CEILING.name, label)
+        for c in LISTERS[2:]:
+            runs = results[c.name]
+            z = median(r[label] for r in runs) if runs else None
+            ratio = z / b if z is not None and b else None
+            met = "n/a" if ratio is None else ("yes" if ratio <= LISTING_FLOOR else "no")
+            zc = "failed" if z is None else f"{z:.3f}"
+            bc = "failed" if b is None else f"{b:.3f}"
+            rc = "n/a" if ratio is None else f"{ratio:.2f}x"
+            cc = "failed" if ceiling is None else f"{ceiling:.3f}"
+            print(f"| {label}, {c.name} | {zc} | {bc} | {cc} | {rc} | <= {LISTING_FLOOR}x "
+                  f"bindfs | {met} |")
+
+
 # --- report ------------------------------------------------------------------------------------
 
 
@@ -330,9 +405,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="seconds before the watchdog aborts the FUSE connections (300)")
     p.add_argument("--zarrfuse", default=str(DEFAULT_ZARRFUSE), help="zarrfuse executable")
     p.add_argument("--workdir", type=Path, help="scratch directory's parent (default: /tmp)")
+    p.add_argument("--listing", type=int, default=100_000, metavar="N",
+                   help="chunks of the listed fanout tree (100000; 0: no listing rows)")
     args = p.parse_args(argv)
     if args.quick:
-        args.files, args.rounds = 200, 1
+        args.files, args.rounds, args.listing = 200, 1, min(args.listing, 2000)
     ZarrfuseMount.executable = args.zarrfuse
     for tool in ("bindfs", "fusermount3", "sync"):
         if shutil.which(tool) is None:
@@ -349,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     store = work / "store.zarr"
     mounts = Mounts()
     results: dict[str, list[tuple[Pass, Pass]]] = {c.name: [] for c in CONTENDERS}
+    listed: dict[str, list[dict[str, float]]] = {c.name: [] for c in LISTERS}
     failures: dict[str, list[str]] = {}
     try:
         log(f"writing {args.files} chunks of {CHUNK // KiB} KiB to {store}")
@@ -366,6 +444,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 except Exception as e:  # noqa: BLE001  (see above)
                     log(f"!! {c.name}: {type(e).__name__}: {e}")
                     failures.setdefault(c.name, []).append(f"round {rnd + 1}: {e}")
+        if args.listing:
+            tree = work / "tree.zarr"
+            log(f"writing {args.listing} chunks of 1 byte to {tree}")
+            make_listing_store(tree, args.listing)
+            run(["sync"], timeout=SYNC_TIMEOUT, check=True)
+            for rnd in range(args.rounds):
+                order = LISTERS[rnd % len(LISTERS):] + LISTERS[: rnd % len(LISTERS)]
+                for c in order:
+                    try:
+                        listed[c.name].append(listing_round(c, tree, work, mounts,
+                                                            args.listing, args.phase_timeout))
+                    except Exception as e:  # noqa: BLE001  (a report, as above)
+                        log(f"!! {c.name}: {type(e).__name__}: {e}")
+                        failures.setdefault(c.name, []).append(f"listing {rnd + 1}: {e}")
     finally:
         WATCHDOG.disarm()
         mounts.close()
@@ -375,6 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(work, ignore_errors=True)
     report(results, failures, args.files, args.rounds, time.perf_counter() - started)
+    if args.listing:
+        report_listings(listed, args.listing)
     return 0
 
 

@@ -29,6 +29,8 @@ class PassthroughFileSystem(pyfuse3.Operations):
         super().__init__()
         self.root_ino = os.lstat(source).st_ino
         self.paths: dict[int, str] = {pyfuse3.ROOT_INODE: source}
+        self.listings: dict[int, tuple[str, list[str]]] = {}
+        self.next_fh = 0
 
     def _entry(self, path: str) -> pyfuse3.EntryAttributes:
         st = os.lstat(path)
@@ -56,18 +58,21 @@ class PassthroughFileSystem(pyfuse3.Operations):
             return absent
 
     async def opendir(self, inode, ctx):
-        return inode
+        # listed once per open directory: the kernel reads a big one in many readdir calls
+        self.next_fh += 1
+        path = self.paths[inode]
+        self.listings[self.next_fh] = (path, sorted(os.listdir(path)))
+        return self.next_fh
 
     async def readdir(self, fh, start_id, token):
-        path = self.paths[fh]
-        names = sorted(os.listdir(path))
+        path, names = self.listings[fh]
         for i in range(start_id, len(names)):
             entry = self._entry(os.path.join(path, names[i]))
             if not pyfuse3.readdir_reply(token, os.fsencode(names[i]), entry, i + 1):
                 break
 
     async def releasedir(self, fh):
-        pass
+        self.listings.pop(fh, None)
 
     async def open(self, inode, flags, ctx):
         if flags & os.O_ACCMODE != os.O_RDONLY:

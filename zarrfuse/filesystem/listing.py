@@ -4,6 +4,7 @@ included. A part of :class:`~zarrfuse.filesystem.reading.FileSystemBase`, whose 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -58,8 +59,13 @@ class Listing:
                 entries.append(await self._entry_of(key.name, key))
         return entries
 
-    async def readdir(self, handle: int, start_id: int) -> list[tuple[str, Attributes, int]]:
-        """Entries after ``start_id``; each entry's id is its position + 1 (stable per handle)."""
+    async def readdir(self, handle: int, start_id: int) -> Iterator[tuple[str, Attributes, int]]:
+        """Entries after ``start_id``; each entry's id is its position + 1 (stable per handle).
+
+        Lazy: the kernel takes a page of entries per call (about 30), so attributes are
+        worked out only for those it takes. Worked out for every entry after ``start_id``,
+        a directory of n entries cost n**2 / 60 of them: 5.9 s for ``find`` over 100,000
+        files (measured)."""
         try:
             node, entries = self._dirs[handle]
         except KeyError:
@@ -67,11 +73,10 @@ class Listing:
         if entries is None or start_id == 0:
             entries = await self._list(node)
             self._dirs[handle] = (node, entries)
-        return [
+        return (
             (entry.name, self._attributes(entry.node, entry.size, entry.mtime_ns), index + 1)
-            for index, entry in enumerate(entries)
-            if index >= start_id
-        ]
+            for index, entry in itertools.islice(enumerate(entries), start_id, None)
+        )
 
     def releasedir(self, handle: int) -> None:
         self._dirs.pop(handle, None)

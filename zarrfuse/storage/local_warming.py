@@ -29,6 +29,8 @@ AHEAD_BYTES = 8 << 20
 """Bytes asked for ahead per request: a window of small files, or the head of a large one."""
 QUEUED = 64
 """Files waiting to be warmed; the oldest are dropped first (the reader has passed them)."""
+JOIN_SECONDS = 10.0
+"""How long the unmount waits for the thread's last file."""
 REMEMBERED = 256
 """Files remembered as asked for, or as found uncached (the oldest are forgotten first)."""
 
@@ -126,7 +128,9 @@ class KernelWarming:
             self._wake.notify()
             thread = self._thread
         if thread is not None:
-            thread.join()
+            thread.join(JOIN_SECONDS)  # an open stuck on a dead disk must not hold the unmount
+            if thread.is_alive():
+                log.warning("the warming thread is still waiting on the store; left behind")
 
 
 def _remember(keys: OrderedDict[str, None], key: str) -> None:
