@@ -49,3 +49,26 @@ def test_an_absent_shard_is_its_gets_404_and_no_head_is_sent(tmp_path):
     expected[:128] = 3
     heads, gets = _whole_image_requests(tmp_path, expected)
     assert heads == 0 and gets <= 2 * 4, (heads, gets)
+
+
+def test_a_warm_cache_with_a_metadata_ttl_asks_a_web_server_for_no_chunk(tmp_path):
+    """Issue 32, point 3: a web server cannot list, so each chunk's validator came from a
+    HEAD, and a second mount on a warm ``--cache-dir`` sent one HEAD per chunk to find its
+    cached bytes. With ``--metadata-ttl`` those answers are kept with the cache for that long,
+    as listings are: the second mount asks for the documents only."""
+    data = (np.arange(256 * 256, dtype=np.uint32) * 40503 % 65521).astype("u2").reshape(256, 256)
+    data[192:] = 0  # the last row of chunks is the fill value: never stored, asked once
+    zarr.create_array(tmp_path / "www" / "a.zarr", data=data, chunks=(64, 64), fill_value=0)
+    log = tmp_path / "nginx" / "access.log"
+    args = ("--read-only", "--format", "ome-tiff", "--cache-dir", str(tmp_path / "cache"),
+            "--metadata-ttl", "600")
+    with nginx(tmp_path / "www", tmp_path / "nginx") as url:
+        asked = []
+        for mount in ("first", "second"):
+            with mounted(f"{url}/a.zarr", tmp_path / mount, *args) as mnt:
+                before = log.read_text().count("\n")
+                np.testing.assert_array_equal(tifffile.imread(mnt / "a.ome.tif"), data)
+                asked.append([line.split('"')[1] for line in log.read_text().splitlines()[before:]
+                              if "/a.zarr/c/" in line])
+    assert len(asked[0]) >= 12, asked[0]  # the stored chunks were fetched once
+    assert asked[1] == [], asked[1]

@@ -1,7 +1,8 @@
 """A remote backend whose chunk bytes are kept in a ``DiskCache`` (``--cache-dir``).
 
-Only object bytes are cached: listings, stats and documents (``zarr.json``) always come from
-the store, so what exists and what it is stays as fresh as the mount's listing time allows,
+Object bytes are cached; listings and stats only on a read-only mount given a
+``--metadata-ttl``, for that long; documents (``zarr.json``) always come from the store, so
+what exists and what it is stays as fresh as the mount's listing time allows,
 and each listing gives the validators (size and modification time) that cached blocks are
 found by (and the ETag, where the store gives one). A block is served only if it was
 cached for exactly that validator: an object
@@ -12,8 +13,10 @@ mount's own writes forget the key's validator at once, so the next read asks the
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 from zarrfuse.storage.base import Backend, Document, PartReader, Stat
 from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
@@ -22,6 +25,13 @@ __all__ = ["CachedPartReader", "CachingBackend"]
 
 VALIDATORS_KEPT = 1 << 20
 """Keys whose last listed validator is remembered (about 150 bytes each)."""
+
+
+class NotKept:
+    """No stat of the key is kept within the trusted listing time: ask the store."""
+
+
+NOT_KEPT = NotKept()
 
 
 class CachingBackend:
@@ -44,6 +54,8 @@ class CachingBackend:
         self.can_list = inner.can_list
         self.remote = inner.remote
         self._validators: OrderedDict[str, Stat] = OrderedDict()
+        self._stats: dict[str, dict[str, Any]] = {}
+        """Stats kept on disk (``listing_ttl``), by directory, as read or written here."""
         self._lock = threading.Lock()
 
     # --- validators, learnt from what passes through --------------------------------------
@@ -109,9 +121,59 @@ class CachingBackend:
         return self.inner.list_subdirs(prefix)
 
     def stat(self, key: str) -> Stat | None:
+        kept = self._kept_stat(key)
+        if not isinstance(kept, NotKept):
+            self._learn(key, kept)
+            return kept
         found = self.inner.stat(key)
         self._learn(key, found)
+        self._keep_stat(key, found)
         return found
+
+    # --- stats kept on disk, for stores that cannot list ------------------------------------
+
+    def _kept_stat(self, key: str) -> Stat | NotKept | None:
+        """What a stat of ``key`` answered (this mount or an earlier one) within the trusted
+        listing time, as a listing would be kept: a web server, which cannot list, is then
+        not asked again for each chunk of a warm cache. NOT_KEPT: ask the store."""
+        if self.listing_ttl is None:
+            return NOT_KEPT
+        directory, _, name = key.rpartition("/")
+        entry = self._kept_stats(directory).get(name)
+        if not isinstance(entry, list) or not entry:
+            return NOT_KEPT
+        try:
+            if time.time() - float(entry[-1]) > self.listing_ttl:
+                return NOT_KEPT
+            if len(entry) == 1:
+                return None  # asked, and absent
+            size, mtime, etag, _ = entry
+            return Stat(int(size), int(mtime), None if etag is None else str(etag))
+        except (TypeError, ValueError):  # not what _keep_stat wrote: ask the store
+            return NOT_KEPT
+
+    def _kept_stats(self, directory: str) -> dict[str, Any]:
+        with self._lock:
+            kept = self._stats.get(directory)
+        if kept is None:
+            kept = self.cache.read_listing(self._stats_name(directory),
+                                           self.listing_ttl or 0.0) or {}
+            with self._lock:
+                kept = self._stats.setdefault(directory, kept)
+        return kept
+
+    def _keep_stat(self, key: str, stat: Stat | None) -> None:
+        if self.listing_ttl is None:
+            return
+        directory, _, name = key.rpartition("/")
+        now = time.time()
+        kept = self._kept_stats(directory)
+        with self._lock:  # written under the lock: an older snapshot never lands last
+            kept[name] = [now] if stat is None else [stat.size, stat.mtime_ns, stat.etag, now]
+            self.cache.write_listing(self._stats_name(directory), kept)
+
+    def _stats_name(self, directory: str) -> str:
+        return DiskCache.block_name(f"{self.identity}\0stats\0{directory.strip('/')}")
 
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
