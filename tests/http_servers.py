@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -69,12 +70,19 @@ def nginx(root: Path, run: Path) -> Iterator[str]:
     user = "user root;\n" if os.geteuid() == 0 else ""
     config.write_text(_CONFIG.format(user=user, run=run, port=port, root=root))
     proc = subprocess.Popen([NGINX, "-c", str(config), "-e", str(run / "error.log")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     try:
         _wait_listening(port, proc, 10)
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.kill()
+        # SIGTERM: nginx's fast shutdown, which ends its worker too. A SIGKILL of the master
+        # alone left the worker running, holding the port, for the rest of the session.
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of its group
         proc.wait(10)
 
 
