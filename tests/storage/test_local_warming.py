@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from zarrfuse.storage.beneath import Root
+from zarrfuse.storage.beneath import LOCAL_DISK, Root, _filesystem_type
 from zarrfuse.storage.local import LocalBackend
 
 
@@ -142,3 +142,12 @@ def test_warming_stops_with_the_backend(tmp_path):
     backend.close()  # joins the thread: nothing runs past the unmount
     assert time.monotonic() - started < 5
     backend.warm_after("c/0", lambda: [("c/1", 4096)], waited=True)  # after close: nothing
+
+
+def test_a_store_not_on_a_local_disk_never_opens_in_the_caller():
+    """On NFS even an open of a cached path may ask the server (its close-to-open check): a
+    store on any filesystem not known as a local disk opens every chunk in a worker thread.
+    procfs stands in for such a filesystem here."""
+    assert _filesystem_type("/proc/self") == "proc"
+    assert "proc" not in LOCAL_DISK
+    assert not Root("/proc/self").can_resolve_cached

@@ -33,6 +33,39 @@ _RESOLVE_BENEATH: Final = 0x08
 _RESOLVE_CACHED: Final = 0x20  # Linux 5.12+: EAGAIN unless every component is cached
 
 
+LOCAL_DISK: Final = frozenset({
+    "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "bcachefs", "jfs", "tmpfs",
+    "ramfs", "overlay", "vfat", "exfat", "ntfs3",
+})
+"""Filesystems whose open of a cached path never waits on a device or a server."""
+
+
+def _filesystem_type(path: str) -> str:
+    """The type of the filesystem ``path`` is on (/proc/self/mountinfo), "" if unknown."""
+    best, kind = "", ""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if "-" not in fields:
+                    continue
+                point = _unescape(fields[4])
+                dash = fields.index("-")
+                inside = path == point or path.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best) and len(fields) > dash + 1:
+                    best, kind = point, fields[dash + 1]
+    except OSError:
+        return ""
+    return kind
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash in paths as octal escapes."""
+    for code in ("\\040", "\\011", "\\012", "\\134"):
+        field = field.replace(code, chr(int(code[1:], 8)))
+    return field
+
+
 class OutsideRoot(PermissionError):
     """The path resolves outside the store's root (a symlink leads out): EACCES."""
 
@@ -85,8 +118,10 @@ class Root:
                 if e.errno not in (errno.ENOSYS, errno.EPERM):  # EPERM: seccomp filters
                     raise
                 self._use_openat2 = False
-        self.can_resolve_cached = self._use_openat2
-        """Whether :meth:`open_regular` can be asked not to wait (``cached_only``)."""
+        self.can_resolve_cached = self._use_openat2 and _filesystem_type(self.path) in LOCAL_DISK
+        """Whether :meth:`open_regular` can be asked not to wait (``cached_only``): on a
+        network filesystem even an open of a cached path may ask the server (NFS's
+        close-to-open check), so there every open may wait."""
         if self._use_openat2:
             try:
                 os.close(_openat2(self._fd, ".", os.O_PATH, _RESOLVE_CACHED))
