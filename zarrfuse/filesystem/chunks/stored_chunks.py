@@ -73,7 +73,6 @@ class StoredChunks:
         """The mount's chunks kept open (read-only mounts), where this array's are kept
         under (``self._tag``, coordinates)."""
         self._tag = object()
-        # Read-only mounts only: bytes fetched ahead must not outlive a write of the chunk.
         # Bytes fetched ahead (remote stores) must not outlive a write of the chunk: read-only
         # mounts only. A local store's files warmed ahead leave nothing but the kernel's own
         # caches: every mount (``local_warming``).
@@ -103,10 +102,10 @@ class StoredChunks:
         return self._keys(coords)
 
     def part_keys(self, coords: tuple[int, ...]) -> list[str]:
-        key = self.chunk_key(coords)
-        return [key + p.key_suffix for p in self.parts.parts]
+        return self.keys_of(coords).parts
 
     def keys_of(self, coords: tuple[int, ...]) -> ChunkKeys:
+        """The chunk's key and its parts' keys."""
         key = self.chunk_key(coords)
         return ChunkKeys(coords, key, [key + p.key_suffix for p in self.parts.parts])
 
