@@ -118,20 +118,27 @@ class Root:
                 if e.errno not in (errno.ENOSYS, errno.EPERM):  # EPERM: seccomp filters
                     raise
                 self._use_openat2 = False
-        self.can_resolve_cached = self._use_openat2 and _filesystem_type(self.path) in LOCAL_DISK
+        self.can_resolve_cached = (
+            self._use_openat2
+            and _filesystem_type(self.path) in LOCAL_DISK
+            and self._kernel_resolves_cached()
+        )
         """Whether :meth:`open_regular` can be asked not to wait (``cached_only``): on a
         network filesystem even an open of a cached path may ask the server (NFS's
         close-to-open check), so there every open may wait."""
-        if self._use_openat2:
-            try:
-                os.close(_openat2(self._fd, ".", os.O_PATH, _RESOLVE_CACHED))
-            except OSError as e:
-                if e.errno not in (errno.EINVAL, errno.EAGAIN):  # EINVAL: before Linux 5.12
-                    raise
-                self.can_resolve_cached = e.errno == errno.EAGAIN
         if not self._use_openat2:
             warn_once("no-openat2", "%s: the kernel has no openat2; symlinks are checked "
                        "with realpath (racy if the store changes meanwhile)", self.path)
+
+    def _kernel_resolves_cached(self) -> bool:
+        """Whether the kernel knows ``RESOLVE_CACHED`` (Linux 5.12+; EINVAL before)."""
+        try:
+            os.close(_openat2(self._fd, ".", os.O_PATH, _RESOLVE_CACHED))
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.EAGAIN):
+                raise
+            return e.errno == errno.EAGAIN
+        return True
 
     def close(self) -> None:
         os.close(self._fd)
