@@ -32,6 +32,8 @@ class NotKept:
 
 
 NOT_KEPT = NotKept()
+STATS_SAVED_EVERY = 32
+"""A directory's kept stats are written after at least this many new answers (or at close)."""
 
 
 class CachingBackend:
@@ -56,6 +58,8 @@ class CachingBackend:
         self._validators: OrderedDict[str, Stat] = OrderedDict()
         self._stats: dict[str, dict[str, Any]] = {}
         """Stats kept on disk (``listing_ttl``), by directory, as read or written here."""
+        self._unsaved: dict[str, int] = {}
+        """Answers kept in ``_stats`` since the directory's file was last written."""
         self._lock = threading.Lock()
 
     # --- validators, learnt from what passes through --------------------------------------
@@ -170,7 +174,22 @@ class CachingBackend:
         kept = self._kept_stats(directory)
         with self._lock:  # written under the lock: an older snapshot never lands last
             kept[name] = [now] if stat is None else [stat.size, stat.mtime_ns, stat.etag, now]
-            self.cache.write_listing(self._stats_name(directory), kept)
+            unsaved = self._unsaved.get(directory, 0) + 1
+            # Written whole once per half again as many answers (and at close): rewritten
+            # per answer, a directory of n keys cost n**2 / 2 entries of writes.
+            if unsaved >= max(STATS_SAVED_EVERY, len(kept) // 2):
+                self.cache.write_listing(self._stats_name(directory), kept)
+                unsaved = 0
+            self._unsaved[directory] = unsaved
+
+    def _save_stats(self) -> None:
+        """Every directory's stats not yet written (at close)."""
+        with self._lock:
+            for directory, unsaved in self._unsaved.items():
+                if unsaved:
+                    self.cache.write_listing(self._stats_name(directory),
+                                             self._stats[directory])
+            self._unsaved.clear()
 
     def _stats_name(self, directory: str) -> str:
         return DiskCache.block_name(f"{self.identity}\0stats\0{directory.strip('/')}")
@@ -253,6 +272,7 @@ class CachingBackend:
         self.inner.delete(key)
 
     def close(self) -> None:
+        self._save_stats()
         self.inner.close()
 
 
