@@ -11,6 +11,7 @@ the shards at once, through the fetch pool).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -105,8 +106,8 @@ class ChunkDecoder:
             if self.stored.backend.remote and len(groups) > 1:
                 # Each shard a round trip or two: all of them in flight at once.
                 return await trio.to_thread.run_sync(
-                    self._read_shards_at_once, groups, limiter=self._limiter,
-                    abandon_on_cancel=True)
+                    functools.partial(self._read_shards, at_once=True), groups,
+                    limiter=self._limiter, abandon_on_cancel=True)
             return await self._in_threads(self._read_shards, groups)
         async with self.stored.reading(wanted) as read:
             # Each thread reads its share and decodes it: one hop per thread and batch.
@@ -191,16 +192,14 @@ class ChunkDecoder:
             out.extend(rows.values())
         return out
 
-    def _read_shards_at_once(self, groups: list[list[Coords]]) -> dict[Coords, np.ndarray]:
+    def _read_shards(
+        self, groups: list[list[Coords]], *, at_once: bool = False
+    ) -> dict[Coords, np.ndarray]:
+        """Each group's shard in turn, or (``at_once``) all of them on the fetch pool."""
+        reads = fetch_pool().map if at_once else map
         out: dict[Coords, np.ndarray] = {}
-        for values in fetch_pool().map(self._read_shard, groups):
+        for values in reads(self._read_shard, groups):
             out.update(values)
-        return out
-
-    def _read_shards(self, groups: list[list[Coords]]) -> dict[Coords, np.ndarray]:
-        out: dict[Coords, np.ndarray] = {}
-        for group in groups:
-            out.update(self._read_shard(group))
         return out
 
     def _read_shard(self, group: list[Coords]) -> dict[Coords, np.ndarray]:
