@@ -17,7 +17,7 @@ from zarr.storage import FsspecStore, ZipStore
 from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Stat
-from zarrfuse.storage.local import WRITE_STEP, LocalBackend
+from zarrfuse.storage.local import WRITE_STEP, LocalBackend, _read_to_end
 from zarrfuse.storage.stores import StoreBackend
 
 piece_sizes = st.sampled_from([0, 1, 7, 4096, WRITE_STEP - 1, WRITE_STEP, WRITE_STEP + 3, 3 << 20])
@@ -113,6 +113,22 @@ def test_local_backend_hides_a_directory_symlink_that_loops(tmp_path):
     backend = LocalBackend(tmp_path)
     assert backend.list_subdirs("a/b") == []
     assert sorted(backend.list_subdirs("a")) == ["b", "side"]
+
+
+@pytest.mark.parametrize("hint", [0, 10, 4096, (1 << 20) + 7])
+def test_a_whole_read_goes_to_the_files_real_end_whatever_its_stat_said(tmp_path, hint):
+    """A file that grew or shrank between its fstat and its read is read to its real end:
+    never cut at the size the stat gave, never padded."""
+    data = os.urandom((1 << 20) + 7)
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        assert _read_to_end(fd, hint, len(data)) == data
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert _read_to_end(fd, hint, len(data) - 1) is None  # one byte over the limit
+        assert _read_to_end(fd, len(data) + 1, len(data)) is None  # over it when opened
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.expect_log(r"not a regular file \(FIFO\)")
