@@ -24,6 +24,7 @@ import pytest
 import trio
 
 from zarrfuse.filesystem.attributes import Attributes
+from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mount import build_filesystem, build_operations
 from zarrfuse.fuse.operations import FuseOperations
@@ -232,8 +233,9 @@ def in_process(source: str, **options: Any) -> Iterator[InProcess]:
     box: dict[str, Any] = {}
 
     async def main() -> None:
-        fs, _ = build_filesystem(config)
-        ops = build_operations(fs, config)
+        counters = Counters()  # one set for the mount, as ``zarrfuse mount`` keeps them
+        fs, _ = build_filesystem(config, counters)
+        ops = build_operations(fs, config, counters)
         box["driver"] = InProcess(ops, trio.lowlevel.current_trio_token())
         box["stop"] = trio.Event()
         started.set()

@@ -82,8 +82,10 @@ class WholeImage:
         self._cache = cache
         self._token = next(_IMAGES)  # never id(): a rebuilt image may reuse a freed address
         self._running: dict[ChunkKey, trio.Event] = {}
-        self._last_stop = -1
-        """Where the last read ended: a read that starts there is sequential."""
+        self._reach = 0
+        """Where the furthest read of a sequential run ended (where any other read ended):
+        the kernel sends a reader's next requests two or more at a time, so a read that
+        starts up to a window before this point is sequential too."""
         self._ahead_until = 0
         """How far read-ahead has been asked for (a file offset)."""
 
@@ -115,13 +117,15 @@ class WholeImage:
         pieces: list[bytes | memoryview] = []
         if offset < layout.data_start:
             pieces.append(layout.header_bytes(offset, min(stop, layout.data_start)))
+        sequential = offset == layout.data_start or (
+            self._reach - self._window() <= offset <= self._reach)
+        self._reach = max(self._reach, stop) if sequential else stop
         if stop > layout.data_start:
-            if offset in (self._last_stop, layout.data_start):  # sequential, or its start
-                self._read_ahead(stop)
             spans = layout.spans(max(offset, layout.data_start), stop)
             tiles = await self._tiles({_tile_key(s) for s in spans})
+            if sequential:  # after the reader's own tiles: never ahead of them
+                self._read_ahead(stop)
             pieces.extend(memoryview(tiles[_tile_key(s)])[s.start : s.stop] for s in spans)
-        self._last_stop = stop
         return b"".join(pieces)
 
     # --- reading ahead -------------------------------------------------------------------
@@ -132,7 +136,7 @@ class WholeImage:
         is faster than the codec waits only for the batch its tile is in while the next
         ones are already being decoded. Only tile reads call it: reading the header
         decodes nothing."""
-        window = max(READ_AHEAD_BYTES, 2 * self.layout.tile_nbytes(0))
+        window = self._window()
         horizon = min(stop + AHEAD_WINDOWS * window, self.layout.size)
         start = self._ahead_until  # asked for up to here (at most one window more)
         if not stop <= start <= stop + (AHEAD_WINDOWS + 1) * window:  # the reader moved
@@ -143,6 +147,10 @@ class WholeImage:
             trio.lowlevel.spawn_system_task(self._decode_ahead, tiles)
             start = end
         self._ahead_until = max(start, stop)
+
+    def _window(self) -> int:
+        """Bytes of tiles decoded ahead in one batch."""
+        return max(READ_AHEAD_BYTES, 2 * self.layout.tile_nbytes(0))
 
     async def _decode_ahead(self, tiles: set[TileKey]) -> None:
         try:

@@ -1,0 +1,63 @@
+"""How a whole image's tiles are decoded for a reader going through the file, in process
+(``tests/inprocess.py``): the kernel sends a reader's next requests two at a time, and the
+tiles after them are decoded ahead all the same; the bytes are the array's."""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+
+import numpy as np
+import tifffile
+import trio
+import zarr
+
+from tests.inprocess import InProcess, in_process
+
+SIDE = (4096, 2048)  # 16 MiB of uint16: four read-ahead windows of 4 MiB
+CHUNK = (256, 256)  # a tile per chunk, 128 KiB each
+STEP = 1 << 20  # the kernel's request size on a mount (read_ahead_kb 1024)
+
+
+def _image(path):
+    data = np.random.default_rng(3).integers(0, 60000, SIDE).astype("u2")
+    zarr.create_array(path, data=data, chunks=CHUNK, compressors=None)
+    return data
+
+
+def _two_at_once(fs: InProcess, fh: int, offsets: list[int]) -> None:
+    """Requests of STEP bytes at ``offsets``, all in flight together, as the kernel sends
+    a reader's read-ahead."""
+
+    async def both() -> None:
+        async with trio.open_nursery() as nursery:
+            for offset in offsets:
+                nursery.start_soon(fs.ops.read, fh, offset, STEP)
+
+    trio.from_thread.run(both, trio_token=fs._token)
+
+
+def _settled(fs: InProcess, timeout: float = 20) -> int:
+    """The decoded-chunk count once background decoding stops growing it."""
+    last, deadline = -1, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = fs.ops.counters.decoded["chunks"]
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.3)
+    raise AssertionError("decoding never settled")
+
+
+def test_requests_two_at_a_time_from_the_start_decode_the_next_tiles_ahead(tmp_path):
+    data = _image(tmp_path / "a")
+    with in_process(str(tmp_path / "a"), format="ome-tiff", read_only=True) as fs:
+        fh = fs.open("a.ome.tif", os.O_RDONLY)
+        _two_at_once(fs, fh, [0, STEP])  # the header and the first tiles, then the next MiB
+        decoded = _settled(fs)
+        under_the_two = 2 * STEP // (CHUNK[0] * CHUNK[1] * 2)  # at most 16 chunks
+        assert decoded > under_the_two + 8, decoded  # tiles after them: decoded ahead
+        fs.close(fh)
+        np.testing.assert_array_equal(tifffile.imread(io.BytesIO(fs.read("a.ome.tif"))), data)
+
