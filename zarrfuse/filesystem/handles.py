@@ -83,7 +83,7 @@ class ImageReader(_HoldsNothing):
     node: ImageFile
 
     async def read_into(self, offset: int, out: memoryview) -> int:
-        return _copy_into(await self.node.image.read(offset, len(out)), out)
+        return await self.node.image.read_into(offset, out)
 
 
 @dataclass

@@ -19,7 +19,7 @@ import trio
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
-from zarrfuse.tiff.whole_image import TileSpan, WholeImagePlan, tile_bytes
+from zarrfuse.tiff.whole_image import TileSpan, WholeImagePlan, tile_array
 
 __all__ = ["LevelChunks", "WholeImage"]
 
@@ -108,15 +108,18 @@ class WholeImage:
                     image._token = next(_IMAGES)
         return hit
 
-    async def read(self, offset: int, length: int) -> bytes:
-        """The file's bytes ``[offset, offset + length)`` (fewer at the end of the file)."""
+    async def read_into(self, offset: int, out: memoryview) -> int:
+        """The file's bytes from ``offset`` written into ``out``; how many (fewer at the end
+        of the file). Tile bytes are copied once, from the decoded chunks into ``out``."""
         layout = self.layout
-        stop = min(offset + length, layout.size)
+        stop = min(offset + len(out), layout.size)
         if offset >= stop:
-            return b""
-        pieces: list[bytes | memoryview] = []
+            return 0
+        at = 0
         if offset < layout.data_start:
-            pieces.append(layout.header_bytes(offset, min(stop, layout.data_start)))
+            header = layout.header_bytes(offset, min(stop, layout.data_start))
+            out[: len(header)] = header
+            at = len(header)
         sequential = offset == layout.data_start or (
             self._reach - self._window() <= offset <= self._reach)
         self._reach = max(self._reach, stop) if sequential else stop
@@ -125,8 +128,11 @@ class WholeImage:
             tiles = await self._tiles({_tile_key(s) for s in spans})
             if sequential:  # after the reader's own tiles: never ahead of them
                 self._read_ahead(stop)
-            pieces.extend(memoryview(tiles[_tile_key(s)])[s.start : s.stop] for s in spans)
-        return b"".join(pieces)
+            for s in spans:
+                piece = memoryview(tiles[_tile_key(s)]).cast("B")[s.start : s.stop]
+                out[at : at + len(piece)] = piece
+                at += len(piece)
+        return at
 
     # --- reading ahead -------------------------------------------------------------------
 
@@ -183,7 +189,7 @@ class WholeImage:
         ]
         return list(itertools.product(*ranges))
 
-    async def _tiles(self, tiles: Iterable[TileKey]) -> dict[TileKey, bytes]:
+    async def _tiles(self, tiles: Iterable[TileKey]) -> dict[TileKey, np.ndarray]:
         regions = {tile: self._region(tile) for tile in tiles}
         wanted = {tile: self._chunks_under(tile[0], r) for tile, r in regions.items()}
         needed = {(tile[0], c) for tile, chunks in wanted.items() for c in chunks}
@@ -199,8 +205,8 @@ class WholeImage:
         region: tuple[slice, ...],
         chunks: list[Coords],
         decoded: dict[ChunkKey, np.ndarray],
-    ) -> bytes:
-        """A tile's bytes from the decoded chunks its region overlaps."""
+    ) -> np.ndarray:
+        """A tile's data (``tile_array``) from the decoded chunks its region overlaps."""
         level = self.levels[tile[0]]
         if len(chunks) == 1:  # the common case: the tile is (part of) one chunk
             origin = chunk_region(chunks[0], level.chunks, level.shape)
@@ -220,7 +226,7 @@ class WholeImage:
                         lo, hi, origin, strict=True))]
         if self.order is not None:
             block = np.transpose(block, self.order)
-        return tile_bytes(block, self.layout, tile[0])
+        return tile_array(block, self.layout, tile[0])
 
     async def _decoded(self, needed: set[ChunkKey]) -> dict[ChunkKey, np.ndarray]:
         """Every chunk in ``needed``, decoded: from the cache, from a decode already under
