@@ -19,7 +19,9 @@ The report gives medians over the rounds, zarrfuse / bindfs for each, and the fl
 into open, read and close. Then (``--listing N``, 100,000 by default) an array of N one-byte
 chunks is listed with ``find -type f`` and ``ls -lR`` through bindfs and zarrfuse (raw,
 ``--read-only`` and default), each on a fresh mount with dropped caches: floor <= 1.5x
-bindfs. The exit status is 0 whichever floors are met: it is a report.
+bindfs. Then ``cp -r`` of 64 chunk files of 1 MiB (``--copy N``) and the whole-image rows
+(``tifffile.imread`` against one zstd thread; a 100,000 x 100,000 image's first tile), from
+``copy_and_image_rows.py``. The exit status is 0 whichever floors are met: it is a report.
 
     .venv/bin/python bench/bench_per_file.py             # 2000 files, 3 rounds
     .venv/bin/python bench/bench_per_file.py --quick     # 200 files, 1 round (smoke run)
@@ -46,6 +48,7 @@ sys.path.insert(0, str(HERE.parent))
 import zarr  # noqa: E402  (after the sys.path insert above)
 from zarr.codecs import BytesCodec  # noqa: E402  (after the sys.path insert above)
 
+from bench import copy_and_image_rows as extra  # noqa: E402  (after the sys.path insert)
 from bench.bench_mount_read import (  # noqa: E402  (after the sys.path insert above)
     CMD_TIMEOUT,
     DEFAULT_ZARRFUSE,
@@ -393,6 +396,57 @@ def report(results: dict[str, list[tuple[Pass, Pass]]], failures: dict[str, list
             print(f"\n{name}: failed: {e}")
 
 
+# --- copies and whole images (copy_and_image_rows.py) ------------------------------------------
+
+COPIERS = (BINDFS, CEILING, ZARRFUSE[0], ZARRFUSE[1])
+
+
+def copy_round(c: Contender, store: Path, work: Path, mounts: Mounts, n: int,
+               timeout: float) -> tuple[float, float]:
+    """``cp -r`` of the mount's ``c/`` into tmpfs on a fresh mount, cold then again."""
+    m = make_mount(c, store, work / "cmnt" / c.name.replace(" ", "_").replace("-", ""), work)
+    mounts.live.append(m)
+    try:
+        m.mount()
+        drop_caches()
+        WATCHDOG.arm(timeout, f"{c.name}: cp -r")
+        cold = extra.copy_once(os.path.join(m.mountpoint, "c"), n)
+        again = extra.copy_once(os.path.join(m.mountpoint, "c"), n)
+        log(f"    {c.name:17s} cp -r cold {cold:.3f} s, again {again:.3f} s")
+        return cold, again
+    finally:
+        WATCHDOG.disarm()
+        mounts.drop(m)
+
+
+def image_rounds(work: Path, mounts: Mounts, rounds: int, timeout: float) -> dict[str, list]:
+    image, slide = work / "image.zarr", work / "slide.zarr"
+    expected = extra.make_image(image)
+    extra.make_slide(slide)
+    mountpoint = work / "imnt"
+    held: list[Mount] = []
+
+    def mount(store: Path, options: Sequence[str]) -> None:
+        m = OptionsZarrfuseMount(store, mountpoint, options)
+        mounts.live.append(m)
+        held.append(m)
+        m.mount()
+
+    def unmount() -> None:
+        mounts.drop(held.pop())
+
+    results: dict[str, list[float]] = {}
+    for rnd in range(rounds):
+        log(f"whole images: round {rnd + 1}/{rounds}")
+        WATCHDOG.arm(timeout, "whole images")
+        try:
+            extra.image_round(image, slide, expected, work / "local.ome.tif", mount, unmount,
+                              mountpoint, results)
+        finally:
+            WATCHDOG.disarm()
+    return results
+
+
 # --- main --------------------------------------------------------------------------------------
 
 
@@ -407,9 +461,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, help="scratch directory's parent (default: /tmp)")
     p.add_argument("--listing", type=int, default=100_000, metavar="N",
                    help="chunks of the listed fanout tree (100000; 0: no listing rows)")
+    p.add_argument("--copy", type=int, default=64, metavar="N",
+                   help="chunk files of 1 MiB copied with cp -r (64; 0: no copy rows)")
+    p.add_argument("--no-image", action="store_true", help="leave out the whole-image rows")
     args = p.parse_args(argv)
     if args.quick:
         args.files, args.rounds, args.listing = 200, 1, min(args.listing, 2000)
+        args.copy = min(args.copy, 16)
     ZarrfuseMount.executable = args.zarrfuse
     for tool in ("bindfs", "fusermount3", "sync"):
         if shutil.which(tool) is None:
@@ -428,6 +486,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, list[tuple[Pass, Pass]]] = {c.name: [] for c in CONTENDERS}
     listed: dict[str, list[dict[str, float]]] = {c.name: [] for c in LISTERS}
     failures: dict[str, list[str]] = {}
+    copied: dict[str, list[tuple[float, float]]] = {c.name: [] for c in COPIERS}
+    images: dict[str, list[float]] = {}
     try:
         log(f"writing {args.files} chunks of {CHUNK // KiB} KiB to {store}")
         make_store(store, args.files)
@@ -458,6 +518,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                     except Exception as e:  # noqa: BLE001  (a report, as above)
                         log(f"!! {c.name}: {type(e).__name__}: {e}")
                         failures.setdefault(c.name, []).append(f"listing {rnd + 1}: {e}")
+        if args.copy:
+            copies = work / "copies.zarr"
+            log(f"writing {args.copy} chunks of 1 MiB to {copies}")
+            extra.make_copy_store(copies, args.copy)
+            run(["sync"], timeout=SYNC_TIMEOUT, check=True)
+            for rnd in range(args.rounds):
+                for c in COPIERS[rnd % len(COPIERS):] + COPIERS[: rnd % len(COPIERS)]:
+                    try:
+                        copied[c.name].append(copy_round(c, copies, work, mounts, args.copy,
+                                                         args.phase_timeout))
+                    except Exception as e:  # noqa: BLE001  (a report, as above)
+                        log(f"!! {c.name}: {type(e).__name__}: {e}")
+                        failures.setdefault(c.name, []).append(f"cp -r {rnd + 1}: {e}")
+        if not args.no_image:
+            try:
+                images = image_rounds(work, mounts, args.rounds, args.phase_timeout)
+            except Exception as e:  # noqa: BLE001  (a report, as above)
+                log(f"!! whole images: {type(e).__name__}: {e}")
+                failures.setdefault("whole images", []).append(str(e))
     finally:
         WATCHDOG.disarm()
         mounts.close()
@@ -469,6 +548,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     report(results, failures, args.files, args.rounds, time.perf_counter() - started)
     if args.listing:
         report_listings(listed, args.listing)
+    if args.copy:
+        extra.copy_rows(copied, args.copy)
+    if images:
+        extra.image_rows(images)
     return 0
 
 
