@@ -16,7 +16,7 @@ import zarr
 
 from tests.mounting import run_with_timeout
 from tests.tiff.shards import pillow_pixels, tiffinfo_problems
-from zarrfuse.tiff.whole_image import WholeImagePlan, tile_bytes
+from zarrfuse.tiff.whole_image import WholeImagePlan, tile_array
 
 
 def materialise(layout: WholeImagePlan, levels: list[np.ndarray], path: Path) -> None:
@@ -39,7 +39,7 @@ def materialise(layout: WholeImagePlan, levels: list[np.ndarray], path: Path) ->
                 (level, page, row, col, 0, nbytes)
             ]
             data = levels[level][layout.tile_region(level, page, row, col)]
-            f.write(tile_bytes(data, layout, level))
+            f.write(tile_array(data, layout, level).tobytes())
         assert f.tell() == layout.size
 
 

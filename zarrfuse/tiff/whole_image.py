@@ -50,7 +50,7 @@ from zarrfuse.tiff.ifd import (
 )
 from zarrfuse.tiff.tiles import TILE_MULTIPLE, image_dtype_check
 
-__all__ = ["ImageLevel", "TileSpan", "WholeImagePlan", "tile_array", "tile_bytes"]
+__all__ = ["ImageLevel", "TileSpan", "WholeImagePlan", "tile_array"]
 
 CLASSIC_LIMIT = 2**32  # classic TIFF offsets are 32-bit: the whole file must stay below
 DATA_ALIGNMENT = 4096
@@ -381,15 +381,10 @@ class WholeImagePlan:
         return b"".join(parts)
 
 
-def tile_bytes(block: np.ndarray, layout: WholeImagePlan, level: int) -> bytes:
-    """A tile's bytes from the data of its :meth:`~WholeImagePlan.tile_region` (cropped at
-    the image's edges): little-endian, zero-padded to the full tile."""
-    return tile_array(block, layout, level).tobytes()
-
-
 def tile_array(block: np.ndarray, layout: WholeImagePlan, level: int) -> np.ndarray:
-    """The tile as :func:`tile_bytes` has it, as a C-contiguous array: a full tile of a
-    chunk is the chunk's own memory (no copy); readers copy it once, into the reply."""
+    """A tile from the data of its :meth:`~WholeImagePlan.tile_region` (cropped at the
+    image's edges): C-contiguous, little-endian, zero-padded to the full tile; its bytes are
+    the tile's in the file. A full tile of a chunk is the chunk's own memory (no copy)."""
     full = layout.tile_shape(level)
     data = np.asarray(block)
     data = data.reshape(data.shape[data.ndim - len(full) :]) if data.ndim > len(full) else data
