@@ -216,8 +216,8 @@ def image_round(image: Path, slide: Path, expected: np.ndarray, local_copy: Path
                     shutil.copyfile(path, local_copy)
         finally:
             unmount()
-        results.setdefault("imread of a copy on the local disk", []).append(
-            imread_checked(local_copy, expected))
+    results.setdefault("imread of a copy on the local disk", []).append(
+        imread_checked(local_copy, expected))  # made from the --read-only mount above
     for options, label in ((("--read-only",), "--read-only"), ((), "default")):
         mount(slide, ["--format", "ome-tiff", *options])
         try:
