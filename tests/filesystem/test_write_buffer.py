@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from zarrfuse.extensions.byte_ranges import slice_views
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
-from zarrfuse.storage.local import _write_all
+from zarrfuse.storage.file_writes import write_all
 
 operations = st.lists(
     st.one_of(
@@ -49,11 +49,11 @@ def test_buffer_matches_bytearray(initial, ops, cut):
 
 @settings(max_examples=50, deadline=None)
 @given(pieces=st.lists(st.binary(max_size=5000), max_size=40))
-def test_write_all_writes_every_piece_in_order(tmp_path_factory, pieces):
+def testwrite_all_writes_every_piece_in_order(tmp_path_factory, pieces):
     path = tmp_path_factory.mktemp("w") / "f"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT)
     try:
-        _write_all(fd, [memoryview(p) for p in pieces])
+        write_all(fd, [memoryview(p) for p in pieces])
     finally:
         os.close(fd)
     assert path.read_bytes() == b"".join(pieces)

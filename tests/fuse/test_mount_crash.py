@@ -17,7 +17,7 @@ import pytest
 import zarrfuse
 from tests.mounting import daemon_pid, force_unmount, mounted
 from zarrfuse.storage.beneath import Root
-from zarrfuse.storage.local import _write_all
+from zarrfuse.storage.file_writes import write_all
 from zarrfuse.storage.local_journal import JOURNAL_DIR, CommitJournal
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
@@ -90,7 +90,7 @@ def _journal(tmp_path: Path) -> tuple[CommitJournal, Path]:
     (root / "c").mkdir(parents=True)
     for name, data in (("c/0", b"old-main"), ("c/0.crc", b"old1")):
         (root / name).write_bytes(data)
-    return CommitJournal(Root(str(root)), "", _write_all), root
+    return CommitJournal(Root(str(root)), "", write_all), root
 
 
 def _write_temps(root: Path, tx: str, kind: str | None) -> None:

@@ -17,7 +17,8 @@ from zarr.storage import FsspecStore, ZipStore
 from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Stat
-from zarrfuse.storage.local import WRITE_STEP, LocalBackend, _read_to_end
+from zarrfuse.storage.file_writes import WRITE_STEP
+from zarrfuse.storage.local import LocalBackend, _read_to_end
 from zarrfuse.storage.stores import StoreBackend
 
 piece_sizes = st.sampled_from([0, 1, 7, 4096, WRITE_STEP - 1, WRITE_STEP, WRITE_STEP + 3, 3 << 20])

@@ -328,7 +328,7 @@ def _slow(server: S3Server, prefix: str) -> tuple[ObjectBackend, SlowCopies]:
 
 def _read(backend: ObjectBackend, key: str) -> bytes:
     size = backend.stat(key).size
-    return bytes(backend.read(key, 0, size))
+    return bytes(backend.read_range(key, 0, size))
 
 
 def test_a_committed_transaction_whose_copies_stall_is_answered_in_time_and_read_new(server):

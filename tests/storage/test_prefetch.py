@@ -134,9 +134,9 @@ def test_an_object_shorter_than_listed_is_eio_not_a_crash():
     backend = ObjectBackend(MemoryStore())
     try:
         backend.write("k", [memoryview(b"0123456789")])
-        assert bytes(backend.read("k", 2, 5)) == b"234"
+        assert bytes(backend.read_range("k", 2, 5)) == b"234"
         with pytest.raises(OSError) as raised:
-            backend.read("k", 0, 20)
+            backend.read_range("k", 0, 20)
         assert raised.value.errno == errno.EIO
     finally:
         backend.close()

@@ -90,6 +90,16 @@ class Backend(Protocol):
         """A whole object, None if absent."""
         ...
 
+    def read_range(self, key: str, start: int, stop: int) -> bytes | memoryview:
+        """Bytes ``[start, stop)`` of an object in one request; FileNotFoundError if it is
+        absent, EIO if it has fewer."""
+        ...
+
+    def read_tail(self, key: str, count: int) -> tuple[bytes | memoryview, int | None] | None:
+        """The last ``count`` bytes of an object (all of it if smaller) in one request, with
+        its size where the answer tells it; None if it is absent."""
+        ...
+
     def read_held(self, key: str) -> bytes | None:
         """A whole object this backend holds apart from the store (a ``--cache-dir`` block),
         read without waiting; None if it would have to ask the store (``read_all``)."""

@@ -87,7 +87,7 @@ class _ObjectFetch:
                 whole = None
             self._whole = whole
         if whole is None or len(whole) != self.size:
-            return self.backend.read(self.key, start, stop)
+            return self.backend.read_range(self.key, start, stop)
         if stop >= self.size:
             self._whole = None  # read to the end: nothing more to serve from it
         return bytes(memoryview(whole)[start:stop])
@@ -157,7 +157,7 @@ class ObjectBackend:
             timeout=PREFETCH_WAIT,
         )
         self.prefetch = ObjectPrefetch(
-            lambda key, size: self.read(key, 0, size),
+            lambda key, size: self.read_range(key, 0, size),
             self.read_ahead_policy.pool,
             self.read_ahead_policy.budget,
         )
@@ -206,7 +206,7 @@ class ObjectBackend:
         found = self.stat(key)
         return None if found is None else found.size
 
-    def read(self, key: str, start: int, stop: int) -> bytes | memoryview:
+    def read_range(self, key: str, start: int, stop: int) -> bytes | memoryview:
         """Bytes ``[start, stop)`` of ``key``: one ranged GET (none for an empty range)."""
         if stop <= start:
             return b""
@@ -220,6 +220,17 @@ class ObjectBackend:
                 errno.EIO, f"{key}: asked for {stop - start} bytes, got {len(data)}"
             )
         return memoryview(data)
+
+    def read_tail(self, key: str, count: int) -> tuple[bytes | memoryview, int | None] | None:
+        """The last ``count`` bytes of ``key`` and its size: one suffix GET."""
+        read_key = self._read_key(key)
+        try:
+            result = _request(f"GET {read_key} last {count} bytes", lambda: obstore.get(
+                self.store, read_key, options={"range": {"suffix": count}}))
+            data = _request(f"GET {read_key}", lambda: result.bytes())
+        except NOT_FOUND:
+            return None
+        return memoryview(data), int(result.meta["size"])
 
     def read_ahead(self, key: str, size: int) -> ReadAhead:
         fetch = _ObjectFetch(self, key, size, self.prefetch.take(key))

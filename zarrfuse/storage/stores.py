@@ -17,7 +17,7 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
-from zarr.abc.store import RangeByteRequest, Store
+from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.storage import FsspecStore
 
 from zarrfuse.storage.base import Document, PartReader, Stat, write_each
@@ -45,7 +45,10 @@ class StorePartReader:
         return 0  # every store request may wait
 
     def read_into(self, part: int, start: int, out: memoryview) -> None:
-        out[:] = self.backend.read(self.keys[part], start, start + len(out))
+        try:
+            out[:] = self.backend.read_range(self.keys[part], start, start + len(out))
+        except FileNotFoundError:  # gone since it was opened: the open file cannot be read
+            raise OSError(errno.EIO, f"{self.keys[part]}: gone since it was opened") from None
 
     def release(self) -> None:
         pass
@@ -122,12 +125,18 @@ class StoreBackend:
         except (FileNotFoundError, IsADirectoryError):
             return None
 
-    def read(self, key: str, start: int, stop: int) -> bytes:
+    def read_range(self, key: str, start: int, stop: int) -> bytes:
         buf = _asked(key, self.store.get(key, self.prototype, RangeByteRequest(start, stop)))
-        if buf is None or len(buf) != stop - start:
-            got = "nothing" if buf is None else f"{len(buf)} bytes"
-            raise OSError(errno.EIO, f"{key}: asked for {stop - start} bytes, got {got}")
+        if buf is None:
+            raise FileNotFoundError(errno.ENOENT, f"{key}: not stored")
+        if len(buf) != stop - start:
+            raise OSError(errno.EIO, f"{key}: asked for {stop - start} bytes, got {len(buf)}")
         return buf.to_bytes()
+
+    def read_tail(self, key: str, count: int) -> tuple[bytes, int | None] | None:
+        """The last ``count`` bytes: one suffix request (zarr's store API tells no size)."""
+        buf = _asked(key, self.store.get(key, self.prototype, SuffixByteRequest(count)))
+        return None if buf is None else (buf.to_bytes(), None)
 
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
