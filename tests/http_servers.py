@@ -29,7 +29,9 @@ pid {run}/nginx.pid;
 error_log {run}/error.log;
 events {{ }}
 http {{
-    access_log {run}/access.log;
+    log_format ranges '$remote_addr [$time_local] "$request" $status $body_bytes_sent '
+                      '"$http_range"';
+    access_log {run}/access.log ranges;
     client_body_temp_path {run}/body;
     proxy_temp_path {run}/proxy;
     fastcgi_temp_path {run}/fastcgi;

@@ -107,6 +107,20 @@ def test_sharding_is_never_decoded_synchronously(tmp_path):
     assert not compat.sync_decodable(array.metadata.codecs[0])
 
 
+def test_shard_layout_says_what_zarr_reads_a_shard_with(tmp_path):
+    array = _array(tmp_path, chunks=(8, 8), shards=(16, 16))
+    sharding = array.metadata.codecs[0]
+    spec = compat.chunk_spec(array.metadata, compat.array_config(array),
+                             compat.default_buffer_prototype())
+    per_shard, inner, index, index_size = compat.shard_layout(sharding, spec)
+    assert per_shard == (2, 2)
+    assert tuple(inner.shape) == (8, 8)
+    assert tuple(index.shape) == (2, 2, 2)
+    assert index_size == 4 * 16 + 4  # (offset, length) as uint64 per chunk, then crc32c
+    stored = (tmp_path / "a.zarr" / "c" / "0" / "0").read_bytes()
+    assert len(stored) > index_size
+
+
 def test_v2_metadata_converts_with_the_same_codecs(tmp_path):
     v2 = zarr.create_array(tmp_path / "v2.zarr", shape=(8,), chunks=(4,), dtype=">i4",
                            zarr_format=2, compressors=None)

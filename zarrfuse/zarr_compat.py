@@ -35,6 +35,7 @@ __all__ = [
     "default_buffer_prototype",
     "make_store_path",
     "parse_chunk_key_encoding",
+    "shard_layout",
     "stored_chunk_shape",
     "sync",
     "sync_decodable",
@@ -131,3 +132,17 @@ def sync_decodable(codec: Any) -> bool:
 def decode_sync(codec: Any, value: Any, spec: Any) -> Any:
     """One codec's synchronous decode (what zarr's pipeline runs in its own threads)."""
     return codec._decode_sync(value, spec)
+
+
+def shard_layout(sharding: Any, shard_spec: Any) -> tuple[tuple[int, ...], Any, Any, int]:
+    """What a sharding codec says of one shard of ``shard_spec``: inner chunks per shard
+    along each dimension, the inner chunks' spec, the index's spec (``chunks_per_shard +
+    (2,)`` uint64: offset and length of each) and the index's stored size in bytes. zarr
+    reads shards with these same private methods (3.1 to 3.4)."""
+    per_shard = tuple(sharding._get_chunks_per_shard(shard_spec))
+    return (
+        per_shard,
+        sharding._get_chunk_spec(shard_spec),
+        sharding._get_index_chunk_spec(per_shard),
+        int(sharding._shard_index_size(per_shard)),
+    )

@@ -41,6 +41,34 @@ def test_a_sharded_whole_image_is_read_a_shard_at_a_time(tmp_path):
     assert gets <= 2 * 4, (heads, gets)
 
 
+def test_a_shards_index_is_fetched_once_for_all_its_tiles(tmp_path):
+    """Issue 32, point 2: a viewer opening the tiles of one shard one after another asks for
+    the shard's index once (a suffix range), not once per tile as zarr-python's reads do."""
+    data = (np.arange(256 * 256, dtype=np.uint32) * 40503 % 65521).astype("u2")
+    data = data.reshape(256, 256)
+    zarr.create_array(tmp_path / "www" / "s.zarr", data=data, chunks=(32, 32),
+                      shards=(128, 128))
+    log = tmp_path / "nginx" / "access.log"
+    with nginx(tmp_path / "www", tmp_path / "nginx") as url, \
+            mounted(f"{url}/s.zarr", tmp_path / "mnt", "--read-only", "--format",
+                    "tiff") as mnt:
+        before = log.read_text().count("\n")
+        for y in range(4):
+            for x in range(4):
+                tile = tifffile.imread(mnt / "planes" / f"y{y:03}" / f"y{y:03}-x{x:03}.tiff")
+                np.testing.assert_array_equal(tile, data[y * 32 : (y + 1) * 32,
+                                                         x * 32 : (x + 1) * 32])
+        lines = [line for line in log.read_text().splitlines()[before:]
+                 if "/s.zarr/c/" in line]
+    # The view decodes the tiles after a file's ahead, into the next shard too: one index
+    # read per shard touched, and for the first shard at most one GET per tile besides.
+    index_reads = [line.split('"')[1].split()[1] for line in lines if '"bytes=-' in line]
+    assert sorted(index_reads) == sorted(set(index_reads)), lines
+    assert "/s.zarr/c/0/0" in index_reads, lines
+    first = [line for line in lines if '"GET /s.zarr/c/0/0 ' in line]
+    assert len(first) <= 1 + 16, lines
+
+
 def test_an_absent_shard_is_its_gets_404_and_no_head_is_sent(tmp_path):
     array = zarr.create_array(tmp_path / "www" / "s.zarr", shape=(256, 256), chunks=(32, 32),
                               shards=(128, 128), dtype="u2", fill_value=7)

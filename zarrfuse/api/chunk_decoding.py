@@ -28,6 +28,7 @@ import zarr
 
 from zarrfuse.api.decode_bounds import SLACK, check_decoded_size
 from zarrfuse.zarr_compat import (
+    ArraySpec,
     ArrayV3Metadata,
     Buffer,
     BufferPrototype,
@@ -47,10 +48,12 @@ class SyncChunkDecoder:
     """Decodes the stored bytes of any chunk of one (unsharded, v3-described) array."""
 
     def __init__(
-        self, metadata: ArrayV3Metadata, config: Any, prototype: BufferPrototype
+        self, codecs: Sequence[Any], spec: ArraySpec, prototype: BufferPrototype,
+        pipeline: Any = None,
     ) -> None:
-        codecs = list(metadata.codecs)
-        spec = chunk_spec(metadata, config, prototype)
+        """``codecs`` in encode order, ``spec`` the spec of what the first one encodes;
+        ``pipeline``: zarr's, for chains with a codec that has no synchronous decoder."""
+        codecs = list(codecs)
         specs = []
         for codec in codecs:  # each codec decodes with the spec of what it encoded
             specs.append(spec)
@@ -58,9 +61,7 @@ class SyncChunkDecoder:
         self._spec = specs[0]
         self._steps = list(reversed(list(zip(codecs, specs, strict=True))))
         self._names = [str(codec.to_dict().get("name", "")) for codec, _ in self._steps]
-        self._pipeline = None if all(sync_decodable(c) for c in codecs) else (
-            create_codec_pipeline(metadata)
-        )
+        self._pipeline = pipeline
         self._prototype = prototype
         self.chunk_shape = tuple(self._spec.shape)
         native = self._spec.dtype.to_native_dtype()
@@ -76,9 +77,25 @@ class SyncChunkDecoder:
         metadata = array.metadata
         if not isinstance(metadata, ArrayV3Metadata) or array.shards is not None:
             return None
-        return cls(metadata, array_config(array), default_buffer_prototype())
+        prototype = default_buffer_prototype()
+        codecs = list(metadata.codecs)
+        pipeline = None if all(sync_decodable(c) for c in codecs) else (
+            create_codec_pipeline(metadata)
+        )
+        return cls(codecs, chunk_spec(metadata, array_config(array), prototype), prototype,
+                   pipeline)
 
-    def decode(self, data: bytes) -> np.ndarray:
+    @classmethod
+    def for_codecs(
+        cls, codecs: Sequence[Any], spec: ArraySpec, prototype: BufferPrototype
+    ) -> SyncChunkDecoder | None:
+        """The decoder of chunks ``codecs`` encode (a shard's inner chunks, its index); None
+        if one of them has no synchronous decoder."""
+        if not all(sync_decodable(c) for c in codecs):
+            return None
+        return cls(codecs, spec, prototype)
+
+    def decode(self, data: bytes | memoryview) -> np.ndarray:
         """The chunk's values, full chunk shape (regular grids store edge chunks whole)."""
         if self._pipeline is not None:
             return self.decode_batch([data])[0]
@@ -89,7 +106,7 @@ class SyncChunkDecoder:
             value = decode_sync(codec, value, spec)
         return self._shaped(value.as_numpy_array())
 
-    def decode_batch(self, stored: Sequence[bytes]) -> list[np.ndarray]:
+    def decode_batch(self, stored: Sequence[bytes | memoryview]) -> list[np.ndarray]:
         """Many chunks' values: one call of zarr's pipeline where a codec has no synchronous
         decoder (each call costs about 0.7 ms on top of the codecs)."""
         if self._pipeline is None:

@@ -4,8 +4,9 @@ Which chunks are stored comes from the chunk source's cached listings: an absent
 the fill value at no store request. The stored ones are split into one batch per core; a
 worker thread reads its batch and decodes it through the array's codecs
 (``api.chunk_decoding``). Sharded arrays (an inner chunk is a range of its shard) are read
-through zarr, one call per shard for the inner chunks wanted in it (on a remote store all
-the shards at once, through the fetch pool).
+one shard at a time by byte ranges, the shard's index kept (``shard_reads``), or, where
+their codecs need zarr (codecs around the sharding codec, nested shards), through zarr, one
+call per shard; on a remote store all the shards at once, through the fetch pool.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ import zarr
 
 from zarrfuse.api.chunk_decoding import SyncChunkDecoder
 from zarrfuse.api.regions import chunk_region
+from zarrfuse.api.shard_index import ShardGeometry
 from zarrfuse.errors import CorruptChunk, ZarrFuseError
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
+from zarrfuse.filesystem.chunks.shard_reads import ShardReads
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 
 __all__ = ["ChunkDecoder"]
@@ -55,6 +58,10 @@ class ChunkDecoder:
         objects = tuple(array.shards or self.chunks)
         self.per_stored = tuple(s // c for s, c in zip(objects, self.chunks, strict=True))
         self._sync = SyncChunkDecoder.for_array(array)
+        geometry = ShardGeometry.for_array(array)
+        self._shards = None if geometry is None or not _one_object(stored) else (
+            ShardReads(stored, geometry, self.per_stored, counters))
+        """Sharded arrays whose shards are one object each, read by byte ranges."""
         self._limiter = limiter
         self._counters = counters
 
@@ -101,6 +108,8 @@ class ChunkDecoder:
         return self._sync is None or (len(parts) == 1 and parts[0].size is None)
 
     async def _decode_stored(self, wanted: list[Coords]) -> dict[Coords, np.ndarray]:
+        if self._shards is not None:
+            return await self._read_by_ranges(wanted)
         if self._sync is None:
             groups = self._by_shard(wanted)
             if self.stored.backend.remote and len(groups) > 1:
@@ -115,6 +124,42 @@ class ChunkDecoder:
                 lambda batch: self._decode_raw(list(zip(batch, read(batch), strict=True))),
                 wanted,
             )
+
+    async def _read_by_ranges(self, wanted: list[Coords]) -> dict[Coords, np.ndarray]:
+        """The inner chunks, shard by shard (``shard_reads``): on a remote store all the
+        shards at once on the fetch pool, else one batch of shards per CPU slot."""
+        assert self._shards is not None
+        groups: dict[Coords, list[Coords]] = {}
+        for c in wanted:
+            groups.setdefault(self.stored_coords(c), []).append(c)
+        stats = {}
+        for shard in groups:  # a listing's size and time: the version a kept index is of
+            listed = await self.stored.listings.listed_stats(self.stored.part_keys(shard))
+            stats[shard] = None if listed is None else listed[0]
+        jobs = list(groups.items())
+
+        def read(job: tuple[Coords, list[Coords]]) -> dict[Coords, np.ndarray]:
+            assert self._shards is not None
+            shard, group = job
+            values = self._shards.read(shard, group, stats[shard], self._decoding)
+            out = {}
+            for c, value in values.items():
+                region = chunk_region(c, self.chunks, self.shape)
+                out[c] = self._fill(c) if value is None else value[
+                    tuple(slice(0, r.stop - r.start) for r in region)]
+            return out
+
+        def read_all(some: list[tuple[Coords, list[Coords]]]) -> dict[Coords, np.ndarray]:
+            out: dict[Coords, np.ndarray] = {}
+            reads = fetch_pool().map if self.stored.backend.remote and len(some) > 1 else map
+            for values in reads(read, some):
+                out.update(values)
+            return out
+
+        if self.stored.backend.remote:
+            return await trio.to_thread.run_sync(
+                read_all, jobs, limiter=self._limiter, abandon_on_cancel=True)
+        return await self._in_threads(read_all, jobs)
 
     async def _in_threads(
         self, work: Callable[[list[T]], dict[Coords, np.ndarray]], items: list[T]
@@ -226,6 +271,12 @@ class ChunkDecoder:
             out[c] = values[tuple(slice(r.start - s.start, r.stop - s.start)
                                   for r, s in zip(region, span, strict=True))]
         return out
+
+
+def _one_object(stored: StoredChunks) -> bool:
+    """Whether each stored chunk is one object (no concat-parts split)."""
+    parts = stored.parts.parts
+    return len(parts) == 1 and parts[0].size is None
 
 
 def _bounds(group: list[Coords]) -> tuple[Coords, Coords]:

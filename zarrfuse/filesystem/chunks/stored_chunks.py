@@ -26,6 +26,7 @@ from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk, OpenC
 from zarrfuse.filesystem.chunks.chunk_listings import LISTABLE_KEYS, ChunkListings, logical_stat
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.part_opening import ChunkKeys, NotCached, PartOpening, read_parts
+from zarrfuse.filesystem.chunks.shard_indexes import ShardIndexes
 from zarrfuse.filesystem.chunks.whole_chunks import WholeChunks
 from zarrfuse.storage.base import Backend, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
@@ -68,6 +69,8 @@ class StoredChunks:
         self._keys = RememberedKeys(encoding, self._prefix)
         self._limiter = limiter
         self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl)
+        self.shard_indexes = ShardIndexes(listing_ttl)
+        """Sharded arrays: the indexes of shards read (``shard_reads``)."""
         self._locks: dict[tuple[int, ...], tuple[trio.Lock, list[int]]] = {}
         self._open_cache = open_chunks
         """The mount's chunks kept open (read-only mounts), where this array's are kept
@@ -254,6 +257,7 @@ class StoredChunks:
 
     def _remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
         self._sizes.put(coords, logical_stat(stats))
+        self.shard_indexes.drop(coords)
         self.listings.index.note(coords, stored=logical_stat(stats) is not None)
         self.listings.note(self.part_keys(coords), stats)
 
@@ -262,6 +266,7 @@ class StoredChunks:
         another program, seen by the store watch): what was learnt of it, its directory's
         listing and a read-only mount's open handle of it are asked again."""
         self._sizes.drop(coords)
+        self.shard_indexes.drop(coords)
         self.listings.drop(self.chunk_key(coords))
         self.listings.index.forget(coords)
         if self._open_cache is not None:

@@ -1,0 +1,122 @@
+"""Shard indexes kept between reads, and whole shards until their chunks are taken: a whole
+image read window by window, or a viewer's tiles, asks for each shard's index once, and a
+shard fetched whole for one window serves the next windows' chunks too.
+
+What is kept is trusted as the mount trusts a listing (``--metadata-ttl``; a read-only
+mount without one: until unmount), and only for the stored object it was read from: where a
+listing gives the shard's size and time, what was read from another version is not used.
+Any change to the array that this mount makes or sees (a commit, the store watch) drops
+the shard's, and what was read while such a change ran is not kept. Whole shards share one
+budget across the process and leave once every chunk they hold has been taken.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
+from zarrfuse.storage.base import Stat
+
+__all__ = ["KeptIndex", "ShardIndexes"]
+
+INDEX_BYTES_KEPT = 16 << 20
+"""Bytes of index tables kept per array (16 per inner chunk: a million inner chunks)."""
+WHOLE_SHARD_BYTES_KEPT = 128 << 20
+"""Bytes of whole shards kept, for the whole process, until their chunks are taken."""
+
+
+class KeptIndex(NamedTuple):
+    table: np.ndarray
+    """(offset, length) of each inner chunk, flat (``api.shard_index``)."""
+    stat: Stat | None
+    """The shard's size and time when the index was read, where a listing gave them."""
+
+
+class KeptShard(NamedTuple):
+    data: bytes | memoryview
+    stat: Stat | None
+    untaken: set[int]
+    """Index rows of the stored chunks no reader has taken yet."""
+
+
+WHOLE_SHARD_SECONDS = 30.0
+"""A whole shard serves the windows of one read, not later reads: it leaves after this."""
+
+_WHOLE: RecentlyUsed[tuple[object, tuple[int, ...]], KeptShard] = RecentlyUsed(
+    WHOLE_SHARD_BYTES_KEPT, ttl=WHOLE_SHARD_SECONDS, weigh=lambda kept: len(kept.data))
+
+
+class ShardIndexes:
+    """One array's kept shard indexes (and whole shards), by shard coordinates."""
+
+    def __init__(self, ttl: float | None) -> None:
+        self._kept: RecentlyUsed[tuple[int, ...], KeptIndex] = RecentlyUsed(
+            INDEX_BYTES_KEPT, ttl=ttl, weigh=lambda kept: int(kept.table.nbytes))
+        self._changes = 0
+        self._lock = threading.Lock()
+        self._fetching: dict[tuple[int, ...], threading.Lock] = {}
+        self._tag = object()
+        self._ttl = ttl
+
+    @property
+    def changes(self) -> int:
+        """How many changes were seen: read before fetching, given to :meth:`keep`."""
+        return self._changes
+
+    def fetching(self, shard: tuple[int, ...]) -> threading.Lock:
+        """The lock held while ``shard``'s index is fetched: a second reader of the same
+        shard waits for it rather than ask the store again."""
+        with self._lock:
+            return self._fetching.setdefault(shard, threading.Lock())
+
+    def get(self, shard: tuple[int, ...], stat: Stat | None) -> np.ndarray | None:
+        """The kept index of ``shard``, if it was read from the version ``stat`` names
+        (None: the store lists nothing to compare, the TTL alone decides)."""
+        kept = self._kept.get(shard)
+        if kept is None:
+            return None
+        if stat is not None and kept.stat is not None and stat != kept.stat:
+            self.drop(shard)
+            return None
+        return kept.table
+
+    def take(
+        self, shard: tuple[int, ...], stat: Stat | None, rows: set[int]
+    ) -> bytes | memoryview | None:
+        """The kept whole shard, its ``rows`` marked taken (it leaves once all are)."""
+        key = (self._tag, shard)
+        with self._lock:
+            entry = _WHOLE.entry(key)
+            if entry is None:
+                return None
+            at, kept = entry
+            if (stat is not None and kept.stat is not None and stat != kept.stat) or (
+                self._ttl is not None and time.monotonic() - at >= self._ttl
+            ):
+                _WHOLE.drop(key)
+                return None
+            kept.untaken.difference_update(rows)
+            if not kept.untaken:
+                _WHOLE.drop(key)
+            return kept.data
+
+    def keep(self, shard: tuple[int, ...], table: np.ndarray, stat: Stat | None, changes: int,
+             whole: bytes | memoryview | None = None, untaken: set[int] | None = None) -> None:
+        """Keep an index (and the whole shard, with the rows not yet taken) read after
+        ``changes`` changes, unless one more came meanwhile."""
+        with self._lock:
+            if changes != self._changes:
+                return
+            self._kept.put(shard, KeptIndex(table, stat))
+            if whole is not None and untaken:
+                _WHOLE.put((self._tag, shard), KeptShard(whole, stat, untaken))
+
+    def drop(self, shard: tuple[int, ...]) -> None:
+        with self._lock:
+            self._changes += 1
+            self._kept.drop(shard)
+            _WHOLE.drop((self._tag, shard))
