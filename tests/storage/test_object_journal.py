@@ -265,7 +265,7 @@ def test_a_read_only_mount_reads_an_interrupted_commit_finished_and_changes_noth
     reader = _backend(server, "shown")
     assert reader.show_recovered() == 1
     for key, data in NEW.items():
-        assert bytes(reader.read(key, 0, len(data))) == data
+        assert bytes(reader.read_range(key, 0, len(data))) == data
         assert reader.read_all(key) == data
         assert reader.stat(key).size == len(data)
     assert {n: st.size for n, st in reader.list_stats("c/0").items()} == {
