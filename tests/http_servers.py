@@ -30,7 +30,7 @@ error_log {run}/error.log;
 events {{ }}
 http {{
     log_format ranges '$remote_addr [$time_local] "$request" $status $body_bytes_sent '
-                      '"$http_range"';
+                      '"$http_range" $msec';
     access_log {run}/access.log ranges;
     client_body_temp_path {run}/body;
     proxy_temp_path {run}/proxy;

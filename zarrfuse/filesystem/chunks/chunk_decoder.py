@@ -36,6 +36,7 @@ __all__ = ["ChunkDecoder"]
 log = logging.getLogger(__name__)
 
 Coords = tuple[int, ...]
+Stored = bytes | memoryview | None
 T = TypeVar("T")
 
 
@@ -119,6 +120,12 @@ class ChunkDecoder:
                     limiter=self._limiter, abandon_on_cancel=True)
             return await self._in_threads(self._read_shards, groups)
         async with self.stored.reading(wanted) as read:
+            if self.stored.backend.remote:
+                # Waiting on the network holds no CPU slot: every batch's fetches in flight
+                # together (the fetch pool bounds them), then decoded on every core.
+                fetched = await trio.to_thread.run_sync(read, wanted, abandon_on_cancel=True)
+                return await self._in_threads(self._decode_raw,
+                                              list(zip(wanted, fetched, strict=True)))
             # Each thread reads its share and decodes it: one hop per thread and batch.
             return await self._in_threads(
                 lambda batch: self._decode_raw(list(zip(batch, read(batch), strict=True))),
@@ -138,28 +145,33 @@ class ChunkDecoder:
             stats[shard] = None if listed is None else listed[0]
         jobs = list(groups.items())
 
-        def read(job: tuple[Coords, list[Coords]]) -> dict[Coords, np.ndarray]:
-            assert self._shards is not None
-            shard, group = job
-            values = self._shards.read(shard, group, stats[shard], self._decoding)
-            out = {}
-            for c, value in values.items():
-                region = chunk_region(c, self.chunks, self.shape)
-                out[c] = self._fill(c) if value is None else value[
-                    tuple(slice(0, r.stop - r.start) for r in region)]
+        shards = self._shards
+
+        def fetch(some: list[tuple[Coords, list[Coords]]]) -> list[tuple[Coords, Stored]]:
+            reads = fetch_pool().map if self.stored.backend.remote and len(some) > 1 else map
+            out: list[tuple[Coords, Stored]] = []
+            for pieces in reads(lambda job: shards.fetch(job[0], job[1], stats[job[0]]), some):
+                out.extend(pieces.items())
             return out
 
-        def read_all(some: list[tuple[Coords, list[Coords]]]) -> dict[Coords, np.ndarray]:
-            out: dict[Coords, np.ndarray] = {}
-            reads = fetch_pool().map if self.stored.backend.remote and len(some) > 1 else map
-            for values in reads(read, some):
-                out.update(values)
+        def decode(pieces: list[tuple[Coords, Stored]]) -> dict[Coords, np.ndarray]:
+            out = {}
+            for c, data in pieces:
+                if data is None:
+                    out[c] = self._fill(c)
+                    continue
+                with self._decoding(c):
+                    value = shards.geometry.inner.decode(data)
+                region = chunk_region(c, self.chunks, self.shape)
+                out[c] = value[tuple(slice(0, r.stop - r.start) for r in region)]
             return out
 
         if self.stored.backend.remote:
-            return await trio.to_thread.run_sync(
-                read_all, jobs, limiter=self._limiter, abandon_on_cancel=True)
-        return await self._in_threads(read_all, jobs)
+            # Waiting on the network holds no CPU slot: every batch's requests in flight
+            # together (the fetch pool bounds them), then decoded on every core.
+            fetched = await trio.to_thread.run_sync(fetch, jobs, abandon_on_cancel=True)
+            return await self._in_threads(decode, fetched)
+        return await self._in_threads(lambda some: decode(fetch(some)), jobs)
 
     async def _in_threads(
         self, work: Callable[[list[T]], dict[Coords, np.ndarray]], items: list[T]

@@ -21,12 +21,12 @@ import numpy as np
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
 from zarrfuse.storage.base import Stat
 
-__all__ = ["KeptIndex", "ShardIndexes"]
+__all__ = ["KeptIndex", "KeptSpan", "ShardIndexes"]
 
 INDEX_BYTES_KEPT = 16 << 20
 """Bytes of index tables kept per array (16 per inner chunk: a million inner chunks)."""
 WHOLE_SHARD_BYTES_KEPT = 128 << 20
-"""Bytes of whole shards kept, for the whole process, until their chunks are taken."""
+"""Bytes of shards kept, for the whole process, until their chunks are taken."""
 
 
 class KeptIndex(NamedTuple):
@@ -34,24 +34,28 @@ class KeptIndex(NamedTuple):
     """(offset, length) of each inner chunk, flat (``api.shard_index``)."""
     stat: Stat | None
     """The shard's size and time when the index was read, where a listing gave them."""
+    fetched: set[int]
+    """Index rows whose bytes some reader has fetched since."""
 
 
-class KeptShard(NamedTuple):
+class KeptSpan(NamedTuple):
+    start: int
     data: bytes | memoryview
+    """The shard's bytes from ``start`` (all of it, or the rest a reader fetched)."""
     stat: Stat | None
     untaken: set[int]
-    """Index rows of the stored chunks no reader has taken yet."""
+    """Index rows in it that no reader has taken yet."""
 
 
 WHOLE_SHARD_SECONDS = 30.0
-"""A whole shard serves the windows of one read, not later reads: it leaves after this."""
+"""A kept span serves the windows of one read, not later reads: it leaves after this."""
 
-_WHOLE: RecentlyUsed[tuple[object, tuple[int, ...]], KeptShard] = RecentlyUsed(
+_SPANS: RecentlyUsed[tuple[object, tuple[int, ...]], KeptSpan] = RecentlyUsed(
     WHOLE_SHARD_BYTES_KEPT, ttl=WHOLE_SHARD_SECONDS, weigh=lambda kept: len(kept.data))
 
 
 class ShardIndexes:
-    """One array's kept shard indexes (and whole shards), by shard coordinates."""
+    """One array's kept shard indexes (and spans of shards), by shard coordinates."""
 
     def __init__(self, ttl: float | None) -> None:
         self._kept: RecentlyUsed[tuple[int, ...], KeptIndex] = RecentlyUsed(
@@ -68,8 +72,8 @@ class ShardIndexes:
         return self._changes
 
     def fetching(self, shard: tuple[int, ...]) -> threading.Lock:
-        """The lock held while ``shard``'s index is fetched: a second reader of the same
-        shard waits for it rather than ask the store again."""
+        """The lock held while ``shard``'s index or a span of it is fetched: a second
+        reader of the same shard waits for it rather than ask the store again."""
         with self._lock:
             return self._fetching.setdefault(shard, threading.Lock())
 
@@ -84,39 +88,60 @@ class ShardIndexes:
             return None
         return kept.table
 
+    def unfetched(self, shard: tuple[int, ...], rows: set[int]) -> set[int]:
+        """Those of ``rows`` no reader has fetched since the index was kept."""
+        kept = self._kept.get(shard)
+        with self._lock:
+            return set(rows) if kept is None else rows - kept.fetched
+
     def take(
-        self, shard: tuple[int, ...], stat: Stat | None, rows: set[int]
-    ) -> bytes | memoryview | None:
-        """The kept whole shard, its ``rows`` marked taken (it leaves once all are)."""
+        self, shard: tuple[int, ...], stat: Stat | None, ranges: list[tuple[int, int, int]]
+    ) -> tuple[int, bytes | memoryview] | None:
+        """The kept span of ``shard`` (start, bytes) if it holds every one of ``ranges``
+        ((row, start, stop)), those rows marked taken (it leaves once all are)."""
         key = (self._tag, shard)
         with self._lock:
-            entry = _WHOLE.entry(key)
+            entry = _SPANS.entry(key)
             if entry is None:
                 return None
             at, kept = entry
             if (stat is not None and kept.stat is not None and stat != kept.stat) or (
                 self._ttl is not None and time.monotonic() - at >= self._ttl
             ):
-                _WHOLE.drop(key)
+                _SPANS.drop(key)
                 return None
-            kept.untaken.difference_update(rows)
+            end = kept.start + len(kept.data)
+            if any(start < kept.start or stop > end for _, start, stop in ranges):
+                return None
+            kept.untaken.difference_update(row for row, _, _ in ranges)
             if not kept.untaken:
-                _WHOLE.drop(key)
-            return kept.data
+                _SPANS.drop(key)
+            return kept.start, kept.data
 
-    def keep(self, shard: tuple[int, ...], table: np.ndarray, stat: Stat | None, changes: int,
-             whole: bytes | memoryview | None = None, untaken: set[int] | None = None) -> None:
-        """Keep an index (and the whole shard, with the rows not yet taken) read after
-        ``changes`` changes, unless one more came meanwhile."""
+    def keep(self, shard: tuple[int, ...], table: np.ndarray, stat: Stat | None,
+             changes: int) -> None:
+        """Keep an index read after ``changes`` changes, unless one more came meanwhile."""
+        with self._lock:
+            if changes == self._changes:
+                self._kept.put(shard, KeptIndex(table, stat, set()))
+
+    def fetched(self, shard: tuple[int, ...], rows: set[int], changes: int,
+                span: tuple[int, bytes | memoryview] | None = None,
+                untaken: set[int] | None = None) -> None:
+        """``rows`` were fetched (after ``changes`` changes); ``span`` (start, bytes) holds
+        ``untaken`` rows more, kept for the readers that will want them."""
         with self._lock:
             if changes != self._changes:
                 return
-            self._kept.put(shard, KeptIndex(table, stat))
-            if whole is not None and untaken:
-                _WHOLE.put((self._tag, shard), KeptShard(whole, stat, untaken))
+            kept = self._kept.get(shard)
+            if kept is not None:
+                kept.fetched.update(rows)
+            if span is not None and untaken:
+                _SPANS.put((self._tag, shard), KeptSpan(span[0], span[1], (
+                    None if kept is None else kept.stat), set(untaken)))
 
     def drop(self, shard: tuple[int, ...]) -> None:
         with self._lock:
             self._changes += 1
             self._kept.drop(shard)
-            _WHOLE.drop((self._tag, shard))
+            _SPANS.drop((self._tag, shard))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from typing import TypeVar
 
 import numpy as np
@@ -45,68 +44,95 @@ class ShardReads:
         self._per_stored = per_stored
         self._counters = counters
 
-    def read(
-        self,
-        shard: Coords,
-        group: list[Coords],
-        stat: Stat | None,
-        decoding: Callable[[Coords], AbstractContextManager[None]],
-    ) -> dict[Coords, np.ndarray | None]:
-        """Each inner chunk of ``group`` (all in ``shard``) decoded, full inner shape; None
-        for one not stored (the fill value). ``stat``: the shard's listed size and time,
-        where the store lists. ``decoding(coords)``: a context that names a chunk that does
-        not decode."""
+    def fetch(
+        self, shard: Coords, group: list[Coords], stat: Stat | None
+    ) -> dict[Coords, bytes | memoryview | None]:
+        """The stored bytes of each inner chunk of ``group`` (all in ``shard``); None for
+        one not stored (the fill value). ``stat``: the shard's listed size and time, where
+        the store lists. Decode them with ``geometry.inner``."""
         key = self.stored.chunk_key(shard)
         rows = {c: self.geometry.flat(self._local(c)) for c in group}
-        wanted = set(rows.values())
-        indexes = self.stored.shard_indexes
-        table = indexes.get(shard, stat)
-        whole = None if table is None else indexes.take(shard, stat, wanted)
-        if table is None:
-            with indexes.fetching(shard):  # one reader asks; the others wait for its answer
-                table = indexes.get(shard, stat)
-                whole = None if table is None else indexes.take(shard, stat, wanted)
-                if table is None:
-                    found = self._fetch_index(shard, key, stat, wanted)
-                    if found is None:
-                        return dict.fromkeys(group)
-                    table, whole = found
-        pieces = self._pieces(key, table, wanted, whole)
-        if pieces is None:  # gone since its index was kept: the fill value
-            indexes.drop(shard)
+        with self.stored.shard_indexes.fetching(shard):  # one reader asks, others wait
+            pieces = self._pieces(shard, key, stat, set(rows.values()))
+        if pieces is None:
             return dict.fromkeys(group)
-        out: dict[Coords, np.ndarray | None] = {}
-        for c in group:
-            data = pieces.get(rows[c])
-            if data is None:
-                out[c] = None
-                continue
-            with decoding(c):
-                out[c] = self.geometry.inner.decode(data)
-        return out
+        return {c: pieces.get(rows[c]) for c in group}
 
-    def _fetch_index(
+    def _pieces(
         self, shard: Coords, key: str, stat: Stat | None, wanted: set[int]
-    ) -> tuple[np.ndarray, bytes | memoryview | None] | None:
-        """The shard's index, and the whole shard where most of its chunks are wanted (kept
-        for the chunks others will want); None if the shard is not stored."""
+    ) -> dict[int, bytes | memoryview] | None:
+        """The stored bytes of each of ``wanted`` that is stored; None if the shard is not.
+
+        A reader that wants a quarter of the shard's chunks or more (a window of a whole
+        image) fetches, in one request, the whole shard where its index is not known yet,
+        or else every chunk no reader has fetched yet: the windows after it find theirs
+        kept. Fewer chunks (a viewer's tile) cost their own ranges alone."""
         indexes = self.stored.shard_indexes
         changes = indexes.changes
-        whole = None
-        with _naming(key):
-            if 2 * len(wanted) >= self.geometry.count:
-                whole = self._request(lambda: self.stored.backend.read_all(key))
-                if whole is None:
-                    return None
-                table = self.geometry.index_from_shard(whole)
-            else:
-                found = self._read_index(key)
-                if found is None:
-                    return None
-                table = found
-        stored = {row for row, _, _ in self.geometry.ranges(table, range(self.geometry.count))}
-        indexes.keep(shard, table, stat, changes, whole, stored - wanted)
-        return table, whole
+        large = 4 * len(wanted) >= self.geometry.count
+        table = indexes.get(shard, stat)
+        span: tuple[int, bytes | memoryview] | None = None
+        if table is None:
+            with _naming(key):
+                if large:
+                    whole = self._request(lambda: self.stored.backend.read_all(key))
+                    if whole is None:
+                        return None
+                    table = self.geometry.index_from_shard(whole)
+                    span = (0, whole)
+                else:
+                    table = self._read_index(key)
+                    if table is None:
+                        return None
+            indexes.keep(shard, table, stat, changes)
+            if span is not None:
+                self._fetched(shard, table, wanted, changes, span)
+        ranges = self.geometry.ranges(table, sorted(wanted))
+        if span is None:
+            span = indexes.take(shard, stat, ranges)
+        if span is None and large and self.stored.backend.remote:
+            span = self._fetch_rest(shard, key, table, wanted, changes)
+        if span is not None:
+            begin, view = span[0], memoryview(span[1])
+            return {row: view[start - begin : stop - begin] for row, start, stop in ranges}
+        out: dict[int, bytes | memoryview] = {}
+        for run in merge_ranges(ranges):
+            try:
+                data = memoryview(self._request(functools.partial(
+                    self.stored.backend.read_range, key, run.start, run.stop)))
+            except FileNotFoundError:  # gone since its index was kept: the fill value
+                indexes.drop(shard)
+                return None
+            for row, start, stop in run.members:
+                out[row] = data[start - run.start : stop - run.start]
+        indexes.fetched(shard, wanted, changes)
+        return out
+
+    def _fetch_rest(
+        self, shard: Coords, key: str, table: np.ndarray, wanted: set[int], changes: int
+    ) -> tuple[int, bytes | memoryview] | None:
+        """One range holding ``wanted`` and every stored chunk not fetched yet, kept for
+        the readers that will want them; None if the shard is gone."""
+        every = {row for row, _, _ in self.geometry.ranges(table, range(self.geometry.count))}
+        rest = self.stored.shard_indexes.unfetched(shard, every) | wanted
+        ranges = self.geometry.ranges(table, sorted(rest))
+        if not ranges:
+            return None
+        start, stop = min(r[1] for r in ranges), max(r[2] for r in ranges)
+        try:
+            data = self._request(functools.partial(
+                self.stored.backend.read_range, key, start, stop))
+        except FileNotFoundError:
+            self.stored.shard_indexes.drop(shard)
+            return None
+        self.stored.shard_indexes.fetched(shard, rest, changes, (start, data), rest - wanted)
+        return start, data
+
+    def _fetched(self, shard: Coords, table: np.ndarray, wanted: set[int], changes: int,
+                 whole: tuple[int, bytes | memoryview]) -> None:
+        """A whole shard was fetched for ``wanted``: kept for the rest of its chunks."""
+        every = {row for row, _, _ in self.geometry.ranges(table, range(self.geometry.count))}
+        self.stored.shard_indexes.fetched(shard, every, changes, whole, every - wanted)
 
     def _local(self, coords: Coords) -> Coords:
         return tuple(c % n for c, n in zip(coords, self._per_stored, strict=True))
@@ -127,26 +153,6 @@ class ShardReads:
                 return None
             shard_size = None
         return self.geometry.parse_index(bytes(data), shard_size)
-
-    def _pieces(
-        self, key: str, table: np.ndarray, rows: set[int], whole: bytes | memoryview | None
-    ) -> dict[int, bytes | memoryview] | None:
-        """The stored bytes of each of ``rows`` that the index names: sliced from ``whole``
-        or fetched run by run; None if the shard is gone."""
-        wanted = self.geometry.ranges(table, sorted(rows))
-        if whole is not None:
-            view = memoryview(whole)
-            return {row: view[start:stop] for row, start, stop in wanted}
-        out: dict[int, bytes | memoryview] = {}
-        for run in merge_ranges(wanted):
-            try:
-                data = memoryview(self._request(functools.partial(
-                    self.stored.backend.read_range, key, run.start, run.stop)))
-            except FileNotFoundError:
-                return None
-            for row, start, stop in run.members:
-                out[row] = data[start - run.start : stop - run.start]
-        return out
 
     def _request(self, call: Callable[[], T]) -> T:
         """One store request, counted."""
