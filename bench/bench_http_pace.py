@@ -9,7 +9,14 @@ zarrfuse pass is a fresh mount.
 Prints seconds per reader and zarrfuse / zarr-python (the issue measured 16x; its floor is
 zarr-python's pace), and the chunk requests nginx saw per zarrfuse pass (HEAD, GET).
 
+``--first-paint``: issue 32's point 4 instead, a viewer's first look on a fresh mount (the
+header through tifffile, then the first tile's ``pread``) of the whole-image file of (a) the
+256-chunk array, (b) the same in 16 shards and (c) a 100,000 x 100,000 image (its first
+4 x 4 chunks stored), with the chunk requests nginx saw and the time in round trips;
+floor: at most 3 round trips, under 0.25 s at 50 ms.
+
     .venv/bin/python bench/bench_http_pace.py [--delay-ms 50] [--rounds 3] [--sharded]
+    .venv/bin/python bench/bench_http_pace.py --first-paint [--delay-ms 50] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from bench.bench_latency import DelayProxy  # noqa: E402  (after the sys.path insert above)
+from bench.copy_and_image_rows import first_tile, make_slide  # noqa: E402
 from tests.http_servers import nginx  # noqa: E402
 from tests.mounting import mounted  # noqa: E402
 
@@ -56,6 +64,39 @@ def _zarr_python(url: str, expected: np.ndarray, concurrency: int | None) -> flo
     return took
 
 
+def _first_paints(work: Path, delay_ms: float, rounds: int) -> None:
+    """Issue 32, point 4: header and first tile on a fresh mount, per data set."""
+    import zarr  # noqa: PLC0415
+
+    data = (np.arange(4096 * 4096, dtype=np.uint32) * 2654435761 % 65521).astype("u2")
+    data = data.reshape(4096, 4096)
+    sets = {"(a) 256 chunks": "a.zarr", "(b) 16 shards": "b.zarr", "(c) 100k x 100k": "c.zarr"}
+    zarr.create_array(work / "www" / "a.zarr", data=data, chunks=(256, 256))
+    zarr.create_array(work / "www" / "b.zarr", data=data, chunks=(256, 256),
+                      shards=(1024, 1024))
+    make_slide(work / "www" / "c.zarr")
+    times: dict[str, list[float]] = {name: [] for name in sets}
+    asked: dict[str, list[int]] = {name: [] for name in sets}
+    log = work / "nginx" / "access.log"
+    with nginx(work / "www", work / "nginx") as url, \
+            DelayProxy(int(url.rsplit(":", 1)[1]), delay_ms / 2000) as proxy:
+        for round_ in range(rounds):
+            for name, store in sets.items():
+                with mounted(f"{proxy.url}/{store}", work / f"mnt{round_}{store}", "--read-only",
+                             "--format", "ome-tiff") as mnt:
+                    before = log.read_text().count("\n")
+                    times[name].append(first_tile(mnt / f"{store.removesuffix('.zarr')}.ome.tif"))
+                    asked[name].append(sum(f"/{store}/c/" in line for line in
+                                           log.read_text().splitlines()[before:]))
+    print(f"first paint (header, then the first tile), fresh mount, {delay_ms:g} ms per "
+          f"request, median of {rounds}; floor: 3 round trips")
+    for name in sets:
+        took = statistics.median(times[name])
+        trips = took / (delay_ms / 1000) if delay_ms else float("nan")
+        print(f"  {name:<18} {took:6.3f} s  = {trips:4.1f} round trips; chunk requests "
+              f"(all, incl. read-ahead) {asked[name]}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--delay-ms", type=float, default=50.0)
@@ -63,10 +104,16 @@ def main() -> int:
     parser.add_argument("--sharded", action="store_true",
                         help="the issue's data set (b): shards of 1024 x 1024, inner chunks "
                         "of 256 x 256 (16 shards, 256 inner chunks)")
+    parser.add_argument("--first-paint", action="store_true",
+                        help="issue 32 point 4: header and first tile of (a), (b) and a "
+                        "100,000 x 100,000 image, on fresh mounts")
     args = parser.parse_args()
     import zarr  # noqa: PLC0415
 
     work = Path(tempfile.mkdtemp(prefix="zarrfuse-http-pace-"))
+    if args.first_paint:
+        _first_paints(work, args.delay_ms, args.rounds)
+        return 0
     data = (np.arange(4096 * 4096, dtype=np.uint32) * 2654435761 % 65521).astype("u2")
     data = data.reshape(4096, 4096)
     zarr.create_array(work / "www" / "img.zarr", data=data, chunks=(256, 256),
