@@ -16,16 +16,27 @@ header through tifffile, then the first tile's ``pread``) of the whole-image fil
 floor: at most 3 round trips, under 0.25 s at 50 ms.
 
     .venv/bin/python bench/bench_http_pace.py [--delay-ms 50] [--rounds 3] [--sharded]
+``--copy``: issue 32's point 5 instead, ``cp -r`` into tmpfs of a directory of 64 raw chunk
+files (256 x 256 uint16, zstd) on a fresh ``--read-only`` mount, beside ``rclone mount``
+(``--vfs-cache-mode full``) of the same objects through nginx's directory listing; floor:
+at least rclone's pace.
+
     .venv/bin/python bench/bench_http_pace.py --first-paint [--delay-ms 50] [--rounds 3]
+    .venv/bin/python bench/bench_http_pace.py --copy [--delay-ms 50] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from bench.bench_latency import DelayProxy  # noqa: E402  (after the sys.path insert above)
+from bench.bench_s3 import unmount, wait_mounted  # noqa: E402
 from bench.copy_and_image_rows import first_tile, make_slide  # noqa: E402
 from tests.http_servers import nginx  # noqa: E402
 from tests.mounting import mounted  # noqa: E402
@@ -97,6 +109,63 @@ def _first_paints(work: Path, delay_ms: float, rounds: int) -> None:
               f"(all, incl. read-ahead) {asked[name]}")
 
 
+@contextlib.contextmanager
+def _rclone(url: str, where: Path) -> Iterator[Path]:
+    """``rclone mount`` of the web server directory ``url`` on ``where``, read-only."""
+    where.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        ["rclone", "mount", ":http:", str(where), "--http-url", url, "--read-only",
+         "--vfs-cache-mode", "full", "--cache-dir", str(where.parent / f"{where.name}-cache")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_mounted(where, proc)
+        yield where
+    finally:
+        unmount(where)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def _copy_seconds(source: Path, target: Path) -> float:
+    shutil.rmtree(target, ignore_errors=True)
+    start = time.perf_counter()
+    subprocess.run(["cp", "-r", str(source), str(target)], check=True, timeout=600)
+    took = time.perf_counter() - start
+    shutil.rmtree(target, ignore_errors=True)
+    return took
+
+
+def _copies(work: Path, delay_ms: float, rounds: int) -> None:
+    """Issue 32, point 5: cp -r of 64 chunk files, zarrfuse's raw view against rclone."""
+    import zarr  # noqa: PLC0415
+
+    data = np.random.default_rng(2).integers(0, 60000, (256, 64 * 256)).astype("u2")
+    zarr.create_array(work / "www" / "cp.zarr", data=data, chunks=(256, 256))
+    target = Path("/dev/shm") / f"zarrfuse-http-copy-{os.getpid()}"
+    times: dict[str, list[float]] = {"zarrfuse": [], "rclone": []}
+    asked: list[int] = []
+    log = work / "nginx" / "access.log"
+    with nginx(work / "www", work / "nginx", autoindex=True) as url, \
+            DelayProxy(int(url.rsplit(":", 1)[1]), delay_ms / 2000) as proxy:
+        for round_ in range(rounds):
+            with mounted(f"{proxy.url}/cp.zarr", work / f"z{round_}", "--read-only") as mnt:
+                folder = next(Path(d) for d, _, files in os.walk(mnt) if len(files) == 64)
+                before = log.read_text().count("\n")
+                times["zarrfuse"].append(_copy_seconds(folder, target))
+                asked.append(sum("/cp.zarr/c/" in line
+                                 for line in log.read_text().splitlines()[before:]))
+            with _rclone(f"{proxy.url}/cp.zarr/c/0/", work / f"r{round_}") as mnt:
+                times["rclone"].append(_copy_seconds(mnt, target))
+    zarrfuse, rclone = (statistics.median(times[k]) for k in ("zarrfuse", "rclone"))
+    print(f"cp -r of 64 chunk files, fresh mounts, {delay_ms:g} ms per request, median of "
+          f"{rounds}")
+    print(f"  zarrfuse {zarrfuse:6.2f} s (chunk requests {asked})   rclone {rclone:6.2f} s   "
+          f"pace / rclone's: {rclone / zarrfuse:.2f}x (floor: 1.0x)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--delay-ms", type=float, default=50.0)
@@ -104,6 +173,8 @@ def main() -> int:
     parser.add_argument("--sharded", action="store_true",
                         help="the issue's data set (b): shards of 1024 x 1024, inner chunks "
                         "of 256 x 256 (16 shards, 256 inner chunks)")
+    parser.add_argument("--copy", action="store_true",
+                        help="issue 32 point 5: cp -r of 64 chunk files beside rclone")
     parser.add_argument("--first-paint", action="store_true",
                         help="issue 32 point 4: header and first tile of (a), (b) and a "
                         "100,000 x 100,000 image, on fresh mounts")
@@ -111,6 +182,9 @@ def main() -> int:
     import zarr  # noqa: PLC0415
 
     work = Path(tempfile.mkdtemp(prefix="zarrfuse-http-pace-"))
+    if args.copy:
+        _copies(work, args.delay_ms, args.rounds)
+        return 0
     if args.first_paint:
         _first_paints(work, args.delay_ms, args.rounds)
         return 0

@@ -40,6 +40,7 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root {root};
+        {autoindex}
     }}
 }}
 """
@@ -63,14 +64,16 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes] | None, timeout: fl
 
 
 @contextlib.contextmanager
-def nginx(root: Path, run: Path) -> Iterator[str]:
-    """nginx serving ``root`` (its defaults: no autoindex); yields the base URL."""
+def nginx(root: Path, run: Path, *, autoindex: bool = False) -> Iterator[str]:
+    """nginx serving ``root`` (its defaults: no autoindex; ``autoindex``: directories listed
+    as HTML, what rclone's http backend reads); yields the base URL."""
     run.mkdir(parents=True, exist_ok=True)
     port = free_port()
     config = run / "nginx.conf"
     # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 temp dirs.
     user = "user root;\n" if os.geteuid() == 0 else ""
-    config.write_text(_CONFIG.format(user=user, run=run, port=port, root=root))
+    config.write_text(_CONFIG.format(user=user, run=run, port=port, root=root,
+                                     autoindex="autoindex on;" if autoindex else ""))
     proc = subprocess.Popen([NGINX, "-c", str(config), "-e", str(run / "error.log")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
