@@ -5,6 +5,10 @@ fill value). Counted in nginx's own access log."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tifffile
@@ -100,3 +104,27 @@ def test_a_warm_cache_with_a_metadata_ttl_asks_a_web_server_for_no_chunk(tmp_pat
                               if "/a.zarr/c/" in line])
     assert len(asked[0]) >= 12, asked[0]  # the stored chunks were fetched once
     assert asked[1] == [], asked[1]
+
+
+def test_copying_a_directory_of_chunk_files_asks_once_per_file(tmp_path):
+    """Issue 32, point 5: a web server cannot list, so each chunk file cost a HEAD (its size,
+    when the kernel looked it up) and then a GET, one file after another. Once a file is read
+    to its end, the next files come with one GET each, ahead: their size, time and bytes."""
+    data = np.random.default_rng(4).integers(0, 60000, (64, 24 * 64)).astype("u2")
+    zarr.create_array(tmp_path / "www" / "r.zarr", data=data, chunks=(64, 64))
+    log = tmp_path / "nginx" / "access.log"
+    with nginx(tmp_path / "www", tmp_path / "nginx") as url, \
+            mounted(f"{url}/r.zarr", tmp_path / "mnt", "--read-only") as mnt:
+        folder = next(Path(d) for d, _, files in os.walk(mnt) if len(files) == 24)
+        before = log.read_text().count("\n")
+        copy = tmp_path / "copy"
+        subprocess.run(["cp", "-r", str(folder), str(copy)], check=True, timeout=60)
+        lines = [line for line in log.read_text().splitlines()[before:]
+                 if "/r.zarr/c/" in line]
+    stored = sorted((tmp_path / "www" / "r.zarr" / "c" / "0" / str(i)).read_bytes()
+                    for i in range(24))
+    assert sorted(p.read_bytes() for p in copy.iterdir()) == stored  # the chunks' bytes
+    heads = [line for line in lines if '"HEAD ' in line]
+    gets = [line.split('"')[1].split()[1] for line in lines if '"GET ' in line]
+    assert len(heads) <= 1, lines  # the first file's lookup; before: one per file (24)
+    assert len(gets) == len(set(gets)) == 24, lines  # each file once

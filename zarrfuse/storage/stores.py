@@ -21,7 +21,8 @@ from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.storage import FsspecStore
 
 from zarrfuse.storage.base import Document, PartReader, Stat, write_each
-from zarrfuse.storage.http_stat import http_stat
+from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedObjects
+from zarrfuse.storage.http_stat import http_peek, http_stat
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
 __all__ = ["StoreBackend", "StorePartReader", "fsspec_protocols"]
@@ -72,13 +73,28 @@ class StoreBackend:
         self.remote = self._http or (
             bool(protocols) and protocols[0] not in ("file", "local", "memory")
         )
+        self._peeked = PeekedObjects(self._peek) if self._http else None
+        """Web servers: the next chunk files fetched ahead (``prefetch_objects``)."""
+
+    def _url(self, key: str) -> str:
+        assert isinstance(self.store, FsspecStore)
+        return f"{self.store.path.rstrip('/')}/{key}"
+
+    def _peek(self, key: str) -> tuple[Stat, bytes | None] | None:
+        assert isinstance(self.store, FsspecStore)
+        return _asked(key, http_peek(self.store.fs, self._url(key), MAX_OBJECT_BYTES,
+                                     self.fallback_time_ns))
+
+    def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
+        """Web servers: start fetching these keys (the next chunk files, sizes unknown)."""
+        if self._peeked is not None:
+            self._peeked.want([key for key, _ in objects])
 
     async def _stat(self, key: str) -> Stat | None:
         """Size and time in one request: fsspec's ``info``, else zarr's ``getsize``."""
         if self._http:
             assert isinstance(self.store, FsspecStore)
-            url = f"{self.store.path.rstrip('/')}/{key}"
-            return await http_stat(self.store.fs, url, self.fallback_time_ns)
+            return await http_stat(self.store.fs, self._url(key), self.fallback_time_ns)
         try:
             if isinstance(self.store, FsspecStore):
                 root = self.store.path.rstrip("/")
@@ -117,6 +133,10 @@ class StoreBackend:
         return _asked(prefix, names())
 
     def stat(self, key: str) -> Stat | None:
+        if self._peeked is not None:
+            found = self._peeked.stat(key)
+            if not isinstance(found, NotPeeked):
+                return found
         return _asked(key, self._stat(key))
 
     def size(self, key: str) -> int | None:
@@ -126,6 +146,10 @@ class StoreBackend:
             return None
 
     def read_range(self, key: str, start: int, stop: int) -> bytes:
+        if self._peeked is not None:
+            ahead = self._peeked.read(key, start, stop)
+            if ahead is not None:
+                return ahead
         buf = _asked(key, self.store.get(key, self.prototype, RangeByteRequest(start, stop)))
         if buf is None:
             raise FileNotFoundError(errno.ENOENT, f"{key}: not stored")
@@ -185,7 +209,9 @@ class StoreBackend:
         sync(self.store.delete(key))
 
     def close(self) -> None:
-        pass  # the store belongs to zarr's event loop, which closes with the process
+        # The store belongs to zarr's event loop, which closes with the process.
+        if self._peeked is not None:
+            self._peeked.close()
 
 
 def _asked(key: str, request: Coroutine[Any, Any, T]) -> T:

@@ -25,6 +25,7 @@ from zarrfuse.extensions.transformers import ConcatParts, Part
 from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
 from zarrfuse.filesystem.chunks.chunk_listings import LISTABLE_KEYS, ChunkListings, logical_stat
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.grid_order import after
 from zarrfuse.filesystem.chunks.part_opening import ChunkKeys, NotCached, PartOpening, read_parts
 from zarrfuse.filesystem.chunks.shard_indexes import ShardIndexes
 from zarrfuse.filesystem.chunks.whole_chunks import WholeChunks
@@ -62,6 +63,7 @@ class StoredChunks:
     ) -> None:
         self.backend = backend
         self.shard_format = shard_format
+        self._grid = grid
         self.counters = counters or Counters()
         self.encoding = encoding
         self.parts = parts or SINGLE_PART
@@ -336,7 +338,13 @@ class StoredChunks:
         def following() -> list[tuple[str, int]]:
             return self.listings.following(opened.coords, FOLLOWING_CHUNKS)
 
-        if self._prefetch is not None:
+        if self._prefetch is not None and not self.listings.can_list:
+            # A store that cannot list (a web server): the next chunks' keys, whether stored
+            # or not (a GET of an absent one says so), sizes unknown.
+            self._prefetch([(key, None) for c in after(opened.coords, self._grid,
+                                                       FOLLOWING_CHUNKS)
+                            for key in self.part_keys(c)])
+        elif self._prefetch is not None:
             self._prefetch(following())
         elif self._warm_after is not None:
             self._warm_after(self.part_keys(opened.coords)[0], following, waited=waited)
