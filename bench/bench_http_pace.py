@@ -22,7 +22,12 @@ files (256 x 256 uint16, zstd) on a fresh ``--read-only`` mount, beside ``rclone
 at least rclone's pace.
 
     .venv/bin/python bench/bench_http_pace.py --first-paint [--delay-ms 50] [--rounds 3]
+``--s3``: the whole-image rows on S3 instead (moto, in this process, behind the same proxy;
+zarr-python reads through obstore, as zarrfuse does). moto spends milliseconds of CPU per
+request on the same 2 cores: compare the ratios, not the seconds.
+
     .venv/bin/python bench/bench_http_pace.py --copy [--delay-ms 50] [--rounds 3]
+    .venv/bin/python bench/bench_http_pace.py --s3 [--sharded] [--delay-ms 50] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -166,6 +171,57 @@ def _copies(work: Path, delay_ms: float, rounds: int) -> None:
           f"pace / rclone's: {rclone / zarrfuse:.2f}x (floor: 1.0x)")
 
 
+def _s3_whole_images(work: Path, data: np.ndarray, sharded: bool, delay_ms: float,
+                     rounds: int) -> None:
+    """The whole-image rows on moto's S3 behind the delaying proxy."""
+    import boto3  # noqa: PLC0415  (test extra)
+    import zarr  # noqa: PLC0415
+
+    import zarrfuse  # noqa: PLC0415
+    from tests.s3server import CREDENTIALS, S3Server  # noqa: PLC0415
+    from zarrfuse.api.arrays import open_store_path  # noqa: PLC0415
+    from zarrfuse.zarr_compat import sync  # noqa: PLC0415
+
+    os.environ.update(CREDENTIALS)
+    times: dict[str, list[float]] = {"zarrfuse": [], "zarr-python 64": []}
+    asked: list[dict[str, int]] = []
+    with S3Server() as server:
+        boto3.client("s3", endpoint_url=server.url, region_name="us-east-1").create_bucket(
+            Bucket="pace")
+        url = "s3://pace/img.zarr"
+        zarrfuse.create_array(url, data=data, chunks=(256, 256),
+                              shards=(1024, 1024) if sharded else None,
+                              storage_options={"endpoint_url": server.url})
+        with DelayProxy(server.port, delay_ms / 2000) as proxy:
+            for round_ in range(rounds):
+                import tifffile  # noqa: PLC0415
+
+                with mounted(url, work / f"s3mnt{round_}", "--read-only", "--format",
+                             "ome-tiff", "--storage-option",
+                             f"endpoint_url={proxy.url}") as mnt:
+                    server.reset()
+                    start = time.perf_counter()
+                    image = tifffile.imread(mnt / "img.ome.tif")
+                    times["zarrfuse"].append(time.perf_counter() - start)
+                    asked.append(dict(server.snapshot()[0]))
+                assert np.array_equal(image, data), "zarrfuse: wrong pixels"
+                with zarr.config.set({"async.concurrency": 64}):
+                    path = sync(open_store_path(url, mode="r",
+                                                storage_options={"endpoint_url": proxy.url}))
+                    start = time.perf_counter()
+                    image = zarr.open_array(path, mode="r")[...]
+                    times["zarr-python 64"].append(time.perf_counter() - start)
+                assert np.array_equal(image, data), "zarr-python: wrong pixels"
+    median = {name: statistics.median(values) for name, values in times.items()}
+    chunks = "16 shards of 16 zstd chunks" if sharded else "256 zstd chunks"
+    print(f"S3 (moto): whole image 4096 x 4096 uint16, {chunks}, {delay_ms:g} ms per request, "
+          f"median of {rounds}")
+    for name, value in median.items():
+        print(f"  {name:<16} {value:7.2f} s")
+    print(f"  zarrfuse / zarr-python 64: {median['zarrfuse'] / median['zarr-python 64']:.1f}x "
+          f"(floor: 1.2x); zarrfuse's requests per pass: {asked}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--delay-ms", type=float, default=50.0)
@@ -173,6 +229,8 @@ def main() -> int:
     parser.add_argument("--sharded", action="store_true",
                         help="the issue's data set (b): shards of 1024 x 1024, inner chunks "
                         "of 256 x 256 (16 shards, 256 inner chunks)")
+    parser.add_argument("--s3", action="store_true",
+                        help="the whole-image rows on S3 (moto) rather than nginx")
     parser.add_argument("--copy", action="store_true",
                         help="issue 32 point 5: cp -r of 64 chunk files beside rclone")
     parser.add_argument("--first-paint", action="store_true",
@@ -182,6 +240,11 @@ def main() -> int:
     import zarr  # noqa: PLC0415
 
     work = Path(tempfile.mkdtemp(prefix="zarrfuse-http-pace-"))
+    if args.s3:
+        data = (np.arange(4096 * 4096, dtype=np.uint32) * 2654435761 % 65521).astype("u2")
+        _s3_whole_images(work, data.reshape(4096, 4096), args.sharded, args.delay_ms,
+                         args.rounds)
+        return 0
     if args.copy:
         _copies(work, args.delay_ms, args.rounds)
         return 0

@@ -30,6 +30,7 @@ from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
 from zarrfuse.filesystem.chunks.shard_reads import ShardReads
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
+from zarrfuse.storage.base import Stat
 
 __all__ = ["ChunkDecoder"]
 
@@ -103,6 +104,8 @@ class ChunkDecoder:
         part of no fixed size is read by one GET, and its 404 is the absent chunk (the fill
         value), and zarr reads a shard the same way (an absent shard is the fill value); a
         server's error stays an error."""
+        if self._shards is not None and self.stored.backend.remote:
+            return True  # a shard's index or whole read says so: no listing first
         if self.stored.listings.can_list:
             return False
         parts = self.stored.parts.parts
@@ -141,8 +144,7 @@ class ChunkDecoder:
             groups.setdefault(self.stored_coords(c), []).append(c)
         stats = {}
         for shard in groups:  # a listing's size and time: the version a kept index is of
-            listed = await self.stored.listings.listed_stats(self.stored.part_keys(shard))
-            stats[shard] = None if listed is None else listed[0]
+            stats[shard] = await self._listed(shard)
         jobs = list(groups.items())
 
         shards = self._shards
@@ -172,6 +174,17 @@ class ChunkDecoder:
             fetched = await trio.to_thread.run_sync(fetch, jobs, abandon_on_cancel=True)
             return await self._in_threads(decode, fetched)
         return await self._in_threads(lambda some: decode(fetch(some)), jobs)
+
+    async def _listed(self, shard: Coords) -> Stat | None:
+        """The shard's size and time as a listing says; on a remote store only one already
+        made (a round trip before each read would cost more than the read)."""
+        key = self.stored.part_keys(shard)[0]
+        if not self.stored.backend.remote:
+            listed = await self.stored.listings.listed_stats([key])
+            return None if listed is None else listed[0]
+        directory, _, name = key.rpartition("/")
+        listing = self.stored.listings.fresh_listing(directory)
+        return None if listing is None else listing.get(name)
 
     async def _in_threads(
         self, work: Callable[[list[T]], dict[Coords, np.ndarray]], items: list[T]

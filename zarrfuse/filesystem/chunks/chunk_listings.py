@@ -21,6 +21,7 @@ from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.grid_order import after
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
+from zarrfuse.filesystem.chunks.single_flight import SingleFlight
 from zarrfuse.filesystem.chunks.stored_index import KeyShape, StoredIndex
 from zarrfuse.storage.base import Backend, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
@@ -88,6 +89,7 @@ class ChunkListings:
         self._stats_by_directory: dict[str, tuple[float, int]] = {}
         self._grid = grid
         self._next_rows: set[str] = set()  # the row after stored_among's last batch
+        self._flights: SingleFlight[tuple[int, str]] = SingleFlight()
         self.can_list = backend.can_list
         self._asked: RecentlyUsed[str, Stat | None] = RecentlyUsed(ASKED_KEYS, ttl=listing_ttl)
         """Stores that cannot list: what each key's own request said (None: absent)."""
@@ -142,12 +144,15 @@ class ChunkListings:
     ) -> L:
         """List ``directory`` (a worker thread) and keep the result in ``cache`` for the
         TTL, the oldest directories out first."""
-        self.counters.cache["listing_miss"] += 1
-        self.counters.store["list"] += 1
-        now = time.monotonic()
-        listing = await self._run(list_directory, directory)
-        cache.put(directory, listing, at=now)
-        return listing
+        async with self._flights.first((id(cache), directory)) as mine:
+            if not mine and (listed := cache.get(directory)) is not None:
+                return listed
+            self.counters.cache["listing_miss"] += 1
+            self.counters.store["list"] += 1
+            now = time.monotonic()
+            listing = await self._run(list_directory, directory)
+            cache.put(directory, listing, at=now)
+            return listing
 
     async def asked(self, directory: str, names: Iterable[str]) -> dict[str, Stat]:
         """For a store that cannot list: which of ``names`` in ``directory`` exist, asked
