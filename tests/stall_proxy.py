@@ -32,6 +32,10 @@ class StallProxy:
     def resume(self) -> None:
         self._flowing.set()
 
+    def connections(self) -> int:
+        """Client connections accepted so far."""
+        return len(self._sockets) // 2
+
     def __enter__(self) -> StallProxy:
         threading.Thread(target=self._accept, daemon=True).start()
         return self

@@ -30,6 +30,7 @@ from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.object_journal import ObjectJournal
 from zarrfuse.storage.object_prefetch import ObjectPrefetch
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
+from zarrfuse.storage.request_slots import request_slot
 from zarrfuse.storage.signed_put import SignedPut
 
 __all__ = ["ObjectBackend", "ObjectPartReader"]
@@ -54,9 +55,11 @@ PREFETCH_WAIT = 120.0
 
 
 def _request(what: str, call: Callable[[], T]) -> T:
-    """Run one obstore call; store errors other than "not found" become EIO with the reason."""
+    """Run one obstore call (in a request slot); store errors other than "not found" become
+    EIO with the reason."""
     try:
-        return call()
+        with request_slot():
+            return call()
     except NOT_FOUND:
         raise
     except Exception as e:

@@ -23,6 +23,7 @@ from zarr.storage import FsspecStore
 from zarrfuse.storage.base import Document, PartReader, Stat, write_each
 from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedObjects
 from zarrfuse.storage.http_stat import http_peek, http_stat
+from zarrfuse.storage.request_slots import request_slot
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
 __all__ = ["StoreBackend", "StorePartReader", "fsspec_protocols"]
@@ -141,7 +142,8 @@ class StoreBackend:
 
     def size(self, key: str) -> int | None:
         try:
-            return sync(self.store.getsize(key))
+            with request_slot():
+                return sync(self.store.getsize(key))
         except (FileNotFoundError, IsADirectoryError):
             return None
 
@@ -188,7 +190,8 @@ class StoreBackend:
 
     def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
         # One set() per part: a single PUT on object stores, temp-then-rename on local ones.
-        sync(self.store.set(key, self.prototype.buffer.from_bytes(b"".join(pieces))))
+        with request_slot():
+            sync(self.store.set(key, self.prototype.buffer.from_bytes(b"".join(pieces))))
         return time.time_ns()
 
     def write_parts(
@@ -206,7 +209,8 @@ class StoreBackend:
         return False  # zarr's Store API has no way to set a time
 
     def delete(self, key: str) -> None:
-        sync(self.store.delete(key))
+        with request_slot():
+            sync(self.store.delete(key))
 
     def close(self) -> None:
         # The store belongs to zarr's event loop, which closes with the process.
@@ -219,7 +223,8 @@ def _asked(key: str, request: Coroutine[Any, Any, T]) -> T:
     (a server error, a body cut short, a wrong length) becomes EIO with its reason in one
     line: the operations layer logs it as an expected error, never with a traceback."""
     try:
-        return sync(request)
+        with request_slot():
+            return sync(request)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise
     except OSError as e:
