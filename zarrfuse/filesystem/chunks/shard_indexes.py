@@ -12,8 +12,10 @@ budget across the process and leave once every chunk they hold has been taken.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -62,7 +64,8 @@ class ShardIndexes:
             INDEX_BYTES_KEPT, ttl=ttl, weigh=lambda kept: int(kept.table.nbytes))
         self._changes = 0
         self._lock = threading.Lock()
-        self._fetching: dict[tuple[int, ...], threading.Lock] = {}
+        self._fetching: dict[tuple[int, ...], tuple[threading.Lock, list[int]]] = {}
+        """Shards being fetched: their lock and how many readers hold or wait for it."""
         self._tag = object()
         self._ttl = ttl
 
@@ -71,11 +74,21 @@ class ShardIndexes:
         """How many changes were seen: read before fetching, given to :meth:`keep`."""
         return self._changes
 
-    def fetching(self, shard: tuple[int, ...]) -> threading.Lock:
-        """The lock held while ``shard``'s index or a span of it is fetched: a second
-        reader of the same shard waits for it rather than ask the store again."""
+    @contextlib.contextmanager
+    def fetching(self, shard: tuple[int, ...]) -> Iterator[None]:
+        """Held while ``shard``'s index or a span of it is fetched: a second reader of the
+        same shard waits for it rather than ask the store again."""
         with self._lock:
-            return self._fetching.setdefault(shard, threading.Lock())
+            lock, users = self._fetching.setdefault(shard, (threading.Lock(), [0]))
+            users[0] += 1
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                users[0] -= 1
+                if users[0] == 0:
+                    del self._fetching[shard]
 
     def get(self, shard: tuple[int, ...], stat: Stat | None) -> np.ndarray | None:
         """The kept index of ``shard``, if it was read from the version ``stat`` names
