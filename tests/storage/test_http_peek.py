@@ -56,19 +56,11 @@ def test_an_absent_key_is_none(site):
     assert _peek(f"{site}/nothing-here") is None
 
 
-def test_a_server_error_is_eio_never_absent(tmp_path):
-    (tmp_path / "k").write_bytes(b"abc")
-    with MisbehavingServer(tmp_path) as server:
-        server.modes["k"] = "500"
-        with pytest.raises(OSError) as raised:
-            _peek(f"{server.url}/k")
-        assert raised.value.errno == errno.EIO
-
-
-def test_a_body_cut_short_is_eio(tmp_path):
+@pytest.mark.parametrize("mode", ["500", "truncate"])
+def test_a_server_error_or_a_body_cut_short_is_eio_never_absent(tmp_path, mode):
     (tmp_path / "k").write_bytes(b"x" * 1000)
     with MisbehavingServer(tmp_path) as server:
-        server.modes["k"] = "truncate"
+        server.modes["k"] = mode
         with pytest.raises(OSError) as raised:
             _peek(f"{server.url}/k")
         assert raised.value.errno == errno.EIO
