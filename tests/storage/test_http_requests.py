@@ -103,6 +103,8 @@ def test_a_warm_cache_with_a_metadata_ttl_asks_a_web_server_for_no_chunk(tmp_pat
                 asked.append([line.split('"')[1] for line in log.read_text().splitlines()[before:]
                               if "/a.zarr/c/" in line])
     assert len(asked[0]) >= 12, asked[0]  # the stored chunks were fetched once
+    # each by one GET that also gave its size and time (point 3): before, a HEAD first
+    assert all(request.startswith("GET ") for request in asked[0]), asked[0]
     assert asked[1] == [], asked[1]
 
 

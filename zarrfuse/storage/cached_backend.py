@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from zarrfuse.errors import UnfitDocument
 from zarrfuse.storage.base import Backend, Document, PartReader, Stat
 from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
 
@@ -213,7 +214,11 @@ class CachingBackend:
         return None  # every open asks the store
 
     def read_all(self, key: str) -> bytes | None:
-        stat = self.validator(key, None) or self.stat(key)  # a HEAD costs less than a GET
+        stat = self.validator(key, None)
+        kept = NOT_KEPT if stat is not None else self._kept_stat(key)
+        if stat is None and isinstance(kept, NotKept) and not self.inner.can_list:
+            return self._fetch_whole(key)  # no listing: the GET's answer is the validator
+        stat = stat or self.stat(key)
         if stat is None:
             return None
         reader = CachedPartReader(self, [key], [stat])
@@ -226,6 +231,22 @@ class CachingBackend:
         finally:
             reader.close()
         return bytes(out)
+
+    def _fetch_whole(self, key: str) -> bytes | None:
+        """The object in one request that also says its size and time, its blocks kept."""
+        try:
+            found = self.inner.read_document(key)
+        except UnfitDocument:  # larger than a document: a HEAD, then block by block
+            self._learn(key, None)
+            return self.read_all(key) if self.stat(key) is not None else None
+        stat = None if found is None else Stat(len(found.data), found.mtime_ns)
+        self._learn(key, stat)
+        self._keep_stat(key, stat)
+        if found is not None and stat is not None:
+            for at in range(0, stat.size, BLOCK_SIZE):
+                self.cache.write(self.block_name(key, stat, at // BLOCK_SIZE),
+                                 found.data[at : at + BLOCK_SIZE])
+        return None if found is None else found.data
 
     def read_range(self, key: str, start: int, stop: int) -> bytes:
         """Through the cached blocks (a warm cache asks nothing), by the key's validator."""

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.storage import FsspecStore
 
+from zarrfuse.errors import UnfitDocument
+from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Document, PartReader, Stat, write_each
 from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedObjects
 from zarrfuse.storage.http_stat import http_peek, http_stat
@@ -81,9 +83,10 @@ class StoreBackend:
         assert isinstance(self.store, FsspecStore)
         return f"{self.store.path.rstrip('/')}/{key}"
 
-    def _peek(self, key: str) -> tuple[Stat, bytes | None] | None:
+    def _peek(self, key: str, limit: int = MAX_OBJECT_BYTES) -> tuple[Stat, bytes | None] | None:
+        """A web server's key: its stat, and its bytes if at most ``limit``; one GET."""
         assert isinstance(self.store, FsspecStore)
-        return _asked(key, http_peek(self.store.fs, self._url(key), MAX_OBJECT_BYTES,
+        return _asked(key, http_peek(self.store.fs, self._url(key), limit,
                                      self.fallback_time_ns))
 
     def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
@@ -182,11 +185,18 @@ class StoreBackend:
         return None  # every byte comes from the zarr store
 
     def read_document(self, key: str) -> Document | None:
+        if self._http:  # its bytes and time in one GET
+            found = self._peek(key, MAX_DOCUMENT_BYTES)
+            if found is not None and found[1] is None:
+                raise UnfitDocument(f"{key}: {found[0].size} bytes, over the "
+                                    f"{MAX_DOCUMENT_BYTES} a document may have")
+            return None if found is None else Document(found[1] or b"", found[0].mtime_ns)
         data = self.read_all(key)
         if data is None:
             return None
-        found = self.stat(key)
-        return Document(data, self.fallback_time_ns if found is None else found.mtime_ns)
+        found_stat = self.stat(key)
+        return Document(data, self.fallback_time_ns if found_stat is None
+                        else found_stat.mtime_ns)
 
     def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
         # One set() per part: a single PUT on object stores, temp-then-rename on local ones.
