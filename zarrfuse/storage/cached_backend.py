@@ -232,6 +232,13 @@ class CachingBackend:
             reader.close()
         return bytes(out)
 
+    def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
+        """The inner backend's fetching ahead of the next chunk files, for those whose bytes
+        are not known to be here: a warm cache asks the store for nothing."""
+        if (prefetch := getattr(self.inner, "prefetch_objects", None)) is not None:
+            prefetch([(key, size) for key, size in objects if self.validator(key, None) is None
+                      and isinstance(self._kept_stat(key), NotKept)])
+
     def _fetch_whole(self, key: str) -> bytes | None:
         """The object in one request that also says its size and time, its blocks kept."""
         try:
@@ -254,10 +261,8 @@ class CachingBackend:
         if stat is None:
             raise FileNotFoundError(key)
         if stop > stat.size:
-            raise OSError(errno.EIO, f"{key}: asked for bytes {start}-{stop}, "
-                                     f"it has {stat.size}")
-        out = bytearray(stop - start)
-        reader = CachedPartReader(self, [key], [stat])
+            raise OSError(errno.EIO, f"{key}: asked for bytes {start}-{stop} of {stat.size}")
+        out, reader = bytearray(stop - start), CachedPartReader(self, [key], [stat])
         try:
             reader.read_into(0, start, memoryview(out))
         finally:

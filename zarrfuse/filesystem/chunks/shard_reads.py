@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from zarrfuse.api.shard_index import ShardGeometry, merge_ranges
+from zarrfuse.api.shard_index import MERGE_GAP, ShardGeometry, merge_ranges
 from zarrfuse.errors import CorruptChunk
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
@@ -119,6 +119,8 @@ class ShardReads:
         if not ranges:
             return None
         start, stop = min(r[1] for r in ranges), max(r[2] for r in ranges)
+        if stop - start > sum(r[2] - r[1] for r in ranges) + MERGE_GAP:
+            return None  # chunks scattered (or an index naming far offsets): run by run
         try:
             data = self._request(functools.partial(
                 self.stored.backend.read_range, key, start, stop))
