@@ -143,6 +143,12 @@ def _copy_seconds(source: Path, target: Path) -> float:
     return took
 
 
+def _ls_seconds(folder: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(["ls", "-l", str(folder)], check=True, timeout=600, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
 def _copies(work: Path, delay_ms: float, rounds: int) -> None:
     """Issue 32, point 5: cp -r of 64 chunk files, zarrfuse's raw view against rclone."""
     import zarr  # noqa: PLC0415
@@ -150,7 +156,8 @@ def _copies(work: Path, delay_ms: float, rounds: int) -> None:
     data = np.random.default_rng(2).integers(0, 60000, (256, 64 * 256)).astype("u2")
     zarr.create_array(work / "www" / "cp.zarr", data=data, chunks=(256, 256))
     target = Path("/dev/shm") / f"zarrfuse-http-copy-{os.getpid()}"
-    times: dict[str, list[float]] = {"zarrfuse": [], "rclone": []}
+    times: dict[str, list[float]] = {"zarrfuse": [], "rclone": [], "zarrfuse ls": [],
+                                     "rclone ls": []}
     asked: list[int] = []
     log = work / "nginx" / "access.log"
     with nginx(work / "www", work / "nginx", autoindex=True) as url, \
@@ -164,11 +171,21 @@ def _copies(work: Path, delay_ms: float, rounds: int) -> None:
                                  for line in log.read_text().splitlines()[before:]))
             with _rclone(f"{proxy.url}/cp.zarr/c/0/", work / f"r{round_}") as mnt:
                 times["rclone"].append(_copy_seconds(mnt, target))
-    zarrfuse, rclone = (statistics.median(times[k]) for k in ("zarrfuse", "rclone"))
+            with mounted(f"{proxy.url}/cp.zarr", work / f"zl{round_}", "--read-only") as mnt:
+                folder = next(Path(d) for d, _, files in os.walk(mnt) if len(files) == 64)
+            with mounted(f"{proxy.url}/cp.zarr", work / f"zl{round_}", "--read-only") as mnt:
+                times["zarrfuse ls"].append(_ls_seconds(mnt / folder.relative_to(
+                    work / f"zl{round_}")))
+            with _rclone(f"{proxy.url}/cp.zarr/c/0/", work / f"rl{round_}") as mnt:
+                times["rclone ls"].append(_ls_seconds(mnt))
+    zarrfuse, rclone, zls, rls = (statistics.median(times[k]) for k in (
+        "zarrfuse", "rclone", "zarrfuse ls", "rclone ls"))
     print(f"cp -r of 64 chunk files, fresh mounts, {delay_ms:g} ms per request, median of "
           f"{rounds}")
     print(f"  zarrfuse {zarrfuse:6.2f} s (chunk requests {asked})   rclone {rclone:6.2f} s   "
           f"pace / rclone's: {rclone / zarrfuse:.2f}x (floor: 1.0x)")
+    print(f"  ls -l of the same directory, fresh mounts: zarrfuse {zls:6.2f} s   rclone "
+          f"{rls:6.2f} s")
 
 
 @contextlib.contextmanager

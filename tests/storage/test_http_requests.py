@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -130,3 +131,67 @@ def test_copying_a_directory_of_chunk_files_asks_once_per_file(tmp_path):
     gets = [line.split('"')[1].split()[1] for line in lines if '"GET ' in line]
     assert len(heads) <= 1, lines  # the first file's lookup; before: one per file (24)
     assert len(gets) == len(set(gets)) == 24, lines  # each file once
+
+
+def test_a_lookup_asks_for_the_next_files_sizes_together_and_each_once(tmp_path):
+    """A web server says a file's size per key, and the kernel looks files up one at a time
+    (``ls -l``, a file manager, ``find``): a round trip per file, one after another. The
+    lookup of one chunk file now asks for the next 8 files' sizes with it, at once; the
+    lookups that follow wait for those answers instead of asking again."""
+    data = np.random.default_rng(5).integers(0, 60000, (64, 24 * 64)).astype("u2")
+    zarr.create_array(tmp_path / "www" / "r.zarr", data=data, chunks=(64, 64))
+    log = tmp_path / "nginx" / "access.log"
+    with nginx(tmp_path / "www", tmp_path / "nginx") as url:
+        with mounted(f"{url}/r.zarr", tmp_path / "first", "--read-only") as mnt:
+            folder = next(Path(d) for d, _, files in os.walk(mnt) if len(files) == 24)
+            where, names = folder.relative_to(mnt), sorted(os.listdir(folder), key=int)
+        with mounted(f"{url}/r.zarr", tmp_path / "mnt", "--read-only") as mnt:
+            folder = mnt / where  # looked up by name: no directory listing first
+            before = log.read_text().count("\n")
+            size = os.stat(folder / names[0]).st_size  # one lookup
+            time.sleep(0.5)  # the sizes asked ahead arrive
+            ahead = [line.split('"')[1].split()[1]
+                     for line in log.read_text().splitlines()[before:] if "/r.zarr/c/" in line]
+            sizes = {name: os.stat(folder / name).st_size for name in names}  # as ls -l does
+            asked = [line.split('"')[1].split()[1]
+                     for line in log.read_text().splitlines()[before:] if "/r.zarr/c/" in line]
+    assert size == len((tmp_path / "www" / "r.zarr" / "c" / "0" / "0").read_bytes())
+    assert [f"/r.zarr/c/0/{i}" for i in range(9)] == sorted(
+        ahead, key=lambda key: int(key.rsplit("/", 1)[1])), ahead
+    assert len(asked) == len(set(asked)) == 24, asked  # each file's size asked once
+    stored = {i: len((tmp_path / "www" / "r.zarr" / "c" / "0" / str(i)).read_bytes())
+              for i in range(24)}
+    assert sorted(sizes.values()) == sorted(stored.values())
+
+
+def test_copying_chunk_files_through_a_cache_fetches_ahead_cold_and_asks_nothing_warm(tmp_path):
+    """The next chunk files are fetched ahead under ``--cache-dir`` too, for the files whose
+    bytes are not in the cache: a cold copy GETs each file once, a warm one asks nothing."""
+    data = np.random.default_rng(7).integers(0, 60000, (64, 24 * 64)).astype("u2")
+    zarr.create_array(tmp_path / "www" / "r.zarr", data=data, chunks=(64, 64))
+    log = tmp_path / "nginx" / "access.log"
+    args = ("--read-only", "--cache-dir", str(tmp_path / "cache"), "--metadata-ttl", "600")
+    asked, ahead = [], []
+    with nginx(tmp_path / "www", tmp_path / "nginx") as url:
+        for mount in ("cold", "warm"):
+            with mounted(f"{url}/r.zarr", tmp_path / mount, *args) as mnt:
+                folder = next(Path(d) for d, _, files in os.walk(mnt) if len(files) == 24)
+                before = log.read_text().count("\n")
+                first = sorted(os.listdir(folder), key=int)[0]
+                (folder / first).read_bytes()  # read to its end: the next files come ahead
+                time.sleep(0.5)
+                ahead.append(sum('"GET ' in line for line in log.read_text().splitlines()[before:]
+                                 if "/r.zarr/c/" in line))
+                subprocess.run(["cp", "-r", str(folder), str(tmp_path / f"copy-{mount}")],
+                               check=True, timeout=60)
+                asked.append([line.split('"')[1] for line in
+                              log.read_text().splitlines()[before:] if "/r.zarr/c/" in line])
+    gets = [request for request in asked[0] if request.startswith("GET ")]
+    assert ahead[0] == 1 + 8, asked[0]  # the file read, and the 8 after it, ahead
+    assert len(gets) == len(set(gets)) == 24, asked[0]
+    assert asked[1] == [], asked[1]
+    for mount in ("cold", "warm"):
+        copied = sorted(p.read_bytes() for p in (tmp_path / f"copy-{mount}").iterdir())
+        stored = sorted((tmp_path / "www" / "r.zarr" / "c" / "0" / str(i)).read_bytes()
+                        for i in range(24))
+        assert copied == stored, mount

@@ -21,9 +21,10 @@ from typing import Any
 
 from zarrfuse.errors import UnfitDocument
 from zarrfuse.storage.base import Backend, Document, PartReader, Stat
+from zarrfuse.storage.cached_reads import CachedPartReader
 from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
 
-__all__ = ["CachedPartReader", "CachingBackend"]
+__all__ = ["CachingBackend"]
 
 VALIDATORS_KEPT = 1 << 20
 """Keys whose last listed validator is remembered (about 150 bytes each)."""
@@ -233,11 +234,16 @@ class CachingBackend:
         return bytes(out)
 
     def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
-        """The inner backend's fetching ahead of the next chunk files, for those whose bytes
-        are not known to be here: a warm cache asks the store for nothing."""
+        """The inner backend's fetching ahead of the next chunk files, for those whose last
+        block is not here: a warm cache asks the store for nothing."""
         if (prefetch := getattr(self.inner, "prefetch_objects", None)) is not None:
-            prefetch([(key, size) for key, size in objects if self.validator(key, None) is None
-                      and isinstance(self._kept_stat(key), NotKept)])
+            prefetch([(key, size) for key, size in objects if not self._held_whole(key)])
+
+    def _held_whole(self, key: str) -> bool:
+        kept = self._kept_stat(key)
+        stat = self.validator(key, None) or (kept if isinstance(kept, Stat) else None)
+        return stat is not None and self.cache.holds(
+            self.block_name(key, stat, max(stat.size - 1, 0) // BLOCK_SIZE))
 
     def _fetch_whole(self, key: str) -> bytes | None:
         """The object in one request that also says its size and time, its blocks kept."""
@@ -323,77 +329,3 @@ class CachingBackend:
     def close(self) -> None:
         self._save_stats()
         self.inner.close()
-
-
-class CachedPartReader:
-    """Parts read block by block from the cache; a missing block is read through the inner
-    backend's reader (with its read-ahead) and kept."""
-
-    def __init__(
-        self, backend: CachingBackend, keys: Sequence[str], stats: Sequence[Stat | None]
-    ) -> None:
-        self.backend = backend
-        self.keys = list(keys)
-        self.stats = list(stats)
-        self.sizes = tuple(None if s is None else s.size for s in stats)
-        self._inner: PartReader | None = None
-
-    def _fetch(self, part: int, start: int, out: memoryview) -> None:
-        if self._inner is None:
-            self._inner = self.backend.inner.open_reader(self.keys, self.sizes)
-        self._inner.read_into(part, start, out)
-
-    def _blocks(self, part: int, start: int, count: int) -> list[tuple[int, int, int, int]]:
-        """(block, its length, offset in it, bytes to take) covering ``start..+count``."""
-        size = self.sizes[part] or 0
-        out = []
-        position, end = start, min(start + count, size)
-        while position < end:
-            block = position // BLOCK_SIZE
-            length = min(BLOCK_SIZE, size - block * BLOCK_SIZE)
-            offset = position - block * BLOCK_SIZE
-            take = min(length - offset, end - position)
-            out.append((block, length, offset, take))
-            position += take
-        return out
-
-    def read_into_nowait(self, part: int, start: int, out: memoryview) -> int:
-        stat = self.stats[part]
-        if stat is None:
-            return 0
-        done = 0
-        for block, length, offset, take in self._blocks(part, start, len(out)):
-            name = self.backend.block_name(self.keys[part], stat, block)
-            got = self.backend.cache.read(name, length, offset, out[done : done + take],
-                                          nowait=True)
-            done += got
-            if got < take:
-                break
-        return done
-
-    def read_into(self, part: int, start: int, out: memoryview) -> None:
-        stat = self.stats[part]
-        if stat is None:
-            self._fetch(part, start, out)
-            return
-        done = 0
-        for block, length, offset, take in self._blocks(part, start, len(out)):
-            name = self.backend.block_name(self.keys[part], stat, block)
-            target = out[done : done + take]
-            if self.backend.cache.read(name, length, offset, target, nowait=False) < take:
-                whole = bytearray(length)
-                self._fetch(part, block * BLOCK_SIZE, memoryview(whole))
-                self.backend.cache.write(name, whole)
-                target[:] = memoryview(whole)[offset : offset + take]
-            done += take
-        if done < len(out):  # past the end: the inner reader says how
-            self._fetch(part, start + done, out[done:])
-
-    def release(self) -> None:
-        if self._inner is not None:
-            self._inner.release()
-
-    def close(self) -> None:
-        if self._inner is not None:
-            self._inner.close()
-            self._inner = None

@@ -65,6 +65,10 @@ class DiskCache:
     def _path(self, name: str) -> Path:
         return self._blocks / name[:2] / name[2:]
 
+    def holds(self, name: str) -> bool:
+        """Whether the block ``name`` is on disk (a stat, nothing read)."""
+        return self._path(name).exists()
+
     # --- reading -----------------------------------------------------------------------------
 
     def read(self, name: str, length: int, offset: int, out: memoryview, *, nowait: bool) -> int:

@@ -28,6 +28,7 @@ from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.grid_order import after
 from zarrfuse.filesystem.chunks.part_opening import ChunkKeys, NotCached, PartOpening, read_parts
 from zarrfuse.filesystem.chunks.shard_indexes import ShardIndexes
+from zarrfuse.filesystem.chunks.stat_ahead import StatAhead
 from zarrfuse.filesystem.chunks.whole_chunks import WholeChunks
 from zarrfuse.storage.base import Backend, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
@@ -83,6 +84,9 @@ class StoredChunks:
         # caches: every mount (``local_warming``).
         self._prefetch = None if open_chunks is None else getattr(backend, "prefetch_objects", None)
         self._warm_after = getattr(backend, "warm_after", None)
+        self._stat_ahead = None if self._prefetch is None or backend.can_list else StatAhead(
+            grid, self._sizes, self._stat_one)
+        """Read-only mounts of stores that cannot list: the next chunks' sizes asked ahead."""
         self._opening = PartOpening(backend, self.parts, self.counters)
         self._whole = WholeChunks(backend, self.parts, self._opening, self.keys_of, self.counters)
         self.listings = ChunkListings(
@@ -153,6 +157,9 @@ class StoredChunks:
         stat a file right after writing it, and a worker-thread stat costs 0.1-0.2 ms where
         the remembered answer costs nothing (measured with ``cp``).
         """
+        if self._stat_ahead is not None:
+            await self._stat_ahead.wait(coords)
+            self._stat_ahead.after(coords)
         known = self._sizes.get(coords)
         if known is not None:
             self.counters.cache["size_hit"] += 1
@@ -168,6 +175,9 @@ class StoredChunks:
         return stat
 
     # --- reading -------------------------------------------------------------------------
+
+    async def _stat_one(self, coords: tuple[int, ...]) -> Stat | None:
+        return logical_stat(await self._run(self._stat_parts, self.part_keys(coords)))
 
     def _stat_parts(self, keys: Sequence[str]) -> list[Stat | None]:
         return [self.backend.stat(k) for k in keys]

@@ -1,0 +1,66 @@
+"""The next chunk files' sizes asked together, on a store that cannot list.
+
+A web server says a file's size only per key (a HEAD), and the kernel looks files up one at
+a time: ``ls -l``, a file manager opening a directory, ``find`` or a tool that walks a tree
+before reading it paid one round trip per file, one after another. When one chunk's size is
+asked, the next ``STAT_AHEAD`` chunks in grid order (the order the directory lists them) are
+asked too, all at once, in the background; a lookup of one of them waits for its answer
+rather than ask again. Read-only mounts of stores that cannot list only (the chunk source
+asks for it there): nothing is learnt that a write through the mount could make stale.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes
+from zarrfuse.filesystem.chunks.grid_order import after
+from zarrfuse.storage.base import Stat
+
+__all__ = ["STAT_AHEAD", "StatAhead"]
+
+STAT_AHEAD = 8
+"""Chunks after the one asked whose sizes are asked with it."""
+
+Coords = tuple[int, ...]
+
+
+class StatAhead:
+    """Sizes of the chunks after one asked, asked ahead into ``sizes``."""
+
+    def __init__(
+        self,
+        grid: Coords,
+        sizes: KnownSizes,
+        stat: Callable[[Coords], Awaitable[Stat | None]],
+    ) -> None:
+        self._grid = grid
+        self._sizes = sizes
+        self._stat = stat
+        self._asking: dict[Coords, trio.Event] = {}
+
+    async def wait(self, coords: Coords) -> None:
+        """Until the size of ``coords``, if asked ahead, is known (or its ask failed)."""
+        event = self._asking.get(coords)
+        if event is not None:
+            await event.wait()
+
+    def after(self, coords: Coords) -> None:
+        """``coords``' size was asked: ask the next chunks' in the background."""
+        for following in after(coords, self._grid, STAT_AHEAD):
+            if following in self._asking or self._sizes.get(following) is not None:
+                continue
+            self._asking[following] = trio.Event()
+            trio.lowlevel.spawn_system_task(self._ask, following)
+
+    async def _ask(self, coords: Coords) -> None:
+        try:
+            asked = time.monotonic()
+            self._sizes.put(coords, await self._stat(coords), learnt=asked)
+        except Exception:  # noqa: BLE001  (a guess: the lookup itself asks again, and says why)
+            pass
+        finally:
+            self._asking.pop(coords).set()
