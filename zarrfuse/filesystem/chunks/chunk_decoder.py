@@ -168,12 +168,13 @@ class ChunkDecoder:
                 out[c] = value[tuple(slice(0, r.stop - r.start) for r in region)]
             return out
 
-        if self.stored.backend.remote:
+        async with self.stored.unchanged(groups):  # an index and its ranges: one version
+            if not self.stored.backend.remote:
+                return await self._in_threads(lambda some: decode(fetch(some)), jobs)
             # Waiting on the network holds no CPU slot: every batch's requests in flight
             # together (the fetch pool bounds them), then decoded on every core.
             fetched = await trio.to_thread.run_sync(fetch, jobs, abandon_on_cancel=True)
-            return await self._in_threads(decode, fetched)
-        return await self._in_threads(lambda some: decode(fetch(some)), jobs)
+        return await self._in_threads(decode, fetched)
 
     async def _listed(self, shard: Coords) -> Stat | None:
         """The shard's size and time as a listing says; on a remote store only one already

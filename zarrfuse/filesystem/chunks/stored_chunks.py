@@ -249,10 +249,7 @@ class StoredChunks:
         from worker threads while the block runs: a thread hop per chunk (``read_all``) costs
         more than reading a small chunk, and a thread that decodes what it read keeps every
         core busy. Each chunk is read between two commits, as ``open`` does."""
-        async with contextlib.AsyncExitStack() as stack:
-            if self._open_cache is None:  # writable: a commit may run meanwhile
-                for c in sorted(set(coords)):  # one order for every caller: no deadlock
-                    await stack.enter_async_context(self._locked(c))
+        async with self.unchanged(coords):
             # A single unsized part is read whole, unchecked: no listed sizes needed.
             whole = len(self.parts.parts) == 1 and self.parts.parts[0].size is None
             listed = {
@@ -264,6 +261,16 @@ class StoredChunks:
                 return self._whole.read(some, [listed[c] for c in some])
 
             yield read
+
+    @asynccontextmanager
+    async def unchanged(self, coords: Collection[tuple[int, ...]]) -> AsyncIterator[None]:
+        """No commit of these chunks runs while the block does (writable mounts: a read of
+        a shard's index and then its ranges sees one version)."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self._open_cache is None:  # writable: a commit may run meanwhile
+                for c in sorted(set(coords)):  # one order for every caller: no deadlock
+                    await stack.enter_async_context(self._locked(c))
+            yield
 
     # --- writing -------------------------------------------------------------------------
 
