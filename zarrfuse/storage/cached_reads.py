@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from zarrfuse.storage.base import PartReader, Stat
-from zarrfuse.storage.disk_cache import BLOCK_SIZE
+from zarrfuse.storage.base import Backend, PartReader, Stat
+from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
 
-if TYPE_CHECKING:
-    from zarrfuse.storage.cached_backend import CachingBackend
+__all__ = ["BlockStore", "CachedPartReader"]
 
-__all__ = ["CachedPartReader"]
+
+class BlockStore(Protocol):
+    """What the reader needs of the caching backend: its cache, block names, the store."""
+
+    inner: Backend
+    cache: DiskCache
+
+    def block_name(self, key: str, stat: Stat, block: int) -> str: ...
 
 
 class CachedPartReader:
@@ -19,7 +25,7 @@ class CachedPartReader:
     backend's reader (with its read-ahead) and kept."""
 
     def __init__(
-        self, backend: CachingBackend, keys: Sequence[str], stats: Sequence[Stat | None]
+        self, backend: BlockStore, keys: Sequence[str], stats: Sequence[Stat | None]
     ) -> None:
         self.backend = backend
         self.keys = list(keys)
