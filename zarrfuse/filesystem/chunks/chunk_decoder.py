@@ -157,16 +157,7 @@ class ChunkDecoder:
             return out
 
         def decode(pieces: list[tuple[Coords, Stored]]) -> dict[Coords, np.ndarray]:
-            out = {}
-            for c, data in pieces:
-                if data is None:
-                    out[c] = self._fill(c)
-                    continue
-                with self._decoding(c):
-                    value = shards.geometry.inner.decode(data)
-                region = chunk_region(c, self.chunks, self.shape)
-                out[c] = value[tuple(slice(0, r.stop - r.start) for r in region)]
-            return out
+            return self._decode_raw(pieces, shards.geometry.inner)
 
         async with self.stored.unchanged(groups):  # an index and its ranges: one version
             if not self.stored.backend.remote:
@@ -208,22 +199,27 @@ class ChunkDecoder:
             raise _first_leaf(group) from None
         return results
 
-    def _decode_raw(self, jobs: list[tuple[Coords, bytes | None]]) -> dict[Coords, np.ndarray]:
-        assert self._sync is not None
+    def _decode_raw(
+        self, jobs: Sequence[tuple[Coords, Stored]], decoder: SyncChunkDecoder | None = None
+    ) -> dict[Coords, np.ndarray]:
+        """Each chunk's stored bytes decoded (by ``decoder``: a shard's inner chunks; else
+        the array's own) and cropped to the array bounds; the fill value where None."""
+        decoder = decoder or self._sync
+        assert decoder is not None
         out = {}
         stored = [(coords, data) for coords, data in jobs if data is not None]
         for coords, data in jobs:
-            if data is None:  # removed since the listing
+            if data is None:  # removed since the listing, or not stored in its shard
                 out[coords] = self._fill(coords)
         try:
-            values = self._sync.decode_batch([data for _, data in stored])
+            values = decoder.decode_batch([data for _, data in stored])
         except (ZarrFuseError, MemoryError):
             raise
         except Exception:  # noqa: BLE001  # a chunk does not decode: find which, one by one
             values = []
             for coords, data in stored:
                 with self._decoding(coords):
-                    values.append(self._sync.decode(data))
+                    values.append(decoder.decode(data))
         for (coords, _), value in zip(stored, values, strict=True):
             region = chunk_region(coords, self.chunks, self.shape)
             out[coords] = value[tuple(slice(0, r.stop - r.start) for r in region)]
