@@ -61,6 +61,7 @@ def test_an_inner_chunk_of_the_fill_value_is_not_stored_and_has_no_range(tmp_pat
     assert geometry is not None
     table = geometry.index_from_shard(_shard_bytes(tmp_path, "c/0/0"))
     assert [row for row, _, _ in geometry.ranges(table, range(16))] == [0]
+    assert geometry.stored_rows(table) == {0}
 
 
 @pytest.mark.filterwarnings("ignore:Combining a `sharding_indexed` codec")

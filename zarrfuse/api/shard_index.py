@@ -149,6 +149,10 @@ class ShardGeometry:
         """The index row of the inner chunk at ``local`` (coordinates within its shard)."""
         return int(np.ravel_multi_index(tuple(local), self.per_shard))
 
+    def stored_rows(self, table: np.ndarray) -> set[int]:
+        """The index rows of the inner chunks that are stored."""
+        return {int(row) for row in np.flatnonzero(table[:, 0] != EMPTY)}
+
     def ranges(self, table: np.ndarray, rows: Sequence[int]) -> list[tuple[int, int, int]]:
         """(row, start, stop) of each stored inner chunk among ``rows``."""
         out = []

@@ -113,8 +113,8 @@ class ShardReads:
     ) -> tuple[int, bytes | memoryview] | None:
         """One range holding ``wanted`` and every stored chunk not fetched yet, kept for
         the readers that will want them; None if the shard is gone."""
-        every = {row for row, _, _ in self.geometry.ranges(table, range(self.geometry.count))}
-        rest = self.stored.shard_indexes.unfetched(shard, every) | wanted
+        rest = self.stored.shard_indexes.unfetched(
+            shard, self.geometry.stored_rows(table)) | wanted
         ranges = self.geometry.ranges(table, sorted(rest))
         if not ranges:
             return None
@@ -133,7 +133,7 @@ class ShardReads:
     def _fetched(self, shard: Coords, table: np.ndarray, wanted: set[int], changes: int,
                  whole: tuple[int, bytes | memoryview]) -> None:
         """A whole shard was fetched for ``wanted``: kept for the rest of its chunks."""
-        every = {row for row, _, _ in self.geometry.ranges(table, range(self.geometry.count))}
+        every = self.geometry.stored_rows(table)
         self.stored.shard_indexes.fetched(shard, every, changes, whole, every - wanted)
 
     def _local(self, coords: Coords) -> Coords:
@@ -164,7 +164,8 @@ class ShardReads:
 
 @contextlib.contextmanager
 def _naming(key: str) -> Iterator[None]:
-    """A shard's index that does not decode, or cannot be read, named by its key."""
+    """A shard's index that does not decode, or names what no shard holds: named by its
+    shard's key."""
     try:
         yield
     except CorruptChunk as e:
