@@ -96,7 +96,7 @@ class ShardIndexes:
         kept = self._kept.get(shard)
         if kept is None:
             return None
-        if stat is not None and kept.stat is not None and stat != kept.stat:
+        if _other_version(stat, kept.stat):
             self.drop(shard)
             return None
         return kept.table
@@ -118,7 +118,7 @@ class ShardIndexes:
             if entry is None:
                 return None
             at, kept = entry
-            if (stat is not None and kept.stat is not None and stat != kept.stat) or (
+            if _other_version(stat, kept.stat) or (
                 self._ttl is not None and time.monotonic() - at >= self._ttl
             ):
                 _SPANS.drop(key)
@@ -158,3 +158,9 @@ class ShardIndexes:
             self._changes += 1
             self._kept.drop(shard)
             _SPANS.drop((self._tag, shard))
+
+
+def _other_version(listed: Stat | None, kept: Stat | None) -> bool:
+    """Whether what was kept was read from another version of the shard than the one a
+    listing says is stored now (unknown on either side: the TTL alone decides)."""
+    return listed is not None and kept is not None and listed != kept
