@@ -170,13 +170,14 @@ class StoredChunks:
             return logical_stat(listed)
         self.counters.store["stat"] += len(keys)
         asked = time.monotonic()
-        stat = logical_stat(await self._run(self._stat_parts, keys))
+        stat = await self._stat_one(coords)
         self._sizes.put(coords, stat, learnt=asked)
         return stat
 
     # --- reading -------------------------------------------------------------------------
 
     async def _stat_one(self, coords: tuple[int, ...]) -> Stat | None:
+        """The chunk's logical stat, its parts asked in a worker thread."""
         return logical_stat(await self._run(self._stat_parts, self.part_keys(coords)))
 
     def _stat_parts(self, keys: Sequence[str]) -> list[Stat | None]:
