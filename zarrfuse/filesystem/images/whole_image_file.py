@@ -91,10 +91,11 @@ class WholeImage:
         the kernel sends a reader's next requests two or more at a time, so a read that
         starts up to a window before this point is sequential too."""
         self._ahead_until = 0
+        """How far read-ahead has been asked for (a file offset)."""
         self._windows_ahead = REMOTE_AHEAD_WINDOWS if any(
             level.stored is not None and level.stored.backend.remote for level in self.levels
         ) else AHEAD_WINDOWS
-        """How far read-ahead has been asked for (a file offset)."""
+        """Windows kept decoding ahead: more where each costs a round trip."""
 
     @property
     def size(self) -> int:
