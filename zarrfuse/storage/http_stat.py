@@ -62,10 +62,8 @@ async def http_peek(
             modified = r.headers.get("Last-Modified")
             if status in ABSENT_STATUSES:
                 return None
-            if status == 416:  # nothing to give from byte 0: an empty object
+            if status in (206, 416):  # 416: nothing to give from byte 0, an empty object
                 total: int | None = _range_total(r.headers.get("Content-Range"))
-            elif status == 206:
-                total = _range_total(r.headers.get("Content-Range"))
             elif status == 200:
                 total = r.content_length
             else:
