@@ -145,8 +145,7 @@ class StoreBackend:
 
     def size(self, key: str) -> int | None:
         try:
-            with request_slot():
-                return sync(self.store.getsize(key))
+            return _in_slot(self.store.getsize(key))
         except (FileNotFoundError, IsADirectoryError):
             return None
 
@@ -200,8 +199,7 @@ class StoreBackend:
 
     def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
         # One set() per part: a single PUT on object stores, temp-then-rename on local ones.
-        with request_slot():
-            sync(self.store.set(key, self.prototype.buffer.from_bytes(b"".join(pieces))))
+        _in_slot(self.store.set(key, self.prototype.buffer.from_bytes(b"".join(pieces))))
         return time.time_ns()
 
     def write_parts(
@@ -219,8 +217,7 @@ class StoreBackend:
         return False  # zarr's Store API has no way to set a time
 
     def delete(self, key: str) -> None:
-        with request_slot():
-            sync(self.store.delete(key))
+        _in_slot(self.store.delete(key))
 
     def close(self) -> None:
         # The store belongs to zarr's event loop, which closes with the process.
@@ -233,8 +230,7 @@ def _asked(key: str, request: Coroutine[Any, Any, T]) -> T:
     (a server error, a body cut short, a wrong length) becomes EIO with its reason in one
     line: the operations layer logs it as an expected error, never with a traceback."""
     try:
-        with request_slot():
-            return sync(request)
+        return _in_slot(request)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise
     except OSError as e:
@@ -243,6 +239,12 @@ def _asked(key: str, request: Coroutine[Any, Any, T]) -> T:
         raise OSError(errno.EIO, f"{key}: {_reason(e)}") from e
     except Exception as e:
         raise OSError(errno.EIO, f"{key}: {_reason(e)}") from e
+
+
+def _in_slot(request: Coroutine[Any, Any, T]) -> T:
+    """One store request on zarr's event loop, holding one of the mount's request slots."""
+    with request_slot():
+        return sync(request)
 
 
 def _reason(e: BaseException) -> str:
