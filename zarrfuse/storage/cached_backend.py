@@ -222,13 +222,17 @@ class CachingBackend:
         stat = stat or self.stat(key)
         if stat is None:
             return None
-        reader = CachedPartReader(self, [key], [stat])
         try:
-            out = bytearray(stat.size)
-            reader.read_into(0, 0, memoryview(out))
+            return self._read_blocks(key, stat, 0, stat.size)
         except OSError:  # gone or replaced since the listing: the store decides
             self._learn(key, None)
             return self.inner.read_all(key)
+
+    def _read_blocks(self, key: str, stat: Stat, start: int, stop: int) -> bytes:
+        """Bytes ``[start, stop)`` of the version ``stat`` names, through the cached blocks."""
+        out, reader = bytearray(stop - start), CachedPartReader(self, [key], [stat])
+        try:
+            reader.read_into(0, start, memoryview(out))
         finally:
             reader.close()
         return bytes(out)
@@ -268,18 +272,13 @@ class CachingBackend:
             raise FileNotFoundError(key)
         if stop > stat.size:
             raise OSError(errno.EIO, f"{key}: asked for bytes {start}-{stop} of {stat.size}")
-        out, reader = bytearray(stop - start), CachedPartReader(self, [key], [stat])
-        try:
-            reader.read_into(0, start, memoryview(out))
-        finally:
-            reader.close()
-        return bytes(out)
+        return self._read_blocks(key, stat, start, stop)
 
     def read_tail(self, key: str, count: int) -> tuple[bytes, int | None] | None:
         stat = self.validator(key, None) or self.stat(key)
         if stat is None:
             return None
-        return self.read_range(key, max(stat.size - count, 0), stat.size), stat.size
+        return self._read_blocks(key, stat, max(stat.size - count, 0), stat.size), stat.size
 
     def read_held(self, key: str) -> bytes | None:
         """The object from its cached blocks, if a listing gave its validator and every
