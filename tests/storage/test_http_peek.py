@@ -1,19 +1,30 @@
-"""One GET that tells a web server key's size and time and brings a small object's bytes
-(issue 32, points 3 and 5): what the next chunk files are fetched ahead with, so that a
-tool copying a directory pays no HEAD and no second request per file."""
+"""What one request to a web server tells (issue 32, points 3, 5 and 6): one GET gives a key's
+size and time and brings a small object's bytes, what the next chunk files are fetched ahead
+with, so that a tool copying a directory pays no HEAD and no second request per file; only
+404 and 410 mean absent, and every other failure is EIO, never a fill value."""
 
 from __future__ import annotations
 
 import errno
 import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import fsspec
 import pytest
 
 from tests.http_servers import MisbehavingServer, nginx
+from zarrfuse.api.arrays import open_store_path
+from zarrfuse.storage import backend_for
 from zarrfuse.storage.http_prefetch import NotPeeked, PeekedObjects
-from zarrfuse.storage.http_stat import http_peek, http_stat
+from zarrfuse.storage.objects import ObjectBackend
 from zarrfuse.zarr_compat import sync
+
+
+def _web(url: str) -> ObjectBackend:
+    store_path = sync(open_store_path(url, mode="r"))
+    backend = backend_for(store_path.store, path=store_path.path)
+    assert isinstance(backend, ObjectBackend) and backend.web
+    return backend
 
 
 @pytest.fixture(scope="module")
@@ -23,46 +34,93 @@ def site(tmp_path_factory):
     (root / "large").write_bytes(os.urandom(5000))
     (root / "empty").write_bytes(b"")
     with nginx(root, tmp_path_factory.mktemp("nginx")) as url:
-        yield url
+        yield _web(url)
 
 
-def _peek(url: str, limit: int = 4096):
-    fs = fsspec.filesystem("http", asynchronous=True)
-    return sync(http_peek(fs, url, limit, 7))
-
-
-def _head(url: str):
-    return sync(http_stat(fsspec.filesystem("http", asynchronous=True), url, 7))
+def _peek(backend: ObjectBackend, key: str, limit: int = 4096):
+    return backend._send_peek(key, limit).result(30)
 
 
 def test_a_small_object_comes_whole_with_the_size_and_time_a_head_gives(site):
-    stat, body = _peek(f"{site}/small")
+    stat, body = _peek(site, "small")
     assert body == bytes(range(256)) * 4
-    assert stat == _head(f"{site}/small")  # size and Last-Modified alike
-    assert stat.mtime_ns != 7
+    assert stat == site.stat("small")  # size, Last-Modified and ETag alike
+    assert stat.mtime_ns > 0
 
 
 def test_a_larger_object_says_its_size_and_brings_no_bytes(site):
-    stat, body = _peek(f"{site}/large")
+    stat, body = _peek(site, "large")
     assert stat.size == 5000 and body is None
 
 
 def test_an_empty_object_is_empty_not_an_error(site):
-    stat, body = _peek(f"{site}/empty")
+    stat, body = _peek(site, "empty")
     assert stat.size == 0 and body == b""
+    assert site.read_all("empty") == b""
 
 
 def test_an_absent_key_is_none(site):
-    assert _peek(f"{site}/nothing-here") is None
+    assert _peek(site, "nothing-here") is None
+    assert site.stat("nothing-here") is None
+    assert site.read_all("nothing-here") is None
+    assert site.read_document("nothing-here") is None
 
 
-@pytest.mark.parametrize("mode", ["500", "truncate"])
+def test_a_web_server_is_never_listed(site):
+    assert not site.can_list and not site.stat_by_listing
+
+
+@pytest.mark.parametrize("mode", ["500", "truncate", "loop", "long-length"])
 def test_a_server_error_or_a_body_cut_short_is_eio_never_absent(tmp_path, mode):
     (tmp_path / "k").write_bytes(b"x" * 1000)
     with MisbehavingServer(tmp_path) as server:
         server.modes["k"] = mode
+        backend = _web(server.url)
+        for ask in (lambda: _peek(backend, "k"), lambda: backend.read_all("k"),
+                    lambda: backend.read_range("k", 0, 10)):
+            with pytest.raises(OSError) as raised:
+                ask()
+            assert raised.value.errno == errno.EIO
+        if mode in ("500", "loop"):  # the body's faults show on GETs only
+            with pytest.raises(OSError) as raised:
+                backend.stat("k")
+            assert raised.value.errno == errno.EIO
+
+
+class _Statuses(BaseHTTPRequestHandler):
+    """Answers a path named by a status with that status (``/410``, ``/403``)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        self.send_response(int(self.path.strip("/")))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.fixture
+def statuses():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Statuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield _web(f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_410_is_absent_and_403_is_an_error(statuses):
+    assert statuses.stat("410") is None and statuses.stat("404") is None
+    assert statuses.read_all("410") is None and _peek(statuses, "410") is None
+    for key in ("403", "401"):
         with pytest.raises(OSError) as raised:
-            _peek(f"{server.url}/k")
+            statuses.stat(key)
         assert raised.value.errno == errno.EIO
 
 
@@ -71,7 +129,7 @@ def test_peeked_objects_answer_a_lookup_and_then_the_reads_once(site):
 
     def peek(key: str):
         asked.append(key)
-        return _peek(f"{site}/{key}")
+        return site._send_peek(key, 4096)
 
     peeked = PeekedObjects(peek)
     try:

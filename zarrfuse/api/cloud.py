@@ -1,10 +1,12 @@
-"""``az://`` (Azure Blob Storage) and ``gs://`` (Google Cloud Storage) sources, through obstore.
+"""``az://`` (Azure Blob Storage), ``gs://`` (Google Cloud Storage) and ``http(s)://`` (web
+server) sources, through obstore.
 
-Like ``s3://`` (``zarrfuse.api.s3``): one obstore client per source, with bounded timeouts
-and retries, wrapped in zarr's ``ObjectStore``; the mount then treats every object store
-alike. Options take the names users already give adlfs and gcsfs (through zarr's and
-fsspec's ``storage_options``), translated to obstore's; credentials not given as options come
-from the usual environment variables. An unknown option is refused in one line.
+Like ``s3://`` (``zarrfuse.api.s3``): one obstore client per source, with the same bounded
+timeouts and retries, wrapped in zarr's ``ObjectStore``; the mount then treats every remote
+store alike. Options take the names users already give adlfs, gcsfs and fsspec's HTTP
+filesystem (through zarr's and fsspec's ``storage_options``), translated to obstore's;
+credentials not given as options come from the usual environment variables. An unknown
+option is refused in one line.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ __all__ = [
     "AZURE_SCHEMES",
     "GCS_OPTIONS",
     "GCS_SCHEMES",
+    "WEB_OPTIONS",
+    "WEB_SCHEMES",
     "azure_config",
     "gcs_config",
     "is_cloud_url",
@@ -32,6 +36,7 @@ __all__ = [
 
 AZURE_SCHEMES = ("az://", "abfs://", "abfss://", "azure://")
 GCS_SCHEMES = ("gs://", "gcs://")
+WEB_SCHEMES = ("http://", "https://")
 
 AZURE_OPTIONS = (
     "account_name", "account_key", "sas_token", "connection_string", "anon",
@@ -41,6 +46,10 @@ AZURE_OPTIONS = (
 
 GCS_OPTIONS = ("token", "project", "endpoint_url")
 """gcsfs's names: ``token`` is ``"anon"`` (public buckets) or a service account JSON file."""
+
+WEB_OPTIONS = ("headers",)
+"""fsspec's HTTP filesystem's name: ``headers`` sent with every request (a mapping, or
+``Name: value`` lines), such as an ``Authorization`` token."""
 
 _AZURE_ENV = {
     "connection_string": "AZURE_STORAGE_CONNECTION_STRING",
@@ -54,7 +63,8 @@ _TRUE = frozenset({"1", "yes", "true", "on"})
 
 
 def is_cloud_url(source: Any) -> bool:
-    return isinstance(source, str) and source.startswith((*AZURE_SCHEMES, *GCS_SCHEMES))
+    return isinstance(source, str) and source.startswith(
+        (*AZURE_SCHEMES, *GCS_SCHEMES, *WEB_SCHEMES))
 
 
 def _checked(options: Mapping[str, Any] | None, known: tuple[str, ...], kind: str) -> dict:
@@ -159,9 +169,12 @@ def open_cloud(
     url: str, *, read_only: bool, storage_options: Mapping[str, Any] | None
 ) -> StorePath:
     """A zarr ``StorePath`` for an ``az://`` or ``gs://`` URL, rooted at the container or
-    bucket (the path inside it is the store path)."""
+    bucket (the path inside it is the store path); for a web server's URL, rooted at the URL
+    itself, and read-only (a web server takes no writes)."""
     from obstore.store import AzureStore, GCSStore  # noqa: PLC0415  (only these sources)
 
+    if url.startswith(WEB_SCHEMES):
+        return StorePath(ObjectStore(_web_store(url, storage_options), read_only=True))
     container, path, account = _split(url)
     store: Any
     if url.startswith(AZURE_SCHEMES):
@@ -172,3 +185,20 @@ def open_cloud(
     else:
         store = GCSStore(container, **gcs_config(storage_options))
     return StorePath(ObjectStore(store, read_only=read_only), path)
+
+
+def _web_store(url: str, options: Mapping[str, Any] | None) -> Any:
+    """An obstore ``HTTPStore`` rooted at ``url`` (no request is made): zarrfuse's timeouts
+    and retries, and the ``headers`` option on every request."""
+    from obstore.store import HTTPStore  # noqa: PLC0415  (only these sources)
+
+    given = _checked(options, WEB_OPTIONS, "http(s)://")
+    client = _client_options(url)
+    headers = given.get("headers")
+    if isinstance(headers, str):
+        headers = dict(line.split(":", 1) for line in headers.splitlines() if ":" in line)
+    if headers:
+        client["default_headers"] = {str(k).strip(): str(v).strip()
+                                     for k, v in dict(headers).items()}
+    config: dict[str, Any] = {"client_options": client, "retry_config": _retry()}
+    return HTTPStore.from_url(url.rstrip("/"), **config)

@@ -1,4 +1,5 @@
-"""Storage for the mount: raw key I/O on a local directory, S3, or any zarr Store.
+"""Storage for the mount: raw key I/O on a local directory, an object store or web server
+(obstore), or any zarr Store.
 
 Nothing here knows about FUSE or the filesystem above; the filesystem talks to the
 ``Backend`` interface (``base``) and never to a store directly.
@@ -49,6 +50,8 @@ def cache_identity(store: Store) -> str | None:
         inner = store.store
         config = getattr(inner, "config", None) or {}
         where = {k: v for k, v in sorted(config.items()) if k in _IDENTIFYING}
+        if type(inner).__name__ == "HTTPStore":
+            return f"obstore:HTTPStore:{inner.url}"
         return f"obstore:{type(inner).__name__}:{where}:{getattr(inner, 'prefix', None) or ''}"
     protocols = fsspec_protocols(store)
     remote = protocols and protocols[0] not in ("file", "local")

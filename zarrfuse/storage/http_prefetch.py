@@ -3,9 +3,9 @@
 A web server cannot list, so a tool that reads a directory of chunk files one after
 another (``cp -r``, ``rsync``) paid two round trips per file: a HEAD when the kernel looked
 the file up (its size), then a GET for its bytes. When a read reaches the end of a chunk
-file, the filesystem names the chunks after it in grid order (``want``); one GET each, a
-few in flight, brings a small object's size, time and bytes together (``http_peek``), or
-says it is absent. The lookup that follows then finds its size here (``stat``), and the read
+file, the filesystem names the chunks after it in grid order (``want``); one GET each, sent
+at once (``store_requests``), brings a small object's size, time and bytes together, or says
+it is absent. The lookup that follows then finds its size here (``stat``), and the read
 its bytes (``read``). Bounded in objects and in bytes; each answer is used once and kept
 for at most ``KEPT_SECONDS``. Read-only mounts only (the chunk source asks for it there).
 """
@@ -16,7 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from zarrfuse.storage.base import Stat
 
@@ -26,13 +26,12 @@ MAX_OBJECT_BYTES = 4 << 20
 """Objects up to this size come whole with their first GET; larger ones only say their size."""
 MAX_OBJECTS = 16
 """Answers kept (or on their way) and not yet used; the oldest are dropped first."""
-REQUESTS = 8
-"""GETs of the next files in flight at once."""
 KEPT_SECONDS = 30.0
 """An answer older than this is not used: the server is asked again."""
 
-Peek = Callable[[str], "tuple[Stat, bytes | None] | None"]
-"""``peek(key)``: its stat and (small objects) bytes in one GET; None if absent. Blocking."""
+Peek = Callable[[str], "Future[tuple[Stat, bytes | None] | None]"]
+"""``peek(key)``: a GET of the key sent at once, whose answer is its stat and (small
+objects) bytes; None if absent."""
 
 
 class NotPeeked:
@@ -47,7 +46,6 @@ class PeekedObjects:
 
     def __init__(self, peek: Peek) -> None:
         self._peek = peek
-        self._pool: ThreadPoolExecutor | None = None
         self._ahead: OrderedDict[str, tuple[float, Future[tuple[Stat, bytes | None] | None]]] = (
             OrderedDict())
         self._lock = threading.Lock()
@@ -55,12 +53,10 @@ class PeekedObjects:
     def want(self, keys: Sequence[str]) -> None:
         """Start a GET of each key not already asked for."""
         with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(REQUESTS, thread_name_prefix="zarrfuse-peek")
             for key in keys:
                 if key in self._ahead:
                     continue
-                self._ahead[key] = (time.monotonic(), self._pool.submit(self._peek, key))
+                self._ahead[key] = (time.monotonic(), self._peek(key))
                 while len(self._ahead) > MAX_OBJECTS:
                     self._ahead.popitem(last=False)[1][1].cancel()
 
@@ -97,6 +93,6 @@ class PeekedObjects:
 
     def close(self) -> None:
         with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+            for _, future in self._ahead.values():
+                future.cancel()
             self._ahead.clear()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 
 from zarrfuse.storage.prefetch import PrefetchBudget
 
@@ -26,16 +26,16 @@ MAX_OBJECT_BYTES = 4 << 20
 MAX_OBJECTS = 32
 """Objects kept fetched (or fetching) and not yet opened; the oldest are dropped first."""
 
-Fetch = Callable[[str, int], bytes | memoryview]
-"""``fetch(key, size)``: the whole object of ``size`` bytes, blocking."""
+Send = Callable[[str, int], "Future[bytes | memoryview]"]
+"""``send(key, size)``: a GET of the whole object of ``size`` bytes, sent at once
+(``store_requests``: no thread waits for it)."""
 
 
 class ObjectPrefetch:
     """Objects fetched whole ahead of their first read, by key and size."""
 
-    def __init__(self, fetch: Fetch, pool: Executor, budget: PrefetchBudget) -> None:
-        self._fetch = fetch
-        self._pool = pool
+    def __init__(self, send: Send, budget: PrefetchBudget) -> None:
+        self._send = send
         self._budget = budget
         self._ahead: OrderedDict[str, tuple[int, Future[bytes | memoryview]]] = OrderedDict()
         self._lock = threading.Lock()
@@ -48,7 +48,7 @@ class ObjectPrefetch:
                     continue
                 if not self._budget.take(size):
                     break
-                self._ahead[key] = (size, self._pool.submit(self._fetch, key, size))
+                self._ahead[key] = (size, self._send(key, size))
                 while len(self._ahead) > MAX_OBJECTS:
                     self._forget(next(iter(self._ahead)))
 
@@ -59,12 +59,14 @@ class ObjectPrefetch:
             found = self._ahead.get(key)
             if found is None:
                 return None
-            self._forget(key)
+            self._forget(key, cancel=False)
         return found[1]
 
-    def _forget(self, key: str) -> None:
+    def _forget(self, key: str, *, cancel: bool = True) -> None:
+        """Stop keeping ``key``; its budget comes back once its GET is over (``cancel``: a
+        GET no reader took is called off, in flight or not)."""
         size, future = self._ahead.pop(key)
-        if future.cancel():
+        if cancel and future.cancel():
             self._budget.give(size)
         else:
             future.add_done_callback(lambda _: self._budget.give(size))

@@ -1,11 +1,16 @@
-"""Raw key I/O on an object store (S3) through obstore, for the mount's worker threads.
+"""Raw key I/O on an object store (S3, Azure, GCS) or a web server, through obstore.
 
-Requests cost a network round trip, so this backend asks as little as it can: a directory
-listing is one LIST (paged by the server, 1000 keys a page) that brings every object's size;
-opening a chunk whose sizes a listing already gave costs nothing; a read is one ranged GET,
-and sequential reads fetch ahead (``prefetch``). obstore's blocking calls release the GIL,
-so worker threads and the read-ahead pool wait in parallel. Errors become ``OSError`` with
-EIO and the store's reason, after obstore's bounded retries (``s3``).
+Every request goes the one way a mount's requests reach a remote store (``store_requests``):
+an obstore coroutine on one event loop, under one bound on requests in flight and one
+timeout; worker threads wait for their answer there, fetches made ahead in no thread.
+
+Requests cost a network round trip, so this backend asks as little as it can. On object
+stores, a directory listing is one LIST (paged by the server, 1000 keys a page) that brings
+every object's size; opening a chunk whose sizes a listing already gave costs nothing; a
+read is one ranged GET, and sequential reads fetch ahead (``prefetch``). A web server is
+never listed (most answer a directory with 403, and an index page is HTML for people): what
+exists is learnt key by key, a HEAD or a GET, and the next chunk files are fetched ahead
+with one GET each that brings their size too (``http_prefetch``).
 """
 
 from __future__ import annotations
@@ -14,12 +19,11 @@ import contextlib
 import errno
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import obstore
-from obstore.exceptions import NotFoundError
 
 if TYPE_CHECKING:  # types only: obstore declares them in its stubs
     from obstore import ListResult, ObjectMeta
@@ -27,20 +31,17 @@ if TYPE_CHECKING:  # types only: obstore declares them in its stubs
 from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Document, PartReader, Stat
+from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedObjects
 from zarrfuse.storage.object_journal import ObjectJournal
 from zarrfuse.storage.object_prefetch import ObjectPrefetch
+from zarrfuse.storage.object_readers import PREFETCH_WAIT, ObjectFetch, ObjectPartReader
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
-from zarrfuse.storage.request_slots import request_slot
 from zarrfuse.storage.signed_put import SignedPut
+from zarrfuse.storage.store_requests import is_absent, request, send
 
-__all__ = ["ObjectBackend", "ObjectPartReader"]
+__all__ = ["ObjectBackend"]
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-NOT_FOUND = (NotFoundError, FileNotFoundError)
-"""What obstore raises for a missing object (its runtime class is the builtin one)."""
 
 # Sequential reads keep up to PREFETCH_DEPTH windows of PREFETCH_WINDOW bytes in flight;
 # all reads of a mount together hold at most PREFETCH_BUDGET bytes ahead, and at most
@@ -49,101 +50,24 @@ PREFETCH_WINDOW = 8 << 20
 PREFETCH_DEPTH = 4
 PREFETCH_BUDGET = 256 << 20
 PREFETCH_REQUESTS = 8
-# A window waited for longer than this is abandoned with EIO (obstore's own timeouts and
-# retry window end sooner; this only guards against a lost wake-up).
-PREFETCH_WAIT = 120.0
-
-
-def _request(what: str, call: Callable[[], T]) -> T:
-    """Run one obstore call (in a request slot); store errors other than "not found" become
-    EIO with the reason."""
-    try:
-        with request_slot():
-            return call()
-    except NOT_FOUND:
-        raise
-    except Exception as e:
-        if isinstance(e, OSError) and e.errno is not None:
-            raise
-        reason = " ".join(str(e).split("\n\nDebug source")[0].split())
-        log.warning("%s failed: %s", what, reason)
-        raise OSError(errno.EIO, f"{what}: {reason}") from e
-
-
-class _ObjectFetch:
-    """A ReadAhead's fetch for one object: served from its whole body when that was fetched
-    ahead (``ObjectPrefetch``), else one ranged GET. The body is let go once read to the
-    end."""
-
-    def __init__(
-        self, backend: ObjectBackend, key: str, size: int, ahead: Future[Any] | None
-    ) -> None:
-        self.backend, self.key, self.size = backend, key, size
-        self._whole: Future[Any] | bytes | memoryview | None = ahead
-
-    def __call__(self, start: int, stop: int) -> bytes | memoryview:
-        whole = self._whole
-        if isinstance(whole, Future):
-            try:
-                whole = whole.result(timeout=PREFETCH_WAIT)
-            except Exception:  # noqa: BLE001  (fetched ahead as a guess: ask again, below)
-                whole = None
-            self._whole = whole
-        if whole is None or len(whole) != self.size:
-            return self.backend.read_range(self.key, start, stop)
-        if stop >= self.size:
-            self._whole = None  # read to the end: nothing more to serve from it
-        return bytes(memoryview(whole)[start:stop])
-
-
-class ObjectPartReader:
-    """Parts of one chunk on an object store; reads are ranged GETs, sequential ones ahead."""
-
-    def __init__(
-        self, backend: ObjectBackend, keys: Sequence[str], sizes: Sequence[int | None]
-    ) -> None:
-        self.backend = backend
-        self.keys = list(keys)
-        self.sizes = tuple(sizes)
-        self._ahead = [
-            None if size is None else backend.read_ahead(key, size)
-            for key, size in zip(self.keys, self.sizes, strict=True)
-        ]
-
-    def _part(self, part: int) -> ReadAhead:
-        ahead = self._ahead[part]
-        if ahead is None:
-            raise OSError(errno.EIO, f"{self.keys[part]}: part is absent")
-        return ahead
-
-    def read_into_nowait(self, part: int, start: int, out: memoryview) -> int:
-        return self._part(part).read_nowait(start, out)
-
-    def read_into(self, part: int, start: int, out: memoryview) -> None:
-        self._part(part).read(start, out)
-
-    def release(self) -> None:
-        for ahead in self._ahead:
-            if ahead is not None:
-                ahead.close()
-
-    def close(self) -> None:
-        self.release()
 
 
 class ObjectBackend:
-    """An obstore ``ObjectStore`` (S3), keys relative to its root."""
+    """An obstore store (S3, Azure, GCS, a web server), keys relative to its root."""
 
-    stat_by_listing = True
-    can_list = True
     remote = True
-    """A LIST costs about what a HEAD does and answers for every sibling: the chunk source
-    learns one chunk's size by listing its directory (cached), not by asking for it."""
 
     def __init__(
         self, store: Any, journal_path: str = "", write_time: float | None = None
     ) -> None:
         self.store = store
+        self.web = type(store).__name__ == "HTTPStore"
+        self.can_list = not self.web
+        self.stat_by_listing = not self.web
+        """On object stores a LIST costs about what a HEAD does and answers for every
+        sibling: the chunk source learns one chunk's size by listing its directory."""
+        self._peeked = PeekedObjects(self._send_peek) if self.web else None
+        """Web servers: the next chunk files fetched ahead (``prefetch_objects``)."""
         self._signed = _signed_put(store) if write_time is not None else None
         self._write_time = write_time
         """Seconds a write (a commit: all its PUTs) may wait for the store
@@ -159,22 +83,47 @@ class ObjectBackend:
             depth=PREFETCH_DEPTH,
             timeout=PREFETCH_WAIT,
         )
-        self.prefetch = ObjectPrefetch(
-            lambda key, size: self.read_range(key, 0, size),
-            self.read_ahead_policy.pool,
-            self.read_ahead_policy.budget,
-        )
+        self.prefetch = ObjectPrefetch(self._send_whole, self.read_ahead_policy.budget)
 
     def close(self) -> None:
         """At unmount: drop queued read-ahead GETs instead of running them before exit."""
         self.read_ahead_policy.pool.shutdown(wait=False, cancel_futures=True)
+        if self._peeked is not None:
+            self._peeked.close()
+
+    def _send_whole(self, key: str, size: int) -> Future[bytes | memoryview]:
+        """A GET of ``size`` bytes of ``key`` sent ahead of its read (no thread waits)."""
+
+        async def get() -> bytes | memoryview:
+            data = await obstore.get_range_async(self.store, key, start=0, end=size)
+            return _checked(key, memoryview(data), size)
+
+        return send(f"GET {key}", get)
+
+    def _send_peek(self, key: str, limit: int = MAX_OBJECT_BYTES) -> Future[
+            tuple[Stat, bytes | None] | None]:
+        """A web server's key: its stat and, if at most ``limit`` bytes, its bytes, in one
+        GET sent ahead (None: absent). A larger object's body is not read."""
+
+        async def peek() -> tuple[Stat, bytes | None] | None:
+            try:
+                result = await obstore.get_async(self.store, key)
+            except Exception as e:
+                if is_absent(e):
+                    return None
+                raise
+            found = _stat(result.meta)
+            if found.size > limit:
+                return found, None
+            data = await result.bytes_async()
+            return found, bytes(_checked(key, memoryview(data), found.size))
+
+        return send(f"GET {key}", peek)
 
     def _listing(self, prefix: str) -> ListResult[Sequence[ObjectMeta]]:
         prefix = prefix.strip("/")
-        return _request(
-            f"LIST {prefix or '/'}",
-            lambda: obstore.list_with_delimiter(self.store, f"{prefix}/" if prefix else None),
-        )
+        return request(f"LIST {prefix or '/'}", lambda: obstore.list_with_delimiter_async(
+            self.store, f"{prefix}/" if prefix else None))
 
     def list_dir(self, prefix: str) -> tuple[dict[str, Stat], list[str]]:
         """The objects (with stats) and the subdirectories under ``prefix``, in one LIST."""
@@ -200,9 +149,13 @@ class ObjectBackend:
         shown = self._shown(key)
         if shown is not None:
             return shown[1]
+        if self._peeked is not None:
+            peeked = self._peeked.stat(key)
+            if not isinstance(peeked, NotPeeked):
+                return peeked
         try:
-            return _stat(_request(f"HEAD {key}", lambda: obstore.head(self.store, key)))
-        except NOT_FOUND:
+            return _stat(request(f"HEAD {key}", lambda: obstore.head_async(self.store, key)))
+        except FileNotFoundError:
             return None
 
     def _size(self, key: str) -> int | None:
@@ -213,43 +166,73 @@ class ObjectBackend:
         """Bytes ``[start, stop)`` of ``key``: one ranged GET (none for an empty range)."""
         if stop <= start:
             return b""
+        if self._peeked is not None:
+            ahead = self._peeked.read(key, start, stop)
+            if ahead is not None:
+                return ahead
         key = self._read_key(key)
-        data = _request(
-            f"GET {key} bytes {start}-{stop - 1}",
-            lambda: obstore.get_range(self.store, key, start=start, end=stop),
-        )
-        if len(data) != stop - start:  # the object was replaced by a shorter one
-            raise OSError(
-                errno.EIO, f"{key}: asked for {stop - start} bytes, got {len(data)}"
-            )
-        return memoryview(data)
+        try:
+            data = request(f"GET {key} bytes {start}-{stop - 1}",
+                           lambda: obstore.get_range_async(self.store, key, start=start, end=stop))
+        except OSError as e:
+            if e.errno != errno.EOPNOTSUPP:
+                raise
+            return self._without_ranges(key, start, stop)
+        return _checked(key, memoryview(data), stop - start)
+
+    def _without_ranges(self, key: str, start: int, stop: int) -> bytes | memoryview:
+        """Bytes ``[start, stop)`` from a server that ignores ranges (Python's
+        ``http.server``): the object whole, kept as if fetched ahead when small, so that the
+        reads after it ask nothing."""
+        if self._peeked is not None:
+            self._peeked.want([key])
+            ahead = self._peeked.read(key, start, stop)
+            if ahead is not None:
+                return ahead
+        whole = self.read_all(key)
+        if whole is None:
+            raise FileNotFoundError(errno.ENOENT, f"{key}: not stored")
+        return _checked(key, memoryview(whole)[start:stop], stop - start)
 
     def read_tail(self, key: str, count: int) -> tuple[bytes | memoryview, int | None] | None:
         """The last ``count`` bytes of ``key`` and its size: one suffix GET."""
         read_key = self._read_key(key)
+
+        async def tail() -> tuple[bytes | memoryview, int | None]:
+            result = await obstore.get_async(
+                self.store, read_key, options={"range": {"suffix": count}})
+            return memoryview(await result.bytes_async()), int(result.meta["size"])
+
         try:
-            result = _request(f"GET {read_key} last {count} bytes", lambda: obstore.get(
-                self.store, read_key, options={"range": {"suffix": count}}))
-            data = _request(f"GET {read_key}", lambda: result.bytes())
-        except NOT_FOUND:
+            return request(f"GET {read_key} last {count} bytes", tail)
+        except FileNotFoundError:
             return None
-        return memoryview(data), int(result.meta["size"])
+        except OSError as e:
+            if e.errno != errno.EOPNOTSUPP:
+                raise
+        whole = self.read_all(read_key)  # a server that ignores ranges
+        return None if whole is None else (memoryview(whole)[max(len(whole) - count, 0):],
+                                           len(whole))
 
     def read_ahead(self, key: str, size: int) -> ReadAhead:
-        fetch = _ObjectFetch(self, key, size, self.prefetch.take(key))
+        fetch = ObjectFetch(self.read_range, key, size, self.prefetch.take(key))
         return ReadAhead(fetch, size, self.read_ahead_policy)
 
-    def prefetch_objects(self, objects: Sequence[tuple[str, int]]) -> None:
+    def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
         """Start fetching these (key, size) objects whole: the filesystem is about to open
-        them (the next chunk files of a directory)."""
-        self.prefetch.want(objects)
+        them (the next chunk files of a directory). A web server's sizes are unknown: each
+        GET brings its object's size too."""
+        if self._peeked is not None:
+            self._peeked.want([key for key, _ in objects])
+        else:
+            self.prefetch.want([(key, size) for key, size in objects if size is not None])
 
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader:
         if sizes is None:
             sizes = [self._size(k) for k in keys]
-        return ObjectPartReader(self, keys, sizes)
+        return ObjectPartReader(self.read_ahead, keys, sizes)
 
     def open_reader_nowait(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
@@ -258,26 +241,29 @@ class ObjectBackend:
 
     def read_all(self, key: str) -> bytes | None:
         key = self._read_key(key)
+
+        async def whole() -> bytes:
+            return (await (await obstore.get_async(self.store, key)).bytes_async()).to_bytes()
+
         try:
-            result = _request(f"GET {key}", lambda: obstore.get(self.store, key).bytes())
-        except NOT_FOUND:
+            return request(f"GET {key}", whole)
+        except FileNotFoundError:
             return None
-        return result.to_bytes()
 
     def read_held(self, key: str) -> bytes | None:
         return None  # objects fetched ahead are taken by readers (read_ahead), not here
 
     def read_document(self, key: str) -> Document | None:
         try:
-            result = _request(f"GET {key}", lambda: obstore.get(self.store, key))
-            size = int(result.meta["size"])
-            if size > MAX_DOCUMENT_BYTES:  # refused before its body is read
-                raise UnfitDocument(f"{key}: {size} bytes, over the "
-                                    f"{MAX_DOCUMENT_BYTES} a metadata document may have")
-            data = _request(f"GET {key}", lambda: result.bytes()).to_bytes()
-        except NOT_FOUND:
+            found, data = self._send_peek(key, MAX_DOCUMENT_BYTES).result() or (None, None)
+        except FileNotFoundError:
             return None
-        return Document(data, _stat(result.meta).mtime_ns)
+        if found is None:
+            return None
+        if data is None:  # refused before its body is read
+            raise UnfitDocument(f"{key}: {found.size} bytes, over the "
+                                f"{MAX_DOCUMENT_BYTES} a metadata document may have")
+        return Document(data, found.mtime_ns)
 
     def write(
         self,
@@ -298,8 +284,8 @@ class ObjectBackend:
         if self._signed is not None and deadline is not None:  # answered in time, and truly
             self._signed.put(key, data, deadline)
         else:
-            _request(f"PUT {key}",
-                     lambda: obstore.put(self.store, key, data, use_multipart=False))
+            request(f"PUT {key}", lambda: obstore.put_async(
+                self.store, key, data, use_multipart=False), bounded=False)
         return time.time_ns()
 
     def _deadline(self) -> float | None:
@@ -311,15 +297,16 @@ class ObjectBackend:
         """Remove objects in one bulk request (absent ones are fine: where the store's bulk
         delete fails for one, as Azure's does, each is removed on its own)."""
         try:
-            _request(f"DELETE {len(keys)} objects",
-                     lambda: obstore.delete(self.store, list(keys)))
-        except NOT_FOUND:
+            request(f"DELETE {len(keys)} objects",
+                    lambda: obstore.delete_async(self.store, list(keys)), bounded=False)
+        except FileNotFoundError:
             for key in keys:
                 self.delete(key)
 
     def copy(self, source: str, key: str) -> None:
         """Replace ``key`` with a copy of ``source``, made by the server (no bytes here)."""
-        _request(f"COPY {source} to {key}", lambda: obstore.copy(self.store, source, key))
+        request(f"COPY {source} to {key}",
+                lambda: obstore.copy_async(self.store, source, key), bounded=False)
 
     def write_parts(
         self, parts: Sequence[tuple[str, Sequence[memoryview]]], *, durable: bool = False
@@ -331,9 +318,13 @@ class ObjectBackend:
         )
 
     def recover(self) -> tuple[int, int]:
+        if self.web:
+            return 0, 0  # never written through zarrfuse: no journal to finish
         return self._journal.recover()
 
     def show_recovered(self) -> int:
+        if self.web:
+            return 0
         self._finished, interrupted = self._journal.finished_view()
         if interrupted:
             log.warning("%s: %d commit(s) unfinished (a crash, or another mount committing): "
@@ -367,8 +358,9 @@ class ObjectBackend:
         if self._signed is not None and deadline is not None:  # answered in time, and truly
             self._signed.delete(key, deadline)
             return
-        with contextlib.suppress(*NOT_FOUND):
-            _request(f"DELETE {key}", lambda: obstore.delete(self.store, key))
+        with contextlib.suppress(FileNotFoundError):
+            request(f"DELETE {key}", lambda: obstore.delete_async(self.store, key),
+                    bounded=False)
 
 
 def _signed_put(store: Any) -> SignedPut | None:
@@ -384,10 +376,20 @@ def _signed_put(store: Any) -> SignedPut | None:
 
 
 def _describe(store: Any) -> str:
-    """The store as log lines name it (``s3://bucket/prefix``)."""
+    """The store as log lines name it (``s3://bucket/prefix``, a web server's URL)."""
+    if type(store).__name__ == "HTTPStore":
+        return str(store.url)
     bucket = (getattr(store, "config", None) or {}).get("bucket")
     prefix = str(getattr(store, "prefix", None) or "")
     return f"s3://{bucket}/{prefix}".rstrip("/") if bucket else repr(store)
+
+
+def _checked(key: str, data: memoryview, size: int) -> memoryview:
+    """``data`` if it has the ``size`` bytes asked for; EIO if the object was replaced by a
+    shorter one, or the server sent another length than it announced."""
+    if len(data) != size:
+        raise OSError(errno.EIO, f"{key}: asked for {size} bytes, got {len(data)}")
+    return data
 
 
 def _stat(meta: ObjectMeta) -> Stat:

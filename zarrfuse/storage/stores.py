@@ -1,4 +1,6 @@
-"""Any other zarr Store (zip, fsspec, ...) as mount storage, through ``zarr.core.sync.sync``.
+"""Any other zarr Store (zip, memory, fsspec filesystems other than the web's) as mount
+storage, through ``zarr.core.sync.sync``; web servers and object stores go through obstore
+(``objects``).
 
 ``sync`` blocks the calling worker thread, never the trio thread. Times: an fsspec store's
 ``info`` gives one (``mtime``, ``LastModified``, HTTP's ``Last-Modified``) in the request that
@@ -20,12 +22,8 @@ from typing import Any, TypeVar
 from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.storage import FsspecStore
 
-from zarrfuse.errors import UnfitDocument
-from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Document, PartReader, Stat, write_each
-from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedObjects
-from zarrfuse.storage.http_stat import http_peek, http_stat
-from zarrfuse.storage.request_slots import request_slot
+from zarrfuse.storage.store_requests import request_slot
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
 __all__ = ["StoreBackend", "StorePartReader", "fsspec_protocols"]
@@ -70,35 +68,12 @@ class StoreBackend:
         self.store = store
         self.prototype = default_buffer_prototype()
         self.fallback_time_ns = _store_file_time(store)
-        self._http = _is_http(store)
-        self.can_list = store.supports_listing and not self._http
+        self.can_list = store.supports_listing
         protocols = fsspec_protocols(store)
-        self.remote = self._http or (
-            bool(protocols) and protocols[0] not in ("file", "local", "memory")
-        )
-        self._peeked = PeekedObjects(self._peek) if self._http else None
-        """Web servers: the next chunk files fetched ahead (``prefetch_objects``)."""
-
-    def _url(self, key: str) -> str:
-        assert isinstance(self.store, FsspecStore)
-        return f"{self.store.path.rstrip('/')}/{key}"
-
-    def _peek(self, key: str, limit: int = MAX_OBJECT_BYTES) -> tuple[Stat, bytes | None] | None:
-        """A web server's key: its stat, and its bytes if at most ``limit``; one GET."""
-        assert isinstance(self.store, FsspecStore)
-        return _asked(key, http_peek(self.store.fs, self._url(key), limit,
-                                     self.fallback_time_ns))
-
-    def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
-        """Web servers: start fetching these keys (the next chunk files, sizes unknown)."""
-        if self._peeked is not None:
-            self._peeked.want([key for key, _ in objects])
+        self.remote = bool(protocols) and protocols[0] not in ("file", "local", "memory")
 
     async def _stat(self, key: str) -> Stat | None:
         """Size and time in one request: fsspec's ``info``, else zarr's ``getsize``."""
-        if self._http:
-            assert isinstance(self.store, FsspecStore)
-            return await http_stat(self.store.fs, self._url(key), self.fallback_time_ns)
         try:
             if isinstance(self.store, FsspecStore):
                 root = self.store.path.rstrip("/")
@@ -137,10 +112,6 @@ class StoreBackend:
         return _asked(prefix, names())
 
     def stat(self, key: str) -> Stat | None:
-        if self._peeked is not None:
-            found = self._peeked.stat(key)
-            if not isinstance(found, NotPeeked):
-                return found
         return _asked(key, self._stat(key))
 
     def size(self, key: str) -> int | None:
@@ -150,10 +121,6 @@ class StoreBackend:
             return None
 
     def read_range(self, key: str, start: int, stop: int) -> bytes:
-        if self._peeked is not None:
-            ahead = self._peeked.read(key, start, stop)
-            if ahead is not None:
-                return ahead
         buf = _asked(key, self.store.get(key, self.prototype, RangeByteRequest(start, stop)))
         if buf is None:
             raise FileNotFoundError(errno.ENOENT, f"{key}: not stored")
@@ -184,12 +151,6 @@ class StoreBackend:
         return None  # every byte comes from the zarr store
 
     def read_document(self, key: str) -> Document | None:
-        if self._http:  # its bytes and time in one GET
-            found = self._peek(key, MAX_DOCUMENT_BYTES)
-            if found is not None and found[1] is None:
-                raise UnfitDocument(f"{key}: {found[0].size} bytes, over the "
-                                    f"{MAX_DOCUMENT_BYTES} a document may have")
-            return None if found is None else Document(found[1] or b"", found[0].mtime_ns)
         data = self.read_all(key)
         if data is None:
             return None
@@ -220,9 +181,7 @@ class StoreBackend:
         _in_slot(self.store.delete(key))
 
     def close(self) -> None:
-        # The store belongs to zarr's event loop, which closes with the process.
-        if self._peeked is not None:
-            self._peeked.close()
+        pass  # the store belongs to zarr's event loop, which closes with the process
 
 
 def _asked(key: str, request: Coroutine[Any, Any, T]) -> T:
@@ -266,15 +225,6 @@ def _info_time(info: dict[str, Any]) -> int | None:
             if isinstance(value, datetime):
                 return int(value.timestamp()) * 1_000_000_000 + value.microsecond * 1000
     return None
-
-
-def _is_http(store: Store) -> bool:
-    """Whether ``store`` is a web server, which zarrfuse never lists: most answer a
-    directory with 403 (nginx's and Apache's defaults, S3 website endpoints, CDNs), and an
-    index page, where there is one, is HTML made for people, not a listing of keys."""
-    if not isinstance(store, FsspecStore):
-        return False
-    return any(name in ("http", "https") for name in fsspec_protocols(store))
 
 
 def fsspec_protocols(store: Store) -> tuple[str, ...]:

@@ -1,0 +1,100 @@
+"""The mount's store requests (issue 32, points 1 and 6): however many threads want a
+remote store at once, and whatever sends the requests (a reader's thread, or fetches made
+ahead, which no thread waits on), the store sees no more requests than the one bound, and the
+others go out as slots free up; a request without an answer within ``--store-timeout`` is
+EIO. Counted at a proxy that holds every request while stalled."""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.http_servers import nginx
+from tests.stall_proxy import StallProxy
+from zarrfuse.api.arrays import open_store_path
+from zarrfuse.storage import backend_for, store_requests
+from zarrfuse.zarr_compat import sync
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def two_slots():
+    store_requests.limit_requests(2)
+    try:
+        yield
+    finally:
+        store_requests.limit_requests(store_requests.REQUESTS_IN_FLIGHT)
+
+
+@pytest.fixture
+def stalling(tmp_path: Path) -> Iterator[tuple[StallProxy, Any]]:
+    """A web server of six keys ``0``..``5`` behind a proxy that can stall, and a backend."""
+    for i in range(6):
+        (tmp_path / "www" / "k").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "www" / "k" / str(i)).write_bytes(bytes([i]) * 100)
+    with nginx(tmp_path / "www", tmp_path / "nginx") as url, \
+            StallProxy(int(url.rsplit(":", 1)[1])) as proxy:
+        store_path = sync(open_store_path(f"{proxy.url}/k", mode="r"))
+        yield proxy, backend_for(store_path.store, path=store_path.path)
+
+
+def test_a_stalled_store_sees_no_more_requests_than_the_slots(stalling, two_slots):
+    proxy, backend = stalling
+    got: dict[int, bytes] = {}
+    proxy.stall()
+    threads = [threading.Thread(
+        target=lambda i=i: got.__setitem__(i, backend.read_range(str(i), 0, 100)))
+        for i in range(6)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)  # every thread has had time to send its request, were it let
+    connections = proxy.connections()
+    proxy.resume()
+    for thread in threads:
+        thread.join(30)
+    assert connections <= 2, connections
+    assert got == {i: bytes([i]) * 100 for i in range(6)}
+
+
+def test_fetches_made_ahead_take_slots_and_no_thread_each(stalling, two_slots):
+    proxy, backend = stalling
+    proxy.stall()
+    threads_before = _threads()
+    backend.prefetch_objects([(str(i), None) for i in range(6)])
+    time.sleep(1.0)
+    connections, threads = proxy.connections(), _threads()
+    proxy.resume()
+    assert connections <= 2, connections
+    assert len(threads) <= len(threads_before) + 1, (threads_before, threads)  # the loop's
+    assert [backend.read_range(str(i), 0, 100) for i in range(6)] == [
+        bytes([i]) * 100 for i in range(6)]
+    assert proxy.connections() <= 2  # every answer came from the GETs sent ahead
+
+
+def _threads() -> list[str]:
+    """This process's threads but the proxy's (two per connection)."""
+    return [t.name for t in threading.enumerate() if "(_pump)" not in t.name]
+
+
+def test_a_request_without_an_answer_within_the_timeout_is_eio(stalling):
+    proxy, backend = stalling
+    store_requests.configure(timeout=1.0)
+    try:
+        proxy.stall()
+        started = time.monotonic()
+        with pytest.raises(OSError) as raised:
+            backend.read_range("0", 0, 100)
+        took = time.monotonic() - started
+    finally:
+        store_requests.configure(timeout=None)
+        proxy.resume()
+    assert raised.value.errno == errno.EIO and 0.9 < took < 5, took
+    assert "no answer within 1 s (--store-timeout)" in str(raised.value)
+    assert backend.read_range("0", 0, 100) == bytes([0]) * 100
