@@ -15,17 +15,17 @@ header through tifffile, then the first tile's ``pread``) of the whole-image fil
 4 x 4 chunks stored), with the chunk requests nginx saw and the time in round trips;
 floor: at most 3 round trips, under 0.25 s at 50 ms.
 
-    .venv/bin/python bench/bench_http_pace.py [--delay-ms 50] [--rounds 3] [--sharded]
 ``--copy``: issue 32's point 5 instead, ``cp -r`` into tmpfs of a directory of 64 raw chunk
 files (256 x 256 uint16, zstd) on a fresh ``--read-only`` mount, beside ``rclone mount``
 (``--vfs-cache-mode full``) of the same objects through nginx's directory listing; floor:
 at least rclone's pace.
 
-    .venv/bin/python bench/bench_http_pace.py --first-paint [--delay-ms 50] [--rounds 3]
 ``--s3``, ``--azure``: the whole-image rows on S3 (moto, in this process) or Azure (Azurite)
 instead, behind the same proxy; zarr-python reads through obstore, as zarrfuse does. The
 servers spend milliseconds of CPU per request on the same 2 cores: compare the ratios.
 
+    .venv/bin/python bench/bench_http_pace.py [--delay-ms 50] [--rounds 3] [--sharded]
+    .venv/bin/python bench/bench_http_pace.py --first-paint [--delay-ms 50] [--rounds 3]
     .venv/bin/python bench/bench_http_pace.py --copy [--delay-ms 50] [--rounds 3]
     .venv/bin/python bench/bench_http_pace.py --s3|--azure [--sharded] [--delay-ms 50] [--rounds 3]
 """

@@ -195,3 +195,30 @@ def test_copying_chunk_files_through_a_cache_fetches_ahead_cold_and_asks_nothing
         stored = sorted((tmp_path / "www" / "r.zarr" / "c" / "0" / str(i)).read_bytes()
                         for i in range(24))
         assert copied == stored, mount
+
+
+def _threads_named(mountpoint: Path, prefix: str) -> int:
+    """Threads of the daemon serving ``mountpoint`` whose name starts with ``prefix``."""
+    pid = subprocess.run(["pgrep", "-f", f"zarrfuse.* {mountpoint}"], capture_output=True,
+                         text=True, check=True).stdout.split()[0]
+    tasks = Path(f"/proc/{pid}/task")
+    return sum((task / "comm").read_text().startswith(prefix) for task in tasks.iterdir())
+
+
+def test_a_whole_image_sends_its_gets_at_once_with_no_thread_per_request(tmp_path):
+    """Point 6: the chunks of a whole image go out as requests on the store request loop,
+    one GET each and no HEAD, and the daemon starts no pool of fetch threads for them."""
+    data = np.random.default_rng(11).integers(0, 60000, (512, 512)).astype("u2")
+    zarr.create_array(tmp_path / "www" / "s.zarr", data=data, chunks=(64, 64))
+    log = tmp_path / "nginx" / "access.log"
+    with nginx(tmp_path / "www", tmp_path / "nginx") as url, \
+            mounted(f"{url}/s.zarr", tmp_path / "mnt", "--read-only", "--format",
+                    "ome-tiff") as mnt:
+        before = log.read_text().count("\n")
+        np.testing.assert_array_equal(tifffile.imread(mnt / "s.ome.tif"), data)
+        lines = [line for line in log.read_text().splitlines()[before:]
+                 if "/s.zarr/c/" in line]
+        fetch_threads = _threads_named(mnt, "zarrfuse-fetch")
+    assert sum('"HEAD ' in line for line in lines) == 0
+    assert sum('"GET ' in line for line in lines) == 64  # each chunk once
+    assert fetch_threads == 0

@@ -68,7 +68,7 @@ class ObjectBackend:
         sibling: the chunk source learns one chunk's size by listing its directory."""
         self._peeked = PeekedObjects(self._send_peek) if self.web else None
         """Web servers: the next chunk files fetched ahead (``prefetch_objects``)."""
-        self._signed = _signed_put(store) if write_time is not None else None
+        self._signed = SignedPut.of(store, _describe(store)) if write_time is not None else None
         self._write_time = write_time
         """Seconds a write (a commit: all its PUTs) may wait for the store
         (``--store-timeout``); None: the client's own timeouts (``zarrfuse verify``)."""
@@ -77,7 +77,7 @@ class ObjectBackend:
         """Keys read from an interrupted commit's temps, with their stats
         (``show_recovered``: read-only mounts)."""
         self.read_ahead_policy = ReadAheadPolicy(
-            pool=ThreadPoolExecutor(PREFETCH_REQUESTS, thread_name_prefix="zarrfuse-fetch"),
+            pool=ThreadPoolExecutor(PREFETCH_REQUESTS, thread_name_prefix="zarrfuse-ahead"),
             budget=PrefetchBudget(PREFETCH_BUDGET),
             window=PREFETCH_WINDOW,
             depth=PREFETCH_DEPTH,
@@ -240,15 +240,20 @@ class ObjectBackend:
         return None  # every open asks the store
 
     def read_all(self, key: str) -> bytes | None:
+        try:
+            return self.send_read_all(key).result()
+        except FileNotFoundError:
+            return None
+
+    def send_read_all(self, key: str) -> Future[bytes]:
+        """A whole object's GET, sent at once (FileNotFoundError in it if absent): a batch
+        of chunks is many of these, with one thread waiting for them all."""
         key = self._read_key(key)
 
         async def whole() -> bytes:
             return (await (await obstore.get_async(self.store, key)).bytes_async()).to_bytes()
 
-        try:
-            return request(f"GET {key}", whole)
-        except FileNotFoundError:
-            return None
+        return send(f"GET {key}", whole)
 
     def read_held(self, key: str) -> bytes | None:
         return None  # objects fetched ahead are taken by readers (read_ahead), not here
@@ -361,18 +366,6 @@ class ObjectBackend:
         with contextlib.suppress(FileNotFoundError):
             request(f"DELETE {key}", lambda: obstore.delete_async(self.store, key),
                     bounded=False)
-
-
-def _signed_put(store: Any) -> SignedPut | None:
-    """PUTs through expiring signed URLs, for stores that sign (S3, Azure, GCS) with
-    credentials (an anonymous store signs nothing: its PUTs keep the client's timeouts)."""
-    kind = type(store).__name__
-    if kind not in ("S3Store", "AzureStore", "GCSStore"):
-        return None
-    if (getattr(store, "config", None) or {}).get("skip_signature"):
-        return None
-    headers = {"x-ms-blob-type": "BlockBlob"} if kind == "AzureStore" else None
-    return SignedPut(store, _describe(store), headers)
 
 
 def _describe(store: Any) -> str:

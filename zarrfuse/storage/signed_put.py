@@ -54,6 +54,19 @@ class SignedPut:
         """Upper bounds of how far our clock runs ahead of the store's (seconds)."""
         self._lock = threading.Lock()
 
+    @classmethod
+    def of(cls, store: Any, name: str) -> SignedPut | None:
+        """PUTs through expiring signed URLs, for stores that sign (S3, Azure, GCS) with
+        credentials (an anonymous store signs nothing: its PUTs keep the client's
+        timeouts; a web server takes no PUT)."""
+        kind = type(store).__name__
+        if kind not in ("S3Store", "AzureStore", "GCSStore"):
+            return None
+        if (getattr(store, "config", None) or {}).get("skip_signature"):
+            return None
+        headers = {"x-ms-blob-type": "BlockBlob"} if kind == "AzureStore" else None
+        return cls(store, name, headers)
+
     def clock_ahead(self) -> float:
         """How far our clock may run ahead of the store's: the least of the bounds its
         answers gave (each ``Date`` bounds it from above), never below 0."""

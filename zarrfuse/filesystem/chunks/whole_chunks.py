@@ -1,14 +1,17 @@
 """Whole chunks (their parts joined) read in worker threads, for renderings, whole images and
 decoding: blocking calls, many chunks per call, never a thread hop per chunk.
 
-On a remote store the chunks of one call are fetched at once (``FETCH_THREADS`` requests in
-flight): one after another, each would wait a whole round trip, and a whole image's tiles or
-a rendered batch are many chunks.
+On a remote store the chunks of one call are fetched at once: one after another, each would
+wait a whole round trip, and a whole image's tiles or a rendered batch are many chunks. A
+backend that sends requests without a thread each (``send_read_all``: obstore's) gets every
+GET of the call at once, one thread waiting for them all; others go through the fetch pool
+(``FETCH_THREADS`` in flight).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 
 from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.filesystem.chunks.counters import Counters
@@ -46,10 +49,34 @@ class WholeChunks:
         # What the backend holds (a warm --cache-dir) is read here: a pool hop costs more.
         out = [self._read_held(c) for c in coords]
         asked = [i for i, data in enumerate(out) if data is None]
-        fetched = fetch_pool().map(self._read_one, [coords[i] for i in asked],
-                                   [listed[i] for i in asked])
+        send = getattr(self.backend, "send_read_all", None) if self._one_object else None
+        if send is not None:
+            fetched = self._sent(send, [coords[i] for i in asked])
+        else:
+            fetched = list(fetch_pool().map(self._read_one, [coords[i] for i in asked],
+                                            [listed[i] for i in asked]))
         for i, data in zip(asked, fetched, strict=True):
             out[i] = data
+        return out
+
+    def _sent(
+        self, send: Callable[[str], Future[bytes]], coords: Sequence[tuple[int, ...]]
+    ) -> list[bytes | None]:
+        """One-object chunks by requests sent all at once; this thread waits for them."""
+        futures = [send(self._keys_of(c).parts[0]) for c in coords]
+        out: list[bytes | None] = []
+        try:
+            for future in futures:
+                try:
+                    data: bytes | None = future.result()
+                except FileNotFoundError:
+                    data = None
+                out.append(data)
+        finally:
+            for future in futures:
+                future.cancel()  # a failure above: the rest are not waited for
+        self.counters.store["read"] += len(coords)
+        self.counters.store_bytes_read += sum(len(d or b"") for d in out)
         return out
 
     def _read_held(self, c: tuple[int, ...]) -> bytes | None:
