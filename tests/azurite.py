@@ -32,8 +32,20 @@ VERSION = "2021-08-06"
 class Azurite:
     """A running emulator: its blob endpoint and a way to make containers."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, debug_log: Path | None = None) -> None:
         self.endpoint = f"http://127.0.0.1:{port}/{ACCOUNT}"
+        self._debug_log = debug_log
+
+    def requests(self) -> list[tuple[str, str]]:
+        """(method, URL path and query) of every request the emulator has seen so far."""
+        assert self._debug_log is not None, "start it with azurite(..., debug=True)"
+        out = []
+        for line in self._debug_log.read_text().splitlines():
+            if "RequestMethod=" in line:
+                method = line.split("RequestMethod=")[1].split()[0]
+                url = line.split("RequestURL=")[1].split()[0]
+                out.append((method, url.split("/", 3)[3]))
+        return out
 
     @property
     def connection_string(self) -> str:
@@ -58,15 +70,19 @@ class Azurite:
 
 
 @contextlib.contextmanager
-def azurite(location: Path) -> Iterator[Azurite]:
+def azurite(location: Path, *, debug: bool = False) -> Iterator[Azurite]:
+    """Azurite on loopback, its data under ``location``; ``debug``: every request logged
+    (``Azurite.requests``)."""
     port = free_port()
+    log = location / "debug.log" if debug else None
     proc = subprocess.Popen(
         [AZURITE, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
-         str(location), "--skipApiVersionCheck", "--loose", "--silent"],
+         str(location), "--skipApiVersionCheck", "--loose", "--silent",
+         *(["--debug", str(log)] if log else [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_listening(port, proc, 30)
-        yield Azurite(port)
+        yield Azurite(port, log)
     finally:
         proc.kill()
         proc.wait(10)

@@ -27,7 +27,7 @@ FANOUT = FanoutChunkKeyEncoding(1000)
 
 @pytest.fixture(scope="module")
 def blob(tmp_path_factory):
-    with azurite(tmp_path_factory.mktemp("azurite")) as emulator:
+    with azurite(tmp_path_factory.mktemp("azurite"), debug=True) as emulator:
         emulator.create_container(CONTAINER)
         data = (np.arange(96 * 128) % 5003).astype("u2").reshape(96, 128)
         zarrfuse.create_array(f"az://{CONTAINER}/img.zarr", data=data, chunks=(32, 64),
@@ -66,6 +66,30 @@ def test_a_write_through_the_mount_lands_in_the_container(blob, tmp_path):
     expected = data.copy()
     expected[32:64, 0:64] = 7
     np.testing.assert_array_equal(stored, expected)
+
+
+def test_a_whole_image_asks_azure_one_get_per_chunk_and_no_head(blob, tmp_path):
+    """Issue 32, points 1 and 6, counted at the emulator: the whole image of a 16-chunk
+    array on a fresh mount is one GET per chunk, all through the store request loop, no
+    HEAD, and at most one listing per chunk directory."""
+    emulator, _ = blob
+    data = np.random.default_rng(12).integers(0, 60000, (256, 256)).astype("u2")
+    options = {"connection_string": emulator.connection_string}
+    zarrfuse.create_array(f"az://{CONTAINER}/whole.zarr", data=data, chunks=(64, 64),
+                          storage_options=options)
+    with mounted(f"az://{CONTAINER}/whole.zarr", tmp_path / "mnt", "--format", "ome-tiff",
+                 "--read-only", f"--storage-option=connection_string="
+                 f"{emulator.connection_string}") as mnt:
+        before = len(emulator.requests())
+        np.testing.assert_array_equal(tifffile.imread(mnt / "whole.ome.tif"), data)
+        asked = emulator.requests()[before:]
+    chunk_gets = [url for method, url in asked
+                  if method == "GET" and "/whole.zarr/c/" in url and "comp=list" not in url]
+    heads = [url for method, url in asked if method == "HEAD"]
+    listings = [url for method, url in asked if "comp=list" in url]
+    assert sorted(chunk_gets) == sorted(set(chunk_gets)) and len(chunk_gets) == 16, asked
+    assert heads == [], heads
+    assert len(listings) <= 4, listings  # one per chunk directory c/0 .. c/3, at most
 
 
 def test_bad_credentials_are_refused_in_one_line(blob, tmp_path):
