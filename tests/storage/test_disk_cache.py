@@ -105,6 +105,32 @@ def test_what_the_cache_holds_is_read_without_a_request_and_nothing_else_is(serv
     assert mount.read_held("held/c/0") is None
 
 
+def test_a_warm_open_needs_no_worker_thread_and_a_cold_one_does(server, tmp_path):
+    """open_reader_nowait: opened at once where the validator is known for the size asked,
+    and read from the cache's pages without waiting; None (a worker thread asks) where the
+    validator is unknown or names another size."""
+    data = os.urandom(BLOCK_SIZE + 99)
+    _put(server, "nowait/c/0", data)
+    assert _read(_mount(server, tmp_path / "cache"), "nowait/c", "0") == data
+    mount = _mount(server, tmp_path / "cache")
+    assert mount.open_reader_nowait(["nowait/c/0"], [len(data)]) is None  # nothing learnt
+    mount.list_stats("nowait/c")
+    assert mount.open_reader_nowait(["nowait/c/0"], [len(data) + 1]) is None  # other size
+    assert mount.open_reader_nowait(["nowait/c/0"], None) is None  # no listing time
+    server.reset()
+    reader = mount.open_reader_nowait(["nowait/c/0"], [len(data)])
+    assert reader is not None and reader.sizes == (len(data),)
+    try:
+        out = bytearray(len(data))
+        done = reader.read_into_nowait(0, 0, memoryview(out))
+        if done < len(out):  # pages the kernel dropped: read, still without a request
+            reader.read_into(0, done, memoryview(out)[done:])
+    finally:
+        reader.close()
+    assert bytes(out) == data
+    assert _gets(server)[0] == 0
+
+
 def test_an_object_changed_on_the_server_is_fetched_anew(server, tmp_path):
     _put(server, "b/c/0", b"old" * 1000)
     assert _read(_mount(server, tmp_path / "cache"), "b/c", "0") == b"old" * 1000
