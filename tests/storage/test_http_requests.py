@@ -21,9 +21,10 @@ from tests.mounting import mounted
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
 
-def _whole_image_requests(tmp_path, expected: np.ndarray) -> tuple[int, int]:
+def _whole_image_requests(tmp_path, expected: np.ndarray) -> tuple[int, int, int]:
     """Serve ``tmp_path/www/s.zarr`` by nginx, read its whole image through a fresh
-    ``--format ome-tiff`` mount, check every pixel; the chunk requests nginx saw (HEAD, GET)."""
+    ``--format ome-tiff`` mount, check every pixel; the chunk requests nginx saw (HEAD, GET)
+    and the daemon's fetch-pool threads after the read."""
     log = tmp_path / "nginx" / "access.log"
     with nginx(tmp_path / "www", tmp_path / "nginx") as url, \
             mounted(f"{url}/s.zarr", tmp_path / "mnt", "--read-only", "--format",
@@ -32,7 +33,9 @@ def _whole_image_requests(tmp_path, expected: np.ndarray) -> tuple[int, int]:
         np.testing.assert_array_equal(tifffile.imread(mnt / "s.ome.tif"), expected)
         lines = [line for line in log.read_text().splitlines()[before:]
                  if "/s.zarr/c/" in line]
-    return sum('"HEAD ' in line for line in lines), sum('"GET ' in line for line in lines)
+        fetch_threads = _threads_named(mnt, "zarrfuse-fetch")
+    return (sum('"HEAD ' in line for line in lines), sum('"GET ' in line for line in lines),
+            fetch_threads)
 
 
 def test_a_sharded_whole_image_is_read_a_shard_at_a_time(tmp_path):
@@ -40,7 +43,7 @@ def test_a_sharded_whole_image_is_read_a_shard_at_a_time(tmp_path):
     data = data.reshape(256, 256)
     zarr.create_array(tmp_path / "www" / "s.zarr", data=data, chunks=(32, 32),
                       shards=(128, 128))
-    heads, gets = _whole_image_requests(tmp_path, data)
+    heads, gets, _ = _whole_image_requests(tmp_path, data)
     # 4 shards of 16 inner chunks: zarr-python reads them in 4 GETs; issue 32's bound is
     # twice that. The old reads made 128 (the index, then the chunk, per inner chunk).
     assert gets <= 2 * 4, (heads, gets)
@@ -80,7 +83,7 @@ def test_an_absent_shard_is_its_gets_404_and_no_head_is_sent(tmp_path):
     array[:128] = 3  # the second row of shards is never written
     expected = np.full((256, 256), 7, dtype="u2")
     expected[:128] = 3
-    heads, gets = _whole_image_requests(tmp_path, expected)
+    heads, gets, _ = _whole_image_requests(tmp_path, expected)
     assert heads == 0 and gets <= 2 * 4, (heads, gets)
 
 
@@ -210,15 +213,4 @@ def test_a_whole_image_sends_its_gets_at_once_with_no_thread_per_request(tmp_pat
     one GET each and no HEAD, and the daemon starts no pool of fetch threads for them."""
     data = np.random.default_rng(11).integers(0, 60000, (512, 512)).astype("u2")
     zarr.create_array(tmp_path / "www" / "s.zarr", data=data, chunks=(64, 64))
-    log = tmp_path / "nginx" / "access.log"
-    with nginx(tmp_path / "www", tmp_path / "nginx") as url, \
-            mounted(f"{url}/s.zarr", tmp_path / "mnt", "--read-only", "--format",
-                    "ome-tiff") as mnt:
-        before = log.read_text().count("\n")
-        np.testing.assert_array_equal(tifffile.imread(mnt / "s.ome.tif"), data)
-        lines = [line for line in log.read_text().splitlines()[before:]
-                 if "/s.zarr/c/" in line]
-        fetch_threads = _threads_named(mnt, "zarrfuse-fetch")
-    assert sum('"HEAD ' in line for line in lines) == 0
-    assert sum('"GET ' in line for line in lines) == 64  # each chunk once
-    assert fetch_threads == 0
+    assert _whole_image_requests(tmp_path, data) == (0, 64, 0)  # each chunk once
