@@ -6,9 +6,10 @@ with, so that a tool copying a directory pays no HEAD and no second request per 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -144,3 +145,37 @@ def test_peeked_objects_answer_a_lookup_and_then_the_reads_once(site):
         assert sorted(asked) == ["nothing-here", "small"]  # each key asked once
     finally:
         peeked.close()
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_server_that_ignores_ranges_is_read_whole_and_exact(tmp_path):
+    """Python's http.server answers a ranged GET with the whole object (200), which obstore
+    refuses: reads of a part, its tail and sequential windows ahead are cut from the object
+    fetched whole, byte for byte."""
+    data = os.urandom(3 << 20)
+    (tmp_path / "obj").write_bytes(data)
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(_Quiet, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        backend = _web(f"http://127.0.0.1:{server.server_address[1]}")
+        assert bytes(backend.read_range("obj", 10, 5000)) == data[10:5000]
+        assert backend.read_tail("obj", 100) == (memoryview(data[-100:]), len(data))
+        reader = backend.open_reader(["obj"])
+        out = bytearray(len(data))
+        try:
+            for at in range(0, len(data), 128 << 10):  # sequential: windows go ahead
+                piece = memoryview(out)[at : at + (128 << 10)]
+                done = reader.read_into_nowait(0, at, piece)
+                if done < len(piece):
+                    reader.read_into(0, at + done, piece[done:])
+        finally:
+            reader.close()
+        assert bytes(out) == data
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -33,12 +33,16 @@ def two_slots():
         store_requests.limit_requests(store_requests.REQUESTS_IN_FLIGHT)
 
 
+BIG = bytes(range(256)) * (24 << 12)  # 24 MiB
+
+
 @pytest.fixture
 def stalling(tmp_path: Path) -> Iterator[tuple[StallProxy, Any]]:
     """A web server of six keys ``0``..``5`` behind a proxy that can stall, and a backend."""
     for i in range(6):
         (tmp_path / "www" / "k").mkdir(parents=True, exist_ok=True)
         (tmp_path / "www" / "k" / str(i)).write_bytes(bytes([i]) * 100)
+    (tmp_path / "www" / "k" / "big").write_bytes(BIG)
     with nginx(tmp_path / "www", tmp_path / "nginx") as url, \
             StallProxy(int(url.rsplit(":", 1)[1])) as proxy:
         store_path = sync(open_store_path(f"{proxy.url}/k", mode="r"))
@@ -98,3 +102,26 @@ def test_a_request_without_an_answer_within_the_timeout_is_eio(stalling):
     assert raised.value.errno == errno.EIO and 0.9 < took < 5, took
     assert "no answer within 1 s (--store-timeout)" in str(raised.value)
     assert backend.read_range("0", 0, 100) == bytes([0]) * 100
+
+
+def test_sequential_reads_get_windows_ahead_with_no_thread_each(stalling):
+    """A large file read from start to end, as cp reads it: windows ahead of the reads are
+    sent as store requests, not run on a pool of threads, and every byte is exact."""
+    _, backend = stalling
+    threads_before = _threads()
+    reader = backend.open_reader(["big"])
+    got, at = bytearray(), 0
+    try:
+        while at < len(BIG):
+            piece = memoryview(bytearray(min(1 << 20, len(BIG) - at)))
+            done = reader.read_into_nowait(0, at, piece)
+            if done < len(piece):
+                reader.read_into(0, at + done, piece[done:])
+            got += piece
+            at += len(piece)
+            threads = _threads()
+    finally:
+        reader.close()
+    assert bytes(got) == BIG
+    assert len(threads) <= len(threads_before) + 1, (threads_before, threads)  # the loop's
+    assert not any(name.startswith("zarrfuse-ahead") for name in threads), threads

@@ -32,12 +32,20 @@ from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedObjects
+from zarrfuse.storage.object_gets import (
+    checked,
+    get_range,
+    get_tail,
+    get_whole,
+    peek,
+    stat_of,
+)
 from zarrfuse.storage.object_journal import ObjectJournal
 from zarrfuse.storage.object_prefetch import ObjectPrefetch
 from zarrfuse.storage.object_readers import PREFETCH_WAIT, ObjectFetch, ObjectPartReader
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
 from zarrfuse.storage.signed_put import SignedPut
-from zarrfuse.storage.store_requests import is_absent, request, send
+from zarrfuse.storage.store_requests import request, send
 
 __all__ = ["ObjectBackend"]
 
@@ -93,32 +101,13 @@ class ObjectBackend:
 
     def _send_whole(self, key: str, size: int) -> Future[bytes | memoryview]:
         """A GET of ``size`` bytes of ``key`` sent ahead of its read (no thread waits)."""
-
-        async def get() -> bytes | memoryview:
-            data = await obstore.get_range_async(self.store, key, start=0, end=size)
-            return _checked(key, memoryview(data), size)
-
-        return send(f"GET {key}", get)
+        return send(f"GET {key}", lambda: get_range(self.store, key, 0, size))
 
     def _send_peek(self, key: str, limit: int = MAX_OBJECT_BYTES) -> Future[
             tuple[Stat, bytes | None] | None]:
         """A web server's key: its stat and, if at most ``limit`` bytes, its bytes, in one
-        GET sent ahead (None: absent). A larger object's body is not read."""
-
-        async def peek() -> tuple[Stat, bytes | None] | None:
-            try:
-                result = await obstore.get_async(self.store, key)
-            except Exception as e:
-                if is_absent(e):
-                    return None
-                raise
-            found = _stat(result.meta)
-            if found.size > limit:
-                return found, None
-            data = await result.bytes_async()
-            return found, bytes(_checked(key, memoryview(data), found.size))
-
-        return send(f"GET {key}", peek)
+        GET sent ahead (None: absent)."""
+        return send(f"GET {key}", lambda: peek(self.store, key, limit))
 
     def _listing(self, prefix: str) -> ListResult[Sequence[ObjectMeta]]:
         prefix = prefix.strip("/")
@@ -128,7 +117,7 @@ class ObjectBackend:
     def list_dir(self, prefix: str) -> tuple[dict[str, Stat], list[str]]:
         """The objects (with stats) and the subdirectories under ``prefix``, in one LIST."""
         found = self._listing(prefix)
-        return ({meta["path"].rpartition("/")[2]: _stat(meta) for meta in found["objects"]},
+        return ({meta["path"].rpartition("/")[2]: stat_of(meta) for meta in found["objects"]},
                 [p.rstrip("/").rpartition("/")[2] for p in found["common_prefixes"]])
 
     def list_stats(self, prefix: str) -> dict[str, Stat]:
@@ -154,7 +143,7 @@ class ObjectBackend:
             if not isinstance(peeked, NotPeeked):
                 return peeked
         try:
-            return _stat(request(f"HEAD {key}", lambda: obstore.head_async(self.store, key)))
+            return stat_of(request(f"HEAD {key}", lambda: obstore.head_async(self.store, key)))
         except FileNotFoundError:
             return None
 
@@ -172,13 +161,12 @@ class ObjectBackend:
                 return ahead
         key = self._read_key(key)
         try:
-            data = request(f"GET {key} bytes {start}-{stop - 1}",
-                           lambda: obstore.get_range_async(self.store, key, start=start, end=stop))
+            return request(f"GET {key} bytes {start}-{stop - 1}",
+                           lambda: get_range(self.store, key, start, stop))
         except OSError as e:
             if e.errno != errno.EOPNOTSUPP:
                 raise
             return self._without_ranges(key, start, stop)
-        return _checked(key, memoryview(data), stop - start)
 
     def _without_ranges(self, key: str, start: int, stop: int) -> bytes | memoryview:
         """Bytes ``[start, stop)`` from a server that ignores ranges (Python's
@@ -192,19 +180,14 @@ class ObjectBackend:
         whole = self.read_all(key)
         if whole is None:
             raise FileNotFoundError(errno.ENOENT, f"{key}: not stored")
-        return _checked(key, memoryview(whole)[start:stop], stop - start)
+        return checked(key, memoryview(whole)[start:stop], stop - start)
 
     def read_tail(self, key: str, count: int) -> tuple[bytes | memoryview, int | None] | None:
         """The last ``count`` bytes of ``key`` and its size: one suffix GET."""
         read_key = self._read_key(key)
-
-        async def tail() -> tuple[bytes | memoryview, int | None]:
-            result = await obstore.get_async(
-                self.store, read_key, options={"range": {"suffix": count}})
-            return memoryview(await result.bytes_async()), int(result.meta["size"])
-
         try:
-            return request(f"GET {read_key} last {count} bytes", tail)
+            return request(f"GET {read_key} last {count} bytes",
+                           lambda: get_tail(self.store, read_key, count))
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -215,8 +198,21 @@ class ObjectBackend:
                                            len(whole))
 
     def read_ahead(self, key: str, size: int) -> ReadAhead:
-        fetch = ObjectFetch(self.read_range, key, size, self.prefetch.take(key))
-        return ReadAhead(fetch, size, self.read_ahead_policy)
+        """Sequential reads of ``key`` with windows ahead: sent as store requests, or served
+        from its whole body where that was fetched ahead (``ObjectFetch``, on the pool)."""
+        whole = self.prefetch.take(key)
+        fetch = ObjectFetch(self.read_range, key, size, whole)
+        if whole is not None:
+            return ReadAhead(fetch, size, self.read_ahead_policy)
+        return ReadAhead(fetch, size, self.read_ahead_policy,
+                         send=lambda start, stop: self._send_range(key, start, stop))
+
+    def _send_range(self, key: str, start: int, stop: int) -> Future[bytes | memoryview]:
+        """A window's GET, sent at once (cut from the whole object where the server
+        ignores ranges)."""
+        key = self._read_key(key)
+        return send(f"GET {key} bytes {start}-{stop - 1}",
+                    lambda: get_range(self.store, key, start, stop, whole_if_ignored=True))
 
     def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
         """Start fetching these (key, size) objects whole: the filesystem is about to open
@@ -249,11 +245,7 @@ class ObjectBackend:
         """A whole object's GET, sent at once (FileNotFoundError in it if absent): a batch
         of chunks is many of these, with one thread waiting for them all."""
         key = self._read_key(key)
-
-        async def whole() -> bytes:
-            return (await (await obstore.get_async(self.store, key)).bytes_async()).to_bytes()
-
-        return send(f"GET {key}", whole)
+        return send(f"GET {key}", lambda: get_whole(self.store, key))
 
     def read_held(self, key: str) -> bytes | None:
         return None  # objects fetched ahead are taken by readers (read_ahead), not here
@@ -375,18 +367,3 @@ def _describe(store: Any) -> str:
     bucket = (getattr(store, "config", None) or {}).get("bucket")
     prefix = str(getattr(store, "prefix", None) or "")
     return f"s3://{bucket}/{prefix}".rstrip("/") if bucket else repr(store)
-
-
-def _checked(key: str, data: memoryview, size: int) -> memoryview:
-    """``data`` if it has the ``size`` bytes asked for; EIO if the object was replaced by a
-    shorter one, or the server sent another length than it announced."""
-    if len(data) != size:
-        raise OSError(errno.EIO, f"{key}: asked for {size} bytes, got {len(data)}")
-    return data
-
-
-def _stat(meta: ObjectMeta) -> Stat:
-    """Size and ``LastModified`` of an object, as a listing or a HEAD gives them."""
-    modified = meta["last_modified"]
-    mtime_ns = int(modified.timestamp()) * 1_000_000_000 + modified.microsecond * 1000
-    return Stat(meta["size"], mtime_ns, meta.get("e_tag"))

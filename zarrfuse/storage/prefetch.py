@@ -25,6 +25,8 @@ __all__ = ["PrefetchBudget", "ReadAhead", "ReadAheadPolicy", "Window"]
 
 Fetch = Callable[[int, int], bytes | memoryview]
 """``fetch(start, stop)``: the object's bytes in ``[start, stop)``, blocking."""
+Send = Callable[[int, int], "Future[bytes | memoryview]"]
+"""``send(start, stop)``: a GET of those bytes sent at once, no thread waiting for it."""
 
 
 class PrefetchBudget:
@@ -79,8 +81,13 @@ class ReadAheadPolicy:
 class ReadAhead:
     """Sequential detection and the windows fetched ahead for one object of known size."""
 
-    def __init__(self, fetch: Fetch, size: int, policy: ReadAheadPolicy) -> None:
+    def __init__(
+        self, fetch: Fetch, size: int, policy: ReadAheadPolicy, send: Send | None = None
+    ) -> None:
+        """``send``: how windows are fetched where the store's requests need no thread
+        (``store_requests``); without it, ``fetch`` runs on the policy's pool."""
         self.fetch = fetch
+        self.send = send
         self.size = size
         self.policy = policy
         self._windows: list[Window] = []  # contiguous, ascending
@@ -142,7 +149,9 @@ class ReadAhead:
             stop = min(at + self._ramp, self.size)
             if not policy.budget.take(stop - at):
                 break
-            self._windows.append(Window(at, stop, policy.pool.submit(self.fetch, at, stop)))
+            future = (self.send(at, stop) if self.send is not None
+                      else policy.pool.submit(self.fetch, at, stop))
+            self._windows.append(Window(at, stop, future))
             at = stop
 
     def _covering(self, start: int, stop: int) -> list[Window]:

@@ -1,0 +1,76 @@
+"""The GETs of an object store or a web server as coroutines, for the store request loop
+(``store_requests``): one request each, every answer checked against the size it announces
+or was asked for, so that a body cut short or an object replaced mid-read is an error, never
+short bytes."""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING, Any
+
+import obstore
+
+if TYPE_CHECKING:  # types only: obstore declares them in its stubs
+    from obstore import ObjectMeta
+
+from zarrfuse.storage.base import Stat
+from zarrfuse.storage.store_requests import is_absent
+
+__all__ = ["checked", "get_range", "get_tail", "get_whole", "peek", "stat_of"]
+
+
+async def get_range(
+    store: Any, key: str, start: int, stop: int, *, whole_if_ignored: bool = False
+) -> memoryview:
+    """Bytes ``[start, stop)``. A server that ignores ranges answers with the whole object,
+    which obstore refuses (NotSupportedError); ``whole_if_ignored``: then the object is
+    fetched whole and cut."""
+    try:
+        data: Any = await obstore.get_range_async(store, key, start=start, end=stop)
+    except Exception as e:
+        if not whole_if_ignored or type(e).__name__ != "NotSupportedError":
+            raise
+        data = memoryview(await get_whole(store, key))[start:stop]
+    return checked(key, memoryview(data), stop - start)
+
+
+async def get_whole(store: Any, key: str) -> bytes:
+    """The whole object (FileNotFoundError if absent)."""
+    return (await (await obstore.get_async(store, key)).bytes_async()).to_bytes()
+
+
+async def get_tail(store: Any, key: str, count: int) -> tuple[memoryview, int]:
+    """The last ``count`` bytes (all of a smaller object) and the object's size."""
+    result = await obstore.get_async(store, key, options={"range": {"suffix": count}})
+    return memoryview(await result.bytes_async()), int(result.meta["size"])
+
+
+async def peek(store: Any, key: str, limit: int) -> tuple[Stat, bytes | None] | None:
+    """The key's stat and, if it has at most ``limit`` bytes, its bytes, in one GET; None
+    if absent. A larger object's body is not read."""
+    try:
+        result = await obstore.get_async(store, key)
+    except Exception as e:
+        if is_absent(e):
+            return None
+        raise
+    found = stat_of(result.meta)
+    if found.size > limit:
+        return found, None
+    data = await result.bytes_async()
+    return found, bytes(checked(key, memoryview(data), found.size))
+
+
+def checked(key: str, data: memoryview, size: int) -> memoryview:
+    """``data`` if it has the ``size`` bytes asked for; EIO if the object was replaced by a
+    shorter one, or the server sent another length than it announced."""
+    if len(data) != size:
+        raise OSError(errno.EIO, f"{key}: asked for {size} bytes, got {len(data)}")
+    return data
+
+
+def stat_of(meta: ObjectMeta) -> Stat:
+    """Size and ``LastModified`` of an object, as a listing, a HEAD or a GET gives them."""
+    modified = meta["last_modified"]
+    mtime_ns = int(modified.timestamp()) * 1_000_000_000 + modified.microsecond * 1000
+    return Stat(meta["size"], mtime_ns, meta.get("e_tag"))
