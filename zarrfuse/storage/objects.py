@@ -251,12 +251,10 @@ class ObjectBackend:
         return None  # objects fetched ahead are taken by readers (read_ahead), not here
 
     def read_document(self, key: str) -> Document | None:
-        try:
-            found, data = self._send_peek(key, MAX_DOCUMENT_BYTES).result() or (None, None)
-        except FileNotFoundError:
+        peeked = self._send_peek(key, MAX_DOCUMENT_BYTES).result()  # None: absent
+        if peeked is None:
             return None
-        if found is None:
-            return None
+        found, data = peeked
         if data is None:  # refused before its body is read
             raise UnfitDocument(f"{key}: {found.size} bytes, over the "
                                 f"{MAX_DOCUMENT_BYTES} a metadata document may have")
