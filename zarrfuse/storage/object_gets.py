@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # types only: obstore declares them in its stubs
     from obstore import ObjectMeta
 
 from zarrfuse.storage.base import Stat
-from zarrfuse.storage.store_requests import is_absent
+from zarrfuse.storage.store_requests import ignores_ranges, is_absent
 
 __all__ = ["checked", "get_range", "get_tail", "get_whole", "peek", "stat_of"]
 
@@ -28,7 +28,7 @@ async def get_range(
     try:
         data: Any = await obstore.get_range_async(store, key, start=start, end=stop)
     except Exception as e:
-        if not whole_if_ignored or type(e).__name__ != "NotSupportedError":
+        if not whole_if_ignored or not ignores_ranges(e):
             raise
         data = memoryview(await get_whole(store, key))[start:stop]
     return checked(key, memoryview(data), stop - start)
@@ -40,8 +40,15 @@ async def get_whole(store: Any, key: str) -> bytes:
 
 
 async def get_tail(store: Any, key: str, count: int) -> tuple[memoryview, int]:
-    """The last ``count`` bytes (all of a smaller object) and the object's size."""
-    result = await obstore.get_async(store, key, options={"range": {"suffix": count}})
+    """The last ``count`` bytes (all of a smaller object) and the object's size; from the
+    object fetched whole where the server ignores ranges."""
+    try:
+        result = await obstore.get_async(store, key, options={"range": {"suffix": count}})
+    except Exception as e:
+        if not ignores_ranges(e):
+            raise
+        whole = memoryview(await get_whole(store, key))
+        return whole[max(len(whole) - count, 0):], len(whole)
     return memoryview(await result.bytes_async()), int(result.meta["size"])
 
 

@@ -190,12 +190,6 @@ class ObjectBackend:
                            lambda: get_tail(self.store, read_key, count))
         except FileNotFoundError:
             return None
-        except OSError as e:
-            if e.errno != errno.EOPNOTSUPP:
-                raise
-        whole = self.read_all(read_key)  # a server that ignores ranges
-        return None if whole is None else (memoryview(whole)[max(len(whole) - count, 0):],
-                                           len(whole))
 
     def read_ahead(self, key: str, size: int) -> ReadAhead:
         """Sequential reads of ``key`` with windows ahead: sent as store requests, or served

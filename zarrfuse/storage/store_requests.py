@@ -28,6 +28,7 @@ from typing import TypeVar
 __all__ = [
     "REQUESTS_IN_FLIGHT",
     "configure",
+    "ignores_ranges",
     "is_absent",
     "limit_requests",
     "request",
@@ -138,7 +139,7 @@ async def _answer(what: str, make: Request[T], bounded: bool) -> T:
         except Exception as e:
             if is_absent(e):
                 raise FileNotFoundError(errno.ENOENT, f"{what}: not found") from e
-            if type(e).__name__ == "NotSupportedError":  # a web server that ignores ranges
+            if ignores_ranges(e):
                 raise OSError(errno.EOPNOTSUPP, f"{what}: {_reason(e)}") from e
             if isinstance(e, OSError) and e.errno is not None:
                 raise
@@ -153,6 +154,12 @@ def is_absent(e: BaseException) -> bool:
     if isinstance(e, FileNotFoundError) or type(e).__name__ == "NotFoundError":
         return True
     return "status code: 410 Gone" in str(e)
+
+
+def ignores_ranges(e: BaseException) -> bool:
+    """Whether a ranged GET failed because the server ignores ranges (it sent the whole
+    object, which obstore refuses): Python's ``http.server`` does."""
+    return type(e).__name__ == "NotSupportedError"
 
 
 def _reason(e: BaseException) -> str:
