@@ -47,11 +47,13 @@ def cache_identity(store: Store) -> str | None:
     URL), so that blocks of two stores never mix; None for stores not worth caching (local
     directories, zip files)."""
     if isinstance(store, ObjectStore):
+        from zarrfuse.storage.objects import is_web_store  # noqa: PLC0415  (needs obstore)
+
         inner = store.store
+        if is_web_store(inner):
+            return f"obstore:HTTPStore:{inner.url}"
         config = getattr(inner, "config", None) or {}
         where = {k: v for k, v in sorted(config.items()) if k in _IDENTIFYING}
-        if type(inner).__name__ == "HTTPStore":
-            return f"obstore:HTTPStore:{inner.url}"
         return f"obstore:{type(inner).__name__}:{where}:{getattr(inner, 'prefix', None) or ''}"
     protocols = fsspec_protocols(store)
     remote = protocols and protocols[0] not in ("file", "local")

@@ -47,7 +47,7 @@ from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
 from zarrfuse.storage.signed_put import SignedPut
 from zarrfuse.storage.store_requests import request, send
 
-__all__ = ["ObjectBackend"]
+__all__ = ["ObjectBackend", "is_web_store"]
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class ObjectBackend:
         self, store: Any, journal_path: str = "", write_time: float | None = None
     ) -> None:
         self.store = store
-        self.web = type(store).__name__ == "HTTPStore"
+        self.web = is_web_store(store)
         self.can_list = not self.web
         self.stat_by_listing = not self.web
         """On object stores a LIST costs about what a HEAD does and answers for every
@@ -352,9 +352,15 @@ class ObjectBackend:
                     bounded=False)
 
 
+def is_web_store(store: Any) -> bool:
+    """Whether an obstore store is a web server's (``HTTPStore``): never listed, never
+    written."""
+    return type(store).__name__ == "HTTPStore"
+
+
 def _describe(store: Any) -> str:
     """The store as log lines name it (``s3://bucket/prefix``, a web server's URL)."""
-    if type(store).__name__ == "HTTPStore":
+    if is_web_store(store):
         return str(store.url)
     bucket = (getattr(store, "config", None) or {}).get("bucket")
     prefix = str(getattr(store, "prefix", None) or "")
