@@ -4,14 +4,14 @@ one timeout (``--store-timeout``); obstore's client retries by one policy (``api
 
 A worker thread that needs an answer waits for it (``request``); fetches made ahead send
 theirs without a thread waiting on each (``send``): 64 requests in flight are 64 coroutines
-on one loop, not 64 threads blocked in a client. Stores obstore does not serve (a zip file,
-other fsspec filesystems) run on zarr's own loop and take a slot of the same bound
-(``request_slot``), so the store never sees more than ``REQUESTS_IN_FLIGHT`` from one mount,
-whichever pool asks. Errors come back as ``OSError``: "absent" (a 404, or a web server's
-410) as FileNotFoundError, a ranged GET the server cannot answer (it ignores ranges) as
-EOPNOTSUPP, any other failure as EIO with the store's reason in one line,
-logged by whoever reports it (the FUSE operation, once); a fetch made ahead that fails is a
-guess, asked again by the read that needs it.
+on one loop, not 64 threads blocked in a client. Remote stores obstore does not serve (other
+fsspec filesystems) run on zarr's own loop and take a slot of the same bound
+(``request_slot``; a local zip file's reads take none), so the store never sees more than
+``REQUESTS_IN_FLIGHT`` from one mount, whichever pool asks. Errors come back as ``OSError``:
+"absent" (a 404, or a web server's 410) as FileNotFoundError, a ranged GET the server cannot
+answer (it ignores ranges) as EOPNOTSUPP, any other failure as EIO with the store's reason in
+one line, logged by whoever reports it (the FUSE operation, once); a fetch made ahead that
+fails is a guess, asked again by the read that needs it.
 """
 
 from __future__ import annotations
