@@ -93,7 +93,8 @@ def nginx(root: Path, run: Path, *, autoindex: bool = False) -> Iterator[str]:
 
 class MisbehavingServer:
     """Serves files under ``root`` (HEAD and GET, with ranges), except that a path may be set
-    to misbehave: ``500`` (a server error), ``loop`` (redirects to itself), ``truncate``
+    to misbehave: a status such as ``500`` (a server error) or ``410`` (an empty answer with
+    that status), ``loop`` (redirects to itself), ``truncate``
     (closes the connection halfway through the body it announced), ``long-length`` (announces
     more bytes than it sends, then closes) or ``stall`` (answers nothing)."""
 
@@ -121,8 +122,8 @@ class MisbehavingServer:
                 if mode == "stall":
                     time.sleep(60)
                     return
-                if mode == "500":
-                    self._empty(500)
+                if mode.isdigit():
+                    self._empty(int(mode))
                     return
                 if mode == "loop":
                     self.send_response(302)

@@ -9,7 +9,7 @@ import errno
 import functools
 import os
 import threading
-from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -88,32 +88,12 @@ def test_a_server_error_or_a_body_cut_short_is_eio_never_absent(tmp_path, mode):
             assert raised.value.errno == errno.EIO
 
 
-class _Statuses(BaseHTTPRequestHandler):
-    """Answers a path named by a status with that status (``/410``, ``/403``)."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def do_HEAD(self) -> None:
-        self.do_GET()
-
-    def do_GET(self) -> None:
-        self.send_response(int(self.path.strip("/")))
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-
 @pytest.fixture
-def statuses():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Statuses)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield _web(f"http://127.0.0.1:{server.server_address[1]}")
-    finally:
-        server.shutdown()
-        server.server_close()
+def statuses(tmp_path):
+    """A web server answering ``/404``, ``/410``, ``/401`` and ``/403`` with that status."""
+    with MisbehavingServer(tmp_path) as server:
+        server.modes.update({status: status for status in ("404", "410", "401", "403")})
+        yield _web(server.url)
 
 
 def test_410_is_absent_and_403_is_an_error(statuses):
