@@ -6,9 +6,11 @@ files of ``concat-parts`` arrays are listed as their logical chunk (zarrfuse's s
 does that), so a chunk with a missing or mis-sized part fails with the reason. Temp files and
 other keys are not chunks and are skipped.
 
-How a chunk is checked: zarr reads the chunk's region of the array, which fetches the stored
-bytes and runs the array's whole codec chain on them (decompression, checksums such as
-``crc32c``, every inner chunk of a shard). A chunk whose codecs carry no checksum and whose
+How a chunk is checked: its stored bytes are fetched through zarr's store (parts joined) and
+decoded by the array's whole codec chain (decompression, checksums such as ``crc32c``, every
+inner chunk of a shard), by the same decoder a mount's write check uses
+(``api.chunk_decoding``): each compressed chunk is measured before it is decoded, so a
+decompression bomb is a finding, never allocated. A chunk whose codecs carry no checksum and whose
 bytes have the right length cannot be told from a good one; that is the codecs' limit.
 
 For a group, every array below it is checked (child nodes are found as the mount finds them:
@@ -23,20 +25,18 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-import zarr
 from tqdm import tqdm
 from zarr.abc.store import Store
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import open_array, open_store_path, read_node_metadata
+from zarrfuse.api.chunk_decoding import SyncChunkDecoder
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME
-from zarrfuse.api.regions import chunk_region
-from zarrfuse.api.shard_bounds import bound_all_chunks
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, encode_chunk_key, parse_encoding
 from zarrfuse.progress import progress_bar, restart
 from zarrfuse.storage import backend_for
-from zarrfuse.zarr_compat import ArrayV3Metadata, AsyncArray, sync
+from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
 __all__ = ["Failure", "Report", "find_arrays", "main", "stored_chunks", "verify"]
 
@@ -58,15 +58,6 @@ class Report:
     chunks: int = 0
     failures: list[Failure] = field(default_factory=list)
 
-
-def _bounded(array: Any) -> Any:
-    """``array`` with every chunk (and shard's inner chunk) measured before a codec sees it
-    (``api.shard_bounds``): a decompression bomb is a finding, never allocated. Arrays
-    described by v2 metadata are decoded as they are."""
-    if not isinstance(array.metadata, ArrayV3Metadata):
-        return array
-    metadata = bound_all_chunks(array.metadata)
-    return zarr.Array(AsyncArray(metadata=metadata, store_path=array.store_path))
 
 def _join(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
@@ -152,7 +143,7 @@ def verify(
             progress.write(str(failure))
 
     try:
-        work: list[tuple[str, Any, tuple[int, ...], tuple[slice, ...]]] = []
+        work: list[tuple[str, StorePath, SyncChunkDecoder]] = []
         progress.set_description_str("listing chunks")
         for path, metadata, error in find_arrays(root):
             shown = path[len(root.path) :].strip("/") if root.path else path
@@ -161,25 +152,27 @@ def verify(
                 continue
             report.arrays += 1
             try:
-                array = _bounded(open_array(StorePath(root.store, path)))
+                array = open_array(StorePath(root.store, path))
+                decoder = SyncChunkDecoder.for_stored_objects(array.metadata)
                 encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
                 coords_list = stored_chunks(array.store_path.store, path, metadata)
             except Exception as e:  # noqa: BLE001  (an unreadable array is a finding, too)
                 found(Failure(shown or ".", _reason(e)))
                 continue
-            chunk_shape = tuple(metadata["chunk_grid"]["configuration"]["chunk_shape"])
-            shape = tuple(metadata["shape"])
             for coords in coords_list:
                 key = _join(shown, encode_chunk_key(encoding, coords))
-                work.append((key, array, coords, chunk_region(coords, chunk_shape, shape)))
+                stored = array.store_path / array.metadata.encode_chunk_key(coords)
+                work.append((key, stored, decoder))
             progress.update(len(coords_list))
         report.chunks = len(work)
         restart(progress, len(work), "verifying")
 
-        def check(item: tuple[str, Any, tuple[int, ...], tuple[slice, ...]]) -> Failure | None:
-            key, array, _, region = item
+        def check(item: tuple[str, StorePath, SyncChunkDecoder]) -> Failure | None:
+            key, stored, decoder = item
             try:
-                array[region]
+                value = sync(stored.get(prototype=default_buffer_prototype()))
+                if value is not None:  # None: removed since the listing
+                    decoder.decode(value.to_bytes())
             except Exception as e:  # noqa: BLE001
                 return Failure(key, _reason(e))
             return None

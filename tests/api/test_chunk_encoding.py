@@ -38,10 +38,43 @@ def test_encoded_bytes_are_zarrs(tmp_path, case):
         opened = zarr.Array(AsyncArray(metadata=metadata, store_path=opened.store_path))
     encoder = ChunkEncoder.for_array(opened)
     assert encoder is not None
-    assert encoder.encode(values) == stored
+    encoded = encoder.encode(values)
+    if case.startswith("gzip"):  # a gzip header holds the second it was written: not data
+        encoded, stored = encoded[:4] + encoded[8:], stored[:4] + stored[8:]
+    assert encoded == stored
 
 
-def test_sharded_arrays_are_declined(tmp_path):
-    array = zarr.create_array(LocalStore(tmp_path / "s"), shape=(8,), chunks=(2,),
-                              shards=(4,), dtype="u1")
-    assert ChunkEncoder.for_array(array) is None
+def test_a_shard_is_encoded_whole_as_zarr_stores_it(tmp_path):
+    values = np.random.default_rng(2).integers(0, 250, (8, 8), dtype="u1")
+    array = zarr.create_array(LocalStore(tmp_path / "s"), shape=(8, 8), chunks=(2, 4),
+                              shards=(4, 8), dtype="u1", fill_value=0,
+                              compressors=zarr.codecs.ZstdCodec(level=3))
+    array[...] = values
+    encoder = ChunkEncoder.for_array(array)
+    assert encoder is not None and encoder.chunk_shape == (4, 8)
+    for shard in (0, 1):
+        stored = (tmp_path / "s" / f"c/{shard}/0").read_bytes()
+        assert encoder.encode(values[4 * shard : 4 * shard + 4]) == stored
+
+
+def test_part_of_a_shard_written_over_what_is_stored_keeps_the_rest(tmp_path):
+    """``encode_over`` is a read-modify-write of one stored object: the other inner chunks
+    keep their values, and an object not stored starts from the fill value."""
+    values = np.arange(64, dtype="u1").reshape(8, 8)
+    array = zarr.create_array(LocalStore(tmp_path / "s"), shape=(8, 8), chunks=(2, 4),
+                              shards=(4, 8), dtype="u1", fill_value=9)
+    array[:4] = values[:4]
+    encoder = ChunkEncoder.for_array(array)
+    assert encoder is not None
+    shard = tmp_path / "s" / "c/0/0"
+    tile = np.full((2, 4), 200, "u1")
+    shard.write_bytes(encoder.encode_over(shard.read_bytes(), (slice(2, 4), slice(4, 8)), tile))
+    expected = values[:4].copy()
+    expected[2:4, 4:8] = 200
+    np.testing.assert_array_equal(zarr.open_array(LocalStore(tmp_path / "s"))[:4], expected)
+    absent = tmp_path / "s" / "c/1/0"
+    absent.parent.mkdir()
+    absent.write_bytes(encoder.encode_over(None, (slice(0, 2), slice(0, 4)), tile))
+    expected = np.full((4, 8), 9, "u1")
+    expected[0:2, 0:4] = 200
+    np.testing.assert_array_equal(zarr.open_array(LocalStore(tmp_path / "s"))[4:], expected)

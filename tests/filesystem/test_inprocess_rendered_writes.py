@@ -54,3 +54,47 @@ def test_a_rendered_write_of_a_concat_parts_array_stores_its_parts(tmp_path):
     changed = {k for k, v in snapshot(path).items() if before.get(k) != v}
     assert changed == {"c/0/0", "c/0/0.crc32c"}, changed  # both parts, nothing left beside
     np.testing.assert_array_equal(zarrfuse.open_array(path)[:4, :4], value)
+
+
+def test_tiles_of_one_shard_written_at_once_are_all_kept(tmp_path):
+    """Each tile of a shard is its own file, but they share one stored object: a write
+    reads the shard, changes its tile and stores the shard under the shard's lock, so
+    none undoes another."""
+    path = tmp_path / "sharded"
+    zarr.create_array(path, shape=(64, 64), chunks=(16, 16), shards=(64, 64), dtype="u1",
+                      fill_value=0, compressors=zarr.codecs.ZstdCodec())
+    with in_process(path, format="tiff") as fs:
+        tiles = sorted(p for p in fs.walk() if p.endswith(".tiff"))
+        assert len(tiles) == 16
+        for round_ in range(4):
+            values = {name: np.full((16, 16), 10 * i + round_ + 1, "u1")
+                      for i, name in enumerate(tiles)}
+            writers = [threading.Thread(target=fs.write, args=(name, _tiff(value)))
+                       for name, value in values.items()]
+            for writer in writers:
+                writer.start()
+            for writer in writers:
+                writer.join(30)
+            stored = zarr.open_array(path)[...]
+            for i, value in enumerate(values.values()):
+                row, col = divmod(i, 4)
+                np.testing.assert_array_equal(
+                    stored[16 * row: 16 * row + 16, 16 * col: 16 * col + 16], value,
+                    f"round {round_}, tile {i}")
+
+
+def test_a_rendered_write_of_a_sharded_array_is_one_commit_of_its_shard(tmp_path):
+    """The shard is stored as a chunk file's commit is (parts, journal, chunk lock), so the
+    mount's counters see the write; zarr writing behind the mount's back would not."""
+    path = tmp_path / "sharded"
+    data = np.arange(64 * 64, dtype="u2").reshape(64, 64)
+    zarr.create_array(path, data=data, chunks=(16, 16), shards=(32, 64),
+                      compressors=zarr.codecs.ZstdCodec())
+    with in_process(path, format="tiff") as fs:
+        name = sorted(p for p in fs.walk() if p.endswith(".tiff"))[5]  # row 1, column 1
+        before = fs.ops.counters.store["write"]
+        fs.write(name, _tiff(np.full((16, 16), 7, "u2")))
+        assert fs.ops.counters.store["write"] == before + 1
+    expected = data.copy()
+    expected[16:32, 16:32] = 7
+    np.testing.assert_array_equal(zarr.open_array(path)[...], expected)

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, TransposeCodec, ZstdCodec
-from zarr.core.array import create_codec_pipeline
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import MemoryStore
 
+from zarrfuse.api.chunk_decoding import SyncChunkDecoder
 from zarrfuse.errors import WriteRefusedError
 from zarrfuse.filesystem.chunks.write_check import DecodeCheck, checker_for, checker_for_document
 
@@ -67,7 +67,7 @@ def test_each_chain_gets_its_cheapest_exact_check(case):
     assert check.name == kind
     assert checker_for_document(array.metadata.to_dict()).name == kind
     coords = (0,) * array.ndim
-    decode = DecodeCheck(array.metadata, create_codec_pipeline(array.metadata), "")
+    decode = DecodeCheck(SyncChunkDecoder.for_stored_objects(array.metadata), "")
     values = [good, good + b"\0", good[:-1], b"", b"\0" * len(good),
               good[:-1] + bytes([good[-1] ^ 1]), bytes([good[0] ^ 0x80]) + good[1:]]
     assert not refused(check, coords, good)

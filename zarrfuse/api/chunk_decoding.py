@@ -7,12 +7,15 @@ synchronously (``_decode_sync``, what the pipeline runs in its threads); calling
 reverse order with the chunk specs zarr itself resolves decodes the same bytes to the same
 values at the codec's pace (600 MB/s in one thread, measured), on any worker thread.
 
-``_decode_sync`` is zarr's, not a public API (``zarr_compat``). Chains with a codec without it
-(zarr 3.1's numcodecs wrappers, which v2 arrays are read through) decode a batch of chunks
-in one call of zarr's own pipeline instead. Sharded arrays are declined
-(:meth:`SyncChunkDecoder.for_array` returns None: their stored object is a shard of inner
-chunks). The tests compare every result with zarr's own reading, so a zarr release that
-changes either fails them rather than reading wrong values.
+``_decode_sync`` is zarr's, not a public API (``zarr_compat``). Chains with a codec without
+it (zarr 3.1's numcodecs wrappers, which v2 arrays are read through) decode a batch of
+chunks in one call of zarr's own pipeline instead. Readers of sharded arrays are declined
+(:meth:`SyncChunkDecoder.for_array` returns None: they read inner chunks by ranges of their
+shard); :meth:`SyncChunkDecoder.for_stored_objects` decodes any array's whole stored
+objects, shards included, and is the one answer to "does this stored value decode?" (the
+write check, ``zarrfuse verify``, a rendered write's read of the chunk it changes). The
+tests compare every result with zarr's own reading, so a zarr release that changes either
+fails them rather than reading wrong values.
 
 Every chunk's stored bytes are measured against the chunk's size before a codec sees them
 (``api.decode_bounds``): a decompression bomb is refused, never allocated.
@@ -27,8 +30,11 @@ import numpy as np
 import zarr
 
 from zarrfuse.api.decode_bounds import SLACK, check_decoded_size
+from zarrfuse.api.shard_bounds import bound_all_chunks
 from zarrfuse.zarr_compat import (
+    ArrayConfig,
     ArraySpec,
+    ArrayV2Metadata,
     ArrayV3Metadata,
     Buffer,
     BufferPrototype,
@@ -49,18 +55,22 @@ class SyncChunkDecoder:
 
     def __init__(
         self, codecs: Sequence[Any], spec: ArraySpec, prototype: BufferPrototype,
-        pipeline: Any = None,
+        pipeline: Any = None, outer: str = "",
     ) -> None:
         """``codecs`` in encode order, ``spec`` the spec of what the first one encodes;
-        ``pipeline``: zarr's, for chains with a codec that has no synchronous decoder."""
+        ``pipeline``: zarr's, for chains with a codec that has no synchronous decoder
+        (``codecs`` may then be empty: ``outer`` names the codec that decodes the stored
+        bytes first, whose declared size is checked)."""
         codecs = list(codecs)
         specs = []
+        first_spec = spec
         for codec in codecs:  # each codec decodes with the spec of what it encoded
             specs.append(spec)
             spec = codec.resolve_metadata(spec)
-        self._spec = specs[0]
+        self._spec = first_spec
         self._steps = list(reversed(list(zip(codecs, specs, strict=True))))
-        self._names = [str(codec.to_dict().get("name", "")) for codec, _ in self._steps]
+        self._names = [str(codec.to_dict().get("name", "")) for codec, _ in self._steps] or [
+            outer]
         self._pipeline = pipeline
         self._prototype = prototype
         self.chunk_shape = tuple(self._spec.shape)
@@ -84,6 +94,27 @@ class SyncChunkDecoder:
         )
         return cls(codecs, chunk_spec(metadata, array_config(array), prototype), prototype,
                    pipeline)
+
+    @classmethod
+    def for_stored_objects(
+        cls, metadata: ArrayV2Metadata | ArrayV3Metadata
+    ) -> SyncChunkDecoder:
+        """The decoder of any array's whole stored objects (a chunk, or a whole shard): what
+        a stored value must pass to count as decodable. Chains zarr must run (sharding, v2
+        filters and compressors) go through its pipeline, every inner chunk of a shard
+        measured first (``shard_bounds``)."""
+        prototype = default_buffer_prototype()
+        order = metadata.order if isinstance(metadata, ArrayV2Metadata) else "C"
+        spec = chunk_spec(metadata, ArrayConfig(order, True), prototype)
+        if isinstance(metadata, ArrayV2Metadata):
+            outer = "" if metadata.compressor is None else str(metadata.compressor.codec_id)
+            return cls([], spec, prototype, create_codec_pipeline(metadata), outer)
+        codecs = list(metadata.codecs)
+        if all(sync_decodable(c) for c in codecs):
+            return cls(codecs, spec, prototype)
+        outer = str(codecs[-1].to_dict().get("name", ""))
+        return cls([], spec, prototype, create_codec_pipeline(bound_all_chunks(metadata)),
+                   outer)
 
     @classmethod
     def for_codecs(

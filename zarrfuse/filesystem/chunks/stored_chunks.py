@@ -20,13 +20,13 @@ import trio
 
 from zarrfuse.extensions.byte_ranges import pieces_for_span, slice_views
 from zarrfuse.extensions.chunk_finishers import ChunkFinisher
-from zarrfuse.extensions.chunk_keys import RememberedKeys
 from zarrfuse.extensions.transformers import ConcatParts, Part
+from zarrfuse.filesystem.chunks.array_keys import ArrayKeys
 from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
 from zarrfuse.filesystem.chunks.chunk_listings import LISTABLE_KEYS, ChunkListings, logical_stat
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.grid_order import after
-from zarrfuse.filesystem.chunks.part_opening import ChunkKeys, NotCached, PartOpening, read_parts
+from zarrfuse.filesystem.chunks.part_opening import NotCached, PartOpening, read_parts
 from zarrfuse.filesystem.chunks.shard_indexes import ShardIndexes
 from zarrfuse.filesystem.chunks.stat_ahead import StatAhead
 from zarrfuse.filesystem.chunks.whole_chunks import WholeChunks
@@ -69,7 +69,11 @@ class StoredChunks:
         self.encoding = encoding
         self.parts = parts or SINGLE_PART
         self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
-        self._keys = RememberedKeys(encoding, self._prefix)
+        self.keys = ArrayKeys(encoding, self._prefix, self.parts,
+                              lambda parts: self.listings.index.shape.decode(parts))
+        """A chunk's store keys, and the chunk a key names (``array_keys``)."""
+        self.chunk_key, self.keys_of = self.keys.chunk_key, self.keys.keys_of
+        self.part_keys, self.coords_of = self.keys.part_keys, self.keys.coords_of
         self._limiter = limiter
         self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl)
         self.shard_indexes = ShardIndexes(listing_ttl)
@@ -103,36 +107,6 @@ class StoredChunks:
             counters=self.counters,
         )
         """What the store's listings say: which chunks exist, their sizes (and ``index``)."""
-
-    # --- keys ----------------------------------------------------------------------------
-
-    def chunk_key(self, coords: tuple[int, ...]) -> str:
-        """The store key of the chunk (its main key; parts add their suffixes)."""
-        return self._keys(coords)
-
-    def part_keys(self, coords: tuple[int, ...]) -> list[str]:
-        return self.keys_of(coords).parts
-
-    def keys_of(self, coords: tuple[int, ...]) -> ChunkKeys:
-        """The chunk's key and its parts' keys."""
-        key = self.chunk_key(coords)
-        return ChunkKeys(coords, key, [key + p.key_suffix for p in self.parts.parts])
-
-    def coords_of(self, key: str) -> tuple[int, ...] | None:
-        """The chunk one of whose parts is stored at ``key``; None if ``key`` is no chunk's
-        (a document, another array's key, a temporary file)."""
-        if not key.startswith(self._prefix):
-            return None
-        rest = key[len(self._prefix) :]
-        suffixes = sorted({p.key_suffix for p in self.parts.parts}, key=len, reverse=True)
-        for suffix in suffixes:
-            if suffix and not rest.endswith(suffix):
-                continue
-            stem = rest[: len(rest) - len(suffix)] if suffix else rest
-            coords = self.listings.index.shape.decode(stem.split("/"))
-            if coords is not None and self.chunk_key(coords) == self._prefix + stem:
-                return coords
-        return None
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """A read in a worker thread; abandoned (its result dropped, nothing cached) if the
@@ -217,22 +191,28 @@ class StoredChunks:
                 self.counters.cache["open_hit"] += 1
                 return cached
         async with self._locked(coords):
-            chunk = self.keys_of(coords)
-            listed = await self.listings.listed_stats(chunk.parts)
-            # Paths the kernel has cached open here, in microseconds (``part_opening``).
-            opened = self._opening.open_nowait(chunk, listed)
-            if isinstance(opened, NotCached):
-                self.counters.cache["open_in_thread"] += 1
-                opened = await self._run(self._opening.open, chunk, listed)
-                if opened is not None:
-                    opened.waited = True
+            opened = await self._open_locked(coords)
         if opened is not None and self._open_cache is not None:
             self._open_cache.adopt((self._tag, coords), opened)
         return opened
 
+    async def _open_locked(self, coords: tuple[int, ...]) -> OpenChunk | None:
+        chunk = self.keys_of(coords)
+        listed = await self.listings.listed_stats(chunk.parts)
+        # Paths the kernel has cached open here, in microseconds (``part_opening``).
+        opened = self._opening.open_nowait(chunk, listed)
+        if isinstance(opened, NotCached):
+            self.counters.cache["open_in_thread"] += 1
+            opened = await self._run(self._opening.open, chunk, listed)
+            if opened is not None:
+                opened.waited = True
+        return opened
+
     async def read_all(self, coords: tuple[int, ...]) -> bytes | None:
         """The whole chunk (its parts joined), None if it is absent."""
-        opened = await self.open(coords)
+        return await self._read_whole(await self.open(coords))
+
+    async def _read_whole(self, opened: OpenChunk | None) -> bytes | None:
         if opened is None:
             return None
         try:
@@ -315,15 +295,30 @@ class StoredChunks:
         A value that cannot be split, or that the shard layout refuses, is refused
         (WriteRefusedError) before anything is written.
         """
+        async with self._locked(coords):
+            await self._commit_locked(coords, views, durable)
+
+    async def update(self, coords: tuple[int, ...], change: Callable[[bytes | None], bytes]
+                     ) -> None:
+        """Store ``change(the chunk as stored, or None)`` as the chunk (run in a thread), no
+        other commit of it between the read and the write: a rendered write of a plane or
+        of one tile of a shard changes part of what it stores."""
+        async with self._locked(coords):
+            current = await self._read_whole(await self._open_locked(coords))
+            value = await self._run_to_end(change, current)
+            await self._commit_locked(coords, [memoryview(value)], durable=False)
+
+    async def _commit_locked(
+        self, coords: tuple[int, ...], views: Sequence[memoryview], durable: bool
+    ) -> None:
         if self.shard_format is not None:  # CPU work that grows with pages x tiles: a thread
             views = await self._run_to_end(self.shard_format.shard_with_header, coords, views)
         spans = self.parts.split(sum(len(v) for v in views))
         keys = self.part_keys(coords)
         self.counters.store["write"] += len(keys)
         self.counters.store_bytes_written += spans[-1][1] if spans else 0
-        async with self._locked(coords):
-            stats = await self._run_to_end(self._write_parts, keys, views, spans, durable)
-            self._remember(coords, stats)
+        stats = await self._run_to_end(self._write_parts, keys, views, spans, durable)
+        self._remember(coords, stats)
 
     def _delete_parts(self, keys: Sequence[str]) -> None:
         for key in keys:

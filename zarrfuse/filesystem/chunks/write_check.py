@@ -9,11 +9,11 @@ check is the cheapest one that is still exact for the array's codecs, chosen onc
   and nothing else, so comparing the length is the whole check.
 - ``crc32c``: the same chain followed by one ``crc32c``: the length, then the checksum of the
   body (google_crc32c, as zarr's own codec), one pass over the bytes.
-- ``decode``: every other chain (compressors, sharding, variable-size types): the value goes
-  through zarr's codec pipeline, exactly as a reader's would. A chunk that decodes to more
-  than ``limits.MAX_VERIFIED_DECODE`` (a sparse 100 GiB chunk of a few KiB, say) is refused
-  rather than decoded into memory; ``--no-verify`` stores such chunks unchecked.
-"""
+- ``decode``: every other chain (compressors, sharding, variable-size types): the value is
+  decoded by the array's codecs as a reader's would (``api.chunk_decoding``). A chunk that
+  decodes to more than ``limits.MAX_VERIFIED_DECODE`` (a sparse 100 GiB chunk of a few KiB,
+  say) is refused rather than decoded into memory; ``--no-verify`` stores such chunks
+  unchecked. """
 
 from __future__ import annotations
 
@@ -24,10 +24,9 @@ from typing import Any, ClassVar, Protocol
 
 import google_crc32c
 import numpy as np
-from zarr.abc.codec import CodecPipeline
 from zarr.codecs import BytesCodec, Crc32cCodec, TransposeCodec
 
-from zarrfuse.api.decode_bounds import SLACK, check_decoded_size
+from zarrfuse.api.chunk_decoding import SyncChunkDecoder
 from zarrfuse.errors import WriteRefusedError
 from zarrfuse.extensions.byte_ranges import slice_views
 from zarrfuse.limits import MAX_VERIFIED_DECODE
@@ -39,7 +38,6 @@ from zarrfuse.zarr_compat import (
     codecs_from_list,
     create_codec_pipeline,
     default_buffer_prototype,
-    sync,
 )
 
 __all__ = [
@@ -106,37 +104,26 @@ class Crc32cCheck:
 
 @dataclass(frozen=True)
 class DecodeCheck:
-    """Any other codecs: decode the value through zarr's codec pipeline."""
+    """Any other codecs: decode the value as a reader would (``api.chunk_decoding``'s
+    decoder of whole stored objects, the one "does this decode?" there is)."""
 
-    metadata: ArrayMetadata
-    pipeline: CodecPipeline
+    decoder: SyncChunkDecoder
     codecs: str
-    outer: str = ""
-    """The name of the codec that decodes the stored bytes first (its declared size is
-    checked before: a written bomb must not make the daemon allocate it)."""
-    limit: int | None = None
     decoded_bytes: int = 0
     """What one chunk decodes to (0: variable-size types, unknown until decoded)."""
     name: ClassVar[str] = "decode"
     inline: ClassVar[bool] = False
 
     def check(self, coords: tuple[int, ...], views: Sequence[memoryview]) -> None:
-        prototype = default_buffer_prototype()
-        order = self.metadata.order if isinstance(self.metadata, ArrayV2Metadata) else "C"
-        spec = chunk_spec(self.metadata, ArrayConfig(order, True), prototype)
         if self.decoded_bytes > MAX_VERIFIED_DECODE:
             raise _refused(coords, f"decodes to {self.decoded_bytes} bytes, more than a write "
                                    f"is decoded to be checked ({MAX_VERIFIED_DECODE}); mount "
                                    "with --no-verify to store such chunks unchecked")
-        data = b"".join(views)
         try:
-            check_decoded_size(data, self.outer, self.limit)
-        except ValueError as e:
-            raise _refused(coords, str(e)) from e
-        value = prototype.buffer.from_bytes(data)
-        try:
-            sync(self.pipeline.decode([(value, spec)]))
-        except Exception as e:  # any codec's failure means: refused
+            self.decoder.decode(b"".join(views))
+        except MemoryError:
+            raise
+        except Exception as e:  # any codec's failure, or a declared size too big: refused
             raise _refused(coords, f"does not decode with the array's codecs ({self.codecs}): "
                                    f"{type(e).__name__}: {e}") from e
 
@@ -150,30 +137,32 @@ def _codec_names(metadata: ArrayMetadata) -> str:
 
 def checker_for(metadata: ArrayMetadata) -> ChunkCheck:
     """The cheapest exact check for chunks of an array with this (parsed) metadata."""
-    pipeline = create_codec_pipeline(metadata)
     names = _codec_names(metadata)
     native = metadata.dtype.to_native_dtype()
     fixed_dtype = not native.hasobject and native.itemsize > 0
     spec = chunk_spec(metadata, ArrayConfig("C", True), default_buffer_prototype())
     decoded_bytes = int(np.prod(spec.shape, dtype=np.int64)) * native.itemsize
-    limit = decoded_bytes + SLACK if fixed_dtype else None
+
+    def decode() -> DecodeCheck:
+        return DecodeCheck(SyncChunkDecoder.for_stored_objects(metadata), names,
+                           decoded_bytes if fixed_dtype else 0)
+
     if isinstance(metadata, ArrayV2Metadata):
         if fixed_dtype and not metadata.filters and metadata.compressor is None:
             return LengthCheck(decoded_bytes, names)
-        outer = str(metadata.compressor.codec_id) if metadata.compressor is not None else ""
-        return DecodeCheck(metadata, pipeline, names, outer, limit, decoded_bytes)
+        return decode()
     array_array, array_bytes, bytes_bytes = codecs_from_list(metadata.codecs)
     if (
         fixed_dtype
         and all(isinstance(c, TransposeCodec) for c in array_array)
         and isinstance(array_bytes, BytesCodec)
     ):
+        pipeline = create_codec_pipeline(metadata)
         if not bytes_bytes:
             return LengthCheck(pipeline.compute_encoded_size(decoded_bytes, spec), names)
         if len(bytes_bytes) == 1 and isinstance(bytes_bytes[0], Crc32cCodec):
             return Crc32cCheck(pipeline.compute_encoded_size(decoded_bytes, spec), names)
-    outer = str(metadata.codecs[-1].to_dict().get("name", ""))
-    return DecodeCheck(metadata, pipeline, names, outer, limit, decoded_bytes)
+    return decode()
 
 
 def checker_for_document(document: dict[str, Any]) -> ChunkCheck:

@@ -4,12 +4,15 @@ The grid is the array's read-chunk grid (the inner chunks of a sharded array), s
 never costs a whole shard: zarr reads only the index and the ranges it needs. Every chunk of
 the grid exists; chunks that are not stored render as the fill value, and edge chunks are
 cropped to the array bounds. Decoding and encoding are CPU work: they run in worker threads,
-at most one per core, and a byte-bounded cache keeps recent renderings.
+at most one per core, and a byte-bounded cache keeps recent renderings. A written file goes
+back as new bytes of its chunk (or shard), encoded by zarr's codecs and committed through the
+chunk source as any chunk file's write is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -20,6 +23,7 @@ import zarr
 
 from zarrfuse.api.chunk_encoding import ChunkEncoder
 from zarrfuse.api.regions import chunk_region
+from zarrfuse.errors import ReadOnlyError
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.images.planes import plane_chunks
@@ -50,9 +54,9 @@ class RenderedChunks:
         encoder: ChunkEncoder | None = None,
         colour: int | None = None,
     ) -> None:
-        """``encoder``: writes encode whole chunks with it and store them through the
-        decoder's chunk source, as chunk files are (parts, journal, chunk lock); None
-        (sharded arrays): zarr stores them, rewriting the shard."""
+        """``encoder``: writes encode whole stored objects (chunks, or shards) with it and
+        store them through the decoder's chunk source, as chunk files are (parts, journal,
+        chunk lock); None: the files are read-only."""
         self.array = array
         self.fmt = fmt
         self.dtype = np.dtype(array.dtype)
@@ -89,9 +93,6 @@ class RenderedChunks:
         self._token = next(_SOURCES)
         self._decoder = decoder
         self._encoder = encoder
-        self._chunk_writes: dict[tuple[int, ...], trio.Lock] = {}
-        """One rendered write per stored chunk at a time: a plane's write reads its chunk,
-        changes the plane and stores the chunk, which two at once would each undo."""
         self._running: dict[tuple[int, ...], trio.Event] = {}
         self._writes: dict[tuple[int, ...], int] = {}
         """Writes per chunk since the mount: a rendering that began before a write is not
@@ -258,11 +259,14 @@ class RenderedChunks:
         with contextlib.suppress(Exception):  # a guess; the real read of them reports errors
             await self._render_batch(batch)
 
-    def _overlap(self, region: Sequence[slice], read: tuple[int, ...]
+    def _overlap(self, region: Sequence[slice], read: tuple[int, ...],
+                 shape: Sequence[int] | None = None,
                  ) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
-        """Where ``region`` and read chunk ``read`` overlap: the slices of it within the
-        region's values, and within the chunk's."""
-        origin = chunk_region(read, self.array.chunks, self.array.shape)
+        """Where ``region`` and read chunk ``read`` (or the chunk of ``shape`` there: a
+        stored object) overlap: the slices of it within the region's values, and within
+        the chunk's."""
+        origin = chunk_region(read, self.array.chunks if shape is None else shape,
+                              self.array.shape)
         lo = [max(r.start, o.start) for r, o in zip(region, origin, strict=True)]
         hi = [min(r.stop, o.stop) for r, o in zip(region, origin, strict=True)]
         return (tuple(slice(a - r.start, b - r.start) for a, b, r in zip(lo, hi, region,
@@ -280,63 +284,44 @@ class RenderedChunks:
             block[inside] = decoded[read][within]
         return block
 
-    def _store(self, coords: tuple[int, ...], data: bytes) -> None:
-        self.array[self.region(coords)] = self._decoded_file(coords, data)
-
     def _decoded_file(self, coords: tuple[int, ...], data: bytes) -> np.ndarray:
         """A written file's values, in the shape of its region (EINVAL unless it fits)."""
         value = decode(self.fmt, data, self.image_shape(coords), self.dtype)
         return self._region_values(coords, value) if self.planes else value.reshape(
             self.shape_of(coords))
 
-    def _encoded_chunk(
-        self, read: tuple[int, ...], region: Sequence[slice], value: np.ndarray,
-        current: np.ndarray | None,
-    ) -> bytes:
-        """The stored bytes of read chunk ``read`` holding ``value`` (the values of
-        ``region``) where they overlap, and ``current`` (the chunk as stored, cropped to
-        the array) elsewhere."""
+    async def _store_objects(self, coords: tuple[int, ...], data: bytes) -> None:
+        """Store a written file as new bytes of the stored objects (chunks, or shards) it
+        lies in, through the chunk source, as a chunk file's commit is: an object the file
+        covers whole is encoded from it alone; another is read, changed and stored under
+        its chunk lock (``StoredChunks.update``), one rendered write per object at a time."""
         assert self._encoder is not None
-        whole = np.full(self._encoder.chunk_shape, self.array.fill_value, dtype=self.dtype)
-        if current is not None:
-            whole[tuple(slice(0, n) for n in current.shape)] = current
-        inside, within = self._overlap(region, read)
-        whole[within] = value[inside]
-        return self._encoder.encode(whole)
-
-    async def _store_chunk(self, coords: tuple[int, ...], data: bytes) -> None:
-        """Store a written file as its chunks' new bytes through the chunk source: one
-        chunk, or each chunk a colour tile spans, in turn."""
+        encoder, stored = self._encoder, self._decoder.stored
         value = await trio.to_thread.run_sync(self._decoded_file, coords, data,
                                               limiter=self._limiter)
         region = self.region(coords)
-        whole = not self.planes and value.shape == tuple(self.array.chunks)
-        for read in self._reads_of(coords):
-            lock = self._chunk_writes.setdefault(read, trio.Lock())
-            try:
-                async with lock:
-                    current = None if whole else (await self._decoder.decode([read]))[0]
-                    encoded = await trio.to_thread.run_sync(
-                        self._encoded_chunk, read, region, value, current,
-                        limiter=self._limiter)
-                    await self._decoder.stored.commit(read, [memoryview(encoded)],
-                                                      durable=False)
-            finally:
-                if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                    self._chunk_writes.pop(read, None)  # no lock kept per chunk ever written
+        objects = sorted({self._decoder.stored_coords(r) for r in self._reads_of(coords)})
+        for obj in objects:
+            inside, within = self._overlap(region, obj, encoder.chunk_shape)
+            part = value[inside]
+            if part.shape == encoder.chunk_shape:  # the whole object: nothing to read
+                encoded = await trio.to_thread.run_sync(
+                    encoder.encode_over, None, within, part, limiter=self._limiter)
+                await stored.commit(obj, [memoryview(encoded)], durable=False)
+            else:
+                await stored.update(obj, functools.partial(encoder.encode_over,
+                                                           within=within, values=part))
 
     async def write(self, coords: tuple[int, ...], data: bytes) -> None:
-        """Decode a written file and store it as the chunk's data, encoded by zarr's codecs
-        and committed as chunk files are (sharded arrays: through zarr, which rewrites the
-        shard). Refused (EINVAL) unless it holds exactly this chunk's shape and data type;
-        then the array is unchanged."""
+        """Decode a written file and store it as its chunk's (or shard's) data, encoded by
+        zarr's codecs and committed as chunk files are. Refused (EINVAL) unless it holds
+        exactly this file's shape and data type; then the array is unchanged."""
         self._writes[coords] = self._writes.get(coords, 0) + 1
         self._cache.drop(self.cache_key(coords))
         try:
             if self._encoder is None:
-                await trio.to_thread.run_sync(self._store, coords, data, limiter=self._limiter)
-            else:
-                await self._store_chunk(coords, data)
+                raise ReadOnlyError(f"rendered files of {self.array.path or '/'} are read-only")
+            await self._store_objects(coords, data)
         finally:
             self._writes[coords] += 1  # renderings begun during the write are not kept
             self._cache.drop(self.cache_key(coords))
