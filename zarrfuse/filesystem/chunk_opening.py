@@ -44,7 +44,8 @@ class ChunkOpening:
         retry: bool,
     ) -> int:
         self._check_sharing(inode, node, writing, pid, retry)
-        opened: OpenFile
+        opened: ChunkReader | ChunkWriter
+        writer: ChunkWriter | None = None
         version: object = None
         size: int | None = None
         if writing:
@@ -52,33 +53,34 @@ class ChunkOpening:
             # Each writer starts from the committed chunk, never from another writer's
             # uncommitted bytes: committing those would store a mix of two writers.
             data = b"" if truncate else await self._committed_bytes(node)
-            opened = self.writers.open(node, WriteBuffer(data), emptied=truncate)
+            opened = writer = self.writers.open(node, WriteBuffer(data), emptied=truncate)
         else:
             current = await node.array.files.open_version(node.coords)
             opened, version, size = ChunkReader(node, current), current.version, current.size
         try:  # decided again after the awaits: others may have come meanwhile
             crowded = self._check_sharing(inode, node, writing, pid, retry, version)
         except ZarrFuseError:
-            self._discard(opened)
+            opened.discard()
             raise
-        handle = self._admit_chunk(opened, inode, flags, version=version, size=size,
-                                   crowded=crowded)
+        handle = self._admit_chunk(opened, inode, flags, writer=writer, version=version,
+                                   size=size, crowded=crowded)
         if writing:  # a writer's inode is its own: new opens of the name go elsewhere
             self._retire_if_current(node, inode)
         return handle
 
     def _admit_chunk(
-        self, opened: OpenFile, inode: int, flags: int, *, version: object = None,
-        size: int | None = None, crowded: bool = False,
+        self, opened: OpenFile, inode: int, flags: int, *, writer: ChunkWriter | None,
+        version: object = None, size: int | None = None, crowded: bool = False,
     ) -> int:
-        """A handle number for ``opened`` on ``inode``, recorded by the page-cache rule."""
+        """A handle number for ``opened`` (which is ``writer``, if it writes) on ``inode``,
+        recorded by the page-cache rule."""
         handle = next(self._handles)
         self._files[handle] = opened
-        if isinstance(opened, ChunkWriter):
-            opened.inode = inode
-        self.page_cache.admit(inode, handle, writer=isinstance(opened, ChunkWriter),
-                              version=version, size=size,
-                              read_write=flags & os.O_ACCMODE == os.O_RDWR, retry=crowded)
+        if writer is not None:
+            writer.inode = inode
+        self.page_cache.admit(inode, handle, writer=writer is not None, version=version,
+                              size=size, read_write=flags & os.O_ACCMODE == os.O_RDWR,
+                              retry=crowded)
         return handle
 
     def _retire_if_current(self, node: ChunkFile, inode: int) -> None:
@@ -96,9 +98,3 @@ class ChunkOpening:
             inode, node, pid, writer=writing, current=current, retry=retry, version=version,
             retire=lambda: self.namespace.retire(node), label=f"chunk {node.coords}",
         )
-
-    def _discard(self, opened: OpenFile) -> None:
-        if isinstance(opened, ChunkReader):
-            opened.chunk.close()
-        elif isinstance(opened, ChunkWriter):
-            self.writers.close(opened)

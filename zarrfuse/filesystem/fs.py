@@ -17,7 +17,6 @@ import time
 from typing import NoReturn
 
 from zarrfuse.errors import (
-    BadHandle,
     Exists,
     ExpectedRefusal,
     InvalidArgument,
@@ -39,8 +38,7 @@ from zarrfuse.filesystem.tree.nodes import (
     Node,
     ScratchFile,
 )
-from zarrfuse.filesystem.writes.commits import ChunkWriter
-from zarrfuse.filesystem.writes.document_writes import check_fits, check_identical
+from zarrfuse.filesystem.writes.document_writes import check_identical
 from zarrfuse.filesystem.writes.scratch import is_scratch_name, is_vim_probe
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
@@ -104,17 +102,11 @@ class FileSystem(FileSystemBase):
             scratch.mtime_ns, scratch.time_set = time.time_ns(), False  # as any change
             return
         opened = self._files.get(handle) if handle is not None else None
-        if isinstance(opened, DocumentWriter):
-            opened.data.truncate(size)
+        if opened is not None and await opened.truncate(size):  # the handle's own bytes
             return
         if not isinstance(node, ChunkFile):
             raise NotPermitted("only chunk files and scratch files can be truncated")
         self.committer.check_size(node, size)
-        if isinstance(opened, ChunkWriter):
-            await opened.settled()
-            opened.data.truncate(size)
-            self.writers.changed(opened)
-            return
         # truncate(2) on a path: takes effect at once, like on any filesystem.
         data = WriteBuffer(await self._committed_bytes(node))
         data.truncate(size)
@@ -143,48 +135,17 @@ class FileSystem(FileSystemBase):
     # --- writing, creating, removing, renaming -------------------------------------------
 
     async def write(self, handle: int, offset: int, data: bytes) -> int:
-        opened = self._opened(handle)
-        end = offset + len(data)
-        if isinstance(opened, ScratchHandle):
-            scratch = self._scratch(opened.node)
-            self.scratch.reserve(len(scratch.data), max(end, len(scratch.data)))
-            scratch.data.write(offset, data)
-            scratch.mtime_ns, scratch.time_set = time.time_ns(), False  # as a file's would
-            return len(data)
-        if isinstance(opened, DocumentWriter):
-            check_fits(opened.node, end)
-            opened.data.write(offset, data)
-            return len(data)
-        if not isinstance(opened, ChunkWriter):
-            raise BadHandle("file is not open for writing")
-        self.committer.check_size(opened.node, end)
-        await opened.settled()
-        opened.data.write(offset, data)
-        self.writers.changed(opened)
-        return len(data)
+        return await self._opened(handle).write(offset, data)
 
     async def _commit(self, node: ChunkFile, data: WriteBuffer, *, durable: bool) -> None:
         await self.committer.commit(node, data, durable=durable)
-        self._times.pop(node, None)  # a time set on the file is shown until the next commit
 
     async def flush(self, handle: int, *, durable: bool = False) -> None:
-        """Commit a written chunk (close and fsync). Errors reach the caller's close()."""
+        """Commit a written chunk, check a written document (close and fsync). Errors
+        reach the caller's close()."""
         opened = self._files.get(handle)
-        if isinstance(opened, DocumentWriter):
-            check_identical(opened.node, opened.data.read(0, len(opened.data)))
-            return
-        if not isinstance(opened, ChunkWriter):
-            return
-        if opened.emptied:  # O_TRUNC and nothing written: the chunk stays as it was
-            log.debug("chunk %s opened with O_TRUNC and closed unwritten: left as stored",
-                      opened.node.coords)
-            self.writers.closed_empty(opened)
-            await self.committer.show_stored_state(opened)
-            return
-        if not (opened.dirty or durable):
-            return
-        await self.committer.commit_writer(opened, durable=durable)
-        self._times.pop(opened.node, None)
+        if opened is not None:
+            await opened.flush(durable=durable)
 
     async def create(self, parent_inode: int, name: str, flags: int) -> tuple[int, Attributes]:
         """A new chunk file at a grid position, or a scratch file with a temp-file name."""
@@ -212,7 +173,7 @@ class FileSystem(FileSystemBase):
         elif is_scratch_name(name, exclusive=exclusive) and self.scratch.enabled:
             node = ScratchFile(parent, name)
             self.scratch.create(node, time.time_ns())
-            handle = self._register(ScratchHandle(node, self._scratch), direct=True)
+            handle = self._register(ScratchHandle(node, self.scratch), direct=True)
         elif exclusive and is_vim_probe(name):
             raise ExpectedRefusal(f"{name!r}: vim's write probe, refused: vim then saves "
                                   "by overwriting the file in place")
@@ -234,7 +195,7 @@ class FileSystem(FileSystemBase):
         if users is not None and not users.empty():
             self.namespace.retire(chunk)
         writer = self.writers.open(chunk, WriteBuffer(), emptied=True)
-        return self._admit_chunk(writer, self.namespace.inode_of(chunk), flags)
+        return self._admit_chunk(writer, self.namespace.inode_of(chunk), flags, writer=writer)
 
     async def unlink(self, parent_inode: int, name: str, pid: int | None = None) -> None:
         """Remove a chunk or scratch file. A document is kept: its unlink is accepted as the
@@ -320,17 +281,7 @@ class FileSystem(FileSystemBase):
         """At shutdown with chunk files still open (SIGTERM, SIGINT): store each written
         one as its close would, or say in one line that it is dropped and why."""
         for opened in list(self._files.values()):
-            if not isinstance(opened, ChunkWriter) or not opened.dirty:
-                continue
-            where = f"chunk {opened.node.coords} of {opened.node.array.path or '/'}"
-            try:
-                await self.committer.commit_writer(opened, durable=True)
-            except ZarrFuseError as e:
-                log.error("%s was open at shutdown; its writes are dropped: %s", where, e)
-            except Exception as e:  # noqa: BLE001  (shutdown goes on; the line says why)
-                log.error("%s was open at shutdown; its writes are dropped: %s", where, e)
-            else:
-                log.warning("%s was open at shutdown: stored as its close would have", where)
+            await opened.store_at_shutdown()
 
     def log_scratch_left(self) -> None:
         """At unmount: name every scratch file still held, which is dropped unstored (a

@@ -1,30 +1,66 @@
-"""What an open file handle of the mount holds: one kind of handle per kind of open file.
+"""What an open file handle of the mount holds, and what it does: one kind per kind of open.
 
-:class:`~zarrfuse.filesystem.fs.FileSystem` keeps one per handle number it gives the kernel;
-writers are ``commits.ChunkWriter``, and :data:`OpenFile` is any of them. Every handle reads
-its own bytes (``read_into``) and lets go of what it holds (``close``): the filesystem asks
-the handle, never which kind it is, to read.
+:class:`~zarrfuse.filesystem.fs.FileSystem` keeps one per handle number it gives the kernel
+and forwards each request to it, never asking which kind it is: a handle reads its own bytes
+(``read_into``), takes writes and truncation if it may, and knows what its flush (close,
+fsync) and its release commit or check. A chunk opened for writing is
+``writes.commits.ChunkWriter``; every other kind is here. Kinds that do not write refuse
+``write`` (EBADF, as a file opened read-only does) and leave ``truncate`` to the path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
 from dataclasses import dataclass
+from typing import Protocol
 
+from zarrfuse.errors import BadHandle, NotFound
 from zarrfuse.filesystem.tree.chunk_files import OpenedVersion
-from zarrfuse.filesystem.tree.nodes import ChunkFile, ImageFile, MetadataFile, ScratchFile
-from zarrfuse.filesystem.writes.commits import ChunkWriter
-from zarrfuse.filesystem.writes.scratch import ScratchData
+from zarrfuse.filesystem.tree.nodes import ChunkFile, ImageFile, MetadataFile, Node, ScratchFile
+from zarrfuse.filesystem.writes.document_writes import check_fits, check_identical
+from zarrfuse.filesystem.writes.scratch import ScratchArea, ScratchData
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = [
-    "READERS",
     "ChunkReader",
     "DocumentWriter",
+    "ImageReader",
     "MetadataReader",
     "OpenFile",
     "ScratchHandle",
 ]
+
+
+class OpenFile(Protocol):
+    """What every open handle answers."""
+
+    @property
+    def node(self) -> Node: ...
+
+    async def read_into(self, offset: int, out: memoryview) -> int: ...
+
+    async def write(self, offset: int, data: bytes) -> int: ...
+
+    async def truncate(self, size: int) -> bool:
+        """Truncate what the handle holds; False: it holds nothing of its own (the path's
+        file is truncated instead)."""
+        ...
+
+    async def flush(self, *, durable: bool) -> None:
+        """close() and fsync(): what must be stored or checked now; errors reach close()."""
+        ...
+
+    async def release(self) -> None:
+        """The kernel let go of the handle: what it held is let go of too."""
+        ...
+
+    def shown_size(self) -> int | None:
+        """The size the kernel must hold for the handle's inode; None: the stored one."""
+        ...
+
+    async def store_at_shutdown(self) -> None:
+        """The mount stops with the handle open (SIGTERM): store what a close would."""
+        ...
 
 
 def _copy_into(piece: bytes | memoryview, out: memoryview) -> int:
@@ -32,13 +68,33 @@ def _copy_into(piece: bytes | memoryview, out: memoryview) -> int:
     return len(piece)
 
 
-class _HoldsNothing:
+class _ReadsOnly:
+    """The requests a handle that writes nothing answers alike."""
+
+    async def write(self, offset: int, data: bytes) -> int:
+        raise BadHandle("file is not open for writing")
+
+    async def truncate(self, size: int) -> bool:
+        return False
+
+    async def flush(self, *, durable: bool) -> None:
+        """Nothing to store."""
+
+    async def release(self) -> None:
+        self.close()
+
     def close(self) -> None:
-        """Nothing to let go of: the bytes are the handle's own."""
+        """Nothing held outside the handle: its bytes are its own, or the node's."""
+
+    def shown_size(self) -> int | None:
+        return None
+
+    async def store_at_shutdown(self) -> None:
+        """Nothing to store."""
 
 
 @dataclass
-class ChunkReader:
+class ChunkReader(_ReadsOnly):
     """A chunk file opened to read, raw or rendered alike: the version it was opened at
     (``chunk_files``)."""
 
@@ -51,21 +107,21 @@ class ChunkReader:
     def close(self) -> None:
         self.chunk.close()
 
+    def discard(self) -> None:
+        """Opened, but refused before the kernel got it."""
+        self.close()
+
 
 @dataclass
-class MetadataReader(_HoldsNothing):
+class MetadataReader(_ReadsOnly):
     node: MetadataFile
 
-    @property
-    def data(self) -> bytes:
-        return self.node.data
-
     async def read_into(self, offset: int, out: memoryview) -> int:
-        return _copy_into(self.data[offset : offset + len(out)], out)
+        return _copy_into(self.node.data[offset : offset + len(out)], out)
 
 
 @dataclass
-class DocumentWriter(_HoldsNothing):
+class DocumentWriter(_ReadsOnly):
     """A metadata document opened for writing: accepted at close only if the bytes are the
     document's own (see ``document_writes``)."""
 
@@ -75,9 +131,21 @@ class DocumentWriter(_HoldsNothing):
     async def read_into(self, offset: int, out: memoryview) -> int:
         return self.data.read_into(offset, out)
 
+    async def write(self, offset: int, data: bytes) -> int:
+        check_fits(self.node, offset + len(data))
+        self.data.write(offset, data)
+        return len(data)
+
+    async def truncate(self, size: int) -> bool:
+        self.data.truncate(size)
+        return True
+
+    async def flush(self, *, durable: bool) -> None:
+        check_identical(self.node, self.data.read(0, len(self.data)))
+
 
 @dataclass
-class ImageReader(_HoldsNothing):
+class ImageReader(_ReadsOnly):
     """A whole-image file (``--format ome-tiff``): bytes rendered as they are read."""
 
     node: ImageFile
@@ -87,20 +155,26 @@ class ImageReader(_HoldsNothing):
 
 
 @dataclass
-class ScratchHandle(_HoldsNothing):
+class ScratchHandle(_ReadsOnly):
     """A scratch file (a tool's temp name): its bytes are looked up at each call, so a
     scratch file renamed onto a chunk or removed is no longer read through it."""
 
     node: ScratchFile
-    area: Callable[[ScratchFile], ScratchData]
+    area: ScratchArea
+
+    def _scratch(self) -> ScratchData:
+        scratch = self.area.get(self.node)
+        if scratch is None:
+            raise NotFound(f"scratch file {self.node.name!r} is gone")
+        return scratch
 
     async def read_into(self, offset: int, out: memoryview) -> int:
-        return self.area(self.node).data.read_into(offset, out)
+        return self._scratch().data.read_into(offset, out)
 
-
-OpenFile = (
-    ChunkReader | MetadataReader | ChunkWriter | ScratchHandle | DocumentWriter | ImageReader
-)
-
-READERS = (ChunkReader, MetadataReader)
-"""Handles that only read (whole images, read-only, are their own case)."""
+    async def write(self, offset: int, data: bytes) -> int:
+        scratch = self._scratch()
+        end = offset + len(data)
+        self.area.reserve(len(scratch.data), max(end, len(scratch.data)))
+        scratch.data.write(offset, data)
+        scratch.mtime_ns, scratch.time_set = time.time_ns(), False  # as a file's would
+        return len(data)

@@ -51,7 +51,7 @@ from zarrfuse.filesystem.tree.nodes import (
     ScratchFile,
     array_of,
 )
-from zarrfuse.filesystem.writes.commits import ChunkWriter, Committer, OpenWriters, WriteOptions
+from zarrfuse.filesystem.writes.commits import Committer, OpenWriters, WriteOptions
 from zarrfuse.filesystem.writes.document_writes import Replacements
 from zarrfuse.filesystem.writes.scratch import ScratchArea, ScratchData
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
@@ -82,8 +82,9 @@ class FileSystemBase(Listing, ChunkOpening):
         self.read_only = read_only
         self.options = write_options or WriteOptions()
         self.committer = Committer(namespace, self.options, unused=self._unused,
-                                   store_changed=self.apply_store_changes)
-        self.writers = OpenWriters()
+                                   store_changed=self.apply_store_changes,
+                                   committed=self._time_ends)
+        self.writers = OpenWriters(self.committer)
         self.ownership = ownership or Ownership.of_process()
         self._handles = itertools.count(1)
         self._dirs: dict[int, tuple[Node, list[Entry] | None]] = {}
@@ -109,6 +110,10 @@ class FileSystemBase(Listing, ChunkOpening):
         """How to drop the kernel's cache of an inode (its attributes only, or its pages
         too), or of a name (from the FUSE adapter)."""
         self.committer.set_invalidators(inode, entry)
+
+    def _time_ends(self, node: Node) -> None:
+        """A commit stores the node anew: a time set on it is shown no longer."""
+        self._times.pop(node, None)
 
     def _unused(self, inode: int) -> bool:
         """Whether no handle is open on ``inode`` and no version's pages are kept for it."""
@@ -178,9 +183,7 @@ class FileSystemBase(Listing, ChunkOpening):
             return None
         if users.writer is not None:
             opened = self._files.get(users.writer)
-            if isinstance(opened, ChunkWriter) and not opened.closed_empty:
-                return len(opened.data)
-            return None
+            return None if opened is None else opened.shown_size()
         return users.size if users.readers else None
 
     async def _entry_of(self, name: str, node: Node) -> Entry:
@@ -289,7 +292,7 @@ class FileSystemBase(Listing, ChunkOpening):
             scratch = self._scratch(node)
             if flags & os.O_TRUNC:
                 scratch.data.truncate(0)
-            return self._register(ScratchHandle(node, self._scratch), direct=True)
+            return self._register(ScratchHandle(node, self.scratch), direct=True)
         if isinstance(node, MetadataFile):
             if writing:  # checked at close: only the same bytes are accepted
                 data = b"" if flags & os.O_TRUNC else node.data
@@ -335,32 +338,13 @@ class FileSystemBase(Listing, ChunkOpening):
         return self.page_cache.owns_pages(handle)
 
     async def release(self, handle: int) -> None:
-        """Forget a handle. A writer with changes that reached it after its last close (the
-        pages of a shared mapping, written back at munmap) commits them now; one whose
-        commit was refused drops them."""
+        """Forget a handle; it lets go of what it holds (a writer commits what reached it
+        after its last close, or drops a refused commit's changes: ``ChunkWriter``)."""
         opened = self._files.pop(handle, None)
         if opened is None:
             return
         self.page_cache.release(handle)
-        opened.close()
-        if isinstance(opened, ChunkWriter):
-            try:
-                if opened.dirty and not opened.refused:
-                    await self.committer.commit_writer(opened, durable=False)
-                    self._times.pop(opened.node, None)
-            except ZarrFuseError as e:
-                log.error("writes to chunk %s reached after close were not stored: %s",
-                          opened.node.coords, e)
-            finally:
-                self.writers.close(opened)
-            if opened.dirty:
-                if opened.refused is not None:  # the last close's refusal: final
-                    log.error("refused to store chunk %s: %s", opened.node.coords, opened.refused)
-                else:
-                    log.warning("discarding uncommitted writes to chunk %s", opened.node.coords)
-                await self.committer.show_stored_state(opened)
-            elif opened.emptied:  # opened with O_TRUNC, never written nor closed: unchanged
-                await self.committer.show_stored_state(opened)
+        await opened.release()
 
     def statfs(self) -> StatFs:
         return StatFs(block_size=BLOCK_SIZE, blocks=0, files=self.namespace.inode_count)

@@ -1,13 +1,12 @@
 """A zarr store whose writes go through the mount's backend.
 
 An OME-Zarr pyramid's lower levels are written through zarr after a write to the full
-resolution (``api.pyramid``), and zarr stores the bytes with its store's own ``set``: on an object store a PUT with the
-client's timeouts, which may land after the close was answered EIO, and on a local
-directory a file written in place. Routing ``set`` and ``delete`` through the backend gives
-those writes what raw chunk files have: atomic replacement on local stores, and on object
-stores a PUT bounded by ``--store-timeout`` that never lands after an EIO (``signed_put``).
-Reads are the wrapped store's.
-"""
+resolution (``api.pyramid``), and zarr stores the bytes with its store's own ``set``: on an
+object store a PUT with the client's timeouts, which may land after the close was answered
+EIO, and on a local directory a file written in place. Routing ``set`` and ``delete``
+through the backend gives those writes what raw chunk files have: atomic replacement on
+local stores, and on object stores a PUT bounded by ``--store-timeout`` that never lands
+after an EIO (``signed_put``). Reads are the wrapped store's. """
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import itertools
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 
@@ -48,11 +48,15 @@ class WriteOptions:
 
 @dataclass(eq=False)
 class ChunkWriter:
-    """A chunk opened for writing: a private buffer committed on flush/fsync."""
+    """A chunk opened for writing: a private buffer committed on flush/fsync. Its state
+    (dirty, committing, refused, emptied) decides what each request does; the filesystem
+    only forwards them (``handles``)."""
 
     node: ChunkFile
     data: WriteBuffer
-    dirty: bool
+    writers: OpenWriters = field(repr=False)
+    """The writers it is one of, and their committer."""
+    dirty: bool = False
     serial: int = 0
     """Order of the last change among all writers: the newest writer's size is shown."""
     committing: trio.Event | None = None
@@ -80,23 +84,86 @@ class ChunkWriter:
         """A writer reads its own buffer: what it wrote, committed or not."""
         return self.data.read_into(offset, out)
 
-    def close(self) -> None:
-        """Nothing held outside the buffer (the commit at release is the filesystem's)."""
+    async def write(self, offset: int, data: bytes) -> int:
+        self.writers.committer.check_size(self.node, offset + len(data))
+        await self.settled()
+        self.data.write(offset, data)
+        self.writers.changed(self)
+        return len(data)
+
+    async def truncate(self, size: int) -> bool:
+        self.writers.committer.check_size(self.node, size)
+        await self.settled()
+        self.data.truncate(size)
+        self.writers.changed(self)
+        return True
+
+    async def flush(self, *, durable: bool) -> None:
+        """Commit the buffer (close, fsync); a refusal is raised for close() to return."""
+        committer = self.writers.committer
+        if self.emptied:  # O_TRUNC and nothing written: the chunk stays as it was
+            log.debug("chunk %s opened with O_TRUNC and closed unwritten: left as stored",
+                      self.node.coords)
+            self.writers.closed_empty(self)
+            await committer.show_stored_state(self)
+        elif self.dirty or durable:
+            await committer.commit_writer(self, durable=durable)
+
+    async def release(self) -> None:
+        """The last close: changes that reached the buffer after the last flush (the pages
+        of a shared mapping, written back at munmap) are committed now; those whose commit
+        was refused are dropped, with one line saying why."""
+        committer = self.writers.committer
+        try:
+            if self.dirty and not self.refused:
+                await committer.commit_writer(self, durable=False)
+        except ZarrFuseError as e:
+            log.error("writes to chunk %s reached after close were not stored: %s",
+                      self.node.coords, e)
+        finally:
+            self.writers.close(self)
+        if self.dirty:
+            if self.refused is not None:  # the last close's refusal: final
+                log.error("refused to store chunk %s: %s", self.node.coords, self.refused)
+            else:
+                log.warning("discarding uncommitted writes to chunk %s", self.node.coords)
+            await committer.show_stored_state(self)
+        elif self.emptied:  # opened with O_TRUNC, never written nor closed: unchanged
+            await committer.show_stored_state(self)
+
+    def discard(self) -> None:
+        """Opened, but refused before the kernel got it: it never was a writer."""
+        self.writers.close(self)
+
+    def shown_size(self) -> int | None:
+        """The size the kernel holds for its inode: the buffer's (none once closed
+        unwritten after O_TRUNC: its 0 would cut the next opener's reads)."""
+        return None if self.closed_empty else len(self.data)
+
+    async def store_at_shutdown(self) -> None:
+        """At shutdown while still open: stored as its close would be, or one line says
+        why it is dropped."""
+        if not self.dirty:
+            return
+        where = f"chunk {self.node.coords} of {self.node.array.path or '/'}"
+        try:
+            await self.writers.committer.commit_writer(self, durable=True)
+        except Exception as e:  # noqa: BLE001  (shutdown goes on; the line says why)
+            log.error("%s was open at shutdown; its writes are dropped: %s", where, e)
+        else:
+            log.warning("%s was open at shutdown: stored as its close would have", where)
 
 
 class OpenWriters:
     """The writers of each chunk, so a chunk's name and size show before its first commit."""
 
-    def __init__(self) -> None:
+    def __init__(self, committer: Committer) -> None:
+        self.committer = committer
         self._by_chunk: dict[ChunkFile, list[ChunkWriter]] = {}
         self._serials = itertools.count(1)
 
-    def open(
-        self, node: ChunkFile, data: WriteBuffer, *, dirty: bool = False, emptied: bool = False
-    ) -> ChunkWriter:
-        writer = ChunkWriter(
-            node, data, dirty=dirty, serial=next(self._serials), emptied=emptied
-        )
+    def open(self, node: ChunkFile, data: WriteBuffer, *, emptied: bool = False) -> ChunkWriter:
+        writer = ChunkWriter(node, data, self, serial=next(self._serials), emptied=emptied)
         self._by_chunk.setdefault(node, []).append(writer)
         return writer
 
@@ -145,10 +212,13 @@ class Committer:
         self, namespace: Namespace, options: WriteOptions,
         unused: Callable[[int], bool] = lambda inode: False,
         store_changed: Callable[[set[str]], Awaitable[None]] | None = None,
+        committed: Callable[[ChunkFile], None] = lambda node: None,
     ) -> None:
         """``store_changed``: told the store keys written around the mount's own chunk
-        files (a pyramid's lower levels), whose files must be read anew."""
+        files (a pyramid's lower levels), whose files must be read anew; ``committed``:
+        told each chunk file stored (a time set on it is shown no longer)."""
         self.namespace = namespace
+        self._committed = committed
         self.options = options
         self._store_changed = store_changed
         self._pyramid_locks: weakref.WeakKeyDictionary[Pyramid, trio.Lock] = (
@@ -194,6 +264,7 @@ class Committer:
                                       verify=self.options.verify)
         log.debug("committed chunk %s of %s (%d bytes)", node.coords, node.array.path,
                   len(data))
+        self._committed(node)
         pyramid = node.array.pyramid
         if pyramid is not None and pyramid.lower:
             await self._update_pyramid(pyramid, node.array.files.region(node.coords))
