@@ -121,6 +121,21 @@ def test_shard_layout_says_what_zarr_reads_a_shard_with(tmp_path):
     assert len(stored) > index_size
 
 
+def test_one_object_array_writes_one_shard_as_zarr_writes_it_in_the_array(tmp_path):
+    array = _array(tmp_path, chunks=(8, 8), shards=(16, 16), compressors=ZstdCodec())
+    store = zarr.storage.MemoryStore()
+    one = compat.one_object_array(array.metadata, store)
+    assert one.shape == (16, 16) and one.shards == (16, 16) and one.chunks == (8, 8)
+    key = one.metadata.encode_chunk_key((0, 0))
+    shard = tmp_path / "a.zarr" / "c" / "1" / "0"  # rows 16-31, columns 0-15
+    prototype = compat.default_buffer_prototype()
+    compat.sync(store.set(key, prototype.buffer.from_bytes(shard.read_bytes())))
+    one[4:12, 8:16] = 7
+    array[20:28, 8:16] = 7
+    written = compat.sync(store.get(key, prototype=prototype))
+    assert written is not None and written.to_bytes() == shard.read_bytes()
+
+
 def test_v2_metadata_converts_with_the_same_codecs(tmp_path):
     v2 = zarr.create_array(tmp_path / "v2.zarr", shape=(8,), chunks=(4,), dtype=">i4",
                            zarr_format=2, compressors=None)

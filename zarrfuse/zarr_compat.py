@@ -11,7 +11,11 @@ that names it, never later with wrong data.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+import zarr
+from zarr.storage import StorePath
 
 __all__ = [
     "ArrayConfig",
@@ -34,6 +38,7 @@ __all__ = [
     "decode_sync",
     "default_buffer_prototype",
     "make_store_path",
+    "one_object_array",
     "parse_chunk_key_encoding",
     "shard_layout",
     "stored_chunk_shape",
@@ -75,8 +80,6 @@ try:
     # Store paths from what users pass (paths, URLs, stores), exactly as zarr.open makes them.
     from zarr.storage._common import make_store_path
 except ImportError as missing:  # one line that says which name and which zarr
-    import zarr
-
     raise ImportError(
         f"zarrfuse cannot use zarr {zarr.__version__}: {missing}; "
         f"install a zarr that zarrfuse's pyproject.toml allows"
@@ -132,6 +135,18 @@ def sync_decodable(codec: Any) -> bool:
 def decode_sync(codec: Any, value: Any, spec: Any) -> Any:
     """One codec's synchronous decode (what zarr's pipeline runs in its own threads)."""
     return codec._decode_sync(value, spec)
+
+
+def one_object_array(metadata: Any, store: Any) -> Any:
+    """A ``zarr.Array`` over ``store`` with ``metadata``'s codecs and grid but the shape of
+    one stored object (a shard), no storage transformers, and empty chunks written: zarr's
+    own read-modify-write of one shard, run in memory (``api.chunk_encoding``). The metadata
+    is a frozen dataclass whose ``shape`` and ``storage_transformers`` fields zarr 3.1-3.4
+    share; replacing them re-runs its own checks."""
+    one = dataclasses.replace(metadata, shape=stored_chunk_shape(metadata),
+                              storage_transformers=())
+    return zarr.Array(AsyncArray(metadata=one, store_path=StorePath(store),
+                            config=ArrayConfig("C", True)))
 
 
 def shard_layout(sharding: Any, shard_spec: Any) -> tuple[tuple[int, ...], Any, Any, int]:

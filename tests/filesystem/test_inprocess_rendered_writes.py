@@ -12,7 +12,7 @@ import tifffile
 import zarr
 
 import zarrfuse
-from tests.arrays import make_crc_array, snapshot
+from tests.arrays import CRC_PARTS, make_crc_array, snapshot
 from tests.inprocess import in_process
 
 
@@ -98,3 +98,25 @@ def test_a_rendered_write_of_a_sharded_array_is_one_commit_of_its_shard(tmp_path
     expected = data.copy()
     expected[16:32, 16:32] = 7
     np.testing.assert_array_equal(zarr.open_array(path)[...], expected)
+
+
+def test_a_tile_of_a_split_shard_is_stored_as_its_parts(tmp_path):
+    """A shard of a concat-parts array (its index checksum a part of its own): a rendered
+    write of one tile stores the shard's parts as one commit, and nothing else."""
+    path = tmp_path / "split"
+    data = np.arange(64, dtype="u1").reshape(8, 8)
+    a = zarrfuse.create_array(path, shape=(8, 8), chunks=(4, 4), shards=(8, 8), dtype="u1",
+                              fill_value=0, storage_transformers=CRC_PARTS)
+    a[:] = data
+    before = snapshot(path)
+    with in_process(path, format="tiff") as fs:
+        tiles = sorted(p for p in fs.walk() if p.endswith(".tiff"))
+        assert len(tiles) == 4
+        writes = fs.ops.counters.store["write"]
+        fs.write(tiles[3], _tiff(np.full((4, 4), 200, "u1")))
+        assert fs.ops.counters.store["write"] == writes + 2  # one commit: both parts
+    changed = {k for k, v in snapshot(path).items() if before.get(k) != v}
+    assert changed == {"c/0/0", "c/0/0.crc32c"}, changed
+    expected = data.copy()
+    expected[4:, 4:] = 200
+    np.testing.assert_array_equal(zarrfuse.open_array(path)[...], expected)
