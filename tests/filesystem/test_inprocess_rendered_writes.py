@@ -4,10 +4,12 @@ instead of zarr writing through the store behind the mount's back."""
 
 from __future__ import annotations
 
+import errno
 import io
 import threading
 
 import numpy as np
+import pytest
 import tifffile
 import zarr
 
@@ -120,3 +122,23 @@ def test_a_tile_of_a_split_shard_is_stored_as_its_parts(tmp_path):
     expected = data.copy()
     expected[4:, 4:] = 200
     np.testing.assert_array_equal(zarrfuse.open_array(path)[...], expected)
+
+
+@pytest.mark.expect_log(r"refused to store chunk|more than its codecs make")
+def test_a_shard_larger_than_its_codecs_make_is_refused_unread(tmp_path):
+    """A tile's save reads its whole shard: a stored object far larger than any the array's
+    codecs write (a hostile or broken store) is refused before it is read, and stays."""
+    path = tmp_path / "sharded"
+    zarr.create_array(path, shape=(64, 64), chunks=(16, 16), shards=(64, 64), dtype="u1",
+                      fill_value=0)
+    shard = path / "c" / "0" / "0"
+    shard.parent.mkdir(parents=True)
+    with open(shard, "wb") as f:  # sparse: 64 MiB of nothing, for a 4 KiB shard
+        f.truncate(64 << 20)
+    with in_process(path, format="tiff") as fs:
+        tiles = sorted(p for p in fs.walk() if p.endswith(".tiff"))
+        with pytest.raises(OSError) as refused:
+            fs.write(tiles[0], _tiff(np.full((16, 16), 5, "u1")))
+        assert refused.value.errno == errno.EIO
+        assert "more than its codecs make" in str(refused.value)
+    assert shard.stat().st_size == 64 << 20

@@ -53,8 +53,9 @@ class ChunkEncoder:
         self._metadata = metadata
         self._sharded = any(isinstance(c, ShardingCodec) for c in metadata.codecs)
         self.stored_limit = 2 * self._decoded_bytes + (1 << 20)
-        """The most stored bytes a write of part of an object reads: more is no object this
-        array's codecs could have written (compression expands a little, an index adds)."""
+        """The most stored bytes a write of part of an object may read (the caller refuses
+        more unread): no object this array's codecs write is larger (compression expands a
+        little, an index adds)."""
 
     @classmethod
     def for_array(cls, array: zarr.Array) -> ChunkEncoder | None:
@@ -72,10 +73,6 @@ class ChunkEncoder:
         what ``current`` (the object as stored; None: not stored, the fill value) holds.
         Refused (WriteRefusedError) where the whole object would not fit the bound of what
         a write decodes."""
-        if current is not None and len(current) > self.stored_limit:
-            raise WriteRefusedError(
-                f"the stored object is {len(current)} bytes, more than this array's codecs "
-                f"make one ({self.stored_limit} at most); nothing was written")
         if self._sharded:
             return self._shard_over(current, within, values)
         if self._decoded_bytes > MAX_VERIFIED_DECODE:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from zarrfuse.errors import WriteRefusedError
 from zarrfuse.extensions.byte_ranges import pieces_for_span, slice_views
 from zarrfuse.extensions.chunk_finishers import ChunkFinisher
 from zarrfuse.extensions.transformers import ConcatParts, Part
@@ -298,13 +299,18 @@ class StoredChunks:
         async with self._locked(coords):
             await self._commit_locked(coords, views, durable)
 
-    async def update(self, coords: tuple[int, ...], change: Callable[[bytes | None], bytes]
-                     ) -> None:
-        """Store ``change(the chunk as stored, or None)`` as the chunk (run in a thread), no
-        other commit of it between the read and the write: a rendered write of a plane or
-        of one tile of a shard changes part of what it stores."""
+    async def update(self, coords: tuple[int, ...], change: Callable[[bytes | None], bytes],
+                     limit: int) -> None:
+        """Store ``change(the chunk as stored, or None)`` (in a thread) as the chunk, no other
+        commit of it between the read and the write (a rendered plane, a tile of a shard). A
+        stored chunk over ``limit`` bytes (more than its codecs make) is refused unread."""
         async with self._locked(coords):
-            current = await self._read_whole(await self._open_locked(coords))
+            opened = await self._open_locked(coords)
+            if opened is not None and (size := sum(opened.sizes)) > limit:
+                opened.close()
+                raise WriteRefusedError(f"chunk {coords} is stored as {size} bytes, more than "
+                                        f"its codecs make ({limit}); nothing was written")
+            current = await self._read_whole(opened)
             value = await self._run_to_end(change, current)
             await self._commit_locked(coords, [memoryview(value)], durable=False)
 
@@ -320,15 +326,12 @@ class StoredChunks:
         stats = await self._run_to_end(self._write_parts, keys, views, spans, durable)
         self._remember(coords, stats)
 
-    def _delete_parts(self, keys: Sequence[str]) -> None:
-        for key in keys:
-            self.backend.delete(key)
-
     async def delete(self, coords: tuple[int, ...]) -> None:
         """Remove every part of the chunk."""
         self.counters.store["delete"] += len(self.parts.parts)
         async with self._locked(coords):
-            await self._run_to_end(self._delete_parts, self.part_keys(coords))
+            await self._run_to_end(lambda keys: [*map(self.backend.delete, keys)],
+                                   self.part_keys(coords))
             self._remember(coords, [None] * len(self.parts.parts))
 
     def _set_part_times(self, keys: Sequence[str], mtime_ns: int) -> list[Stat | None] | None:

@@ -310,7 +310,8 @@ class RenderedChunks:
                 await stored.commit(obj, [memoryview(encoded)], durable=False)
             else:
                 await stored.update(obj, functools.partial(encoder.encode_over,
-                                                           within=within, values=part))
+                                                           within=within, values=part),
+                                    limit=encoder.stored_limit)
 
     async def write(self, coords: tuple[int, ...], data: bytes) -> None:
         """Decode a written file and store it as its chunk's (or shard's) data, encoded by
