@@ -9,7 +9,11 @@ pyfuse3 daemon can do: inodes are the source files' own ``st_ino`` (mapped to th
 through it beside ``bindfs`` (a C passthrough) and zarrfuse, to tell what FUSE round trips
 through pyfuse3 cost from what zarrfuse adds; nothing here is product code.
 
-    python bench/passthrough_pyfuse3.py SOURCE_DIR MOUNTPOINT   (foreground until unmounted)
+    python bench/passthrough_pyfuse3.py [--flush] SOURCE_DIR MOUNTPOINT   (foreground)
+
+``--flush`` answers every FLUSH (each close(2)) instead of ENOSYS, after which the kernel sends
+none: the ceiling of a filesystem that must see each close to report an error there, as a
+writable zarrfuse mount does (pyfuse3 cannot mark an open as needing no flush).
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ TIMEOUT = 3600.0
 
 
 class PassthroughFileSystem(pyfuse3.Operations):
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, *, flush: bool = False) -> None:
         super().__init__()
+        self.answers_flush = flush
         self.root_ino = os.lstat(source).st_ino
         self.paths: dict[int, str] = {pyfuse3.ROOT_INODE: source}
         self.listings: dict[int, tuple[str, list[str]]] = {}
@@ -82,14 +87,21 @@ class PassthroughFileSystem(pyfuse3.Operations):
     async def read(self, fh, off, size):
         return os.pread(fh, size, off)
 
+    async def flush(self, fh):
+        if not self.answers_flush:
+            raise pyfuse3.FUSEError(errno.ENOSYS)  # what pyfuse3's default answers
+
     async def release(self, fh):
         os.close(fh)
 
 
 def main() -> None:
-    source, mountpoint = os.path.abspath(sys.argv[1]), sys.argv[2]
+    args = sys.argv[1:]
+    flush = "--flush" in args
+    source, mountpoint = (a for a in args if a != "--flush")
     options = set(pyfuse3.default_options) | {"fsname=passthrough_pyfuse3", "ro"}
-    pyfuse3.init(PassthroughFileSystem(source), mountpoint, options)
+    pyfuse3.init(PassthroughFileSystem(os.path.abspath(source), flush=flush), mountpoint,
+                 options)
     try:
         trio.run(pyfuse3.main)
     finally:
