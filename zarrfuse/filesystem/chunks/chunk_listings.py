@@ -20,6 +20,7 @@ import trio
 from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.grid_order import after
+from zarrfuse.filesystem.chunks.key_stats import KeyStats
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
 from zarrfuse.filesystem.chunks.single_flight import SingleFlight
 from zarrfuse.filesystem.chunks.stored_index import KeyShape, StoredIndex
@@ -37,8 +38,6 @@ LIST_AFTER_STATS = 2
 LISTABLE_KEYS = 4096
 # Rows of chunks whose directories are listed ahead of a reader in grid order (stored_among).
 LIST_AHEAD_DIRS = 8
-# Stores that cannot list: keys whose answer (size, or absent) is remembered for the TTL.
-ASKED_KEYS = 1 << 18
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -91,8 +90,9 @@ class ChunkListings:
         self._next_rows: set[str] = set()  # the row after stored_among's last batch
         self._flights: SingleFlight[tuple[int, str]] = SingleFlight()
         self.can_list = backend.can_list
-        self._asked: RecentlyUsed[str, Stat | None] = RecentlyUsed(ASKED_KEYS, ttl=listing_ttl)
-        """Stores that cannot list: what each key's own request said (None: absent)."""
+        self._key_stats = KeyStats(backend, run, listing_ttl, counters)
+        """What each key's own request said (None: absent): stores that cannot list, and
+        local directories too large to list in full (``key_stats``)."""
         self.index = StoredIndex(
             shape=KeyShape(encoding, grid),
             prefix=prefix,
@@ -156,33 +156,20 @@ class ChunkListings:
 
     async def asked(self, directory: str, names: Iterable[str]) -> dict[str, Stat]:
         """For a store that cannot list: which of ``names`` in ``directory`` exist, asked
-        key by key (a HEAD each on a web server, all at once), each answer kept for the TTL:
-        what a listing would have said of them."""
-        found: dict[str, Stat] = {}
-        missing: list[str] = []
-        for name in dict.fromkeys(names):
-            key = f"{directory}/{name}" if directory else name
-            entry = self._asked.entry(key)
-            if entry is None:
-                missing.append(name)
-            elif entry[1] is not None:
-                found[name] = entry[1]
-        if not missing:
-            self.counters.cache["listing_hit"] += 1
-            return found
+        key by key (a HEAD each on a web server, all at once): what a listing would say."""
+        return await self._key_stats.ask(directory, names, together=True)
 
-        async def ask(name: str) -> None:
-            key = f"{directory}/{name}" if directory else name
-            stat = await self._run(self.backend.stat, key)
-            self._asked.put(key, stat)
-            if stat is not None:
-                found[name] = stat
+    def _by_key(self, directory: str) -> bool:
+        """Whether to learn sizes in ``directory`` key by key (``key_stats``): a local
+        directory that may hold more keys than a listing is worth, not listed yet."""
+        return (self.can_list and not self._listable and not self.backend.stat_by_listing
+                and self.fresh_listing(directory) is None)
 
-        self.counters.store["stat"] += len(missing)
-        async with trio.open_nursery() as nursery:
-            for name in missing:
-                nursery.start_soon(ask, name)
-        return found
+    async def _stats_by_key(self, directory: str, names: Iterable[str]) -> dict[str, Stat]:
+        """The sizes of those of ``names`` a names-only listing finds in ``directory``."""
+        present = await self.stored_names(directory)
+        return await self._key_stats.ask(directory, (n for n in names if n in present),
+                                         together=False)
 
     async def stored_names(self, directory: str) -> Collection[str]:
         """The object names in ``directory``: from its full listing if fresh, else from a
@@ -267,12 +254,13 @@ class ChunkListings:
         suffixes = [p.key_suffix for p in self.parts.parts]
         found: dict[int, Stat] = {}
         for directory, candidates in by_directory.items():
-            if self.can_list:
+            names = (name + suffix for _, name in candidates for suffix in suffixes)
+            if self._by_key(directory):
+                listing = await self._stats_by_key(directory, names)
+            elif self.can_list:
                 listing = await self.listing(directory)
             else:
-                listing = await self.asked(
-                    directory, (name + suffix for _, name in candidates for suffix in suffixes)
-                )
+                listing = await self.asked(directory, names)
             if not listing:
                 continue
             for c, name in candidates:
@@ -297,7 +285,10 @@ class ChunkListings:
         if not self.can_list:
             return await self.stored_stats(done, lo, hi, first=first)
         directory = split_key(self.chunk_key((*done, lo)))[0]
-        names = len(await self.listing(directory))
+        if self._by_key(directory):
+            names = len(await self.stored_names(directory))
+        else:
+            names = len(await self.listing(directory))
         if 2 * names >= (hi - lo + 1) * len(self.parts.parts):
             return await self.stored_stats(done, lo, hi, first=first)
         values = await self.index.stored_values(done)
@@ -363,6 +354,8 @@ class ChunkListings:
         if not self.can_list:
             return None
         directory = split_key(keys[0])[0]
+        if self._by_key(directory) and (known := self._key_stats.known(keys)) is not None:
+            return known  # what a view's listing of this directory asked (``key_stats``)
         listing = self.fresh_listing(directory)
         if listing is None and self._listable and (
             self.backend.stat_by_listing or (by_name and self.worth_listing(directory))
@@ -375,9 +368,8 @@ class ChunkListings:
     def note(self, keys: Sequence[str], stats: Sequence[Stat | None]) -> None:
         """The parts at ``keys`` were just written or removed (``stats``, None: removed):
         their directory's cached listings say so at once."""
-        if not self.can_list:
-            for key, stat in zip(keys, stats, strict=True):
-                self._asked.put(key, stat)
+        for key, stat in zip(keys, stats, strict=True):
+            self._key_stats.put(key, stat)
         directory = split_key(keys[0])[0]
         self._names.drop(directory)
         cached = self._listings.get(directory)
@@ -396,4 +388,4 @@ class ChunkListings:
         self._listings.drop(directory)
         self._names.drop(directory)
         for suffix in (p.key_suffix for p in self.parts.parts):
-            self._asked.drop(key + suffix)
+            self._key_stats.drop(key + suffix)

@@ -1,0 +1,64 @@
+"""A store directory too big to list in full (a 1-D array of thousands of chunks under one
+``c/``): a view directory of it costs a names-only listing and a stat of each of its own
+stored chunks, never a stat of every key of the store directory (issue 35: a writable mount
+repeated such a listing each second, 100,000 stats each time)."""
+
+from __future__ import annotations
+
+import numpy as np
+import zarr
+
+from tests.inprocess import in_process
+
+CHUNKS = 5000  # over LISTABLE_KEYS (4096): the store directory is never listed with stats
+
+
+def _flat(path, stored=None):
+    """A 1-D array of CHUNKS chunks of 2 bytes, chunk i holding i: all stored (None), or
+    only those of ``stored``."""
+    a = zarr.create_array(path, shape=(CHUNKS,), chunks=(1,), dtype="u2", compressors=None,
+                          fill_value=0)
+    if stored is None:
+        a[:] = np.arange(CHUNKS, dtype="u2")
+    for i in stored or ():
+        a[i] = i
+    return path
+
+
+def _asked(fs, before):
+    return {k: v - before.get(k, 0) for k, v in fs.ops.counters.store.items()
+            if v != before.get(k, 0)}
+
+
+def test_a_view_directory_stats_only_its_own_chunks(tmp_path):
+    path = _flat(tmp_path / "flat")
+    with in_process(path) as fs:
+        before = dict(fs.ops.counters.store)
+        entries = dict(fs.entries("c/1/001"))  # chunks 1000 to 1999 (some fanout holds 996)
+        assert entries and all(a.size == 2 for a in entries.values())
+        assert _asked(fs, before) == {"list": 1, "stat": len(entries)}
+        before = dict(fs.ops.counters.store)
+        name = sorted(entries)[10]
+        assert fs.size(f"c/1/001/{name}") == 2  # a lookup after it asks nothing
+        assert np.frombuffer(fs.read(f"c/1/001/{name}"), "<u2")[0] == 1000 + int(name)
+        assert "stat" not in _asked(fs, before)
+
+
+def test_a_sparse_big_directory_stats_only_what_is_stored(tmp_path):
+    stored = [3, 1004, 1500, 4999]
+    path = _flat(tmp_path / "sparse", stored)
+    with in_process(path) as fs:
+        before = dict(fs.ops.counters.store)
+        assert fs.listdir("c/1/001") == ["004", "500"]
+        assert _asked(fs, before).get("stat", 0) <= 2  # not one per grid position
+
+
+def test_a_chunk_written_through_the_mount_shows_its_new_size_at_once(tmp_path):
+    path = _flat(tmp_path / "flat")
+    with in_process(path) as fs:
+        entries = dict(fs.entries("c/1/001"))
+        name = sorted(entries)[0]
+        fs.write(f"c/1/001/{name}", np.array([7], "<u2").tobytes())  # the same size
+        assert fs.size(f"c/1/001/{name}") == 2
+        assert dict(fs.entries("c/1/001"))[name].size == 2
+    assert zarr.open_array(path)[1000 + int(name)] == 7

@@ -1,0 +1,96 @@
+"""Chunk sizes learnt key by key, each answer kept for the listing TTL.
+
+Two kinds of store directory are not listed in full to learn sizes: a web server's, which
+cannot be listed at all (each key is asked with its own request, all at once), and a local
+directory that may hold more keys than a listing is worth (``LISTABLE_KEYS``: a flat zarr v2
+array, a 1-D array of 100,000 chunks), where a full listing stats every entry and a writable
+mount would repeat it each second for a view directory of a few hundred files. There a
+names-only listing says which keys exist, and only the ones asked for are stat'ed, in one
+worker-thread call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import trio
+
+from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
+from zarrfuse.storage.base import Backend, Stat
+
+__all__ = ["ASKED_KEYS", "KeyStats"]
+
+ASKED_KEYS = 1 << 18
+"""Keys whose answer (size, or absent) is kept for the TTL."""
+
+
+class KeyStats:
+    """Each key's own answer (its size and time, or None: absent), kept for the TTL."""
+
+    def __init__(
+        self, backend: Backend, run: Callable[..., Awaitable[Any]], ttl: float | None,
+        counters: Counters,
+    ) -> None:
+        self._backend = backend
+        self._run = run
+        self._counters = counters
+        self._answers: RecentlyUsed[str, Stat | None] = RecentlyUsed(ASKED_KEYS, ttl=ttl)
+
+    def put(self, key: str, stat: Stat | None) -> None:
+        """What a commit or a removal just made of ``key``."""
+        self._answers.put(key, stat)
+
+    def drop(self, key: str) -> None:
+        self._answers.drop(key)
+
+    def known(self, keys: Iterable[str]) -> list[Stat | None] | None:
+        """The kept answers for all of ``keys`` (None in the list: absent); None unless
+        every one is kept."""
+        out = []
+        for key in keys:
+            entry = self._answers.entry(key)
+            if entry is None:
+                return None
+            out.append(entry[1])
+        return out
+
+    async def ask(self, directory: str, names: Iterable[str], *, together: bool) -> dict[str, Stat]:
+        """Which of ``names`` in ``directory`` exist, with their sizes: kept answers, else the
+        store's; ``together``: all at once, a request each (a web server), else in one
+        worker-thread call (a local directory: a stat costs microseconds, a thread hop more)."""
+        found: dict[str, Stat] = {}
+        missing: list[str] = []
+        for name in dict.fromkeys(names):
+            entry = self._answers.entry(_key(directory, name))
+            if entry is None:
+                missing.append(name)
+            elif entry[1] is not None:
+                found[name] = entry[1]
+        if not missing:
+            self._counters.cache["listing_hit"] += 1
+            return found
+        self._counters.store["stat"] += len(missing)
+        if together:
+            async with trio.open_nursery() as nursery:
+                for name in missing:
+                    nursery.start_soon(self._ask_one, directory, name, found)
+            return found
+        stats = await self._run(lambda: [self._backend.stat(_key(directory, name))
+                                         for name in missing])
+        for name, stat in zip(missing, stats, strict=True):
+            self._answers.put(_key(directory, name), stat)
+            if stat is not None:
+                found[name] = stat
+        return found
+
+    async def _ask_one(self, directory: str, name: str, found: dict[str, Stat]) -> None:
+        stat = await self._run(self._backend.stat, _key(directory, name))
+        self._answers.put(_key(directory, name), stat)
+        if stat is not None:
+            found[name] = stat
+
+
+def _key(directory: str, name: str) -> str:
+    return f"{directory}/{name}" if directory else name
