@@ -45,13 +45,15 @@ class ChunkEncoder:
         self._prototype = default_buffer_prototype()
         self._spec = chunk_spec(metadata, config, self._prototype)
         self._pipeline = create_codec_pipeline(metadata)
-        self._decoder = SyncChunkDecoder.for_stored_objects(metadata)
         self.chunk_shape = tuple(self._spec.shape)
         """The shape of a stored object: a chunk, or a shard."""
         self.dtype = self._spec.dtype.to_native_dtype()
         self._decoded_bytes = int(np.prod(self.chunk_shape, dtype=np.int64)) * self.dtype.itemsize
         self._metadata = metadata
         self._sharded = any(isinstance(c, ShardingCodec) for c in metadata.codecs)
+        self._decoder = None if self._sharded else SyncChunkDecoder.for_stored_objects(metadata)
+        """What a write of part of a chunk decodes the stored chunk with; a shard's is
+        zarr's own partial write (``_shard_over``), which needs none."""
         self.stored_limit = 2 * self._decoded_bytes + (1 << 20)
         """The most stored bytes a write of part of an object may read (the caller refuses
         more unread): no object this array's codecs write is larger (compression expands a
@@ -83,6 +85,7 @@ class ChunkEncoder:
         if current is None:
             whole = np.full(self.chunk_shape, self._spec.fill_value, dtype=self.dtype)
         else:
+            assert self._decoder is not None  # unsharded
             whole = np.array(self._decoder.decode(current), dtype=self.dtype, copy=True)
         whole[within] = values
         return self.encode(whole)
