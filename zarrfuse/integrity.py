@@ -10,8 +10,8 @@ How a chunk is checked: its stored bytes are fetched through zarr's store (parts
 decoded by the array's whole codec chain (decompression, checksums such as ``crc32c``, every
 inner chunk of a shard), by the same decoder a mount's write check uses
 (``api.chunk_decoding``): each compressed chunk is measured before it is decoded, so a
-decompression bomb is a finding, never allocated. A chunk whose codecs carry no checksum and whose
-bytes have the right length cannot be told from a good one; that is the codecs' limit.
+decompression bomb is a finding, never allocated. A chunk whose codecs carry no checksum and
+whose bytes have the right length cannot be told from a good one; that is the codecs' limit.
 
 For a group, every array below it is checked (child nodes are found as the mount finds them:
 subdirectories holding a Zarr v3 ``zarr.json``).

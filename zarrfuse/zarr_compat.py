@@ -146,7 +146,7 @@ def one_object_array(metadata: Any, store: Any) -> Any:
     one = dataclasses.replace(metadata, shape=stored_chunk_shape(metadata),
                               storage_transformers=())
     return zarr.Array(AsyncArray(metadata=one, store_path=StorePath(store),
-                            config=ArrayConfig("C", True)))
+                                 config=ArrayConfig("C", True)))
 
 
 def shard_layout(sharding: Any, shard_spec: Any) -> tuple[tuple[int, ...], Any, Any, int]:

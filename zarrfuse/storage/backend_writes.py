@@ -6,7 +6,8 @@ object store a PUT with the client's timeouts, which may land after the close wa
 EIO, and on a local directory a file written in place. Routing ``set`` and ``delete``
 through the backend gives those writes what raw chunk files have: atomic replacement on
 local stores, and on object stores a PUT bounded by ``--store-timeout`` that never lands
-after an EIO (``signed_put``). Reads are the wrapped store's. """
+after an EIO (``signed_put``). Reads are the wrapped store's.
+"""
 
 from __future__ import annotations
 

@@ -70,11 +70,11 @@ class StoredChunks:
         self.encoding = encoding
         self.parts = parts or SINGLE_PART
         self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
-        self.keys = ArrayKeys(encoding, self._prefix, self.parts,
-                              lambda parts: self.listings.index.shape.decode(parts))
-        """A chunk's store keys, and the chunk a key names (``array_keys``)."""
-        self.chunk_key, self.keys_of = self.keys.chunk_key, self.keys.keys_of
-        self.part_keys, self.coords_of = self.keys.part_keys, self.keys.coords_of
+        keys = ArrayKeys(encoding, self._prefix, self.parts,
+                         lambda parts: self.listings.index.shape.decode(parts))
+        # A chunk's store keys, and the chunk a key names (``array_keys``).
+        self.chunk_key, self.keys_of = keys.chunk_key, keys.keys_of
+        self.part_keys, self.coords_of = keys.part_keys, keys.coords_of
         self._limiter = limiter
         self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl)
         self.shard_indexes = ShardIndexes(listing_ttl)
