@@ -22,7 +22,7 @@ from tests.mounting import ZARRFUSE, mounted, run_with_timeout, wait_for
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(90)]
 
-WRITABLE_TIMEOUT = 1.0  # zarrfuse.fuse.mount.WRITABLE_TIMEOUT, restated: the test oracle
+WRITABLE_TIMEOUT = 1.0  # zarrfuse.fuse.cache_times.WRITABLE_TIMEOUT, restated: the test oracle
 
 
 def counters(mnt: Path) -> dict:

@@ -41,6 +41,9 @@ class Attributes:
     uid: int
     gid: int
     time_ns: int
+    followed: bool = False
+    """Every change to it reaches the kernel as it happens (the mount's commits, and the
+    store watch while it runs): the kernel may keep it as long as on a read-only mount."""
 
     @property
     def is_dir(self) -> bool:

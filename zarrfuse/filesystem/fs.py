@@ -253,7 +253,7 @@ class FileSystem(FileSystemBase):
         chunk = self.namespace.chunk_named(target_dir, new_name)
         if chunk is not None:
             scratch = self._scratch(entry.node)
-            await self._commit(chunk, scratch.data, durable=False)
+            await self.committer.commit(chunk, scratch.data, durable=False, renaming=True)
             self.scratch.remove(entry.node)
             self.namespace.rebind(inode, chunk)
             if scratch.time_set:  # rsync set the source's time on its temp file: keep it

@@ -44,6 +44,7 @@ from zarrfuse.filesystem.tree.nodes import (
     DIRECTORY_NODES,
     ChunkFile,
     Entry,
+    FanoutDir,
     ImageDir,
     ImageFile,
     MetadataFile,
@@ -56,6 +57,7 @@ from zarrfuse.filesystem.writes.document_writes import Replacements
 from zarrfuse.filesystem.writes.scratch import ScratchArea, ScratchData
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 from zarrfuse.storage.base import Stat
+from zarrfuse.storage.store_watch import WatchState
 
 __all__ = ["FileSystemBase"]
 
@@ -77,8 +79,13 @@ class FileSystemBase(Listing, ChunkOpening):
         read_only: bool = True,
         write_options: WriteOptions | None = None,
         ownership: Ownership | None = None,
+        following: WatchState | None = None,
     ) -> None:
+        """``following``: the store watch's state, where one runs."""
         self.namespace = namespace
+        self.following = following
+        if following is not None:
+            following.when_ended(self._unfollowed)
         self.read_only = read_only
         self.options = write_options or WriteOptions()
         self.committer = Committer(namespace, self.options, unused=self._unused,
@@ -101,6 +108,12 @@ class FileSystemBase(Listing, ChunkOpening):
         a pyramid's lower levels, written through zarr): the files that show them are read
         anew (``store_changes``)."""
         await StoreChanges(self.namespace, self.committer.drop_cache).apply(keys)
+
+    async def _unfollowed(self) -> None:
+        """The store watch stopped: the kernel kept chunk files for long, trusting it to say
+        what changed; now each it holds is read anew, as after a change."""
+        for node in self.namespace.known_nodes(ChunkFile):
+            await self.committer.drop_cache(node)
 
     def set_invalidators(
         self,
@@ -154,7 +167,18 @@ class FileSystemBase(Listing, ChunkOpening):
             uid=self.ownership.uid,
             gid=self.ownership.gid,
             time_ns=self._shown_time(node, mtime_ns),
+            followed=self._followed(node),
         )
+
+    def _followed(self, node: Node) -> bool:
+        """Whether every change to the node reaches the kernel as it happens (the store
+        watch runs): chunk files (but while a writer has one open, whose size the kernel
+        holds and changes itself) and their directories."""
+        if self.following is None or not self.following.live:
+            return False
+        if isinstance(node, ChunkFile):
+            return self.writers.count(node) == 0
+        return isinstance(node, FanoutDir)
 
     async def _stat(self, node: Node, inode: int | None = None) -> Stat:
         """The node's size and time as inode ``inode`` (default: the name's) shows them."""

@@ -24,7 +24,6 @@ from zarrfuse.api.arrays import open_store_path
 from zarrfuse.errors import MountError, SourceError
 from zarrfuse.filesystem.attributes import Ownership
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
-from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache, descriptors_to_keep_open
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.fs import FileSystem
 from zarrfuse.filesystem.images.whole_image_file import WholeImage
@@ -33,6 +32,7 @@ from zarrfuse.filesystem.tree.mounted import ArrayView, Rendering
 from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import ArrayRoot, GroupDir, ImageDir, Node
 from zarrfuse.filesystem.writes.commits import WriteOptions
+from zarrfuse.fuse.cache_times import READ_ONLY_TIMEOUT, followed, metadata_ttl, open_chunks
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.handed_fd import handed_fuse_fd
 from zarrfuse.fuse.left_out import left_out_note
@@ -44,18 +44,13 @@ from zarrfuse.storage.backend_writes import BackendWrites
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import DiskCache
 from zarrfuse.storage.local import LocalBackend
-from zarrfuse.storage.store_watch import follow_store
+from zarrfuse.storage.store_watch import WatchState, follow_store
 from zarrfuse.zarr_compat import sync
 
 __all__ = ["MountInfo", "MountServices", "serve"]
 
 log = logging.getLogger(__name__)
 
-# Read-only mounts let the kernel cache names, attributes and pages for long: `ls -lR` of
-# 100k files took 92 s with timeouts of 0 and 3.5 s with 300 s (measured, DESIGN.md).
-READ_ONLY_TIMEOUT = 3600.0
-# Writable mounts keep the kernel's view short-lived so other writers show up soon.
-WRITABLE_TIMEOUT = 1.0
 # Worker threads for store I/O: storage calls block, trio must not.
 IO_THREADS = 16
 # The kernel's default readahead (128 KiB) makes every sequential MiB cost 8 FUSE requests;
@@ -107,18 +102,11 @@ def _fuse_options(config: MountConfig) -> set[str]:
     return options
 
 
-def _metadata_ttl(config: MountConfig) -> float | None:
-    """How long listings are trusted (None: forever); ``--metadata-ttl`` or the default."""
-    if config.metadata_ttl is not None:
-        return config.metadata_ttl
-    return None if config.read_only else WRITABLE_TIMEOUT
-
-
 def build_operations(
     fs: FileSystem, config: MountConfig, counters: Counters | None = None
 ) -> FuseOperations:
     """The pyfuse3 adapter over ``fs`` with the timeouts and cache rule ``config`` asks."""
-    kernel_timeout = _metadata_ttl(config)
+    kernel_timeout = metadata_ttl(config)
     if kernel_timeout is None:
         kernel_timeout = READ_ONLY_TIMEOUT
     return FuseOperations(
@@ -126,6 +114,7 @@ def build_operations(
         # With a TTL, files may change behind a read-only mount: each open reads them anew.
         keep_cache=config.read_only and config.metadata_ttl is None,
         store_timeout=config.store_timeout,
+        followed_timeout=READ_ONLY_TIMEOUT if followed(config) else None,
     )
 
 
@@ -146,6 +135,8 @@ def build_filesystem(
         backend.recover()
     else:  # may not write: reads as recovery will leave the store, says what is due
         backend.show_recovered()
+    # A local store's watch (``--watch``) tells the mount what other programs change.
+    following = WatchState() if config.watch and isinstance(backend, LocalBackend) else None
     if config.cache_dir:
         backend = _with_disk_cache(backend, store_path.store, config)
     catalog = Catalog(
@@ -153,11 +144,9 @@ def build_filesystem(
         suffix=config.suffix,
         max_children=config.max_children,
         limiter=trio.CapacityLimiter(IO_THREADS),
-        listing_ttl=_metadata_ttl(config),
+        listing_ttl=metadata_ttl(config),
         counters=counters,
-        # Read-only mounts keep chunks open, up to a share of the process's descriptors.
-        open_chunks=OpenChunkCache(descriptors_to_keep_open(), _metadata_ttl(config))
-        if config.read_only else None,
+        open_chunks=open_chunks(config, following),
         layout=config.layout,
         write_store=None if config.read_only or not config.update_pyramid
         else BackendWrites(store_path.store, backend),
@@ -202,6 +191,7 @@ def build_filesystem(
         read_only=config.read_only,
         write_options=options,
         ownership=ownership,
+        following=following,
     )
     return fs, kind
 
@@ -222,9 +212,10 @@ def _with_disk_cache(backend: Backend, store: Store, config: MountConfig) -> Bac
 def _store_follower(fs: FileSystem, config: MountConfig) -> Callable[[], Awaitable[None]] | None:
     """What follows changes other programs make to a local store (``--watch``)."""
     backend = fs.namespace.catalog.backend
-    if not config.watch or not isinstance(backend, LocalBackend):
+    if fs.following is None or not isinstance(backend, LocalBackend):
         return None
-    return functools.partial(follow_store, Path(backend.root), fs.apply_store_changes)
+    return functools.partial(follow_store, Path(backend.root), fs.apply_store_changes,
+                             fs.following)
 
 
 def _source_name(source: str) -> str:

@@ -46,10 +46,13 @@ class FuseOperations(pyfuse3.Operations):
         counters: Counters | None = None,
         keep_cache: bool | None = None,
         store_timeout: float | None = None,
+        followed_timeout: float | None = None,
     ) -> None:
         """``keep_cache``: let the kernel keep a file's pages across opens (default: on
         read-only mounts, whose files cannot change). ``store_timeout``: seconds a request
-        that reads may wait (see ``request_errors.BOUNDED``); None: no bound."""
+        that reads may wait (see ``request_errors.BOUNDED``); None: no bound.
+        ``followed_timeout``: the entry and attribute timeout of nodes whose every change
+        reaches the kernel (``Attributes.followed``); None: the others'."""
         super().__init__()
         self.fs = fs
         self.store_timeout = store_timeout
@@ -63,6 +66,7 @@ class FuseOperations(pyfuse3.Operations):
         fs.set_invalidators(self.invalidate, self.invalidate_entry)
         self.entry_timeout = entry_timeout
         self.attr_timeout = attr_timeout
+        self.followed_timeout = followed_timeout
         self.keep_cache = fs.read_only if keep_cache is None else keep_cache
         self._buffers: weakref.WeakKeyDictionary[trio.lowlevel.Task, bytearray] = (
             weakref.WeakKeyDictionary()
@@ -72,8 +76,11 @@ class FuseOperations(pyfuse3.Operations):
         entry = pyfuse3.EntryAttributes()
         entry.st_ino = a.inode
         entry.generation = 0
-        entry.entry_timeout = self.entry_timeout
-        entry.attr_timeout = self.attr_timeout
+        if a.followed and self.followed_timeout is not None:
+            entry.entry_timeout = entry.attr_timeout = self.followed_timeout
+        else:
+            entry.entry_timeout = self.entry_timeout
+            entry.attr_timeout = self.attr_timeout
         entry.st_mode = a.mode
         entry.st_nlink = 2 if a.is_dir else 1
         entry.st_uid = a.uid

@@ -6,6 +6,11 @@ chunk rewritten by zarr-python or by another mount would then stay old in this o
 mount of a local store watches it (``watchfiles``: inotify, one watch per directory) and is
 told which keys changed, about ``DEBOUNCE_MS`` after they did; it never lists the store to
 find out. Changes are delivered to the trio loop; the watching thread ends with the mount.
+
+While the watch runs (:class:`WatchState`), a writable mount may let the kernel keep its
+chunk files' names, sizes and pages as long as a read-only one does: every change then
+reaches it, from this watch or from the mount's own commits. The state says when that
+starts (the watch is set up) and when it ends (a watch that fails, at any time).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pathlib import Path
 
 import trio
 
-__all__ = ["DEBOUNCE_MS", "follow_store"]
+__all__ = ["DEBOUNCE_MS", "WatchState", "follow_store"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +38,35 @@ the mount's loop returns (a thread still inside watchfiles' native code when the
 interpreter exits can crash it: seen as SIGSEGV at exit with watchfiles 1.0)."""
 
 
+class WatchState:
+    """Whether a store's watch runs: ``live`` from its first round (its directories are all
+    watched) until it fails or the mount ends; then ``ended`` listeners run, once, in the
+    trio thread."""
+
+    def __init__(self) -> None:
+        self.live = False
+        self._ended: list[Callable[[], Awaitable[None]]] = []
+        self._done = False
+
+    def when_ended(self, listener: Callable[[], Awaitable[None]]) -> None:
+        self._ended.append(listener)
+
+    def started(self) -> None:
+        if not self._done:
+            self.live = True
+
+    async def end(self) -> None:
+        """The watch stopped: whatever relied on it is told (a mount that stopped being
+        told of changes must forget what it kept)."""
+        was_live, self.live = self.live, False
+        if self._done:
+            return
+        self._done = True
+        if was_live:
+            for listener in self._ended:
+                await listener()
+
+
 def _keys(root: str, paths: Iterable[str]) -> set[str]:
     """Store keys (``/``-separated, relative to ``root``) of changed paths inside it."""
     keys = set()
@@ -43,10 +77,13 @@ def _keys(root: str, paths: Iterable[str]) -> set[str]:
     return keys
 
 
-async def follow_store(root: Path, apply: Callable[[set[str]], Awaitable[None]]) -> None:
-    """Call ``apply(keys)`` with the keys changed under ``root``, until cancelled. If the
-    store cannot be watched (no inotify, too many directories for the kernel's limit), one
-    line says so and the mount goes on with its caches' time limits."""
+async def follow_store(
+    root: Path, apply: Callable[[set[str]], Awaitable[None]], state: WatchState | None = None
+) -> None:
+    """Call ``apply(keys)`` with the keys changed under ``root``, until cancelled; ``state``
+    follows whether the watch runs. If the store cannot be watched (no inotify, too many
+    directories for the kernel's limit), one line says so and the mount goes on with its
+    caches' time limits."""
     import watchfiles  # noqa: PLC0415  (a mount extra: imported by mounts only)
 
     stop = threading.Event()
@@ -59,12 +96,17 @@ async def follow_store(root: Path, apply: Callable[[set[str]], Awaitable[None]])
             send.send_nowait(keys)  # after the mount's end: nobody to tell
 
     def watch() -> None:
+        started = False
         try:
+            # Every round yields, changes or not: the first says every directory is watched.
             for changes in watchfiles.watch(
                 where, watch_filter=None, debounce=DEBOUNCE_MS, step=50, stop_event=stop,
-                rust_timeout=STOP_CHECK_MS, raise_interrupt=False,
+                rust_timeout=STOP_CHECK_MS, yield_on_timeout=True, raise_interrupt=False,
                 ignore_permission_denied=True,
             ):
+                if not started and state is not None:
+                    started = True
+                    trio.from_thread.run_sync(state.started, trio_token=token)
                 keys = _keys(where, (path for _, path in changes))
                 if keys:
                     trio.from_thread.run_sync(deliver, keys, trio_token=token)
@@ -87,7 +129,13 @@ async def follow_store(root: Path, apply: Callable[[set[str]], Awaitable[None]])
                 except Exception:  # a change it cannot apply must not end the mount
                     log.exception("applying changes to %s failed; the mount sees them "
                                   "after --metadata-ttl", root)
+                    if state is not None:  # what it keeps may be old: trust it no longer
+                        await state.end()
+        if state is not None:  # the watch failed (the mount goes on): no longer told
+            await state.end()
     finally:
+        if state is not None:
+            state.live = False
         stop.set()
         with trio.CancelScope(shield=True):  # at unmount: a blink; the loop stays free
             await trio.to_thread.run_sync(thread.join, 10 * STOP_CHECK_MS / 1000)

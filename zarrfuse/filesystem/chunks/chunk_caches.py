@@ -1,8 +1,9 @@
 """What a StoredChunks remembers between requests: chunk sizes, and chunks left open.
 
 :class:`KnownSizes` keeps sizes learnt one chunk at a time (a stat, a commit, a delete) for
-the listing TTL; :class:`OpenChunkCache` keeps a read-only mount's recently opened chunks
-open, shared by every open of the same chunk; :class:`OpenChunk` is such an opened chunk,
+the listing TTL; :class:`OpenChunkCache` keeps recently opened chunks open (a read-only
+mount's, or a writable mount's while its store watch runs), shared by every open of the
+same chunk; :class:`OpenChunk` is such an opened chunk,
 counted by its users. Neither touches storage: ``chunk_source`` asks and fills them.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import resource
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
@@ -94,22 +95,38 @@ class OpenChunk:
 
 
 class OpenChunkCache:
-    """Recently opened chunks of a read-only mount, shared by every open of the same chunk;
-    one per mount, bounded in file descriptors (a chunk holds one per part).
+    """Recently opened chunks, shared by every open of the same chunk; one per mount,
+    bounded in file descriptors (a chunk holds one per part).
 
     With a TTL (``--metadata-ttl``), an entry older than it is opened afresh: a remote reader
     holds the sizes it was opened with, and the objects may have been replaced since.
+
+    A writable mount's cache (``trusted_while``) keeps chunks only while that holds: while
+    the store watch runs, every change reaches it (the watch's, and the mount's own commits,
+    which drop their chunk); when it stops, ``clear`` empties it.
     """
 
-    def __init__(self, descriptors: int, ttl: float | None = None) -> None:
+    def __init__(
+        self, descriptors: int, ttl: float | None = None, *,
+        trusted_while: Callable[[], bool] | None = None,
+    ) -> None:
         self._chunks: RecentlyUsed[Hashable, OpenChunk] = RecentlyUsed(
             descriptors, ttl=ttl, weigh=lambda opened: max(1, len(opened.sizes)),
             on_evict=_evicted,
         )
+        self._trusted_while = trusted_while
+
+    @property
+    def beside_writers(self) -> bool:
+        """Whether the mount commits chunks (its opens and commits then share chunk locks)."""
+        return self._trusted_while is not None
+
+    def _trusted(self) -> bool:
+        return self._trusted_while is None or self._trusted_while()
 
     def take(self, key: Hashable) -> OpenChunk | None:
         """The chunk kept under ``key`` (its array's and its coordinates), one user more."""
-        opened = self._chunks.get(key)
+        opened = self._chunks.get(key) if self._trusted() else None
         if opened is not None:
             opened.users += 1
         return opened
@@ -121,10 +138,15 @@ class OpenChunkCache:
             _evicted(opened)
 
     def adopt(self, key: Hashable, opened: OpenChunk) -> None:
-        if self._chunks.get(key) is not None:
-            return  # another open won the race; this one closes with its only user
+        if not self._trusted() or self._chunks.get(key) is not None:
+            return  # untrusted, or another open won the race: closes with its only user
         opened.cached = True
         self._chunks.put(key, opened)
+
+    def clear(self) -> None:
+        """Changes may no longer reach the cache: every chunk is opened anew."""
+        for opened in self._chunks.clear():
+            _evicted(opened)
 
 
 KEPT_OPEN_AT_MOST = 16384

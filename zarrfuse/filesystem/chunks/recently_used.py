@@ -88,10 +88,13 @@ class RecentlyUsed(Generic[K, V]):
         with self._lock:
             return self._pop(key) if key in self._entries else None
 
-    def clear(self) -> None:
+    def clear(self) -> list[V]:
+        """Forget everything (no hook); the values that were kept."""
         with self._lock:
+            values = [value for _, value in self._entries.values()]
             self._entries.clear()
             self._weight = 0
+        return values
 
     def _pop(self, key: K) -> V:
         _, value = self._entries.pop(key)

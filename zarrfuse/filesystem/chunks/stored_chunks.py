@@ -81,13 +81,14 @@ class StoredChunks:
         """Sharded arrays: the indexes of shards read (``shard_reads``)."""
         self._locks: dict[tuple[int, ...], tuple[trio.Lock, list[int]]] = {}
         self._open_cache = open_chunks
-        """The mount's chunks kept open (read-only mounts), where this array's are kept
-        under (``self._tag``, coordinates)."""
+        """The mount's chunks kept open, where this array's are kept under (``self._tag``,
+        coordinates): a read-only mount's, a writable one's while its store watch runs."""
         self._tag = object()
+        self._writable = open_chunks is None or open_chunks.beside_writers
         # Bytes fetched ahead (remote stores) must not outlive a write of the chunk: read-only
         # mounts only. A local store's files warmed ahead leave nothing but the kernel's own
         # caches: every mount (``local_warming``).
-        self._prefetch = None if open_chunks is None else getattr(backend, "prefetch_objects", None)
+        self._prefetch = None if self._writable else getattr(backend, "prefetch_objects", None)
         self._warm_after = getattr(backend, "warm_after", None)
         self._stat_ahead = None if self._prefetch is None or backend.can_list else StatAhead(
             grid, self._sizes, self._stat_one)
@@ -183,9 +184,8 @@ class StoredChunks:
         """Open a chunk's parts, checked against the configuration; None if it is absent.
 
         Raises PartsError for a chunk with some parts missing or a sized part of wrong size.
-        Read-only mounts keep recently opened chunks open: a repeated open then costs no
-        worker-thread round trip (measured at about 300 us, most of a warm re-read).
-        """
+        Recently opened chunks are kept open (``OpenChunkCache``): a repeated open then
+        opens nothing (measured at about 300 us, most of a warm re-read)."""
         if self._open_cache is not None:
             cached = self._open_cache.take((self._tag, coords))
             if cached is not None:
@@ -249,7 +249,7 @@ class StoredChunks:
         """No commit of these chunks runs while the block does (writable mounts: a read of
         a shard's index and then its ranges sees one version)."""
         async with contextlib.AsyncExitStack() as stack:
-            if self._open_cache is None:  # writable: a commit may run meanwhile
+            if self._writable:  # a commit may run meanwhile
                 for c in sorted(set(coords)):  # one order for every caller: no deadlock
                     await stack.enter_async_context(self._locked(c))
             yield
@@ -257,6 +257,8 @@ class StoredChunks:
     # --- writing -------------------------------------------------------------------------
 
     def _remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
+        if self._open_cache is not None:  # new opens read the chunk just stored
+            self._open_cache.drop((self._tag, coords))
         self._sizes.put(coords, logical_stat(stats))
         self.shard_indexes.drop(coords)
         self.listings.index.note(coords, stored=logical_stat(stats) is not None)
@@ -265,7 +267,7 @@ class StoredChunks:
     def drop_cached(self, coords: tuple[int, ...]) -> None:
         """The chunk was changed by another way than this source (zarr, for rendered views;
         another program, seen by the store watch): what was learnt of it, its directory's
-        listing and a read-only mount's open handle of it are asked again."""
+        listing and its kept open handle are asked again."""
         self._sizes.drop(coords)
         self.shard_indexes.drop(coords)
         self.listings.drop(self.chunk_key(coords))

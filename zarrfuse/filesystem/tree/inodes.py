@@ -6,12 +6,16 @@ Inodes are handed out on first use and dropped when the kernel's lookup count fa
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from zarrfuse.errors import NotFound
 from zarrfuse.filesystem.tree.nodes import Node
 
 __all__ = ["ROOT_INODE", "InodeTable"]
 
 ROOT_INODE = 1  # FUSE_ROOT_ID
+
+N = TypeVar("N", bound=Node)
 
 
 class InodeTable:
@@ -65,6 +69,10 @@ class InodeTable:
     def known(self, inode: int) -> Node | None:
         """The node of ``inode`` while the kernel may hold it."""
         return self._by_inode.get(inode)
+
+    def known_nodes(self, kind: type[N]) -> list[N]:
+        """The nodes of ``kind`` the kernel may hold."""
+        return [node for node in self._by_inode.values() if isinstance(node, kind)]
 
     def known_inode(self, node: Node) -> int | None:
         """The inode the kernel may hold for ``node``, without handing out a new one."""

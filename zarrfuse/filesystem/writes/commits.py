@@ -254,10 +254,12 @@ class Committer:
             )
 
     async def commit(
-        self, node: ChunkFile, data: WriteBuffer, *, durable: bool, drop_cache: bool = True
+        self, node: ChunkFile, data: WriteBuffer, *, durable: bool, drop_cache: bool = True,
+        renaming: bool = False,
     ) -> None:
-        """Store ``data`` as the chunk (checks, verification, parts), then drop kernel caches.
-        ``data`` must not change until this returns."""
+        """Store ``data`` as the chunk (checks, verification, parts), then drop kernel caches
+        (``renaming``: as ``drop_cache`` inside a rename). ``data`` must not change until this
+        returns."""
         self.check_size(node, len(data))
         views = data.pieces()
         await node.array.files.commit(node.coords, views, durable=durable,
@@ -269,7 +271,7 @@ class Committer:
         if pyramid is not None and pyramid.lower:
             await self._update_pyramid(pyramid, node.array.files.region(node.coords))
         if drop_cache:
-            await self.drop_cache(node)
+            await self.drop_cache(node, renaming=renaming)
 
     async def _update_pyramid(self, pyramid: Pyramid, region: tuple[slice, ...]) -> None:
         """After a write to an OME-Zarr image's full resolution: the region in every level
@@ -326,24 +328,35 @@ class Committer:
             raise refused
         await self.drop_cache(writer.node)
 
-    async def drop_cache(self, node: Node) -> None:
+    async def drop_cache(self, node: Node, *, renaming: bool = False) -> None:
         """After a commit, or writes that were not committed: a chunk's name gets a fresh
         inode, so new opens read the stored chunk, while handles of the old inode keep
         their version and its pages (see ``page_cache``); the kernel forgets only the old
-        inode's attributes (each inode's size is its handles'). A name's inode that holds
-        nothing (no handle, no pages kept) stays: it may be the one an opener sent to a
-        fresh inode is just opening. Other nodes' cached attributes and pages are dropped.
+        inode's attributes (each inode's size is its handles') and the name's entry, which
+        would show the old inode's size until it times out (a writable mount's chunk files
+        last long while the store watch runs). A name's inode that holds nothing (no handle,
+        no pages kept) stays: it may be the one an opener sent to a fresh inode is just
+        opening. Other nodes' cached attributes and pages are dropped.
 
-        Never the name's entry: a commit can run inside a rename, which holds the
-        directory's lock that dropping an entry waits for."""
+        ``renaming``: inside a rename, which holds the directory's lock that dropping an
+        entry waits for, and which replaces the name's entry itself."""
         inode = self.namespace.known_inode(node)
         if inode is None:
             return
-        moved = isinstance(node, ChunkFile) and not self._unused(inode)
-        if moved:
+        moved, entry = False, None
+        if isinstance(node, ChunkFile) and not self._unused(inode):
+            moved, entry = True, None if renaming else self._known_entry(node)
             self.namespace.retire(node)
         if self._invalidate is not None:
             await self._invalidate(inode, moved)
+        if entry is not None and self._invalidate_entry is not None:
+            await self._invalidate_entry(*entry)
+
+    def _known_entry(self, node: ChunkFile) -> tuple[int, str] | None:
+        """The kernel's entry of ``node``: its directory's inode and its name, if known."""
+        parent, name = self.namespace.parent_of(node)
+        parent_inode = self.namespace.known_inode(parent)
+        return None if parent_inode is None else (parent_inode, name)
 
     async def show_stored_state(self, writer: ChunkWriter, *, ask_store: bool = True) -> None:
         """After writes that were not committed, make the kernel show the stored chunk again:
@@ -358,7 +371,6 @@ class Committer:
             return  # its name stays
         if await node.array.stored.size(node.coords) is not None:
             return
-        parent, name = self.namespace.parent_of(node)
-        parent_inode = self.namespace.known_inode(parent)
-        if parent_inode is not None and self._invalidate_entry is not None:
-            await self._invalidate_entry(parent_inode, name)
+        entry = self._known_entry(node)
+        if entry is not None and self._invalidate_entry is not None:
+            await self._invalidate_entry(*entry)
