@@ -67,6 +67,16 @@ class InProcess:
 
         return trio.from_thread.run(call, trio_token=self._token)
 
+    def watch_starts(self) -> None:
+        """The store watch is up, as a mount's first round of watching says."""
+        assert self.fs.following is not None, "not a writable mount of a watched local store"
+        trio.from_thread.run_sync(self.fs.following.started, trio_token=self._token)
+
+    def watch_ends(self) -> None:
+        """The store watch failed: the mount stops relying on it."""
+        assert self.fs.following is not None
+        trio.from_thread.run(self.fs.following.end, trio_token=self._token)
+
     def _lookup(self, parent: int, name: str) -> pyfuse3.EntryAttributes:
         entry = self._call(self.ops.lookup, parent, os.fsencode(name), CTX)
         if entry.st_ino == 0:  # a negative entry: the kernel answers ENOENT

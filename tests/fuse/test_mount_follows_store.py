@@ -5,6 +5,8 @@ the read-only whole image included; ``--no-watch`` keeps the old caching."""
 from __future__ import annotations
 
 import io
+import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 import tifffile
 import zarr
 
-from tests.mounting import mounted
+from tests.mounting import ZARRFUSE, mounted, run_with_timeout, wait_for
 from tests.picture_paths import tile_path
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
@@ -81,3 +83,92 @@ def test_without_watching_a_read_only_mount_keeps_what_it_read(tmp_path):
         zarr.open_array(tmp_path / "a", mode="r+")[:4, 4:] = 9
         time.sleep(1.5)
         assert chunk.read_bytes() == bytes([1]) * 16
+
+
+# --- a writable mount while it watches the store (issue 35, point 1) ----------------------
+
+
+def _stats(mnt: Path) -> dict:
+    return json.loads(run_with_timeout([*ZARRFUSE, "stats", "--json", mnt], 20).stdout)
+
+
+def _watching(mnt: Path) -> bool:
+    """The mount's log says its store watch runs (chunk files are then kept long)."""
+    return any("for changes other programs make" in line for line in _stats(mnt)["log"])
+
+
+def _count(counters: dict, group: str, name: str) -> int:
+    return counters.get(group, {}).get(name, 0)
+
+
+def _read(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 1 << 20)
+    finally:
+        os.close(fd)
+
+
+def test_a_writable_mount_keeps_unchanged_chunk_files_while_it_watches(tmp_path):
+    """A second look at unchanged files, past the writable mount's one-second timeout: the
+    kernel still knows every name and size, and each chunk is still open, so the daemon
+    sees one open per file and nothing else (before: a lookup per file, and every chunk
+    opened again). Read with open, read and close only: a writable mount's reads make the
+    kernel ask for the access time again at the next fstat, on any FUSE filesystem."""
+    data = np.arange(8 * 64, dtype="u1").reshape(8, 64)
+    zarr.create_array(tmp_path / "a", data=data, chunks=(1, 64), compressors=None)
+    with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
+        assert wait_for(lambda: _watching(mnt), BOUND)
+        files = [mnt / f"c/0/00{row}/0/000" for row in range(8)]
+        assert [f.read_bytes() for f in files] == [bytes(row) for row in data]
+        time.sleep(1.5)  # past the timeout of a writable mount that does not watch
+        before = _stats(mnt)["counters"]
+        assert [_read(f) for f in files] == [bytes(row) for row in data]
+        after = _stats(mnt)["counters"]
+    asked = {name: _count(after, "requests", name) - _count(before, "requests", name)
+             for name in ("lookup", "getattr", "open")}
+    # The one getattr: the mount's root, whose attributes stay short-lived (a rewritten
+    # zarr.json changes them).
+    assert asked["lookup"] == 0 and asked["getattr"] <= 1 and asked["open"] == 8, asked
+    opened = _count(after, "store_requests", "open") - _count(before, "store_requests", "open")
+    assert opened == 0
+
+
+def test_a_writable_mount_shows_a_chunk_another_program_rewrites(tmp_path):
+    """Kept long, a chunk file still shows another program's rewrite (zarr-python's, to a
+    new size) within about a second, bytes and size, also while a reader holds the version
+    it opened (its inode then keeps that size: the name must lead elsewhere)."""
+    zarr.create_array(tmp_path / "a", data=np.ones((8, 64), "u1"), chunks=(1, 64))
+    stored = tmp_path / "a" / "c/3/0"
+    with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
+        assert wait_for(lambda: _watching(mnt), BOUND)
+        chunk = mnt / "c/0/003/0/000"
+        old = stored.read_bytes()
+        with open(chunk, "rb") as reader:
+            assert reader.read() == old
+            zarr.open_array(tmp_path / "a", mode="r+")[3] = np.random.default_rng(3).integers(
+                0, 255, 64, dtype="u1")
+            new = stored.read_bytes()
+            assert len(new) != len(old)
+            assert _within(lambda: chunk.stat().st_size == len(new)) is not None
+            assert chunk.read_bytes() == new
+
+
+def test_a_chunk_saved_through_the_mount_shows_at_once_beside_a_reader(tmp_path):
+    """A reader keeps the version it opened; a save through the mount shows to the next
+    stat and open at once, on the name the kernel keeps (before: the reader's size, for up
+    to a second)."""
+    zarr.create_array(tmp_path / "a", data=np.ones((8, 64), "u1"), chunks=(1, 64),
+                      compressors=None)
+    # Values of any length, as the model of file semantics writes them: no decode check.
+    with mounted(tmp_path / "a", tmp_path / "mnt", "--no-verify") as mnt:
+        assert wait_for(lambda: _watching(mnt), BOUND)
+        chunk = mnt / "c/0/002/0/000"
+        with open(chunk, "rb") as reader:
+            assert reader.read() == bytes([1]) * 64
+            for size in (16, 40, 64):
+                chunk.write_bytes(bytes([size]) * size)
+                assert os.stat(chunk).st_size == size
+                assert chunk.read_bytes() == bytes([size]) * size
+            reader.seek(0)
+            assert reader.read() == bytes([1]) * 64

@@ -91,6 +91,11 @@ async def follow_store(
     token = trio.lowlevel.current_trio_token()
     where = os.path.realpath(root)
 
+    def live() -> None:
+        log.info("watching %s for changes other programs make", root)
+        if state is not None:
+            state.started()
+
     def deliver(keys: set[str]) -> None:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             send.send_nowait(keys)  # after the mount's end: nobody to tell
@@ -104,9 +109,9 @@ async def follow_store(
                 rust_timeout=STOP_CHECK_MS, yield_on_timeout=True, raise_interrupt=False,
                 ignore_permission_denied=True,
             ):
-                if not started and state is not None:
+                if not started:
                     started = True
-                    trio.from_thread.run_sync(state.started, trio_token=token)
+                    trio.from_thread.run_sync(live, trio_token=token)
                 keys = _keys(where, (path for _, path in changes))
                 if keys:
                     trio.from_thread.run_sync(deliver, keys, trio_token=token)
@@ -120,7 +125,6 @@ async def follow_store(
 
     thread = threading.Thread(target=watch, name="zarrfuse-store-watch", daemon=True)
     thread.start()
-    log.debug("following changes to %s", where)
     try:
         async with receive:
             async for keys in receive:
