@@ -119,7 +119,7 @@ def test_a_second_pass_over_more_chunks_than_one_array_kept_finds_every_one_open
 
 def test_chunks_kept_open_stay_within_the_mounts_descriptor_budget(many_chunks, monkeypatch):
     budget = 16
-    monkeypatch.setattr("zarrfuse.fuse.mount.descriptors_to_keep_open", lambda: budget)
+    monkeypatch.setattr("zarrfuse.fuse.cache_times.descriptors_to_keep_open", lambda: budget)
 
     async def body(ops: FuseOperations) -> None:
         inodes = await _inodes(ops)

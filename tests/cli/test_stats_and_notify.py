@@ -231,6 +231,17 @@ def test_stats_table_format():
     assert "3.0 MiB (3145728)" in control.format_stats(document)
 
 
+@pytest.mark.parametrize(("watching", "said"), [
+    (None, ""), (True, ", following the store"), (False, ", not following the store"),
+])
+def test_stats_say_whether_the_store_watch_runs(watching, said):
+    document = {"mountpoint": "/mnt/a", "kind": "array", "source": "/data/a.zarr",
+                "read_only": False, "pid": 7, "uptime_s": 5, "counters": {},
+                "watching": watching}
+    first = control.format_stats(document).splitlines()[0]
+    assert first == f"/mnt/a: array /data/a.zarr (writable), pid 7, up 0:00:05{said}"
+
+
 def test_socket_dirs_refuse_runtime_dirs_of_others(tmp_path):
     other = tmp_path / "runtime"
     other.mkdir()

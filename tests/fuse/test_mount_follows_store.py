@@ -93,8 +93,8 @@ def _stats(mnt: Path) -> dict:
 
 
 def _watching(mnt: Path) -> bool:
-    """The mount's log says its store watch runs (chunk files are then kept long)."""
-    return any("for changes other programs make" in line for line in _stats(mnt)["log"])
+    """The mount says its store watch runs (chunk files are then kept long)."""
+    return _stats(mnt)["watching"] is True
 
 
 def _count(counters: dict, group: str, name: str) -> int:

@@ -226,9 +226,11 @@ def _remove_if_ours(path: str, inode: int) -> None:
 
 
 def describe_mount(
-    *, source: str, mountpoint: str, kind: str, read_only: bool, counters: Any, started: float
+    *, source: str, mountpoint: str, kind: str, read_only: bool, counters: Any, started: float,
+    watching: Callable[[], bool] | None = None,
 ) -> Callable[[], dict[str, Any]]:
-    """The ``describe`` callable of a mount: what it is, and its counters now."""
+    """The ``describe`` callable of a mount: what it is, and its counters now.
+    ``watching``: whether its store watch runs (None: the store is not watched)."""
 
     def describe() -> dict[str, Any]:
         return {
@@ -240,6 +242,7 @@ def describe_mount(
             "read_only": read_only,
             "started": started,
             "uptime_s": round(time.time() - started, 3),
+            "watching": None if watching is None else watching(),
             "counters": counters.snapshot(),
             "log_to": mount_log.DESTINATION.text,
             "log": mount_log.RECENT.lines(),
@@ -317,13 +320,20 @@ def _duration(seconds: float) -> str:
     return f"{days}d {text}" if days else text
 
 
+def _watch_words(watching: bool | None) -> str:
+    if watching is None:
+        return ""
+    return ", following the store" if watching else ", not following the store"
+
+
 def format_stats(document: dict[str, Any]) -> str:
     """``zarrfuse stats``'s readable table of a daemon's document."""
     c = document.get("counters", {})
     mode = "read-only" if document.get("read_only") else "writable"
     lines = [
         f"{document.get('mountpoint')}: {document.get('kind', 'node')} {document.get('source')}"
-        f" ({mode}), pid {document.get('pid')}, up {_duration(document.get('uptime_s', 0))}",
+        f" ({mode}), pid {document.get('pid')}, up {_duration(document.get('uptime_s', 0))}"
+        + _watch_words(document.get("watching")),
     ]
 
     def section(title: str, counts: dict[str, int]) -> None:

@@ -29,6 +29,7 @@ class OperatingServices:
             control.describe_mount(
                 source=info.source, mountpoint=info.mountpoint, kind=info.kind,
                 read_only=info.read_only, counters=info.counters, started=info.started,
+                watching=info.watching,
             ),
         )
 

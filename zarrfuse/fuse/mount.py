@@ -70,6 +70,8 @@ class MountInfo:
     counters: Counters
     started: float
     """``time.time()`` when the filesystem was built."""
+    watching: Callable[[], bool] | None = None
+    """Whether the store watch runs now; None: the store is not watched."""
 
 
 class MountServices(Protocol):
@@ -338,11 +340,13 @@ def serve(
             on_note(note)
     prepare_mountpoint(config.mountpoint)
     ops = build_operations(fs, config, counters)
+    following = fs.following
     if services is not None:
         services.built(
             MountInfo(
                 source=config.source, mountpoint=config.mountpoint, kind=kind,
                 read_only=config.read_only, counters=counters, started=time.time(),
+                watching=None if following is None else lambda: following.live,
             )
         )
     options = _fuse_options(config)

@@ -92,7 +92,7 @@ async def follow_store(
     where = os.path.realpath(root)
 
     def live() -> None:
-        log.info("watching %s for changes other programs make", root)
+        log.debug("watching %s for changes other programs make", root)
         if state is not None:
             state.started()
 
