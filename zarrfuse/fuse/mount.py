@@ -138,7 +138,8 @@ def build_filesystem(
     else:  # may not write: reads as recovery will leave the store, says what is due
         backend.show_recovered()
     # A local store's watch (``--watch``) tells the mount what other programs change.
-    following = WatchState() if config.watch and isinstance(backend, LocalBackend) else None
+    following = (WatchState(settle=metadata_ttl(config) or 0.0)
+                 if config.watch and isinstance(backend, LocalBackend) else None)
     if config.cache_dir:
         backend = _with_disk_cache(backend, store_path.store, config)
     catalog = Catalog(

@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
@@ -39,11 +40,13 @@ interpreter exits can crash it: seen as SIGSEGV at exit with watchfiles 1.0)."""
 
 
 class WatchState:
-    """Whether a store's watch runs: ``live`` from its first round (its directories are all
-    watched) until it fails or the mount ends; then ``ended`` listeners run, once, in the
-    trio thread."""
+    """Whether a store's watch runs: ``live`` from ``settle`` seconds after its first round
+    (its directories are all watched; what the mount learnt before, unwatched, is trusted
+    no longer than that) until it fails or the mount ends; then ``ended`` listeners run,
+    once, in the trio thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, settle: float = 0.0) -> None:
+        self.settle = settle
         self.live = False
         self._ended: list[Callable[[], Awaitable[None]]] = []
         self._done = False
@@ -101,7 +104,8 @@ async def follow_store(
             send.send_nowait(keys)  # after the mount's end: nobody to tell
 
     def watch() -> None:
-        started = False
+        watched_since, told = None, False
+        settle = 0.0 if state is None else state.settle
         try:
             # Every round yields, changes or not: the first says every directory is watched.
             for changes in watchfiles.watch(
@@ -109,8 +113,9 @@ async def follow_store(
                 rust_timeout=STOP_CHECK_MS, yield_on_timeout=True, raise_interrupt=False,
                 ignore_permission_denied=True,
             ):
-                if not started:
-                    started = True
+                watched_since = watched_since or time.monotonic()
+                if not told and time.monotonic() - watched_since >= settle:
+                    told = True
                     trio.from_thread.run_sync(live, trio_token=token)
                 keys = _keys(where, (path for _, path in changes))
                 if keys:

@@ -1,0 +1,92 @@
+"""The store watch's state (issue 35, point 1): a writable mount keeps chunk files long only
+while it is told every change, so the state must say when that starts (the watch is set up,
+plus what the mount learnt before it has expired) and that it ended when the watch fails."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import trio
+
+from zarrfuse.storage.store_watch import WatchState, follow_store
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_path):
+    (tmp_path / "c").mkdir()
+    state = WatchState(settle=0.6)
+    seen: list[set[str]] = []
+    lived: list[float] = []
+
+    async def apply(keys: set[str]) -> None:
+        seen.append(keys)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            start = time.monotonic()
+            nursery.start_soon(follow_store, tmp_path, apply, state)
+            while not state.live:
+                await trio.sleep(0.02)
+                assert time.monotonic() - start < 10, "the watch never went live"
+            lived.append(time.monotonic() - start)
+            await trio.to_thread.run_sync((tmp_path / "c" / "0").write_bytes, b"x")
+            while not seen:
+                await trio.sleep(0.02)
+                assert time.monotonic() - start < 10, "no change was delivered"
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert lived[0] >= 0.6
+    assert {"c/0"} <= set().union(*seen)
+    assert not state.live  # the mount ended: no longer told
+
+
+def test_the_state_tells_its_listeners_once_and_only_if_it_was_live():
+    told: list[str] = []
+
+    async def ended() -> None:
+        told.append("ended")
+
+    never = WatchState()
+    never.when_ended(ended)
+    trio.run(never.end)  # the watch failed before it was up: nothing relied on it
+    assert told == [] and not never.live
+
+    state = WatchState()
+    state.when_ended(ended)
+    state.started()
+    assert state.live
+    trio.run(state.end)
+    trio.run(state.end)
+    state.started()  # a late round of a watch that ended is not believed
+    assert told == ["ended"] and not state.live
+
+
+@pytest.mark.expect_log(r"applying changes to .* failed")
+def test_a_change_the_mount_cannot_apply_ends_its_trust_in_the_watch(tmp_path):
+    state = WatchState()
+    told: list[bool] = []
+
+    async def ended() -> None:
+        told.append(True)
+
+    state.when_ended(ended)
+
+    async def apply(keys: set[str]) -> None:
+        raise RuntimeError("cannot apply")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow_store, tmp_path, apply, state)
+            while not state.live:
+                await trio.sleep(0.02)
+            await trio.to_thread.run_sync(os.mkdir, tmp_path / "new")
+            while not told:
+                await trio.sleep(0.02)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert told == [True] and not state.live
