@@ -137,8 +137,10 @@ def build_filesystem(
         backend.recover()
     else:  # may not write: reads as recovery will leave the store, says what is due
         backend.show_recovered()
-    # A local store's watch (``--watch``) tells the mount what other programs change.
-    following = (WatchState(settle=metadata_ttl(config) or 0.0)
+    # A local store's watch (``--watch``) tells the mount what other programs change; where
+    # the mount keeps chunk files on its word, not before what it learnt unwatched expired.
+    settle = (metadata_ttl(config) or 0.0) if followed(config) else 0.0
+    following = (WatchState(settle=settle)
                  if config.watch and isinstance(backend, LocalBackend) else None)
     if config.cache_dir:
         backend = _with_disk_cache(backend, store_path.store, config)
