@@ -51,3 +51,11 @@ def foreground(source: Path, mnt: Path, *args: str, env: dict[str, str] | None =
 def stats(mnt: Path) -> dict:
     """``zarrfuse stats --json`` of a mount, parsed."""
     return json.loads(run_with_timeout([*ZARRFUSE, "stats", "--json", mnt], 20).stdout)
+
+
+def count(snapshot: dict, *path: str) -> int:
+    """One counter of a ``stats(mnt)["counters"]`` snapshot (0 if it never moved)."""
+    value = snapshot
+    for key in path:
+        value = value.get(key, {})
+    return value or 0

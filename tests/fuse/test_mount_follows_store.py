@@ -5,7 +5,6 @@ the read-only whole image included; ``--no-watch`` keeps the old caching."""
 from __future__ import annotations
 
 import io
-import json
 import os
 import time
 from collections.abc import Callable
@@ -16,7 +15,8 @@ import pytest
 import tifffile
 import zarr
 
-from tests.mounting import ZARRFUSE, mounted, run_with_timeout, wait_for
+from tests.cli.operating import count, stats
+from tests.mounting import mounted, wait_for
 from tests.picture_paths import tile_path
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
@@ -88,17 +88,9 @@ def test_without_watching_a_read_only_mount_keeps_what_it_read(tmp_path):
 # --- a writable mount while it watches the store (issue 35, point 1) ----------------------
 
 
-def _stats(mnt: Path) -> dict:
-    return json.loads(run_with_timeout([*ZARRFUSE, "stats", "--json", mnt], 20).stdout)
-
-
 def _watching(mnt: Path) -> bool:
     """The mount says its store watch runs (chunk files are then kept long)."""
-    return _stats(mnt)["watching"] is True
-
-
-def _count(counters: dict, group: str, name: str) -> int:
-    return counters.get(group, {}).get(name, 0)
+    return stats(mnt)["watching"] is True
 
 
 def _read(path: Path) -> bytes:
@@ -122,15 +114,15 @@ def test_a_writable_mount_keeps_unchanged_chunk_files_while_it_watches(tmp_path)
         files = [mnt / f"c/0/00{row}/0/000" for row in range(8)]
         assert [f.read_bytes() for f in files] == [bytes(row) for row in data]
         time.sleep(1.5)  # past the timeout of a writable mount that does not watch
-        before = _stats(mnt)["counters"]
+        before = stats(mnt)["counters"]
         assert [_read(f) for f in files] == [bytes(row) for row in data]
-        after = _stats(mnt)["counters"]
-    asked = {name: _count(after, "requests", name) - _count(before, "requests", name)
+        after = stats(mnt)["counters"]
+    asked = {name: count(after, "requests", name) - count(before, "requests", name)
              for name in ("lookup", "getattr", "open")}
     # The one getattr: the mount's root, whose attributes stay short-lived (a rewritten
     # zarr.json changes them).
     assert asked["lookup"] == 0 and asked["getattr"] <= 1 and asked["open"] == 8, asked
-    opened = _count(after, "store_requests", "open") - _count(before, "store_requests", "open")
+    opened = count(after, "store_requests", "open") - count(before, "store_requests", "open")
     assert opened == 0
 
 

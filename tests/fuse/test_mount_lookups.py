@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import zarr
 
-from tests.mounting import ZARRFUSE, mounted, run_with_timeout, wait_for
+from tests.cli.operating import count, stats
+from tests.mounting import mounted, run_with_timeout, wait_for
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(90)]
 
@@ -26,14 +27,7 @@ WRITABLE_TIMEOUT = 1.0  # zarrfuse.fuse.cache_times.WRITABLE_TIMEOUT, restated: 
 
 
 def counters(mnt: Path) -> dict:
-    return json.loads(run_with_timeout([*ZARRFUSE, "stats", "--json", mnt], 20).stdout)["counters"]
-
-
-def count(snapshot: dict, *path: str) -> int:
-    value = snapshot
-    for key in path:
-        value = value.get(key, {})
-    return value or 0
+    return stats(mnt)["counters"]
 
 
 @pytest.fixture
