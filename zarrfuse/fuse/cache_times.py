@@ -8,7 +8,10 @@ from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache, descriptors_
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.storage.store_watch import WatchState
 
-__all__ = ["READ_ONLY_TIMEOUT", "WRITABLE_TIMEOUT", "followed", "metadata_ttl", "open_chunks"]
+__all__ = [
+    "READ_ONLY_TIMEOUT", "WRITABLE_TIMEOUT", "followed", "metadata_ttl", "open_chunks",
+    "store_watch",
+]
 
 # Read-only mounts let the kernel cache names, attributes and pages for long: `ls -lR` of
 # 100k files took 92 s with timeouts of 0 and 3.5 s with 300 s (measured, DESIGN.md).
@@ -30,6 +33,15 @@ def followed(config: MountConfig) -> bool:
     """Whether a writable mount keeps its chunk files long while the store watch runs (not
     with ``--metadata-ttl``, which says how long to trust them)."""
     return config.watch and not config.read_only and config.metadata_ttl is None
+
+
+def store_watch(config: MountConfig, *, local: bool) -> WatchState | None:
+    """The state of a local store's watch (``--watch``), which tells the mount what other
+    programs change. Where the mount keeps chunk files on its word (``followed``), the watch
+    counts only once what the mount learnt unwatched has expired: one listing TTL."""
+    if not config.watch or not local:
+        return None
+    return WatchState(settle=WRITABLE_TIMEOUT if followed(config) else 0.0)
 
 
 def open_chunks(config: MountConfig, following: WatchState | None) -> OpenChunkCache | None:

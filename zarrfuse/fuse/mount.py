@@ -32,7 +32,13 @@ from zarrfuse.filesystem.tree.mounted import ArrayView, Rendering
 from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import ArrayRoot, GroupDir, ImageDir, Node
 from zarrfuse.filesystem.writes.commits import WriteOptions
-from zarrfuse.fuse.cache_times import READ_ONLY_TIMEOUT, followed, metadata_ttl, open_chunks
+from zarrfuse.fuse.cache_times import (
+    READ_ONLY_TIMEOUT,
+    followed,
+    metadata_ttl,
+    open_chunks,
+    store_watch,
+)
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.handed_fd import handed_fuse_fd
 from zarrfuse.fuse.left_out import left_out_note
@@ -44,7 +50,7 @@ from zarrfuse.storage.backend_writes import BackendWrites
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import DiskCache
 from zarrfuse.storage.local import LocalBackend
-from zarrfuse.storage.store_watch import WatchState, follow_store
+from zarrfuse.storage.store_watch import follow_store
 from zarrfuse.zarr_compat import sync
 
 __all__ = ["MountInfo", "MountServices", "serve"]
@@ -137,11 +143,7 @@ def build_filesystem(
         backend.recover()
     else:  # may not write: reads as recovery will leave the store, says what is due
         backend.show_recovered()
-    # A local store's watch (``--watch``) tells the mount what other programs change; where
-    # the mount keeps chunk files on its word, not before what it learnt unwatched expired.
-    settle = (metadata_ttl(config) or 0.0) if followed(config) else 0.0
-    following = (WatchState(settle=settle)
-                 if config.watch and isinstance(backend, LocalBackend) else None)
+    following = store_watch(config, local=isinstance(backend, LocalBackend))
     if config.cache_dir:
         backend = _with_disk_cache(backend, store_path.store, config)
     catalog = Catalog(
