@@ -80,13 +80,16 @@ class KeyStats:
         stats = await self._run(lambda: [self._backend.stat(_key(directory, name))
                                          for name in missing])
         for name, stat in zip(missing, stats, strict=True):
-            self._answers.put(_key(directory, name), stat)
-            if stat is not None:
-                found[name] = stat
+            self._learnt(directory, name, stat, found)
         return found
 
     async def _ask_one(self, directory: str, name: str, found: dict[str, Stat]) -> None:
-        stat = await self._run(self._backend.stat, _key(directory, name))
+        self._learnt(directory, name, await self._run(self._backend.stat, _key(directory, name)),
+                     found)
+
+    def _learnt(self, directory: str, name: str, stat: Stat | None,
+                found: dict[str, Stat]) -> None:
+        """Keep the store's answer for ``name``; a present key joins ``found``."""
         self._answers.put(_key(directory, name), stat)
         if stat is not None:
             found[name] = stat
