@@ -1,6 +1,7 @@
 """The adapter's one wrapper around every pyfuse3 handler, driven in process: errors become
-the right errno with one line, requests that only read are cut at ``--store-timeout``, and a
-stalled store makes the next ones fail within a second (issue 30, point 3)."""
+the right errno with one line, requests that only read are cut at ``--store-timeout`` where
+they wait (``request_deadline.waited``), and a stalled store makes the next ones fail within
+a second (issue 30, point 3)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from zarrfuse.errors import CorruptChunk, NotFound
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.fuse.operations import FuseOperations
 from zarrfuse.fuse.request_errors import BOUNDED, STALLED_WAIT, fuse_errors
+from zarrfuse.request_deadline import waited
 
 
 class Ops:
@@ -28,14 +30,34 @@ class Ops:
 
     @fuse_errors
     async def lookup(self, wait: float = 0.0, error: BaseException | None = None) -> str:
-        await trio.sleep(wait)
+        await waited(trio.sleep(wait))  # as the handlers wait on the store
         if error is not None:
             raise error
         return "answer"
 
     @fuse_errors
+    async def read(self, waits: int = 2, wait: float = 0.0) -> str:
+        """Waits in ``waits`` tasks run together, as a listing of many directories does."""
+        async with trio.open_nursery() as nursery:
+            for _ in range(waits):
+                nursery.start_soon(waited, trio.sleep(wait))
+        return "bytes"
+
+    @fuse_errors
+    async def getattr(self, background: list[float]) -> str:
+        """Starts a wait in a system task (as read-ahead does), which outlives the request."""
+
+        async def ahead() -> None:
+            started = trio.current_time()
+            await waited(trio.sleep(0.5))
+            background.append(trio.current_time() - started)
+
+        trio.lowlevel.spawn_system_task(ahead)
+        return "attributes"
+
+    @fuse_errors
     async def flush(self, wait: float = 0.0) -> str:
-        await trio.sleep(wait)
+        await waited(trio.sleep(wait))
         return "stored"
 
 
@@ -79,3 +101,44 @@ def test_requests_that_store_are_never_cut(caplog):
     with caplog.at_level(logging.WARNING):
         assert trio.run(lambda: ops.flush(wait=0.4)) == "stored"
     assert not caplog.records
+
+
+@pytest.mark.expect_log(r"did not answer within")
+def test_waits_in_tasks_a_request_runs_together_are_cut_as_one_answer():
+    ops = Ops(timeout=0.3)
+
+    async def main() -> None:
+        assert await ops.read(waits=3) == "bytes"
+        started = trio.current_time()
+        with pytest.raises(pyfuse3.FUSEError) as caught:
+            await ops.read(waits=3, wait=5.0)
+        assert caught.value.errno == errno.EIO  # one EIO, not a group of three errors
+        assert trio.current_time() - started < 0.3 + 0.5
+
+    trio.run(main)
+    assert ops.counters.errors == {"EIO": 1}
+
+
+def test_a_wait_left_running_after_the_answer_is_not_bounded_by_the_request():
+    ops = Ops(timeout=0.1)
+    background: list[float] = []
+
+    async def main() -> None:
+        assert await ops.getattr(background) == "attributes"
+        await trio.sleep(0.8)  # past the request's deadline: read-ahead goes on
+
+    trio.run(main)
+    assert len(background) == 1 and background[0] >= 0.5
+
+
+@pytest.mark.expect_log(r"did not answer within")
+def test_a_worker_task_serving_a_request_after_a_cut_one_waits_unbounded():
+    """pyfuse3 serves request after request in one task: a deadline ends with its request."""
+    ops = Ops(timeout=0.2)
+
+    async def main() -> str:
+        with pytest.raises(pyfuse3.FUSEError):
+            await ops.lookup(wait=5.0)
+        return await ops.flush(wait=0.4)  # not bounded, and not cut by the lookup's deadline
+
+    assert trio.run(main) == "stored"

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import trio
 
 from zarrfuse.errors import Stale
+from zarrfuse.request_deadline import waited
 
 __all__ = ["RESERVE_WAIT", "RETRY_WINDOW", "InodeUsers", "PageCacheUsers"]
 
@@ -102,7 +103,7 @@ class PageCacheUsers:
         elif pid not in reserved:
             for until, came in list(reserved.values()):
                 with trio.move_on_after(max(0.0, until - time.monotonic())):
-                    await came.wait()
+                    await waited(came.wait())
         if pid is None:
             return False
         sent = self._sent_away.pop((name, pid), None)

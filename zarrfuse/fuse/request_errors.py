@@ -1,5 +1,6 @@
 """Every pyfuse3 handler's wrapper: exceptions become ``FUSEError`` with the right errno
-and a log line, and requests that only read are bounded by ``--store-timeout``.
+and a log line, and requests that only read are bounded by ``--store-timeout`` (where they
+wait: ``request_deadline``).
 
 In pyfuse3 any other exception escaping a handler ends the main loop and leaves a dead mount
 ("Transport endpoint is not connected"), so unexpected exceptions become EIO too, and the
@@ -16,10 +17,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
-import trio
 
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.request_deadline import finished, past_deadline, serving
 
 __all__ = ["BOUNDED", "STALLED_WAIT", "fuse_errors"]
 
@@ -69,10 +70,16 @@ def fuse_errors(
             stalled = name != "read" and (  # a read may move many bytes: never cut short
                 time.monotonic() < ops.stalled_until  # type: ignore[attr-defined]
             )
-            with trio.move_on_after(min(deadline, STALLED_WAIT) if stalled else deadline):
+            token = serving(min(deadline, STALLED_WAIT) if stalled else deadline)
+            try:
                 result = await handler(*args, **kwargs)
                 answered = True
                 return result
+            except BaseException as e:
+                if not past_deadline(e):
+                    raise
+            finally:
+                finished(token)
             log.log(logging.DEBUG if stalled else logging.WARNING,
                     "%s: the store did not answer within %g s (--store-timeout); answering "
                     "EIO, and giving the next requests %g s each for as long", name,

@@ -30,6 +30,7 @@ from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
 from zarrfuse.filesystem.chunks.shard_reads import ShardReads
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
+from zarrfuse.request_deadline import waited
 from zarrfuse.storage.base import Stat
 
 __all__ = ["ChunkDecoder"]
@@ -118,15 +119,16 @@ class ChunkDecoder:
             groups = self._by_shard(wanted)
             if self.stored.backend.remote and len(groups) > 1:
                 # Each shard a round trip or two: all of them in flight at once.
-                return await trio.to_thread.run_sync(
+                return await waited(trio.to_thread.run_sync(
                     functools.partial(self._read_shards, at_once=True), groups,
-                    limiter=self._limiter, abandon_on_cancel=True)
+                    limiter=self._limiter, abandon_on_cancel=True))
             return await self._in_threads(self._read_shards, groups)
         async with self.stored.reading(wanted) as read:
             if self.stored.backend.remote:
                 # Waiting on the network holds no CPU slot: every batch's fetches in flight
                 # together (the fetch pool bounds them), then decoded on every core.
-                fetched = await trio.to_thread.run_sync(read, wanted, abandon_on_cancel=True)
+                fetched = await waited(
+                    trio.to_thread.run_sync(read, wanted, abandon_on_cancel=True))
                 return await self._in_threads(self._decode_raw,
                                               list(zip(wanted, fetched, strict=True)))
             # Each thread reads its share and decodes it: one hop per thread and batch.
@@ -164,7 +166,7 @@ class ChunkDecoder:
                 return await self._in_threads(lambda some: decode(fetch(some)), jobs)
             # Waiting on the network holds no CPU slot: every batch's requests in flight
             # together (the fetch pool bounds them), then decoded on every core.
-            fetched = await trio.to_thread.run_sync(fetch, jobs, abandon_on_cancel=True)
+            fetched = await waited(trio.to_thread.run_sync(fetch, jobs, abandon_on_cancel=True))
         return await self._in_threads(decode, fetched)
 
     async def _listed(self, shard: Coords) -> Stat | None:
@@ -187,9 +189,9 @@ class ChunkDecoder:
         results: dict[Coords, np.ndarray] = {}
 
         async def run(batch: list[T]) -> None:
-            results.update(await trio.to_thread.run_sync(
+            results.update(await waited(trio.to_thread.run_sync(
                 work, batch, limiter=self._limiter, abandon_on_cancel=True
-            ))
+            )))
 
         try:
             async with trio.open_nursery() as nursery:

@@ -13,6 +13,8 @@ from typing import Generic, TypeVar
 
 import trio
 
+from zarrfuse.request_deadline import waited
+
 __all__ = ["SingleFlight"]
 
 K = TypeVar("K", bound=Hashable)
@@ -30,7 +32,7 @@ class SingleFlight(Generic[K]):
         end (it looks in the cache, and asks itself only if that ask failed)."""
         running = self._running.get(key)
         if running is not None:
-            await running.wait()
+            await waited(running.wait())
             yield False
             return
         event = self._running[key] = trio.Event()

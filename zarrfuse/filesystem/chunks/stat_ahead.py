@@ -18,6 +18,7 @@ import trio
 
 from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes
 from zarrfuse.filesystem.chunks.grid_order import after
+from zarrfuse.request_deadline import waited
 from zarrfuse.storage.base import Stat
 
 __all__ = ["STAT_AHEAD", "StatAhead"]
@@ -46,7 +47,7 @@ class StatAhead:
         """Until the size of ``coords``, if asked ahead, is known (or its ask failed)."""
         event = self._asking.get(coords)
         if event is not None:
-            await event.wait()
+            await waited(event.wait())
 
     def after(self, coords: Coords) -> None:
         """``coords``' size was asked: ask the next chunks' in the background."""

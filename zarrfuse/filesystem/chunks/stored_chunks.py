@@ -31,6 +31,7 @@ from zarrfuse.filesystem.chunks.part_opening import NotCached, PartOpening, read
 from zarrfuse.filesystem.chunks.shard_indexes import ShardIndexes
 from zarrfuse.filesystem.chunks.stat_ahead import StatAhead
 from zarrfuse.filesystem.chunks.whole_chunks import WholeChunks
+from zarrfuse.request_deadline import waited
 from zarrfuse.storage.base import Backend, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
@@ -112,10 +113,9 @@ class StoredChunks:
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """A read in a worker thread; abandoned (its result dropped, nothing cached) if the
-        request is cancelled at its ``--store-timeout``."""
-        return await trio.to_thread.run_sync(
-            fn, *args, limiter=self._limiter, abandon_on_cancel=True
-        )
+        request is cut at its ``--store-timeout`` (``request_deadline``)."""
+        run = trio.to_thread.run_sync(fn, *args, limiter=self._limiter, abandon_on_cancel=True)
+        return await waited(run)
 
     async def _run_to_end(self, fn: Callable[..., T], *args: Any) -> T:
         """A change to the store in a worker thread: never abandoned halfway."""
@@ -170,7 +170,7 @@ class StoredChunks:
             try:
                 lock.acquire_nowait()
             except trio.WouldBlock:
-                await lock.acquire()
+                await waited(lock.acquire())
             try:
                 yield
             finally:

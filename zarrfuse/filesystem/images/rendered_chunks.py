@@ -28,6 +28,7 @@ from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.images.planes import plane_chunks
 from zarrfuse.filesystem.images.render import decode, encode, encoded_size
+from zarrfuse.request_deadline import waited
 
 __all__ = ["READ_AHEAD_CHUNKS", "RenderedChunks"]
 
@@ -208,7 +209,7 @@ class RenderedChunks:
             running = self._running.get(coords)
             if running is None:
                 break
-            await running.wait()
+            await waited(running.wait())
         return (await self._render_batch([coords]))[coords]
 
     async def _render_batch(self, batch: list[tuple[int, ...]]) -> dict[tuple[int, ...], bytes]:

@@ -19,6 +19,7 @@ import trio
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
+from zarrfuse.request_deadline import waited
 from zarrfuse.tiff.whole_image import TileSpan, WholeImagePlan, tile_array
 
 __all__ = ["LevelChunks", "WholeImage"]
@@ -267,7 +268,7 @@ class WholeImage:
                     self._running.pop((level, c), None)
             done.set()
         for key, event in waiting.items():
-            await event.wait()
+            await waited(event.wait())
             cached = self._cache.get((self._token, key))
             if cached is None:  # evicted at once, or the decode failed: decode it here
                 cached = (await self.levels[key[0]].decode([key[1]]))[0]

@@ -35,6 +35,7 @@ from zarrfuse.filesystem.tree.documents import (
 )
 from zarrfuse.filesystem.tree.mounted import ArrayView, GroupView, Rendering
 from zarrfuse.filesystem.tree.ome_levels import OmeLevel, find_ome_level
+from zarrfuse.request_deadline import waited
 from zarrfuse.storage.base import Backend, Document
 from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
 
@@ -312,9 +313,9 @@ class Catalog:
             return cached.view
         self.counters.store["read"] += 1
         try:
-            loaded = await trio.to_thread.run_sync(
+            loaded = await waited(trio.to_thread.run_sync(
                 self.load, path, limiter=self._limiter, abandon_on_cancel=True
-            )
+            ))
         except ZarrFuseError as e:
             log.warning("skipping %s: %s", path, e)
             self.skipped[path] = e
@@ -342,10 +343,10 @@ class Catalog:
     async def child_names(self, group_path: str) -> list[str]:
         """Names of the group's children that are readable Zarr nodes, sorted."""
         self.counters.store["list"] += 1
-        names = await trio.to_thread.run_sync(
+        names = await waited(trio.to_thread.run_sync(
             self._member_names if not self.backend.can_list else self.backend.list_subdirs,
             group_path, limiter=self._limiter, abandon_on_cancel=True,
-        )
+        ))
         children = []
         for name in sorted(names):
             if await self.open_child(group_path, name) is not None:

@@ -24,6 +24,7 @@ from zarrfuse.filesystem.tree.mounted import ArrayView
 from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import ChunkFile, Node
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
+from zarrfuse.request_deadline import waited
 
 __all__ = ["ChunkWriter", "Committer", "OpenWriters", "WriteOptions"]
 
@@ -78,7 +79,7 @@ class ChunkWriter:
 
     async def settled(self) -> None:
         if self.committing is not None:
-            await self.committing.wait()
+            await waited(self.committing.wait())
 
     async def read_into(self, offset: int, out: memoryview) -> int:
         """A writer reads its own buffer: what it wrote, committed or not."""
