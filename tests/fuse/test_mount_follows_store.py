@@ -126,6 +126,25 @@ def test_a_writable_mount_keeps_unchanged_chunk_files_while_it_watches(tmp_path)
     assert opened == 0
 
 
+def test_a_fresh_writable_mount_keeps_the_files_it_reads_first(tmp_path):
+    """The watch is set up before the mount answers its first request, so it counts from
+    that request on: files read at once are kept as long as later ones (before: the first
+    second's files got one-second timeouts, and a second pass looked them up again)."""
+    data = np.arange(8 * 64, dtype="u1").reshape(8, 64)
+    zarr.create_array(tmp_path / "a", data=data, chunks=(1, 64), compressors=None)
+    with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
+        files = [mnt / f"c/0/00{row}/0/000" for row in range(8)]
+        assert [_read(f) for f in files] == [bytes(row) for row in data]
+        assert _watching(mnt)
+        time.sleep(1.5)  # past the timeout of a writable mount that does not watch
+        before = stats(mnt)["counters"]
+        assert [_read(f) for f in files] == [bytes(row) for row in data]
+        after = stats(mnt)["counters"]
+    asked = {name: count(after, "requests", name) - count(before, "requests", name)
+             for name in ("lookup", "getattr")}
+    assert asked["lookup"] == 0 and asked["getattr"] <= 1, asked
+
+
 def test_a_writable_mount_shows_a_chunk_another_program_rewrites(tmp_path):
     """Kept long, a chunk file still shows another program's rewrite (zarr-python's, to a
     new size) within about a second, bytes and size, also while a reader holds the version

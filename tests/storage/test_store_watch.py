@@ -1,6 +1,7 @@
 """The store watch's state (issue 35, point 1): a writable mount keeps chunk files long only
 while it is told every change, so the state must say when that starts (the watch is set up,
-plus what the mount learnt before it has expired) and that it ended when the watch fails."""
+plus, if the mount served requests before that, what it learnt then has expired) and that it
+ended when the watch fails."""
 
 from __future__ import annotations
 
@@ -15,9 +16,14 @@ from zarrfuse.storage.store_watch import WatchState, follow_store
 pytestmark = pytest.mark.timeout(60)
 
 
-def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_path):
+@pytest.mark.parametrize("serving", [True, False], ids=["serving", "before-serving"])
+def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_path, serving):
+    """A mount that serves before its watch is set up waits the settle time; one that waits
+    for the watch (a fresh writable mount) learnt nothing unwatched: live at once."""
     (tmp_path / "c").mkdir()
     state = WatchState(settle=0.6)
+    if serving:
+        state.serving()
     seen: list[set[str]] = []
     lived: list[float] = []
 
@@ -39,7 +45,8 @@ def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_p
             nursery.cancel_scope.cancel()
 
     trio.run(main)
-    assert lived[0] >= 0.6
+    assert state.set_up.is_set()
+    assert lived[0] >= 0.6 if serving else lived[0] < 0.6
     assert {"c/0"} <= set().union(*seen)
     assert not state.live  # the mount ended: no longer told
 

@@ -9,8 +9,8 @@ from zarrfuse.fuse.config import MountConfig
 from zarrfuse.storage.store_watch import WatchState
 
 __all__ = [
-    "READ_ONLY_TIMEOUT", "WRITABLE_TIMEOUT", "followed", "metadata_ttl", "open_chunks",
-    "store_watch",
+    "READ_ONLY_TIMEOUT", "WATCH_SET_UP_WAIT", "WRITABLE_TIMEOUT", "followed", "metadata_ttl",
+    "open_chunks", "store_watch",
 ]
 
 # Read-only mounts let the kernel cache names, attributes and pages for long: `ls -lR` of
@@ -20,6 +20,12 @@ READ_ONLY_TIMEOUT = 3600.0
 # the store watch runs, every change to a chunk file reaches the kernel, which may then keep
 # chunk files as long as on a read-only mount (``Attributes.followed``).
 WRITABLE_TIMEOUT = 1.0
+WATCH_SET_UP_WAIT = 2.0
+"""Seconds a writable mount waits for its store watch to be set up before it answers the
+first request. Set up by then, the watch counts at once (nothing was learnt unwatched), and
+the files a tool reads in the mount's first second are kept as long as the others; a store
+too big to watch in that time is served meanwhile, and its watch counts one listing TTL
+later (``store_watch``)."""
 
 
 def metadata_ttl(config: MountConfig) -> float | None:
@@ -37,8 +43,9 @@ def followed(config: MountConfig) -> bool:
 
 def store_watch(config: MountConfig, *, local: bool) -> WatchState | None:
     """The state of a local store's watch (``--watch``), which tells the mount what other
-    programs change. Where the mount keeps chunk files on its word (``followed``), the watch
-    counts only once what the mount learnt unwatched has expired: one listing TTL."""
+    programs change. Where the mount keeps chunk files on its word (``followed``), a watch
+    set up after the mount began serving counts only once what the mount learnt unwatched
+    has expired: one listing TTL."""
     if not config.watch or not local:
         return None
     return WatchState(settle=WRITABLE_TIMEOUT if followed(config) else 0.0)

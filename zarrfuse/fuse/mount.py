@@ -34,6 +34,7 @@ from zarrfuse.filesystem.tree.nodes import ArrayRoot, GroupDir, ImageDir, Node
 from zarrfuse.filesystem.writes.commits import WriteOptions
 from zarrfuse.fuse.cache_times import (
     READ_ONLY_TIMEOUT,
+    WATCH_SET_UP_WAIT,
     followed,
     metadata_ttl,
     open_chunks,
@@ -50,7 +51,7 @@ from zarrfuse.storage.backend_writes import BackendWrites
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import DiskCache
 from zarrfuse.storage.local import LocalBackend
-from zarrfuse.storage.store_watch import follow_store
+from zarrfuse.storage.store_watch import WatchState, follow_store
 from zarrfuse.zarr_compat import sync
 
 __all__ = ["MountInfo", "MountServices", "serve"]
@@ -251,9 +252,10 @@ async def _run(
     services: MountServices | None = None,
     at_stop: Callable[[], Awaitable[None]] | None = None,
     follow: Callable[[], Awaitable[None]] | None = None,
+    watch: WatchState | None = None,
 ) -> str:
     """Serve until unmounted; why it ended. The services are up before ``on_ready``.
-    ``follow``: runs beside the mount (the store watch)."""
+    ``follow``: runs beside the mount (the store watch, whose state is ``watch``)."""
     reason = "unmounted from outside (umount or fusermount3 -u)"
     async with trio.open_nursery() as nursery:
 
@@ -281,6 +283,12 @@ async def _run(
         nursery.start_soon(announce_ready)
         if follow is not None:
             nursery.start_soon(follow)
+        if watch is not None and watch.settle:
+            # Set up before the first request, the watch counts at once: nothing was learnt
+            # unwatched. A store too big to watch in time waits its settle time instead.
+            with trio.move_on_after(WATCH_SET_UP_WAIT):
+                await watch.set_up.wait()
+            watch.serving()
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     if at_stop is not None:  # files still open (SIGTERM): what their close would do
@@ -374,7 +382,7 @@ def serve(
     reason = "serving failed"
     try:
         reason = trio.run(_run, config.mountpoint, on_ready, services, fs.store_open_writers,
-                          _store_follower(fs, config))
+                          _store_follower(fs, config), fs.following)
     finally:
         fs.log_scratch_left()
         if services is not None:

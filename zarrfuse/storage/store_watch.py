@@ -33,23 +33,38 @@ log = logging.getLogger(__name__)
 DEBOUNCE_MS = 100
 """Changes are gathered this long before they are delivered: a chunk written as several
 events (create, write, close) is seen once."""
-STOP_CHECK_MS = 200
+STOP_CHECK_MS = 50
 """How often the watching thread looks whether the mount has ended: it is joined before
 the mount's loop returns (a thread still inside watchfiles' native code when the
-interpreter exits can crash it: seen as SIGSEGV at exit with watchfiles 1.0)."""
+interpreter exits can crash it: seen as SIGSEGV at exit with watchfiles 1.0). Also when its
+first round comes, which a writable mount waits for before serving (``WatchState``)."""
+STOP_WAIT = 2.0
+"""Seconds the mount's end waits for the watching thread (a few rounds)."""
 
 
 class WatchState:
-    """Whether a store's watch runs: ``live`` from ``settle`` seconds after its first round
-    (its directories are all watched; what the mount learnt before, unwatched, is trusted
-    no longer than that) until it fails or the mount ends; then ``ended`` listeners run,
-    once, in the trio thread."""
+    """Whether a store's watch runs: ``live`` from its first round (every directory is
+    watched) until it fails or the mount ends; then ``ended`` listeners run, once, in the
+    trio thread. A mount that answered requests before the first round learnt things
+    unwatched, trusted no longer than ``settle`` seconds: its watch counts as live only that
+    long after the first round. ``set_up`` is set at the first round."""
 
     def __init__(self, settle: float = 0.0) -> None:
         self.settle = settle
         self.live = False
+        self.set_up = trio.Event()
+        self._serving = False
         self._ended: list[Callable[[], Awaitable[None]]] = []
         self._done = False
+
+    def serving(self) -> None:
+        """The mount starts answering requests: what it learns may now precede the watch."""
+        self._serving = True
+
+    def first_round(self) -> float:
+        """The watch is set up; how long it must still run before it counts (``started``)."""
+        self.set_up.set()
+        return self.settle if self._serving else 0.0
 
     def when_ended(self, listener: Callable[[], Awaitable[None]]) -> None:
         self._ended.append(listener)
@@ -104,8 +119,7 @@ async def follow_store(
             send.send_nowait(keys)  # after the mount's end: nobody to tell
 
     def watch() -> None:
-        watched_since, told = None, False
-        settle = 0.0 if state is None else state.settle
+        watched_since, told, settle = None, False, 0.0
         try:
             # Every round yields, changes or not: the first says every directory is watched.
             for changes in watchfiles.watch(
@@ -113,7 +127,10 @@ async def follow_store(
                 rust_timeout=STOP_CHECK_MS, yield_on_timeout=True, raise_interrupt=False,
                 ignore_permission_denied=True,
             ):
-                watched_since = watched_since or time.monotonic()
+                if watched_since is None:
+                    watched_since = time.monotonic()
+                    if state is not None:
+                        settle = trio.from_thread.run_sync(state.first_round, trio_token=token)
                 if not told and time.monotonic() - watched_since >= settle:
                     told = True
                     trio.from_thread.run_sync(live, trio_token=token)
@@ -147,4 +164,4 @@ async def follow_store(
             state.live = False
         stop.set()
         with trio.CancelScope(shield=True):  # at unmount: a blink; the loop stays free
-            await trio.to_thread.run_sync(thread.join, 10 * STOP_CHECK_MS / 1000)
+            await trio.to_thread.run_sync(thread.join, STOP_WAIT)
