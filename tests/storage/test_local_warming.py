@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from zarrfuse.storage.beneath import LOCAL_DISK, Root, _filesystem_type
 from zarrfuse.storage.local import LocalBackend
+from zarrfuse.storage.local_warming import KernelWarming
 
 
 def _forget_names(store: Path) -> None:
@@ -137,6 +139,32 @@ def test_a_reader_whose_files_are_cached_sets_no_warming_to_work(tmp_path):
     backend.warm_after("c/0", following, waited=True)  # a read that waited: the next are due
     assert asked == ["named"]
     backend.close()
+
+
+def test_a_reader_walking_through_files_names_the_next_ones_once_per_half_window():
+    """Each file of a cold streak waited, but the files after it are named again only
+    halfway through the window asked for last (naming them costs more than a small read),
+    and every file is still asked for before the reader reaches it."""
+    warming = KernelWarming(lambda key, cached_only: None)  # every file absent: no work
+    named: list[int] = []
+    asked: set[str] = set()
+
+    def following(i: int) -> Callable[[], list[tuple[str, int]]]:
+        def name() -> list[tuple[str, int]]:
+            named.append(i)
+            files = [(f"c/{j}", 4096) for j in range(i + 1, i + 9)]
+            asked.update(key for key, _ in files)
+            return files
+
+        return name
+
+    for i in range(100):
+        if i:
+            assert f"c/{i}" in asked, f"c/{i} was reached before it was asked for"
+        warming.after(f"c/{i}", following(i), waited=True)
+    warming.close()
+    assert len(named) <= 100 // 3, named  # every file once named them all: 100 calls
+    assert named[:3] == [0, 4, 10], named
 
 
 def test_warming_stops_with_the_backend(tmp_path):
