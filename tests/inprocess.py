@@ -68,9 +68,16 @@ class InProcess:
         return trio.from_thread.run(call, trio_token=self._token)
 
     def watch_starts(self) -> None:
-        """The store watch is up, as a mount's first round of watching says."""
-        assert self.fs.following is not None, "not a writable mount of a watched local store"
-        trio.from_thread.run_sync(self.fs.following.started, trio_token=self._token)
+        """The store watch is up, set up before the first request as a fresh mount's is
+        (its first round, then it counts)."""
+        following = self.fs.following
+        assert following is not None, "not a writable mount of a watched local store"
+
+        def up() -> None:
+            following.first_round()
+            following.started()
+
+        trio.from_thread.run_sync(up, trio_token=self._token)
 
     def watch_ends(self) -> None:
         """The store watch failed: the mount stops relying on it."""

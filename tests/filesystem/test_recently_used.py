@@ -34,6 +34,17 @@ def test_entries_older_than_the_ttl_are_gone_and_handed_to_the_hook():
     assert cache.get("new") is None and evicted == [1, 2]
 
 
+def test_entries_past_the_ttl_stay_while_they_are_trusted_another_way():
+    """A writable mount's listings while its store watch tells every change: kept past the
+    TTL, and gone once the watch stops telling."""
+    trusted = [True]
+    cache: RecentlyUsed[str, int] = RecentlyUsed(5, ttl=0.05, trusted_while=lambda: trusted[0])
+    cache.put("listing", 1, at=time.monotonic() - 1)
+    assert cache.get("listing") == 1
+    trusted[0] = False
+    assert cache.get("listing") is None
+
+
 def test_drop_forgets_without_the_hook():
     evicted: list[int] = []
     cache: RecentlyUsed[str, int] = RecentlyUsed(2, on_evict=evicted.append)

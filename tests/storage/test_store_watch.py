@@ -26,6 +26,7 @@ def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_p
         state.serving()
     seen: list[set[str]] = []
     lived: list[float] = []
+    told_all: list[bool] = []
 
     async def apply(keys: set[str]) -> None:
         seen.append(keys)
@@ -38,6 +39,7 @@ def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_p
                 await trio.sleep(0.02)
                 assert time.monotonic() - start < 10, "the watch never went live"
             lived.append(time.monotonic() - start)
+            told_all.append(state.tells_all())
             await trio.to_thread.run_sync((tmp_path / "c" / "0").write_bytes, b"x")
             while not seen:
                 await trio.sleep(0.02)
@@ -47,8 +49,10 @@ def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_p
     trio.run(main)
     assert state.set_up.is_set()
     assert lived[0] >= 0.6 if serving else lived[0] < 0.6
+    assert told_all == [not serving]  # only a watch up before serving saw every change
     assert {"c/0"} <= set().union(*seen)
     assert not state.live  # the mount ended: no longer told
+    assert not state.tells_all()
 
 
 def test_the_state_tells_its_listeners_once_and_only_if_it_was_live():

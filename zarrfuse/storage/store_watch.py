@@ -54,6 +54,7 @@ class WatchState:
         self.live = False
         self.set_up = trio.Event()
         self._serving = False
+        self._from_start = False
         self._ended: list[Callable[[], Awaitable[None]]] = []
         self._done = False
 
@@ -64,7 +65,15 @@ class WatchState:
     def first_round(self) -> float:
         """The watch is set up; how long it must still run before it counts (``started``)."""
         self.set_up.set()
+        self._from_start = not self._serving
         return self.settle if self._serving else 0.0
+
+    def tells_all(self) -> bool:
+        """Whether every change to the store since the mount's first request has been told
+        or will be (within the watch's debounce): the watch is live, and it was set up
+        before that request. What the mount learnt of its chunks may then be kept without
+        end; a watch set up later did not see what changed before it."""
+        return self.live and self._from_start
 
     def when_ended(self, listener: Callable[[], Awaitable[None]]) -> None:
         self._ended.append(listener)

@@ -33,10 +33,15 @@ class KnownSize:
 
 class KnownSizes:
     """Chunk sizes learnt one chunk at a time, each trusted for ``ttl`` seconds (None:
-    forever, for read-only mounts); the least recently used are dropped past ``capacity``."""
+    forever, for read-only mounts; and beyond it while ``trusted_while()``); the least
+    recently used are dropped past ``capacity``."""
 
-    def __init__(self, capacity: int, ttl: float | None) -> None:
-        self._sizes: RecentlyUsed[tuple[int, ...], KnownSize] = RecentlyUsed(capacity, ttl=ttl)
+    def __init__(
+        self, capacity: int, ttl: float | None,
+        trusted_while: Callable[[], bool] | None = None,
+    ) -> None:
+        self._sizes: RecentlyUsed[tuple[int, ...], KnownSize] = RecentlyUsed(
+            capacity, ttl=ttl, trusted_while=trusted_while)
 
     def get(self, coords: tuple[int, ...]) -> KnownSize | None:
         return self._sizes.get(coords)

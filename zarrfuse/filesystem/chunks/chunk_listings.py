@@ -71,6 +71,7 @@ class ChunkListings:
         run: Callable[..., Awaitable[Any]],
         listing_ttl: float | None,
         counters: Counters,
+        trusted_while: Callable[[], bool] | None = None,
     ) -> None:
         self.backend = backend
         self.parts = parts
@@ -81,16 +82,16 @@ class ChunkListings:
         self._run = run
         self._ttl = listing_ttl
         self._listings: RecentlyUsed[str, dict[str, Stat]] = RecentlyUsed(
-            LISTING_CACHE_DIRS, ttl=listing_ttl)
+            LISTING_CACHE_DIRS, ttl=listing_ttl, trusted_while=trusted_while)
         self._names: RecentlyUsed[str, Collection[str]] = RecentlyUsed(
-            LISTING_CACHE_DIRS, ttl=listing_ttl)
+            LISTING_CACHE_DIRS, ttl=listing_ttl, trusted_while=trusted_while)
         """Names-only listings (which chunks exist), for directories not listed in full."""
         self._stats_by_directory: dict[str, tuple[float, int]] = {}
         self._grid = grid
         self._next_rows: set[str] = set()  # the row after stored_among's last batch
         self._flights: SingleFlight[tuple[int, str]] = SingleFlight()
         self.can_list = backend.can_list
-        self._key_stats = KeyStats(backend, run, listing_ttl, counters)
+        self._key_stats = KeyStats(backend, run, listing_ttl, counters, trusted_while)
         """What each key's own request said (None: absent): stores that cannot list, and
         local directories too large to list in full (``key_stats``)."""
         self.index = StoredIndex(
@@ -100,7 +101,7 @@ class ChunkListings:
             list_files=self.listed_names,
             backend=backend,
             run=run,
-            ttl=listing_ttl,
+            ttl=listing_ttl, trusted_while=trusted_while,
             counters=counters,
         )
         """Which chunks are stored, a coordinate at a time (for listing sparse grids)."""

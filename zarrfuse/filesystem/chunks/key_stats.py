@@ -31,12 +31,13 @@ class KeyStats:
 
     def __init__(
         self, backend: Backend, run: Callable[..., Awaitable[Any]], ttl: float | None,
-        counters: Counters,
+        counters: Counters, trusted_while: Callable[[], bool] | None = None,
     ) -> None:
         self._backend = backend
         self._run = run
         self._counters = counters
-        self._answers: RecentlyUsed[str, Stat | None] = RecentlyUsed(ASKED_KEYS, ttl=ttl)
+        self._answers: RecentlyUsed[str, Stat | None] = RecentlyUsed(
+            ASKED_KEYS, ttl=ttl, trusted_while=trusted_while)
 
     def put(self, key: str, stat: Stat | None) -> None:
         """What a commit or a removal just made of ``key``."""

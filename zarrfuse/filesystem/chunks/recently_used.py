@@ -22,8 +22,10 @@ V = TypeVar("V")
 
 class RecentlyUsed(Generic[K, V]):
     """At most ``limit`` in total ``weigh(value)`` (default: 1 per entry); an entry older
-    than ``ttl`` seconds (None: never) is gone. ``on_evict(value)`` runs for each entry that
-    leaves for lack of room or age (not for :meth:`drop` or a replaced value)."""
+    than ``ttl`` seconds (None: never) is gone, unless ``trusted_while()`` says entries are
+    kept true another way (the store watch tells every change). ``on_evict(value)`` runs for
+    each entry that leaves for lack of room or age (not for :meth:`drop` or a replaced
+    value)."""
 
     def __init__(
         self,
@@ -32,9 +34,11 @@ class RecentlyUsed(Generic[K, V]):
         ttl: float | None = None,
         weigh: Callable[[V], int] | None = None,
         on_evict: Callable[[V], None] | None = None,
+        trusted_while: Callable[[], bool] | None = None,
     ) -> None:
         self.limit = limit
         self.ttl = ttl
+        self._trusted_while = trusted_while
         self._weigh = weigh or (lambda _: 1)
         self._on_evict = on_evict
         self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
@@ -56,7 +60,9 @@ class RecentlyUsed(Generic[K, V]):
             entry = self._entries.get(key)
             if entry is None:
                 return None
-            if self.ttl is not None and time.monotonic() - entry[0] >= self.ttl:
+            if self.ttl is not None and time.monotonic() - entry[0] >= self.ttl and not (
+                self._trusted_while is not None and self._trusted_while()
+            ):
                 expired = self._pop(key)
                 entry = None
             else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -59,9 +59,13 @@ _SPANS: RecentlyUsed[tuple[object, tuple[int, ...]], KeptSpan] = RecentlyUsed(
 class ShardIndexes:
     """One array's kept shard indexes (and spans of shards), by shard coordinates."""
 
-    def __init__(self, ttl: float | None) -> None:
+    def __init__(
+        self, ttl: float | None, trusted_while: Callable[[], bool] | None = None
+    ) -> None:
         self._kept: RecentlyUsed[tuple[int, ...], KeptIndex] = RecentlyUsed(
-            INDEX_BYTES_KEPT, ttl=ttl, weigh=lambda kept: int(kept.table.nbytes))
+            INDEX_BYTES_KEPT, ttl=ttl, weigh=lambda kept: int(kept.table.nbytes),
+            trusted_while=trusted_while)
+        self._trusted_while = trusted_while
         self._changes = 0
         self._lock = threading.Lock()
         self._fetching: dict[tuple[int, ...], tuple[threading.Lock, list[int]]] = {}
@@ -120,6 +124,7 @@ class ShardIndexes:
             at, kept = entry
             if _other_version(stat, kept.stat) or (
                 self._ttl is not None and time.monotonic() - at >= self._ttl
+                and not (self._trusted_while is not None and self._trusted_while())
             ):
                 _SPANS.drop(key)
                 return None

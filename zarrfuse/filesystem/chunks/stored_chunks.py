@@ -59,6 +59,7 @@ class StoredChunks:
         parts: ConcatParts | None,
         limiter: trio.CapacityLimiter,
         listing_ttl: float | None,
+        trusted_while: Callable[[], bool] | None = None,
         counters: Counters | None = None,
         open_chunks: OpenChunkCache | None = None,
         shard_format: ChunkFinisher | None = None,
@@ -77,13 +78,11 @@ class StoredChunks:
         self.chunk_key, self.keys_of = keys.chunk_key, keys.keys_of
         self.part_keys, self.coords_of = keys.part_keys, keys.coords_of
         self._limiter = limiter
-        self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl)
-        self.shard_indexes = ShardIndexes(listing_ttl)
-        """Sharded arrays: the indexes of shards read (``shard_reads``)."""
+        # Trusted for listing_ttl, and beyond while trusted_while() (the watch tells all).
+        self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl, trusted_while)
+        self.shard_indexes = ShardIndexes(listing_ttl, trusted_while)
         self._locks: dict[tuple[int, ...], tuple[trio.Lock, list[int]]] = {}
-        self._open_cache = open_chunks
-        """The mount's chunks kept open, where this array's are kept under (``self._tag``,
-        coordinates): a read-only mount's, a writable one's while its store watch runs."""
+        self._open_cache = open_chunks  # kept open under self._tag (chunk_caches)
         self._tag = object()
         self._writable = open_chunks is None or open_chunks.beside_writers
         # Bytes fetched ahead (remote stores) must not outlive a write of the chunk: read-only
@@ -106,7 +105,7 @@ class StoredChunks:
             listable=keys_per_directory is not None
             and keys_per_directory * len(self.parts.parts) <= LISTABLE_KEYS,
             run=self._run,
-            listing_ttl=listing_ttl,
+            listing_ttl=listing_ttl, trusted_while=trusted_while,
             counters=self.counters,
         )
         """What the store's listings say: which chunks exist, their sizes (and ``index``)."""

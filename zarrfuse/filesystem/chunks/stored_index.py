@@ -130,7 +130,10 @@ class StoredIndex:
         run: Callable[..., Awaitable[list[str]]],
         ttl: float | None,
         counters: Counters,
+        trusted_while: Callable[[], bool] | None = None,
     ) -> None:
+        """``ttl``: how long answers are trusted (None: forever), and beyond it while
+        ``trusted_while()`` (the store watch tells every change)."""
         self.shape = shape
         self._prefix = prefix  # the array's directory in the store, "" or ending in "/"
         self._suffixes = sorted(set(part_suffixes), key=len)
@@ -138,6 +141,7 @@ class StoredIndex:
         self._backend = backend
         self._run = run
         self._ttl = ttl
+        self._trusted_while = trusted_while
         self._counters = counters
         self._flat = shape.flat if shape.grid and all(shape.grid) else False  # no chunk: no key
         self._answers: OrderedDict[tuple[int, ...], tuple[float, list[int]]] = OrderedDict()
@@ -147,7 +151,8 @@ class StoredIndex:
     # --- caches --------------------------------------------------------------------------
 
     def _fresh(self, learnt: float) -> bool:
-        return self._ttl is None or time.monotonic() - learnt < self._ttl
+        return (self._ttl is None or time.monotonic() - learnt < self._ttl
+                or (self._trusted_while is not None and self._trusted_while()))
 
     async def _subdir_names(self, directory: str) -> set[str]:
         cached = self._subdirs.get(directory)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -67,12 +68,15 @@ class ArrayBuilder:
         listing_ttl: float | None,
         counters: Counters,
         rendering: Rendering | None,
+        trusted_while: Callable[[], bool] | None = None,
         open_chunks: OpenChunkCache | None,
         layout: Layout,
         write_store: Store | None = None,
     ) -> None:
         """``write_store``: the store zarr writes through on a writable mount (a pyramid's
-        lower levels, ``api.pyramid``); None: nothing is written through zarr."""
+        lower levels, ``api.pyramid``); None: nothing is written through zarr.
+        ``trusted_while``: what the arrays learn of the store is trusted past ``listing_ttl``
+        while it says so (the store watch tells every change)."""
         self.backend = backend
         self.write_store = write_store
         self.layout: Layout = layout
@@ -83,6 +87,7 @@ class ArrayBuilder:
         self._max_children = max_children
         self._limiter = limiter
         self._ttl = listing_ttl
+        self._trusted_while = trusted_while
 
     def shown_encoding(self, path: str, node: StoredNode) -> dict[str, Any]:
         own = parse_encoding(node.metadata.get("chunk_key_encoding", "default"))
@@ -174,6 +179,7 @@ class ArrayBuilder:
             parts=parse_storage_transformers(metadata.get("storage_transformers")),
             limiter=self._limiter,
             listing_ttl=self._ttl,
+            trusted_while=self._trusted_while,
             counters=self.counters,
             open_chunks=self._open_chunks,
             shard_format=shard_format_for(metadata),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import trio
@@ -99,9 +99,12 @@ class Catalog:
         open_chunks: OpenChunkCache | None = None,
         layout: Layout = "fanout",
         write_store: Store | None = None,
+        trusted_while: Callable[[], bool] | None = None,
     ) -> None:
         """``write_store``: where zarr writes a pyramid's lower levels (writable mounts that
-        update them); None: they are not updated."""
+        update them); None: they are not updated. ``trusted_while``: the arrays' chunk
+        listings and sizes are trusted past ``listing_ttl`` while it says so (the store
+        watch tells every change); documents keep ``listing_ttl``."""
         self.backend = backend
         self.layout: Layout = layout
         self.counters = counters or Counters()
@@ -120,6 +123,7 @@ class Catalog:
             backend, suffix=suffix, max_children=max_children, limiter=limiter,
             listing_ttl=listing_ttl, counters=self.counters, rendering=rendering,
             open_chunks=open_chunks, layout=layout, write_store=write_store,
+            trusted_while=trusted_while,
         )
         self._images = (
             ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit),
