@@ -11,7 +11,7 @@ import time
 import pytest
 import trio
 
-from zarrfuse.storage.store_watch import WatchState, follow_store
+from zarrfuse.storage.store_watch import WHOLE_DIRECTORY, WatchState, follow_store
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -101,3 +101,33 @@ def test_a_change_the_mount_cannot_apply_ends_its_trust_in_the_watch(tmp_path):
 
     trio.run(main)
     assert told == [True] and not state.live
+
+
+def test_a_directory_that_appears_is_reported_as_a_whole(tmp_path):
+    """zarr-python makes a directory and stores a chunk in it at once: the file may be
+    written before the watch watches the directory, so the directory itself is reported,
+    marked, for the mount to list it again."""
+    state = WatchState()
+    seen: list[set[str]] = []
+
+    async def apply(keys: set[str]) -> None:
+        seen.append(keys)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow_store, tmp_path, apply, state)
+            while not state.live:
+                await trio.sleep(0.02)
+
+            def store() -> None:
+                (tmp_path / "c" / "2").mkdir(parents=True)
+                (tmp_path / "c" / "2" / "0").write_bytes(b"x")
+
+            await trio.to_thread.run_sync(store)
+            start = time.monotonic()
+            while "c" + WHOLE_DIRECTORY not in set().union(*seen):
+                await trio.sleep(0.02)
+                assert time.monotonic() - start < 10, f"only {seen} were reported"
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)

@@ -18,6 +18,7 @@ from zarrfuse.filesystem.tree.inodes import ROOT_INODE
 from zarrfuse.filesystem.tree.mounted import ArrayView
 from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import ArrayRoot, ChunkFile, ImageDir, ImageFile, Node
+from zarrfuse.storage.store_watch import WHOLE_DIRECTORY
 
 __all__ = ["StoreChanges"]
 
@@ -49,8 +50,19 @@ class StoreChanges:
                         if image is not None:
                             await self._drop_cache(ImageFile(image))
                 continue
+            if any(key.endswith(WHOLE_DIRECTORY) for key in keys):
+                await self._forget_listed(view)
             stored = {coords for key in keys
                       if (coords := view.stored.coords_of(key)) is not None}
             for chunk in sorted(stored):
                 for coords in view.files.changed(chunk):
                     await self._drop_cache(ChunkFile(view, coords))
+
+    async def _forget_listed(self, view: ArrayView) -> None:
+        """A store directory appeared: the chunks stored in it before the watch saw it are
+        reported by nothing, so the array's listings are asked anew and the kernel drops the
+        chunk files it holds of it (a shown absent chunk's size)."""
+        view.stored.forget_listed()
+        for node in self._namespace.known_nodes(ChunkFile):
+            if node.array is view:
+                await self._drop_cache(node)

@@ -26,10 +26,12 @@ from pathlib import Path
 
 import trio
 
-__all__ = ["DEBOUNCE_MS", "WatchState", "follow_store"]
+__all__ = ["DEBOUNCE_MS", "WHOLE_DIRECTORY", "WatchState", "follow_store"]
 
 log = logging.getLogger(__name__)
 
+WHOLE_DIRECTORY = "/"
+"""Ends the key of a directory that appeared: everything in it may be new."""
 DEBOUNCE_MS = 100
 """Changes are gathered this long before they are delivered: a chunk written as several
 events (create, write, close) is seen once."""
@@ -94,13 +96,19 @@ class WatchState:
                 await listener()
 
 
-def _keys(root: str, paths: Iterable[str]) -> set[str]:
-    """Store keys (``/``-separated, relative to ``root``) of changed paths inside it."""
+def _keys(root: str, changes: Iterable[tuple[object, str]], added: object) -> set[str]:
+    """Store keys (``/``-separated, relative to ``root``) of changed paths inside it; a
+    directory that appeared ends with ``/``. Files written in it before the watch saw it
+    (zarr-python makes ``c/0/`` and stores ``c/0/9`` at once) are reported by nothing else:
+    whoever is told must forget what it listed (``WHOLE_DIRECTORY``). ``added``: the
+    change that says a path appeared."""
     keys = set()
-    for path in paths:
+    for change, path in changes:
         relative = os.path.relpath(path, root)
         if relative != "." and not relative.startswith(".." + os.sep) and relative != "..":
-            keys.add(relative.replace(os.sep, "/"))
+            key = relative.replace(os.sep, "/")
+            appeared = change == added and os.path.isdir(path)
+            keys.add(key + WHOLE_DIRECTORY if appeared else key)
     return keys
 
 
@@ -143,7 +151,7 @@ async def follow_store(
                 if not told and time.monotonic() - watched_since >= settle:
                     told = True
                     trio.from_thread.run_sync(live, trio_token=token)
-                keys = _keys(where, (path for _, path in changes))
+                keys = _keys(where, changes, watchfiles.Change.added)
                 if keys:
                     trio.from_thread.run_sync(deliver, keys, trio_token=token)
         except trio.RunFinishedError:

@@ -46,6 +46,9 @@ class KnownSizes:
     def get(self, coords: tuple[int, ...]) -> KnownSize | None:
         return self._sizes.get(coords)
 
+    def clear(self) -> None:
+        self._sizes.clear()
+
     def drop(self, coords: tuple[int, ...]) -> None:
         self._sizes.drop(coords)
 

@@ -383,6 +383,12 @@ class ChunkListings:
             else:
                 cached[name] = stat
 
+    def forget_all(self) -> None:
+        """Every directory is listed anew (one appeared: its files may predate its watch)."""
+        for kept in (self._listings, self._names, self._key_stats):
+            kept.clear()
+        self.index.forget_all()
+
     def drop(self, key: str) -> None:
         """The chunk at ``key`` changed another way: its directory is listed anew."""
         directory = split_key(key)[0]

@@ -46,6 +46,9 @@ class KeyStats:
     def drop(self, key: str) -> None:
         self._answers.drop(key)
 
+    def clear(self) -> None:
+        self._answers.clear()
+
     def known(self, keys: Iterable[str]) -> list[Stat | None] | None:
         """The kept answers for all of ``keys`` (None in the list: absent); None unless
         every one is kept."""

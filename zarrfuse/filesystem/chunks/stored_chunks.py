@@ -82,8 +82,7 @@ class StoredChunks:
         self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl, trusted_while)
         self.shard_indexes = ShardIndexes(listing_ttl, trusted_while)
         self._locks: dict[tuple[int, ...], tuple[trio.Lock, list[int]]] = {}
-        self._open_cache = open_chunks  # kept open under self._tag (chunk_caches)
-        self._tag = object()
+        self._open_cache, self._tag = open_chunks, object()  # kept under self._tag
         self._writable = open_chunks is None or open_chunks.beside_writers
         # Bytes fetched ahead (remote stores) must not outlive a write of the chunk: read-only
         # mounts only. A local store's files warmed ahead leave nothing but the kernel's own
@@ -111,8 +110,7 @@ class StoredChunks:
         """What the store's listings say: which chunks exist, their sizes (and ``index``)."""
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        """A read in a worker thread; abandoned (its result dropped, nothing cached) if the
-        request is cut at its ``--store-timeout`` (``request_deadline``)."""
+        """A read in a worker thread, abandoned (nothing cached) if its request is cut."""
         run = trio.to_thread.run_sync(fn, *args, limiter=self._limiter, abandon_on_cancel=True)
         return await waited(run)
 
@@ -126,12 +124,9 @@ class StoredChunks:
         return None if stat is None else stat.size
 
     async def stat(self, coords: tuple[int, ...]) -> Stat | None:
-        """Logical size and time of one chunk, None if it is not stored.
-
-        What a stat, a commit or a delete taught is remembered for the listing TTL: tools
-        stat a file right after writing it, and a worker-thread stat costs 0.1-0.2 ms where
-        the remembered answer costs nothing (measured with ``cp``).
-        """
+        """Logical size and time of one chunk, None if it is not stored. What a stat, commit
+        or delete taught is remembered for the listing TTL: tools stat a file right after
+        writing it, and a worker-thread stat costs 0.1-0.2 ms (measured with ``cp``)."""
         if self._stat_ahead is not None:
             await self._stat_ahead.wait(coords)
             self._stat_ahead.after(coords)
@@ -273,6 +268,11 @@ class StoredChunks:
         self.listings.index.forget(coords)
         if self._open_cache is not None:
             self._open_cache.drop((self._tag, coords))
+
+    def forget_listed(self) -> None:
+        """A store directory appeared (``store_changes``): what listings said is asked anew."""
+        self._sizes.clear()
+        self.listings.forget_all()
 
     def _write_parts(
         self,

@@ -259,6 +259,12 @@ class StoredIndex:
             elif coords[d] not in cached[1]:
                 insort(cached[1], coords[d])
 
+    def forget_all(self) -> None:
+        """Every answer is asked again (a store directory appeared)."""
+        self._answers.clear()
+        self._subdirs.clear()
+        self._flat_coords = None
+
     def forget(self, coords: tuple[int, ...]) -> None:
         """The chunk ``coords`` changed another way (stored or removed): what the cached
         answers say about it is asked again."""
