@@ -74,21 +74,39 @@ def test_a_chunk_zarr_python_rewrites_shows_in_a_read_only_raw_mount(tmp_path):
         assert (mnt / "c/0/000/0/000").read_bytes() == bytes([1]) * 16
 
 
-def test_a_chunk_stored_in_a_new_store_directory_shows_in_a_writable_mount(tmp_path):
+@pytest.mark.parametrize("mode", [("--read-only",), ()], ids=["read-only", "writable"])
+def test_a_chunk_stored_in_a_new_store_directory_shows(tmp_path, mode):
     """zarr-python makes ``c/2/`` and stores ``c/2/0`` in it at once, before the watch can
-    watch the new directory: only the directory is reported, and a writable mount, which
-    keeps its listings while it watches, must list again."""
+    watch the new directory: only the directory is reported, and the mount, which keeps
+    its listings while it watches, must list again. The kernel had been told the chunk's
+    directory is absent, which a read-only mount lets it remember for an hour: it must
+    forget that too."""
     zarr.create_array(tmp_path / "a", data=np.zeros((4, 8), "u1"), chunks=(1, 8),
                       fill_value=0, compressors=None)
     zarr.open_array(tmp_path / "a", mode="r+")[0] = 1
     assert not (tmp_path / "a" / "c/2").exists()
-    with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
+    with mounted(tmp_path / "a", tmp_path / "mnt", *mode) as mnt:
         chunk = mnt / "c/0/002/0/000"
         assert sorted(p.name for p in (mnt / "c/0").iterdir()) in (["000"], [f"00{i}" for i in
                                                                              range(4)])
         assert not chunk.exists() or chunk.read_bytes() in (b"", bytes(8))
         zarr.open_array(tmp_path / "a", mode="r+")[2] = 7
         assert _within(lambda: chunk.exists() and chunk.read_bytes() == bytes([7]) * 8)
+
+
+def test_a_chunk_stored_where_a_read_only_mount_said_absent_shows(tmp_path):
+    """The kernel remembers a read-only mount's "no such file" for an hour; a chunk
+    another program then stores under that name shows all the same."""
+    zarr.create_array(tmp_path / "a", data=np.zeros((1, 64), "u1"), chunks=(1, 8),
+                      fill_value=0, compressors=None)
+    array = zarr.open_array(tmp_path / "a", mode="r+")
+    array[0, :8] = 1
+    with mounted(tmp_path / "a", tmp_path / "mnt", "--read-only") as mnt:
+        chunk = mnt / "c/0/000/0/003"
+        assert (mnt / "c/0/000/0/000").read_bytes() == bytes([1]) * 8
+        assert not chunk.exists()  # remembered as absent
+        array[0, 24:32] = 3
+        assert _within(lambda: chunk.exists() and chunk.read_bytes() == bytes([3]) * 8)
 
 
 def test_without_watching_a_read_only_mount_keeps_what_it_read(tmp_path):

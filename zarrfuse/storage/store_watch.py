@@ -21,7 +21,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 
 import trio
@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 WHOLE_DIRECTORY = "/"
 """Ends the key of a directory that appeared: everything in it may be new."""
+WALKED_AT_MOST = 10_000
+"""Files of a directory that appeared reported one by one; past them, the directory's key
+alone makes the mount list its array again."""
 DEBOUNCE_MS = 100
 """Changes are gathered this long before they are delivered: a chunk written as several
 events (create, write, close) is seen once."""
@@ -107,9 +110,25 @@ def _keys(root: str, changes: Iterable[tuple[object, str]], added: object) -> se
         relative = os.path.relpath(path, root)
         if relative != "." and not relative.startswith(".." + os.sep) and relative != "..":
             key = relative.replace(os.sep, "/")
-            appeared = change == added and os.path.isdir(path)
-            keys.add(key + WHOLE_DIRECTORY if appeared else key)
+            if change == added and os.path.isdir(path):
+                keys.add(key + WHOLE_DIRECTORY)
+                keys.update(_files_below(root, path))
+            else:
+                keys.add(key)
     return keys
+
+
+def _files_below(root: str, directory: str) -> Iterator[str]:
+    """The keys of the files in a directory that appeared (up to ``WALKED_AT_MOST``): each
+    may have been written before its watch, and only a key tells the kernel to forget that
+    the name was absent."""
+    found = 0
+    for where, _dirs, files in os.walk(directory):
+        for name in files:
+            if found >= WALKED_AT_MOST:
+                return
+            found += 1
+            yield os.path.relpath(os.path.join(where, name), root).replace(os.sep, "/")
 
 
 async def follow_store(

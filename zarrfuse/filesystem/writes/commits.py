@@ -343,6 +343,8 @@ class Committer:
         entry waits for, and which replaces the name's entry itself."""
         inode = self.namespace.known_inode(node)
         if inode is None:
+            if isinstance(node, ChunkFile) and not renaming:
+                await self._forget_absence(node)
             return
         moved, entry = False, None
         if isinstance(node, ChunkFile) and not self._unused(inode):
@@ -352,6 +354,20 @@ class Committer:
             await self._invalidate(inode, moved)
         if entry is not None and self._invalidate_entry is not None:
             await self._invalidate_entry(*entry)
+
+    async def _forget_absence(self, node: ChunkFile) -> None:
+        """A chunk the kernel holds no inode of changed (another program stored it): the
+        kernel may remember its name, or a directory on its path, as absent (for an hour on
+        a read-only mount). The first name on the path it holds no inode of is dropped from
+        the directory it knows."""
+        if self._invalidate_entry is None:
+            return
+        for directory, name, step in self.namespace.path_of(node):
+            if self.namespace.known_inode(step) is None:
+                parent = self.namespace.known_inode(directory)
+                if parent is not None:
+                    await self._invalidate_entry(parent, name)
+                return
 
     def _known_entry(self, node: ChunkFile) -> tuple[int, str] | None:
         """The kernel's entry of ``node``: its directory's inode and its name, if known."""
