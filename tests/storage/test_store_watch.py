@@ -132,3 +132,30 @@ def test_a_directory_that_appears_is_reported_as_a_whole(tmp_path):
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_a_symlink_that_appears_is_never_walked_out_of_the_store(tmp_path):
+    store, outside = tmp_path / "store", tmp_path / "outside"
+    (store / "c").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"x")
+    state = WatchState()
+    seen: list[set[str]] = []
+
+    async def apply(keys: set[str]) -> None:
+        seen.append(keys)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow_store, store, apply, state)
+            while not state.live:
+                await trio.sleep(0.02)
+            await trio.to_thread.run_sync(os.symlink, outside, store / "c" / "link")
+            start = time.monotonic()
+            while "c/link" not in set().union(*seen):
+                await trio.sleep(0.02)
+                assert time.monotonic() - start < 10, f"only {seen} were reported"
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert not [key for key in set().union(*seen) if key.startswith("c/link/")]

@@ -100,17 +100,18 @@ class WatchState:
 
 
 def _keys(root: str, changes: Iterable[tuple[object, str]], added: object) -> set[str]:
-    """Store keys (``/``-separated, relative to ``root``) of changed paths inside it; a
-    directory that appeared ends with ``/``. Files written in it before the watch saw it
-    (zarr-python makes ``c/0/`` and stores ``c/0/9`` at once) are reported by nothing else:
-    whoever is told must forget what it listed (``WHOLE_DIRECTORY``). ``added``: the
-    change that says a path appeared."""
+    """Store keys (``/``-separated, relative to ``root``) of changed paths inside it. Files
+    written in a directory before the watch saw it appear (zarr-python makes ``c/0/`` and
+    stores ``c/0/9`` at once) are reported by nothing else: the directory's key ends with
+    ``WHOLE_DIRECTORY`` (whoever is told lists again), and the files found in it are
+    reported too. A symlink is never followed out. ``added``: the change that says a path
+    appeared."""
     keys = set()
     for change, path in changes:
         relative = os.path.relpath(path, root)
         if relative != "." and not relative.startswith(".." + os.sep) and relative != "..":
             key = relative.replace(os.sep, "/")
-            if change == added and os.path.isdir(path):
+            if change == added and os.path.isdir(path) and not os.path.islink(path):
                 keys.add(key + WHOLE_DIRECTORY)
                 keys.update(_files_below(root, path))
             else:
