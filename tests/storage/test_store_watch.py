@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import trio
@@ -103,35 +105,43 @@ def test_a_change_the_mount_cannot_apply_ends_its_trust_in_the_watch(tmp_path):
     assert told == [True] and not state.live
 
 
-def test_a_directory_that_appears_is_reported_as_a_whole(tmp_path):
-    """zarr-python makes a directory and stores a chunk in it at once: the file may be
-    written before the watch watches the directory, so the directory itself is reported,
-    marked, for the mount to list it again, and every file found in it, for the kernel to
-    forget that their names were absent."""
+def _reported(store: Path, change: Callable[[], object],
+              until: Callable[[set[str]], bool]) -> set[str]:
+    """The keys a live watch of ``store`` reports once ``change()`` ran, from the first
+    round in which ``until(keys so far)`` holds (within 10 s)."""
     state = WatchState()
-    seen: list[set[str]] = []
+    seen: set[str] = set()
 
     async def apply(keys: set[str]) -> None:
-        seen.append(keys)
+        seen.update(keys)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(follow_store, tmp_path, apply, state)
+            nursery.start_soon(follow_store, store, apply, state)
             while not state.live:
                 await trio.sleep(0.02)
-
-            def store() -> None:
-                (tmp_path / "c" / "2").mkdir(parents=True)
-                (tmp_path / "c" / "2" / "0").write_bytes(b"x")
-
-            await trio.to_thread.run_sync(store)
+            await trio.to_thread.run_sync(change)
             start = time.monotonic()
-            while not {"c" + WHOLE_DIRECTORY, "c/2/0"} <= set().union(*seen):
+            while not until(seen):
                 await trio.sleep(0.02)
                 assert time.monotonic() - start < 10, f"only {seen} were reported"
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+    return seen
+
+
+def test_a_directory_that_appears_is_reported_as_a_whole(tmp_path):
+    """zarr-python makes a directory and stores a chunk in it at once: the file may be
+    written before the watch watches the directory, so the directory itself is reported,
+    marked, for the mount to list it again, and every file found in it, for the kernel to
+    forget that their names were absent."""
+
+    def store() -> None:
+        (tmp_path / "c" / "2").mkdir(parents=True)
+        (tmp_path / "c" / "2" / "0").write_bytes(b"x")
+
+    _reported(tmp_path, store, lambda keys: {"c" + WHOLE_DIRECTORY, "c/2/0"} <= keys)
 
 
 def test_a_symlink_that_appears_is_never_walked_out_of_the_store(tmp_path):
@@ -139,23 +149,6 @@ def test_a_symlink_that_appears_is_never_walked_out_of_the_store(tmp_path):
     (store / "c").mkdir(parents=True)
     outside.mkdir()
     (outside / "secret").write_bytes(b"x")
-    state = WatchState()
-    seen: list[set[str]] = []
-
-    async def apply(keys: set[str]) -> None:
-        seen.append(keys)
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(follow_store, store, apply, state)
-            while not state.live:
-                await trio.sleep(0.02)
-            await trio.to_thread.run_sync(os.symlink, outside, store / "c" / "link")
-            start = time.monotonic()
-            while "c/link" not in set().union(*seen):
-                await trio.sleep(0.02)
-                assert time.monotonic() - start < 10, f"only {seen} were reported"
-            nursery.cancel_scope.cancel()
-
-    trio.run(main)
-    assert not [key for key in set().union(*seen) if key.startswith("c/link/")]
+    seen = _reported(store, lambda: os.symlink(outside, store / "c" / "link"),
+                     lambda keys: "c/link" in keys)
+    assert not [key for key in seen if key.startswith("c/link/")]
