@@ -50,8 +50,8 @@ class KernelWarming:
         self._needed: OrderedDict[str, None] = OrderedDict()
         """Files this thread found uncached, and warmed, not read yet."""
         self._refill_at: str | None = None
-        """The file halfway through the files asked for last: read to its end, the next
-        files are named (a reader inside that window is still ahead of nothing)."""
+        """The file halfway through the files asked for last: once it is read to its end,
+        the next files are named; before, the reader is well behind what was asked for."""
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
