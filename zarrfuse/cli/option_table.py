@@ -171,8 +171,8 @@ MOUNT_OPTIONS: tuple[MountOption, ...] = (
         "metadata_ttl", metavar="SECONDS", parse=_seconds,
         help="trust listings (which chunks exist, their sizes) this long before asking the "
         "store again, here and in the kernel's caches (default: for the mount's life if "
-        "read-only, 1 s if writable; a writable mount's chunk files for an hour while it "
-        "watches its store, which setting it turns off)",
+        "read-only, 1 s if writable; while a writable mount watches its store, its listings "
+        "without end and the kernel's chunk files for an hour, which setting it turns off)",
     ),
     MountOption(
         "symlink_root", metavar="DIR", parse=v.nonempty,
