@@ -155,7 +155,7 @@ def build_filesystem(
         listing_ttl=metadata_ttl(config),
         counters=counters,
         open_chunks=open_chunks(config, following),
-        trusted_while=None if following is None else following.tells_all,
+        trusted_while=following.tells_all if following is not None and followed(config) else None,
         layout=config.layout,
         write_store=None if config.read_only or not config.update_pyramid
         else BackendWrites(store_path.store, backend),
