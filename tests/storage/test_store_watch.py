@@ -67,6 +67,7 @@ def test_the_state_tells_its_listeners_once_and_only_if_it_was_live():
     never.when_ended(ended)
     trio.run(never.end)  # the watch failed before it was up: nothing relied on it
     assert told == [] and not never.live
+    assert never.set_up.is_set() and not never.tells_all()  # a waiting mount serves at once
 
     state = WatchState()
     state.when_ended(ended)

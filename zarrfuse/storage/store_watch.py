@@ -52,7 +52,8 @@ class WatchState:
     watched) until it fails or the mount ends; then ``ended`` listeners run, once, in the
     trio thread. A mount that answered requests before the first round learnt things
     unwatched, trusted no longer than ``settle`` seconds: its watch counts as live only that
-    long after the first round. ``set_up`` is set at the first round."""
+    long after the first round. ``set_up`` is set at the first round, or when the watch
+    ends before it (a mount waiting for it serves at once)."""
 
     def __init__(self, settle: float = 0.0) -> None:
         self.settle = settle
@@ -91,6 +92,7 @@ class WatchState:
         """The watch stopped: whatever relied on it is told (a mount that stopped being
         told of changes must forget what it kept)."""
         was_live, self.live = self.live, False
+        self.set_up.set()
         if self._done:
             return
         self._done = True
