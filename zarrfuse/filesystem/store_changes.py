@@ -59,9 +59,10 @@ class StoreChanges:
                     await self._drop_cache(ChunkFile(view, coords))
 
     async def _forget_listed(self, view: ArrayView) -> None:
-        """A store directory appeared: the chunks stored in it before the watch saw it are
-        reported by nothing, so the array's listings are asked anew and the kernel drops the
-        chunk files it holds of it (a shown absent chunk's size)."""
+        """A store directory appeared holding more files than the watch names one by one:
+        the rest were stored before the watch saw it and are reported by nothing, so the
+        array's listings are asked anew and the kernel drops the chunk files it holds of it
+        (a shown absent chunk's size). Smaller directories cost only their files' keys."""
         view.stored.forget_listed()
         for node in self._namespace.known_nodes(ChunkFile):
             if node.array is view:

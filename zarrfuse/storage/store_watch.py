@@ -21,7 +21,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 import trio
@@ -34,7 +34,7 @@ WHOLE_DIRECTORY = "/"
 """Ends the key of a directory that appeared: everything in it may be new."""
 WALKED_AT_MOST = 10_000
 """Files of a directory that appeared reported one by one; past them, the directory's key
-alone makes the mount list its array again."""
+(``WHOLE_DIRECTORY``) makes the mount list its arrays again."""
 DEBOUNCE_MS = 100
 """Changes are gathered this long before they are delivered: a chunk written as several
 events (create, write, close) is seen once."""
@@ -104,34 +104,35 @@ class WatchState:
 def _keys(root: str, changes: Iterable[tuple[object, str]], added: object) -> set[str]:
     """Store keys (``/``-separated, relative to ``root``) of changed paths inside it. Files
     written in a directory before the watch saw it appear (zarr-python makes ``c/0/`` and
-    stores ``c/0/9`` at once) are reported by nothing else: the directory's key ends with
-    ``WHOLE_DIRECTORY`` (whoever is told lists again), and the files found in it are
-    reported too. A symlink is never followed out. ``added``: the change that says a path
-    appeared."""
+    stores ``c/0/9`` at once) are reported by nothing else: the files found in it are
+    reported, and if there are more than ``WALKED_AT_MOST``, the directory's key ends with
+    ``WHOLE_DIRECTORY`` (whoever is told lists everything again). A symlink is never
+    followed out. ``added``: the change that says a path appeared."""
     keys = set()
     for change, path in changes:
         relative = os.path.relpath(path, root)
         if relative != "." and not relative.startswith(".." + os.sep) and relative != "..":
             key = relative.replace(os.sep, "/")
+            keys.add(key)
             if change == added and os.path.isdir(path) and not os.path.islink(path):
-                keys.add(key + WHOLE_DIRECTORY)
-                keys.update(_files_below(root, path))
-            else:
-                keys.add(key)
+                files = _files_below(root, path)
+                keys.update(files)
+                if len(files) > WALKED_AT_MOST:
+                    keys.add(key + WHOLE_DIRECTORY)
     return keys
 
 
-def _files_below(root: str, directory: str) -> Iterator[str]:
-    """The keys of the files in a directory that appeared (up to ``WALKED_AT_MOST``): each
-    may have been written before its watch, and only a key tells the kernel to forget that
-    the name was absent."""
-    found = 0
+def _files_below(root: str, directory: str) -> list[str]:
+    """The keys of the files in a directory that appeared, up to one more than
+    ``WALKED_AT_MOST`` (more: the walk stopped there): each may have been written before its
+    watch, and only its key tells the mount to forget that the name was absent."""
+    found: list[str] = []
     for where, _dirs, files in os.walk(directory):
         for name in files:
-            if found >= WALKED_AT_MOST:
-                return
-            found += 1
-            yield os.path.relpath(os.path.join(where, name), root).replace(os.sep, "/")
+            found.append(os.path.relpath(os.path.join(where, name), root).replace(os.sep, "/"))
+            if len(found) > WALKED_AT_MOST:
+                return found
+    return found
 
 
 async def follow_store(
