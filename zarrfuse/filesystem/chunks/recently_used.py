@@ -14,10 +14,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["RecentlyUsed"]
+__all__ = ["RecentlyUsed", "outlived"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+
+def outlived(at: float, ttl: float | None, trusted_while: Callable[[], bool] | None) -> bool:
+    """Whether what was learnt at ``at`` (monotonic) is past its ``ttl`` (None: never), and
+    not kept true another way (``trusted_while()``: the store watch tells every change)."""
+    return ttl is not None and time.monotonic() - at >= ttl and not (
+        trusted_while is not None and trusted_while()
+    )
 
 
 class RecentlyUsed(Generic[K, V]):
@@ -60,9 +68,7 @@ class RecentlyUsed(Generic[K, V]):
             entry = self._entries.get(key)
             if entry is None:
                 return None
-            if self.ttl is not None and time.monotonic() - entry[0] >= self.ttl and not (
-                self._trusted_while is not None and self._trusted_while()
-            ):
+            if outlived(entry[0], self.ttl, self._trusted_while):
                 expired = self._pop(key)
                 entry = None
             else:

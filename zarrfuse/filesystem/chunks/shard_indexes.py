@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import numpy as np
 
-from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, outlived
 from zarrfuse.storage.base import Stat
 
 __all__ = ["KeptIndex", "KeptSpan", "ShardIndexes"]
@@ -122,10 +121,7 @@ class ShardIndexes:
             if entry is None:
                 return None
             at, kept = entry
-            if _other_version(stat, kept.stat) or (
-                self._ttl is not None and time.monotonic() - at >= self._ttl
-                and not (self._trusted_while is not None and self._trusted_while())
-            ):
+            if _other_version(stat, kept.stat) or outlived(at, self._ttl, self._trusted_while):
                 _SPANS.drop(key)
                 return None
             end = kept.start + len(kept.data)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, encode_chunk_key
+from zarrfuse.filesystem.chunks.recently_used import outlived
 from zarrfuse.storage.base import Backend
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
@@ -151,8 +152,7 @@ class StoredIndex:
     # --- caches --------------------------------------------------------------------------
 
     def _fresh(self, learnt: float) -> bool:
-        return (self._ttl is None or time.monotonic() - learnt < self._ttl
-                or (self._trusted_while is not None and self._trusted_while()))
+        return not outlived(learnt, self._ttl, self._trusted_while)
 
     async def _subdir_names(self, directory: str) -> set[str]:
         cached = self._subdirs.get(directory)
