@@ -18,7 +18,8 @@ from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Stat
 from zarrfuse.storage.file_writes import WRITE_STEP
-from zarrfuse.storage.local import LocalBackend, _read_to_end
+from zarrfuse.storage.local import LocalBackend
+from zarrfuse.storage.local_files import read_to_end
 from zarrfuse.storage.stores import StoreBackend
 
 piece_sizes = st.sampled_from([0, 1, 7, 4096, WRITE_STEP - 1, WRITE_STEP, WRITE_STEP + 3, 3 << 20])
@@ -91,6 +92,34 @@ def test_local_backend_follows_links_inside_and_refuses_links_out(tmp_path):
     assert (outside / "secret").read_bytes() == b"secret" and not (outside / "new").exists()
 
 
+@pytest.mark.expect_log(r"refused: it resolves outside the store root")
+def test_stats_of_many_names_agree_with_a_stat_of_each(tmp_path):
+    """``stat_names`` (one directory descriptor, a stat per name in it) answers what ``stat``
+    of each key does: links in followed, links out, directories and absent names None, a
+    FIFO present (never opened), names through a link out refused."""
+    store, outside = tmp_path / "store", tmp_path / "outside"
+    (store / "c" / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"secret")
+    (store / "c" / "0").write_bytes(b"data")
+    os.symlink("0", store / "c" / "1")
+    os.symlink(store / "c" / "0", store / "c" / "2")
+    os.symlink("../../outside/secret", store / "c" / "3")
+    os.symlink(outside / "secret", store / "c" / "4")
+    os.mkfifo(store / "c" / "5")
+    (store / "c" / "sub" / "7").write_bytes(b"x")
+    os.symlink(outside, store / "out")
+    backend = LocalBackend(store)
+    names = ["0", "1", "2", "3", "4", "5", "6", "sub", "sub/7", "..", ""]
+    each = [backend.stat(f"c/{n}") for n in names]
+    assert backend.stat_names("c", names) == each
+    assert [s is not None for s in each] == [True] * 3 + [False, False, True] + [False] * 2 + [
+        True, False, False]
+    assert each[0] == Stat(4, os.stat(store / "c" / "0").st_mtime_ns) and each[1] == each[0]
+    assert backend.stat_names("out", ["secret"]) == [None]  # the directory leads out
+    assert backend.stat_names("absent", ["0", "1"]) == [None, None]
+
+
 @pytest.mark.expect_log(r"not a regular file \(FIFO\)")
 def test_local_backend_never_opens_special_files(tmp_path):
     (tmp_path / "c").mkdir()
@@ -124,10 +153,10 @@ def test_a_whole_read_goes_to_the_files_real_end_whatever_its_stat_said(tmp_path
     (tmp_path / "f").write_bytes(data)
     fd = os.open(tmp_path / "f", os.O_RDONLY)
     try:
-        assert _read_to_end(fd, hint, len(data)) == data
+        assert read_to_end(fd, hint, len(data)) == data
         os.lseek(fd, 0, os.SEEK_SET)
-        assert _read_to_end(fd, hint, len(data) - 1) is None  # one byte over the limit
-        assert _read_to_end(fd, len(data) + 1, len(data)) is None  # over it when opened
+        assert read_to_end(fd, hint, len(data) - 1) is None  # one byte over the limit
+        assert read_to_end(fd, len(data) + 1, len(data)) is None  # over it when opened
     finally:
         os.close(fd)
 

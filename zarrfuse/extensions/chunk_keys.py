@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -38,19 +37,24 @@ __all__ = [
     "parse_encoding",
 ]
 
-_CANONICAL_INT = re.compile(r"0|[1-9][0-9]*")
 _FORBIDDEN_IN_SUFFIX = ("/", "\\", "\x00", "..")
 _BASE_ENCODING_SPELLINGS = ("base_encoding", "base-encoding")
+
+
+def _canonical(text: str) -> bool:
+    """``0``, or ASCII digits without a leading zero (string methods: a third of the cost of
+    a regular expression, paid for each of a big directory's names)."""
+    return text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
 
 
 def canonical_index(text: str) -> int | None:
     """The index a key component names, None unless it is canonical (``0`` or ASCII digits
     without a leading zero), the one rule for every index in a key or a path."""
-    return int(text) if _CANONICAL_INT.fullmatch(text) is not None else None
+    return int(text) if _canonical(text) else None
 
 
 def _parse_canonical_int(text: str, key: str) -> int:
-    if _CANONICAL_INT.fullmatch(text) is None:
+    if not _canonical(text):
         raise ChunkKeyError(f"invalid chunk key {key!r}: {text!r} is not a canonical index")
     return int(text)
 

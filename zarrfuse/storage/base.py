@@ -69,6 +69,10 @@ class Backend(Protocol):
         """Size and time of one object, None if absent."""
         ...
 
+    def stat_names(self, prefix: str, names: Sequence[str]) -> list[Stat | None]:
+        """``stat`` of each ``prefix/name``, in one call (a local directory is opened once)."""
+        ...
+
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader:
@@ -175,3 +179,8 @@ def write_each(
     """``write_parts`` for backends without a journal: one atomic write per part (a crash
     between two may leave parts of two commits)."""
     return [backend.write(key, pieces, durable=durable) for key, pieces in parts]
+
+
+def stat_each(backend: Backend, prefix: str, names: Sequence[str]) -> list[Stat | None]:
+    """``stat_names`` for a store where each name costs its own request anyway."""
+    return [backend.stat(f"{prefix}/{name}" if prefix else name) for name in names]

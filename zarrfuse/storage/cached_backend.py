@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zarrfuse.errors import UnfitDocument
-from zarrfuse.storage.base import Backend, Document, PartReader, Stat
+from zarrfuse.storage.base import Backend, Document, PartReader, Stat, stat_each
 from zarrfuse.storage.cached_reads import CachedPartReader
 from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
 
@@ -126,6 +126,9 @@ class CachingBackend:
 
     def list_subdirs(self, prefix: str) -> list[str]:
         return self.inner.list_subdirs(prefix)
+
+    def stat_names(self, prefix: str, names: Sequence[str]) -> list[Stat | None]:
+        return stat_each(self, prefix, names)
 
     def stat(self, key: str) -> Stat | None:
         kept = self._kept_stat(key)

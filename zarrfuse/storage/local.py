@@ -22,85 +22,13 @@ from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Document, PartReader, Stat
 from zarrfuse.storage.beneath import NotRegular, Root, warn_once
 from zarrfuse.storage.file_writes import write_all
+from zarrfuse.storage.local_files import LocalPartReader, open_regular_or_eio, read_to_end
 from zarrfuse.storage.local_journal import CommitJournal
 from zarrfuse.storage.local_warming import KernelWarming
 
-__all__ = ["LocalBackend", "LocalPartReader"]
+__all__ = ["LocalBackend", "LocalPartReader"]  # the reader: from local_files
 
 log = logging.getLogger(__name__)
-
-
-def _read_to_end(fd: int, size: int, limit: int) -> bytes | None:
-    """The file's bytes to its end; None past ``limit`` bytes. ``size`` (its fstat) sizes
-    the first read: a buffer of ``limit`` bytes per read cost 0.1 ms a chunk (an mmap and a
-    munmap of 256 MiB), five times the read. A file that grew or shrank since is read to
-    its real end, never cut at ``size``."""
-    if size > limit:
-        return None
-    pieces: list[bytes] = []
-    total, want = 0, size + 1  # one byte more: a file that grew says so at once
-    while piece := os.read(fd, want):
-        pieces.append(piece)
-        total += len(piece)
-        if total > limit:
-            return None
-        want = min(1 << 20, limit + 1 - total)
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-
-class LocalPartReader:
-    """Open file descriptors: a reader keeps the versions it opened, even across renames."""
-
-    def __init__(self, root: Root, keys: Sequence[str], *, cached_only: bool = False) -> None:
-        """``cached_only``: BlockingIOError unless every part opens from the kernel's caches
-        (see ``Root.open_path``)."""
-        self.keys = list(keys)
-        self._fds: list[int | None] = []
-        sizes: list[int | None] = []
-        versions: list[tuple[int, int] | None] = []
-        try:
-            for key in self.keys:
-                fd = _regular(root, key, cached_only=cached_only)
-                self._fds.append(fd)
-                found = None if fd is None else os.fstat(fd)
-                sizes.append(None if found is None else found.st_size)
-                versions.append(None if found is None else (found.st_ino, found.st_mtime_ns))
-        except BaseException:
-            self.close()
-            raise
-        self.sizes = tuple(sizes)
-        self.version = tuple(versions)
-        """Which files these are: a commit renames new files over the parts."""
-
-    def _fd(self, part: int) -> int:
-        fd = self._fds[part]
-        if fd is None:
-            raise OSError(errno.EIO, f"{self.keys[part]}: part is absent")
-        return fd
-
-    def read_into_nowait(self, part: int, start: int, out: memoryview) -> int:
-        try:
-            return os.preadv(self._fd(part), [out], start, os.RWF_NOWAIT)
-        except BlockingIOError:
-            return 0
-        except OSError as e:
-            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # filesystems without RWF_NOWAIT
-                return 0
-            raise
-
-    def read_into(self, part: int, start: int, out: memoryview) -> None:
-        got = os.preadv(self._fd(part), [out], start)
-        if got != len(out):
-            raise OSError(errno.EIO, f"{self.keys[part]}: short read ({got} of {len(out)} bytes)")
-
-    def release(self) -> None:
-        pass  # the page cache holds what was read
-
-    def close(self) -> None:
-        for fd in self._fds:
-            if fd is not None:
-                os.close(fd)
-        self._fds = [None] * len(self._fds)
 
 
 class LocalBackend:
@@ -216,6 +144,35 @@ class LocalBackend:
         st = self._beneath.stat(self._read_key(self._key(key)))  # a special file: present
         return Stat(st.st_size, st.st_mtime_ns) if st and not stat.S_ISDIR(st.st_mode) else None
 
+    def stat_names(self, prefix: str, names: Sequence[str]) -> list[Stat | None]:
+        """As :meth:`stat` of each name, the directory resolved once beneath the root and
+        each plain name stat'ed in it without following a link (a third of the cost of a
+        resolution per key). Symlinks and recovered parts go through :meth:`stat`."""
+        fd = self._beneath.open_dir(self._key(prefix))
+        if fd is None:
+            return [None] * len(names)
+        out: list[Stat | None] = []
+        try:
+            for name in names:
+                key = f"{prefix}/{name}" if prefix else name
+                if "/" in name or name in ("", ".", "..") or self._key(key) in self._finished:
+                    out.append(self.stat(key))
+                    continue
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except (FileNotFoundError, NotADirectoryError):
+                    out.append(None)
+                    continue
+                if stat.S_ISLNK(st.st_mode):  # resolved beneath the root, as stat does
+                    out.append(self.stat(key))
+                elif stat.S_ISDIR(st.st_mode):
+                    out.append(None)
+                else:
+                    out.append(Stat(st.st_size, st.st_mtime_ns))
+        finally:
+            os.close(fd)
+        return out
+
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader:
@@ -259,7 +216,7 @@ class LocalBackend:
     ) -> tuple[bytes, int] | None:
         """One read of the file ``key``, at ``where(its size)`` (offset, count); None if it
         is absent."""
-        fd = _regular(self._beneath, self._read_key(self._key(key)))
+        fd = open_regular_or_eio(self._beneath, self._read_key(self._key(key)))
         if fd is None:
             return None
         try:
@@ -281,7 +238,7 @@ class LocalBackend:
             return None
         try:
             found = os.fstat(fd)
-            data = _read_to_end(fd, found.st_size, MAX_DOCUMENT_BYTES)
+            data = read_to_end(fd, found.st_size, MAX_DOCUMENT_BYTES)
         finally:
             os.close(fd)
         if data is None:
@@ -344,7 +301,7 @@ class LocalBackend:
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
         """Stored with the file (``os.utime``), so every later mount shows it too."""
-        fd = _regular(self._beneath, self._key(key))
+        fd = open_regular_or_eio(self._beneath, self._key(key))
         if fd is not None:  # None: an absent optional part
             try:
                 os.utime(fd, ns=(mtime_ns, mtime_ns))
@@ -378,12 +335,3 @@ class LocalBackend:
     def close(self) -> None:
         self._warming.close()
         self._beneath.close()
-
-
-def _regular(root: Root, key: str, *, cached_only: bool = False) -> int | None:
-    """A read-only descriptor of the regular file ``key`` (None if absent); a special file
-    or a path leading out of the root is an I/O error for the reader, with one log line."""
-    try:
-        return root.open_regular(key, cached_only=cached_only)
-    except NotRegular as e:
-        raise OSError(errno.EIO, f"{key}: {e.strerror}") from None

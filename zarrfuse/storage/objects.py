@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # types only: obstore declares them in its stubs
 
 from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
-from zarrfuse.storage.base import Document, PartReader, Stat
+from zarrfuse.storage.base import Document, PartReader, Stat, stat_each
 from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedObjects
 from zarrfuse.storage.object_gets import (
     checked,
@@ -133,6 +133,9 @@ class ObjectBackend:
 
     def list_subdirs(self, prefix: str) -> list[str]:
         return self.list_dir(prefix)[1]
+
+    def stat_names(self, prefix: str, names: Sequence[str]) -> list[Stat | None]:
+        return stat_each(self, prefix, names)
 
     def stat(self, key: str) -> Stat | None:
         shown = self._shown(key)

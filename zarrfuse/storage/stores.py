@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.storage import FsspecStore
 
-from zarrfuse.storage.base import Document, PartReader, Stat, write_each
+from zarrfuse.storage.base import Document, PartReader, Stat, stat_each, write_each
 from zarrfuse.storage.store_requests import request_slot
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
@@ -113,6 +113,9 @@ class StoreBackend:
 
     def stat(self, key: str) -> Stat | None:
         return self._asked(key, self._stat(key))
+
+    def stat_names(self, prefix: str, names: Sequence[str]) -> list[Stat | None]:
+        return stat_each(self, prefix, names)
 
     def size(self, key: str) -> int | None:
         try:

@@ -81,8 +81,7 @@ class KeyStats:
                 for name in missing:
                     nursery.start_soon(self._ask_one, directory, name, found)
             return found
-        stats = await self._run(lambda: [self._backend.stat(_key(directory, name))
-                                         for name in missing])
+        stats = await self._run(self._backend.stat_names, directory, missing)
         for name, stat in zip(missing, stats, strict=True):
             self._learnt(directory, name, stat, found)
         return found

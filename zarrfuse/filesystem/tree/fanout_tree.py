@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from zarrfuse.extensions.chunk_keys import (
     FanoutChunkKeyEncoding,
@@ -113,8 +114,9 @@ class FanoutTree:
         count = canonical_index(rest) if rest else 0
         return None if count == 0 and rest else count
 
-    @property
+    @cached_property
     def width(self) -> int:
+        """Digits per level (kept: every file name of a listing asks for it)."""
         return self.encoding.group_width
 
     @property
@@ -259,8 +261,18 @@ class FanoutTree:
         not the grid's size.
         """
         lo, hi = self.value_range(pos)
-        names = (
-            self._child_name_of(pos, v)
-            for v in stored[bisect_left(stored, lo) : bisect_right(stored, hi)]
-        )
-        return list(dict.fromkeys(names))
+        at, end = bisect_left(stored, lo), bisect_right(stored, hi)
+        names = []
+        while at < end:  # a child per step: the values below it are skipped, not named
+            value = stored[at]
+            names.append(self._child_name_of(pos, value))
+            at = bisect_right(stored, self._child_end(pos, value), at, end)
+        return names
+
+    def _child_end(self, pos: DirPosition, value: int) -> int:
+        """The last value (of dimension len(pos.done)) in the child of ``pos`` that holds
+        ``value``."""
+        if pos.count is None:
+            return 10 ** (self.width * self._groups(value)) - 1
+        scale = 10 ** (self.width * (pos.count - pos.taken))
+        return (value // scale + 1) * scale - 1
