@@ -92,9 +92,11 @@ class ChunkOpening:
         version: object = None,
     ) -> bool:
         """See ``PageCacheUsers.check``: may send the opener to a fresh inode (ESTALE)."""
+        if self.page_cache.shared:  # a read-only mount: every handle shares the inode
+            return False
         current = inode in (self.namespace.known_inode(node),
                             self.page_cache.claimed(node, pid))
         return self.page_cache.check(
             inode, node, pid, writer=writing, current=current, retry=retry, version=version,
-            retire=lambda: self.namespace.retire(node), label=f"chunk {node.coords}",
+            retire=lambda: self.namespace.retire(node), label=lambda: f"chunk {node.coords}",
         )

@@ -92,18 +92,21 @@ class PageCacheUsers:
         """Called first by every open of ``name``: waits while the name is reserved for
         other openers (until their opens have :meth:`settled`); returns whether this open is
         the kernel's retry of one sent away."""
-        reserved = self._reserved.get(name, {})
-        now = time.monotonic()
-        for owner, (until, came) in list(reserved.items()):
-            if now >= until:
-                came.set()
-                del reserved[owner]
-        if not reserved:
-            self._reserved.pop(name, None)
-        elif pid not in reserved:
-            for until, came in list(reserved.values()):
-                with trio.move_on_after(max(0.0, until - time.monotonic())):
-                    await waited(came.wait())
+        if self.shared:  # nobody is ever sent away: every handle shares the inode
+            return False
+        reserved = self._reserved.get(name)
+        if reserved is not None:
+            now = time.monotonic()
+            for owner, (until, came) in list(reserved.items()):
+                if now >= until:
+                    came.set()
+                    del reserved[owner]
+            if not reserved:
+                del self._reserved[name]
+            elif pid not in reserved:
+                for until, came in list(reserved.values()):
+                    with trio.move_on_after(max(0.0, until - time.monotonic())):
+                        await waited(came.wait())
         if pid is None:
             return False
         sent = self._sent_away.pop((name, pid), None)
@@ -180,21 +183,22 @@ class PageCacheUsers:
     def check(
         self, inode: int, name: Hashable, pid: int | None, *, writer: bool, current: bool,
         retry: bool, retire: Callable[[], None], version: Hashable | None = None,
-        label: str = "",
+        label: Callable[[], str] = str,
     ) -> bool:
         """Whether ``inode`` is crowded for this open of ``name`` (allowed only for the
         kernel's retry, with direct I/O); otherwise ``retire`` the name's inode (if this is
-        it) and raise the error that sends the opener to a fresh one."""
+        it) and raise the error that sends the opener to a fresh one. ``label()`` names the
+        file in what is logged (made only then: every open checks)."""
         why = self.conflict(inode, writer=writer, current=current, version=version)
         if why is None:
             return False
         if retry:
-            log.debug("%s (inode %d, pid %s): %s, opened beside it with direct I/O", label,
+            log.debug("%s (inode %d, pid %s): %s, opened beside it with direct I/O", label(),
                       inode, pid, why)
             return True
         if current:
             retire()
-        raise self.send_away(name, pid, f"{label} (inode {inode}, pid {pid}): {why}")
+        raise self.send_away(name, pid, f"{label()} (inode {inode}, pid {pid}): {why}")
 
     def admit(
         self, inode: int, handle: int, *, writer: bool, read_write: bool,
