@@ -10,7 +10,6 @@ The per-chunk caches (sizes learnt one by one, chunks kept open) are ``chunk_cac
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
@@ -18,18 +17,19 @@ from typing import Any, TypeVar
 
 import trio
 
-from zarrfuse.errors import WriteRefusedError
-from zarrfuse.extensions.byte_ranges import pieces_for_span, slice_views
+from zarrfuse.extensions.byte_ranges import pieces_for_span
 from zarrfuse.extensions.chunk_finishers import ChunkFinisher
 from zarrfuse.extensions.transformers import ConcatParts, Part
 from zarrfuse.filesystem.chunks.array_keys import ArrayKeys
 from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
 from zarrfuse.filesystem.chunks.chunk_listings import LISTABLE_KEYS, ChunkListings, logical_stat
+from zarrfuse.filesystem.chunks.chunk_locks import ChunkLocks
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.grid_order import after
 from zarrfuse.filesystem.chunks.part_opening import NotCached, PartOpening, read_parts
 from zarrfuse.filesystem.chunks.shard_indexes import ShardIndexes
 from zarrfuse.filesystem.chunks.stat_ahead import StatAhead
+from zarrfuse.filesystem.chunks.stored_writes import StoredWrites
 from zarrfuse.filesystem.chunks.whole_chunks import WholeChunks
 from zarrfuse.request_deadline import waited
 from zarrfuse.storage.base import Backend, Stat
@@ -46,8 +46,9 @@ KNOWN_SIZES = 65536
 FOLLOWING_CHUNKS = 8  # chunks after one read to its end fetched or warmed ahead
 
 
-class StoredChunks:
-    """The stored chunks of one array, read through a backend."""
+class StoredChunks(StoredWrites):
+    """The stored chunks of one array, read (and, through ``StoredWrites``, written)
+    through a backend."""
 
     def __init__(
         self,
@@ -81,7 +82,7 @@ class StoredChunks:
         # Trusted for listing_ttl, and beyond while trusted_while() (the watch tells all).
         self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl, trusted_while)
         self.shard_indexes = ShardIndexes(listing_ttl, trusted_while)
-        self._locks: dict[tuple[int, ...], tuple[trio.Lock, list[int]]] = {}
+        self._locks = ChunkLocks()
         self._open_cache, self._tag = open_chunks, object()  # kept under self._tag
         self._writable = open_chunks is None or open_chunks.beside_writers
         # Bytes fetched ahead (remote stores) must not outlive a write of the chunk: read-only
@@ -153,27 +154,6 @@ class StoredChunks:
     def _stat_parts(self, keys: Sequence[str]) -> list[Stat | None]:
         return [self.backend.stat(k) for k in keys]
 
-    @asynccontextmanager
-    async def _locked(self, coords: tuple[int, ...]) -> AsyncIterator[None]:
-        """Serialise opening, committing and deleting one chunk: a reader opens all of its
-        parts between two commits, never across one. A free lock is taken without a trip
-        through the scheduler (25 us a request on a 2-core VM)."""
-        lock, users = self._locks.setdefault(coords, (trio.Lock(), [0]))
-        users[0] += 1
-        try:
-            try:
-                lock.acquire_nowait()
-            except trio.WouldBlock:
-                await waited(lock.acquire())
-            try:
-                yield
-            finally:
-                lock.release()
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._locks[coords]
-
     async def open(self, coords: tuple[int, ...]) -> OpenChunk | None:
         """Open a chunk's parts, checked against the configuration; None if it is absent.
 
@@ -185,7 +165,7 @@ class StoredChunks:
             if cached is not None:
                 self.counters.cache["open_hit"] += 1
                 return cached
-        async with self._locked(coords):
+        async with self._locks.held(coords):
             opened = await self._open_locked(coords)
         if opened is not None and self._open_cache is not None:
             self._open_cache.adopt((self._tag, coords), opened)
@@ -242,10 +222,10 @@ class StoredChunks:
     async def unchanged(self, coords: Collection[tuple[int, ...]]) -> AsyncIterator[None]:
         """No commit of these chunks runs while the block does (writable mounts: a read of
         a shard's index and then its ranges sees one version)."""
-        async with contextlib.AsyncExitStack() as stack:
-            if self._writable:  # a commit may run meanwhile
-                for c in sorted(set(coords)):  # one order for every caller: no deadlock
-                    await stack.enter_async_context(self._locked(c))
+        if not self._writable:  # no commit can run meanwhile
+            yield
+            return
+        async with self._locks.all_held(coords):
             yield
 
     # --- writing -------------------------------------------------------------------------
@@ -273,83 +253,6 @@ class StoredChunks:
         """A store directory appeared (``store_changes``): what listings said is asked anew."""
         self._sizes.clear()
         self.listings.forget_all()
-
-    def _write_parts(
-        self,
-        keys: Sequence[str],
-        views: Sequence[memoryview],
-        spans: Sequence[tuple[int, int]],
-        durable: bool,
-    ) -> list[Stat | None]:
-        # All parts as one (a journal on local stores): a crash leaves the old or the new chunk.
-        mtimes = self.backend.write_parts(
-            [(key, slice_views(views, a, b)) for key, (a, b) in zip(keys, spans, strict=True)],
-            durable=durable,
-        )
-        return [Stat(b - a, m) for (a, b), m in zip(spans, mtimes, strict=True)]
-
-    async def commit(
-        self, coords: tuple[int, ...], views: Sequence[memoryview], *, durable: bool
-    ) -> None:
-        """Store the bytes of ``views`` (laid end to end) as the chunk: split into its parts,
-        each replaced atomically. The views must not change until this returns.
-
-        A value that cannot be split, or that the shard layout refuses, is refused
-        (WriteRefusedError) before anything is written.
-        """
-        async with self._locked(coords):
-            await self._commit_locked(coords, views, durable)
-
-    async def update(self, coords: tuple[int, ...], change: Callable[[bytes | None], bytes],
-                     limit: int) -> None:
-        """Store ``change(the chunk as stored, or None)`` (in a thread) as the chunk, no other
-        commit of it between the read and the write (a rendered plane, a tile of a shard). A
-        stored chunk over ``limit`` bytes (more than its codecs make) is refused unread."""
-        async with self._locked(coords):
-            opened = await self._open_locked(coords)
-            if opened is not None and (size := sum(opened.sizes)) > limit:
-                opened.close()
-                raise WriteRefusedError(f"chunk {coords} is stored as {size} bytes, more than "
-                                        f"its codecs make ({limit}); nothing was written")
-            current = await self._read_whole(opened)
-            value = await self._run_to_end(change, current)
-            await self._commit_locked(coords, [memoryview(value)], durable=False)
-
-    async def _commit_locked(
-        self, coords: tuple[int, ...], views: Sequence[memoryview], durable: bool
-    ) -> None:
-        if self.shard_format is not None:  # CPU work that grows with pages x tiles: a thread
-            views = await self._run_to_end(self.shard_format.shard_with_header, coords, views)
-        spans = self.parts.split(sum(len(v) for v in views))
-        keys = self.part_keys(coords)
-        self.counters.store["write"] += len(keys)
-        self.counters.store_bytes_written += spans[-1][1] if spans else 0
-        stats = await self._run_to_end(self._write_parts, keys, views, spans, durable)
-        self._remember(coords, stats)
-
-    async def delete(self, coords: tuple[int, ...]) -> None:
-        """Remove every part of the chunk."""
-        self.counters.store["delete"] += len(self.parts.parts)
-        async with self._locked(coords):
-            await self._run_to_end(lambda keys: [*map(self.backend.delete, keys)],
-                                   self.part_keys(coords))
-            self._remember(coords, [None] * len(self.parts.parts))
-
-    def _set_part_times(self, keys: Sequence[str], mtime_ns: int) -> list[Stat | None] | None:
-        if not all(self.backend.set_mtime(key, mtime_ns) for key in keys):
-            return None
-        return self._stat_parts(keys)
-
-    async def set_time(self, coords: tuple[int, ...], mtime_ns: int) -> bool:
-        """Store ``mtime_ns`` as the time of every part of a stored chunk (``touch``, or
-        ``rsync`` keeping the source's time); False where the store cannot keep a time."""
-        keys = self.part_keys(coords)
-        async with self._locked(coords):
-            stats = await self._run_to_end(self._set_part_times, keys, mtime_ns)
-            if stats is None:
-                return False
-            self._remember(coords, stats)
-        return True
 
     def _read_ahead(self, opened: OpenChunk, *, waited: bool) -> None:
         def following() -> list[tuple[str, int]]:
