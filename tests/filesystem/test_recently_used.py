@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 
 
 def test_least_recently_used_leaves_first_within_the_weight_limit():
@@ -25,7 +25,7 @@ def test_least_recently_used_leaves_first_within_the_weight_limit():
 
 def test_entries_older_than_the_ttl_are_gone_and_handed_to_the_hook():
     evicted: list[int] = []
-    cache: RecentlyUsed[str, int] = RecentlyUsed(5, ttl=0.05, on_evict=evicted.append)
+    cache: RecentlyUsed[str, int] = RecentlyUsed(5, trust=Trust(0.05), on_evict=evicted.append)
     cache.put("old", 1, at=time.monotonic() - 1)
     cache.put("new", 2)
     assert cache.get("old") is None and evicted == [1]
@@ -38,7 +38,7 @@ def test_entries_past_the_ttl_stay_while_they_are_trusted_another_way():
     """A writable mount's listings while its store watch tells every change: kept past the
     TTL, and gone once the watch stops telling."""
     trusted = [True]
-    cache: RecentlyUsed[str, int] = RecentlyUsed(5, ttl=0.05, trusted_while=lambda: trusted[0])
+    cache: RecentlyUsed[str, int] = RecentlyUsed(5, trust=Trust(0.05, lambda: trusted[0]))
     cache.put("listing", 1, at=time.monotonic() - 1)
     assert cache.get("listing") == 1
     trusted[0] = False

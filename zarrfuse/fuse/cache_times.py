@@ -58,7 +58,7 @@ def open_chunks(config: MountConfig, following: WatchState | None) -> OpenChunkC
         return OpenChunkCache(descriptors_to_keep_open(), metadata_ttl(config))
     if following is None or not followed(config):
         return None
-    cache = OpenChunkCache(descriptors_to_keep_open(), trusted_while=lambda: following.live)
+    cache = OpenChunkCache(descriptors_to_keep_open(), only_while=lambda: following.live)
 
     async def emptied() -> None:
         cache.clear()

@@ -25,6 +25,7 @@ from zarrfuse.errors import MountError, SourceError
 from zarrfuse.filesystem.attributes import Ownership
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.fs import FileSystem
 from zarrfuse.filesystem.images.whole_image_file import WholeImage
 from zarrfuse.filesystem.tree.catalog import Catalog
@@ -152,10 +153,10 @@ def build_filesystem(
         suffix=config.suffix,
         max_children=config.max_children,
         limiter=trio.CapacityLimiter(IO_THREADS),
-        listing_ttl=metadata_ttl(config),
+        trust=Trust(metadata_ttl(config),
+                    following.tells_all if following is not None and followed(config) else None),
         counters=counters,
         open_chunks=open_chunks(config, following),
-        trusted_while=following.tells_all if following is not None and followed(config) else None,
         layout=config.layout,
         write_store=None if config.read_only or not config.update_pyramid
         else BackendWrites(store_path.store, backend),

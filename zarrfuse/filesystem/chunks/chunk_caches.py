@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 from zarrfuse.storage.base import PartReader, Stat
 
 __all__ = [
@@ -32,16 +32,12 @@ class KnownSize:
 
 
 class KnownSizes:
-    """Chunk sizes learnt one chunk at a time, each trusted for ``ttl`` seconds (None:
-    forever, for read-only mounts; and beyond it while ``trusted_while()``); the least
+    """Chunk sizes learnt one chunk at a time, each believed as ``trust`` says; the least
     recently used are dropped past ``capacity``."""
 
-    def __init__(
-        self, capacity: int, ttl: float | None,
-        trusted_while: Callable[[], bool] | None = None,
-    ) -> None:
+    def __init__(self, capacity: int, trust: Trust) -> None:
         self._sizes: RecentlyUsed[tuple[int, ...], KnownSize] = RecentlyUsed(
-            capacity, ttl=ttl, trusted_while=trusted_while)
+            capacity, trust=trust)
 
     def get(self, coords: tuple[int, ...]) -> KnownSize | None:
         return self._sizes.get(coords)
@@ -109,28 +105,28 @@ class OpenChunkCache:
     With a TTL (``--metadata-ttl``), an entry older than it is opened afresh: a remote reader
     holds the sizes it was opened with, and the objects may have been replaced since.
 
-    A writable mount's cache (``trusted_while``) keeps chunks only while that holds: while
+    A writable mount's cache (``only_while``) keeps chunks only while that holds: while
     the store watch runs, every change reaches it (the watch's, and the mount's own commits,
     which drop their chunk); when it stops, ``clear`` empties it.
     """
 
     def __init__(
         self, descriptors: int, ttl: float | None = None, *,
-        trusted_while: Callable[[], bool] | None = None,
+        only_while: Callable[[], bool] | None = None,
     ) -> None:
         self._chunks: RecentlyUsed[Hashable, OpenChunk] = RecentlyUsed(
-            descriptors, ttl=ttl, weigh=lambda opened: max(1, len(opened.sizes)),
+            descriptors, trust=Trust(ttl), weigh=lambda opened: max(1, len(opened.sizes)),
             on_evict=_evicted,
         )
-        self._trusted_while = trusted_while
+        self._only_while = only_while
 
     @property
     def beside_writers(self) -> bool:
         """Whether the mount commits chunks (its opens and commits then share chunk locks)."""
-        return self._trusted_while is not None
+        return self._only_while is not None
 
     def _trusted(self) -> bool:
-        return self._trusted_while is None or self._trusted_while()
+        return self._only_while is None or self._only_while()
 
     def take(self, key: Hashable) -> OpenChunk | None:
         """The chunk kept under ``key`` (its array's and its coordinates), one user more."""

@@ -21,7 +21,7 @@ from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.grid_order import after
 from zarrfuse.filesystem.chunks.key_stats import KeyStats
-from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 from zarrfuse.filesystem.chunks.single_flight import SingleFlight
 from zarrfuse.filesystem.chunks.stored_index import KeyShape, StoredIndex
 from zarrfuse.storage.base import Backend, Stat
@@ -69,9 +69,8 @@ class ChunkListings:
         chunk_key: Callable[[tuple[int, ...]], str],
         listable: bool,
         run: Callable[..., Awaitable[Any]],
-        listing_ttl: float | None,
+        trust: Trust,
         counters: Counters,
-        trusted_while: Callable[[], bool] | None = None,
     ) -> None:
         self.backend = backend
         self.parts = parts
@@ -80,18 +79,18 @@ class ChunkListings:
         self._prefix = prefix
         self._listable = listable
         self._run = run
-        self._ttl = listing_ttl
+        self._ttl = trust.ttl
         self._listings: RecentlyUsed[str, dict[str, Stat]] = RecentlyUsed(
-            LISTING_CACHE_DIRS, ttl=listing_ttl, trusted_while=trusted_while)
+            LISTING_CACHE_DIRS, trust=trust)
         self._names: RecentlyUsed[str, Collection[str]] = RecentlyUsed(
-            LISTING_CACHE_DIRS, ttl=listing_ttl, trusted_while=trusted_while)
+            LISTING_CACHE_DIRS, trust=trust)
         """Names-only listings (which chunks exist), for directories not listed in full."""
         self._stats_by_directory: dict[str, tuple[float, int]] = {}
         self._grid = grid
         self._next_rows: set[str] = set()  # the row after stored_among's last batch
         self._flights: SingleFlight[tuple[int, str]] = SingleFlight()
         self.can_list = backend.can_list
-        self._key_stats = KeyStats(backend, run, listing_ttl, counters, trusted_while)
+        self._key_stats = KeyStats(backend, run, trust, counters)
         """What each key's own request said (None: absent): stores that cannot list, and
         local directories too large to list in full (``key_stats``)."""
         self.index = StoredIndex(
@@ -101,7 +100,7 @@ class ChunkListings:
             list_files=self.listed_names,
             backend=backend,
             run=run,
-            ttl=listing_ttl, trusted_while=trusted_while,
+            trust=trust,
             counters=counters,
         )
         """Which chunks are stored, a coordinate at a time (for listing sparse grids)."""

@@ -17,7 +17,7 @@ from typing import Any
 import trio
 
 from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 from zarrfuse.storage.base import Backend, Stat
 
 __all__ = ["ASKED_KEYS", "KeyStats"]
@@ -30,14 +30,14 @@ class KeyStats:
     """Each key's own answer (its size and time, or None: absent), kept for the TTL."""
 
     def __init__(
-        self, backend: Backend, run: Callable[..., Awaitable[Any]], ttl: float | None,
-        counters: Counters, trusted_while: Callable[[], bool] | None = None,
+        self, backend: Backend, run: Callable[..., Awaitable[Any]], trust: Trust,
+        counters: Counters,
     ) -> None:
         self._backend = backend
         self._run = run
         self._counters = counters
         self._answers: RecentlyUsed[str, Stat | None] = RecentlyUsed(
-            ASKED_KEYS, ttl=ttl, trusted_while=trusted_while)
+            ASKED_KEYS, trust=trust)
 
     def put(self, key: str, stat: Stat | None) -> None:
         """What a commit or a removal just made of ``key``."""

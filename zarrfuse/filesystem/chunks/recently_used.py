@@ -12,41 +12,50 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["RecentlyUsed", "outlived"]
+__all__ = ["FOR_EVER", "RecentlyUsed", "Trust"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
-def outlived(at: float, ttl: float | None, trusted_while: Callable[[], bool] | None) -> bool:
-    """Whether what was learnt at ``at`` (monotonic) is past its ``ttl`` (None: never), and
-    not kept true another way (``trusted_while()``: the store watch tells every change)."""
-    return ttl is not None and time.monotonic() - at >= ttl and not (
-        trusted_while is not None and trusted_while()
-    )
+@dataclass(frozen=True)
+class Trust:
+    """How long what was learnt of the store is believed: ``ttl`` seconds after it was learnt
+    (None: for ever), and past that while ``kept_true()`` says so (the store watch tells
+    every change). One value, handed from the mount to every cache of listings and sizes."""
+
+    ttl: float | None = None
+    kept_true: Callable[[], bool] | None = None
+
+    def outlived(self, at: float) -> bool:
+        """Whether what was learnt at ``at`` (monotonic) is no longer believed."""
+        return self.ttl is not None and time.monotonic() - at >= self.ttl and not (
+            self.kept_true is not None and self.kept_true()
+        )
+
+
+FOR_EVER = Trust()
+"""Believed until dropped (read-only mounts, whose store is not changed behind them)."""
 
 
 class RecentlyUsed(Generic[K, V]):
-    """At most ``limit`` in total ``weigh(value)`` (default: 1 per entry); an entry older
-    than ``ttl`` seconds (None: never) is gone, unless ``trusted_while()`` says entries are
-    kept true another way (the store watch tells every change). ``on_evict(value)`` runs for
-    each entry that leaves for lack of room or age (not for :meth:`drop` or a replaced
-    value)."""
+    """At most ``limit`` in total ``weigh(value)`` (default: 1 per entry); an entry that
+    ``trust`` no longer believes is gone. ``on_evict(value)`` runs for each entry that leaves
+    for lack of room or age (not for :meth:`drop` or a replaced value)."""
 
     def __init__(
         self,
         limit: int,
         *,
-        ttl: float | None = None,
+        trust: Trust = FOR_EVER,
         weigh: Callable[[V], int] | None = None,
         on_evict: Callable[[V], None] | None = None,
-        trusted_while: Callable[[], bool] | None = None,
     ) -> None:
         self.limit = limit
-        self.ttl = ttl
-        self._trusted_while = trusted_while
+        self.trust = trust
         self._weigh = weigh or (lambda _: 1)
         self._on_evict = on_evict
         self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
@@ -68,7 +77,7 @@ class RecentlyUsed(Generic[K, V]):
             entry = self._entries.get(key)
             if entry is None:
                 return None
-            if outlived(entry[0], self.ttl, self._trusted_while):
+            if self.trust.outlived(entry[0]):
                 expired = self._pop(key)
                 entry = None
             else:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
 
-from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, outlived
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 from zarrfuse.storage.base import Stat
 
 __all__ = ["KeptIndex", "KeptSpan", "ShardIndexes"]
@@ -52,25 +52,21 @@ WHOLE_SHARD_SECONDS = 30.0
 """A kept span serves the windows of one read, not later reads: it leaves after this."""
 
 _SPANS: RecentlyUsed[tuple[object, tuple[int, ...]], KeptSpan] = RecentlyUsed(
-    WHOLE_SHARD_BYTES_KEPT, ttl=WHOLE_SHARD_SECONDS, weigh=lambda kept: len(kept.data))
+    WHOLE_SHARD_BYTES_KEPT, trust=Trust(WHOLE_SHARD_SECONDS), weigh=lambda kept: len(kept.data))
 
 
 class ShardIndexes:
     """One array's kept shard indexes (and spans of shards), by shard coordinates."""
 
-    def __init__(
-        self, ttl: float | None, trusted_while: Callable[[], bool] | None = None
-    ) -> None:
+    def __init__(self, trust: Trust) -> None:
         self._kept: RecentlyUsed[tuple[int, ...], KeptIndex] = RecentlyUsed(
-            INDEX_BYTES_KEPT, ttl=ttl, weigh=lambda kept: int(kept.table.nbytes),
-            trusted_while=trusted_while)
-        self._trusted_while = trusted_while
+            INDEX_BYTES_KEPT, trust=trust, weigh=lambda kept: int(kept.table.nbytes))
+        self._trust = trust
         self._changes = 0
         self._lock = threading.Lock()
         self._fetching: dict[tuple[int, ...], tuple[threading.Lock, list[int]]] = {}
         """Shards being fetched: their lock and how many readers hold or wait for it."""
         self._tag = object()
-        self._ttl = ttl
 
     @property
     def changes(self) -> int:
@@ -121,7 +117,7 @@ class ShardIndexes:
             if entry is None:
                 return None
             at, kept = entry
-            if _other_version(stat, kept.stat) or outlived(at, self._ttl, self._trusted_while):
+            if _other_version(stat, kept.stat) or self._trust.outlived(at):
                 _SPANS.drop(key)
                 return None
             end = kept.start + len(kept.data)

@@ -27,6 +27,7 @@ from zarrfuse.filesystem.chunks.chunk_locks import ChunkLocks
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.grid_order import after
 from zarrfuse.filesystem.chunks.part_opening import NotCached, PartOpening, read_parts
+from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.shard_indexes import ShardIndexes
 from zarrfuse.filesystem.chunks.stat_ahead import StatAhead
 from zarrfuse.filesystem.chunks.stored_writes import StoredWrites
@@ -59,8 +60,7 @@ class StoredChunks(StoredWrites):
         keys_per_directory: int | None = None,
         parts: ConcatParts | None,
         limiter: trio.CapacityLimiter,
-        listing_ttl: float | None,
-        trusted_while: Callable[[], bool] | None = None,
+        trust: Trust,
         counters: Counters | None = None,
         open_chunks: OpenChunkCache | None = None,
         shard_format: ChunkFinisher | None = None,
@@ -79,9 +79,10 @@ class StoredChunks(StoredWrites):
         self.chunk_key, self.keys_of = keys.chunk_key, keys.keys_of
         self.part_keys, self.coords_of = keys.part_keys, keys.coords_of
         self._limiter = limiter
-        # Trusted for listing_ttl, and beyond while trusted_while() (the watch tells all).
-        self._sizes = KnownSizes(KNOWN_SIZES, listing_ttl, trusted_while)
-        self.shard_indexes = ShardIndexes(listing_ttl, trusted_while)
+        # What is learnt of the store, believed as ``trust`` says (the mount's TTL, and past
+        # it while the store watch tells every change).
+        self._sizes = KnownSizes(KNOWN_SIZES, trust)
+        self.shard_indexes = ShardIndexes(trust)
         self._locks = ChunkLocks()
         self._open_cache, self._tag = open_chunks, object()  # kept under self._tag
         self._writable = open_chunks is None or open_chunks.beside_writers
@@ -105,7 +106,7 @@ class StoredChunks(StoredWrites):
             listable=keys_per_directory is not None
             and keys_per_directory * len(self.parts.parts) <= LISTABLE_KEYS,
             run=self._run,
-            listing_ttl=listing_ttl, trusted_while=trusted_while,
+            trust=trust,
             counters=self.counters,
         )
         """What the store's listings say: which chunks exist, their sizes (and ``index``)."""

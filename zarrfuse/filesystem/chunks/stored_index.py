@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, encode_chunk_key
-from zarrfuse.filesystem.chunks.recently_used import outlived
+from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.storage.base import Backend
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
@@ -129,20 +129,17 @@ class StoredIndex:
         list_files: ListNames,
         backend: Backend,
         run: Callable[..., Awaitable[list[str]]],
-        ttl: float | None,
+        trust: Trust,
         counters: Counters,
-        trusted_while: Callable[[], bool] | None = None,
     ) -> None:
-        """``ttl``: how long answers are trusted (None: forever), and beyond it while
-        ``trusted_while()`` (the store watch tells every change)."""
+        """``trust``: how long answers are believed."""
         self.shape = shape
         self._prefix = prefix  # the array's directory in the store, "" or ending in "/"
         self._suffixes = sorted(set(part_suffixes), key=len)
         self._list_files = list_files
         self._backend = backend
         self._run = run
-        self._ttl = ttl
-        self._trusted_while = trusted_while
+        self._trust = trust
         self._counters = counters
         self._flat = shape.flat if shape.grid and all(shape.grid) else False  # no chunk: no key
         self._answers: OrderedDict[tuple[int, ...], tuple[float, list[int]]] = OrderedDict()
@@ -152,7 +149,7 @@ class StoredIndex:
     # --- caches --------------------------------------------------------------------------
 
     def _fresh(self, learnt: float) -> bool:
-        return not outlived(learnt, self._ttl, self._trusted_while)
+        return not self._trust.outlived(learnt)
 
     async def _subdir_names(self, directory: str) -> set[str]:
         cached = self._subdirs.get(directory)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,6 +31,7 @@ from zarrfuse.extensions.transformers import parse_storage_transformers
 from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.colour_axis import colour_axis
 from zarrfuse.filesystem.images.image_builder import roles_of
@@ -65,18 +65,16 @@ class ArrayBuilder:
         suffix: str | None,
         max_children: int | None,
         limiter: trio.CapacityLimiter,
-        listing_ttl: float | None,
+        trust: Trust,
         counters: Counters,
         rendering: Rendering | None,
-        trusted_while: Callable[[], bool] | None = None,
         open_chunks: OpenChunkCache | None,
         layout: Layout,
         write_store: Store | None = None,
     ) -> None:
         """``write_store``: the store zarr writes through on a writable mount (a pyramid's
         lower levels, ``api.pyramid``); None: nothing is written through zarr.
-        ``trusted_while``: what the arrays learn of the store is trusted past ``listing_ttl``
-        while it says so (the store watch tells every change)."""
+        ``trust``: how long what the arrays learn of the store is believed."""
         self.backend = backend
         self.write_store = write_store
         self.layout: Layout = layout
@@ -86,8 +84,7 @@ class ArrayBuilder:
         self._suffix = suffix
         self._max_children = max_children
         self._limiter = limiter
-        self._ttl = listing_ttl
-        self._trusted_while = trusted_while
+        self._trust = trust
 
     def shown_encoding(self, path: str, node: StoredNode) -> dict[str, Any]:
         own = parse_encoding(node.metadata.get("chunk_key_encoding", "default"))
@@ -178,8 +175,7 @@ class ArrayBuilder:
             keys_per_directory=keys_per_directory(encoding, stored_grid),
             parts=parse_storage_transformers(metadata.get("storage_transformers")),
             limiter=self._limiter,
-            listing_ttl=self._ttl,
-            trusted_while=self._trusted_while,
+            trust=self._trust,
             counters=self.counters,
             open_chunks=self._open_chunks,
             shard_format=shard_format_for(metadata),

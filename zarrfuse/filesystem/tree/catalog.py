@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import trio
@@ -20,7 +20,7 @@ from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache
 from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed
+from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
 from zarrfuse.filesystem.images.image_builder import ImageBuilder
 from zarrfuse.filesystem.images.image_names import image_file_name
@@ -93,37 +93,35 @@ class Catalog:
         suffix: str | None,
         max_children: int | None,
         limiter: trio.CapacityLimiter,
-        listing_ttl: float | None,
+        trust: Trust,
         counters: Counters | None = None,
         rendering: Rendering | None = None,
         open_chunks: OpenChunkCache | None = None,
         layout: Layout = "fanout",
         write_store: Store | None = None,
-        trusted_while: Callable[[], bool] | None = None,
     ) -> None:
         """``write_store``: where zarr writes a pyramid's lower levels (writable mounts that
-        update them); None: they are not updated. ``trusted_while``: the arrays' chunk
-        listings and sizes are trusted past ``listing_ttl`` while it says so (the store
-        watch tells every change); documents keep ``listing_ttl``."""
+        update them); None: they are not updated. ``trust``: how long the arrays' chunk
+        listings and sizes are believed; documents keep ``trust.ttl`` alone (the store
+        watch follows no document)."""
         self.backend = backend
         self.layout: Layout = layout
         self.counters = counters or Counters()
         self._rendering = rendering
         self._limiter = limiter
-        self._ttl = listing_ttl
+        self._ttl = trust.ttl
         self._children: dict[str, _ChildView] = {}
         self._unlistable: set[str] = set()
         self._ancestors: RecentlyUsed[str, tuple[StoredNode, int] | None] = RecentlyUsed(
-            256, ttl=listing_ttl)
+            256, trust=Trust(trust.ttl))
         """The groups above arrays (an OME-Zarr image's), as ``_ome_level`` read them: an
         image's levels share them, so they are read once per metadata TTL, not per array."""
         self.skipped: dict[str, ZarrFuseError] = {}
         """Group members left out of the view, and why (the last reason per path)."""
         self.arrays = ArrayBuilder(
             backend, suffix=suffix, max_children=max_children, limiter=limiter,
-            listing_ttl=listing_ttl, counters=self.counters, rendering=rendering,
+            trust=trust, counters=self.counters, rendering=rendering,
             open_chunks=open_chunks, layout=layout, write_store=write_store,
-            trusted_while=trusted_while,
         )
         self._images = (
             ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit),
