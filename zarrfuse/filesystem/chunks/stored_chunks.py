@@ -229,7 +229,7 @@ class StoredChunks(StoredWrites):
         async with self._locks.all_held(coords):
             yield
 
-    # --- writing -------------------------------------------------------------------------
+    # --- what was learnt, after a change (writes are ``StoredWrites``) -------------------
 
     def _remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
         if self._open_cache is not None:  # new opens read the chunk just stored
