@@ -77,10 +77,11 @@ def test_pcmanfm_shows_the_mount_its_action_made(desktop, array_v3):
     done = run_with_timeout(command, 60, env=env)
     mnt = Path(done.stdout.strip())
     assert mnt.parent == Path(env["XDG_RUNTIME_DIR"]) / "zarrfuse" and is_mounted(mnt)
-    # pcmanfm opens the mount: its window is named after the folder, and it lists it.
+    # pcmanfm opens the mount: its window is named after the folder, and it lists it. A
+    # GTK program's first start beside a full test run's load took over 30 s once.
     assert wait_for(lambda: subprocess.run(
         ["xdotool", "search", "--name", f"^{mnt.name}$"], env=env,
-        capture_output=True).returncode == 0, 30), "no pcmanfm window for the mount"
+        capture_output=True).returncode == 0, 60), "no pcmanfm window for the mount"
     assert wait_for(lambda: _requests(mnt, env).get("readdir", 0) > 0, 30)
     assert "planes" in os.listdir(mnt)  # what it listed: the tiles' folder
 
