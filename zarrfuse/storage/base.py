@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-__all__ = ["Backend", "Document", "PartReader", "Stat", "write_each"]
+__all__ = ["Backend", "Document", "PartReader", "Stat", "child_key", "stat_each", "write_each"]
 
 
 class Stat(NamedTuple):
@@ -181,6 +181,11 @@ def write_each(
     return [backend.write(key, pieces, durable=durable) for key, pieces in parts]
 
 
+def child_key(prefix: str, name: str) -> str:
+    """The key of ``name`` directly under the directory key ``prefix`` ("": the root)."""
+    return f"{prefix}/{name}" if prefix else name
+
+
 def stat_each(backend: Backend, prefix: str, names: Sequence[str]) -> list[Stat | None]:
     """``stat_names`` for a store where each name costs its own request anyway."""
-    return [backend.stat(f"{prefix}/{name}" if prefix else name) for name in names]
+    return [backend.stat(child_key(prefix, name)) for name in names]

@@ -19,14 +19,14 @@ from pathlib import Path
 
 from zarrfuse.errors import ConfigurationError, UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
-from zarrfuse.storage.base import Document, PartReader, Stat
+from zarrfuse.storage.base import Document, PartReader, Stat, child_key
 from zarrfuse.storage.beneath import NotRegular, Root, warn_once
 from zarrfuse.storage.file_writes import write_all
 from zarrfuse.storage.local_files import LocalPartReader, open_regular_or_eio, read_to_end
 from zarrfuse.storage.local_journal import CommitJournal
 from zarrfuse.storage.local_warming import KernelWarming
 
-__all__ = ["LocalBackend", "LocalPartReader"]  # the reader: from local_files
+__all__ = ["LocalBackend"]
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class LocalBackend:
             for name, st in self._entries(prefix) if not stat.S_ISDIR(st.st_mode)
         }
         for name in stats if self._finished else ():
-            found = self.stat(f"{prefix}/{name}" if prefix else name)
+            found = self.stat(child_key(prefix, name))
             if found is not None:
                 stats[name] = found
         return stats
@@ -154,7 +154,7 @@ class LocalBackend:
         out: list[Stat | None] = []
         try:
             for name in names:
-                key = f"{prefix}/{name}" if prefix else name
+                key = child_key(prefix, name)
                 if "/" in name or name in ("", ".", "..") or self._key(key) in self._finished:
                     out.append(self.stat(key))
                     continue

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.storage import FsspecStore
 
-from zarrfuse.storage.base import Document, PartReader, Stat, stat_each, write_each
+from zarrfuse.storage.base import Document, PartReader, Stat, child_key, stat_each, write_each
 from zarrfuse.storage.store_requests import request_slot
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
@@ -89,7 +89,7 @@ class StoreBackend:
         names = [n async for n in self.store.list_dir(prefix)]
         out = {}
         for name in names:
-            found = await self._stat(f"{prefix}/{name}" if prefix else name)
+            found = await self._stat(child_key(prefix, name))
             if found is not None:
                 out[name] = found
         return out

@@ -18,7 +18,7 @@ import trio
 
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
-from zarrfuse.storage.base import Backend, Stat
+from zarrfuse.storage.base import Backend, Stat, child_key
 
 __all__ = ["ASKED_KEYS", "KeyStats"]
 
@@ -67,7 +67,7 @@ class KeyStats:
         found: dict[str, Stat] = {}
         missing: list[str] = []
         for name in dict.fromkeys(names):
-            entry = self._answers.entry(_key(directory, name))
+            entry = self._answers.entry(child_key(directory, name))
             if entry is None:
                 missing.append(name)
             elif entry[1] is not None:
@@ -87,16 +87,12 @@ class KeyStats:
         return found
 
     async def _ask_one(self, directory: str, name: str, found: dict[str, Stat]) -> None:
-        self._learnt(directory, name, await self._run(self._backend.stat, _key(directory, name)),
-                     found)
+        stat = await self._run(self._backend.stat, child_key(directory, name))
+        self._learnt(directory, name, stat, found)
 
     def _learnt(self, directory: str, name: str, stat: Stat | None,
                 found: dict[str, Stat]) -> None:
         """Keep the store's answer for ``name``; a present key joins ``found``."""
-        self._answers.put(_key(directory, name), stat)
+        self._answers.put(child_key(directory, name), stat)
         if stat is not None:
             found[name] = stat
-
-
-def _key(directory: str, name: str) -> str:
-    return f"{directory}/{name}" if directory else name
