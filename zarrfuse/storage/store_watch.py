@@ -112,7 +112,7 @@ def _keys(root: str, changes: Iterable[tuple[object, str]], added: object) -> se
     for change, path in changes:
         relative = os.path.relpath(path, root)
         if relative != "." and not relative.startswith(".." + os.sep) and relative != "..":
-            key = relative.replace(os.sep, "/")
+            key = _key_of(relative)
             keys.add(key)
             if change == added and os.path.isdir(path) and not os.path.islink(path):
                 files = _files_below(root, path)
@@ -129,10 +129,15 @@ def _files_below(root: str, directory: str) -> list[str]:
     found: list[str] = []
     for where, _dirs, files in os.walk(directory):
         for name in files:
-            found.append(os.path.relpath(os.path.join(where, name), root).replace(os.sep, "/"))
+            found.append(_key_of(os.path.relpath(os.path.join(where, name), root)))
             if len(found) > WALKED_AT_MOST:
                 return found
     return found
+
+
+def _key_of(relative: str) -> str:
+    """The store key of a path relative to the store's root."""
+    return relative.replace(os.sep, "/")
 
 
 async def follow_store(
