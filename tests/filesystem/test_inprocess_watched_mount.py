@@ -6,16 +6,23 @@ by other programs: ``tests/fuse/test_mount_follows_store.py``."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
 import numpy as np
 import pyfuse3
 import pytest
+import trio
 import zarr
 
 from tests.inprocess import CTX, in_process
 from zarrfuse.fuse.cache_times import READ_ONLY_TIMEOUT, WRITABLE_TIMEOUT
+from zarrfuse.storage.local import LocalBackend
 
 CHUNK = "c/0/001/0/000"
 
@@ -85,3 +92,123 @@ def test_when_the_watch_ends_every_chunk_the_kernel_holds_is_read_anew(rows):
         assert fs.read(CHUNK) == bytes(range(16, 32))
         assert fs.inode(CHUNK) != inode
         assert _opened_anew(fs) > opened  # not the chunk kept open
+
+
+# --- answers asked across a change ------------------------------------------------------------
+# While the watch runs, what the mount learnt of the store is kept until a change is reported.
+# An answer asked before another program's change and returned after the watch reported it
+# must not be kept: it may say what the store held before.
+
+
+@pytest.fixture
+def six_of_eight(tmp_path) -> Path:
+    """A 1-D array of 8 chunks of 4 bytes in one store directory ``c``; 6 and 7 not stored."""
+    path = tmp_path / "six"
+    array = zarr.create_array(path, shape=(32,), chunks=(4,), dtype="u1", compressors=None,
+                              fill_value=0)
+    array[:24] = 1
+    return path
+
+
+class Gate:
+    """Holds one call of a real ``LocalBackend`` method, after it answered, until opened:
+    the store's answer is then older than what happens meanwhile."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, method: str, arg: str) -> None:
+        self.answered, self.go = threading.Event(), threading.Event()
+        self.armed = False
+        real = getattr(LocalBackend, method)
+
+        def held(backend: LocalBackend, first: object, *rest: object) -> object:
+            out = real(backend, first, *rest)
+            if self.armed and first == arg:
+                self.armed = False
+                self.answered.set()
+                self.go.wait(WAIT)
+            return out
+
+        monkeypatch.setattr(LocalBackend, method, held)
+
+    @contextmanager
+    def across(self, request: Callable[[], object]) -> Iterator[None]:
+        """``request`` (a call into the mount) runs until the store answered it; the block
+        runs while the answer is held, then the request ends."""
+        self.armed = True
+        worker = threading.Thread(target=request, daemon=True)
+        worker.start()
+        try:
+            assert self.answered.wait(WAIT), "the store was not asked"
+            yield
+        finally:
+            self.go.set()
+            worker.join(WAIT)
+        assert not worker.is_alive()
+
+
+WAIT = 10.0
+
+
+def _another_program_stores(fs, store: Path, key: str, data: bytes) -> None:
+    """Writes ``key`` in the store (a new file, renamed over any old one) and reports it, as
+    the watch would."""
+    scratch = store / (key + ".new")
+    scratch.write_bytes(data)
+    os.replace(scratch, store / key)
+    trio.from_thread.run(fs.fs.apply_store_changes, {key}, trio_token=fs._token)
+
+
+def _quiet(call: Callable[[], object]) -> Callable[[], None]:
+    def run() -> None:
+        with contextlib.suppress(OSError):
+            call()
+    return run
+
+
+def test_a_listing_under_way_when_a_chunk_is_stored_is_not_kept(six_of_eight, monkeypatch):
+    gate = Gate(monkeypatch, "list_stats", "c")
+    with in_process(str(six_of_eight)) as fs:
+        fs.watch_starts()
+        assert fs.listdir("c/0") == [f"00{i}" for i in range(6)]
+        _another_program_stores(fs, six_of_eight, "c/0", bytes([5]) * 4)  # listed anew
+        with gate.across(lambda: fs.listdir("c/0")):
+            _another_program_stores(fs, six_of_eight, "c/6", bytes([2]) * 4)
+        assert fs.listdir("c/0") == [f"00{i}" for i in range(7)]
+        assert fs.read("c/0/006") == bytes([2]) * 4
+
+
+def test_a_stat_under_way_when_a_chunk_is_stored_is_not_kept(six_of_eight, monkeypatch):
+    gate = Gate(monkeypatch, "stat", "c/6")
+    with in_process(str(six_of_eight)) as fs:
+        fs.watch_starts()
+        with gate.across(_quiet(lambda: fs.stat("c/0/006"))):  # absent, as the store answers
+            _another_program_stores(fs, six_of_eight, "c/6", bytes([2]) * 4)
+        assert fs.size("c/0/006") == 4
+        assert fs.read("c/0/006") == bytes([2]) * 4
+
+
+def test_a_chunk_opened_across_its_change_is_not_kept_open(six_of_eight, monkeypatch):
+    monkeypatch.setattr(LocalBackend, "open_reader_nowait", lambda *_: None)  # in a thread
+    gate = Gate(monkeypatch, "open_reader", ["c/1"])
+    with in_process(str(six_of_eight)) as fs:
+        fs.watch_starts()
+        seen: list[bytes] = []
+        with gate.across(lambda: seen.append(fs.read("c/0/001"))):
+            _another_program_stores(fs, six_of_eight, "c/1", bytes([3]) * 4)
+        assert seen == [bytes([1]) * 4]  # opened before the change: its version
+        assert fs.read("c/0/001") == bytes([3]) * 4
+
+
+def test_an_index_under_way_when_a_row_is_stored_is_not_kept(tmp_path, monkeypatch):
+    """Which rows are stored comes from the store's subdirectories (``stored_index``)."""
+    path = tmp_path / "rows"
+    array = zarr.create_array(path, shape=(8, 16), chunks=(1, 16), dtype="u1",
+                              compressors=None, fill_value=0)
+    array[:6] = 1
+    gate = Gate(monkeypatch, "list_subdirs", "c")
+    with in_process(str(path)) as fs:
+        fs.watch_starts()
+        with gate.across(lambda: fs.listdir("c/0")):
+            (path / "c" / "6").mkdir()
+            _another_program_stores(fs, path, "c/6/0", bytes([2]) * 16)
+        assert fs.listdir("c/0") == [f"00{i}" for i in range(7)]
+        assert fs.read("c/0/006/0/000") == bytes([2]) * 16

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
+from zarrfuse.filesystem.chunks.recently_used import CHANGES_REMEMBERED, RecentlyUsed, Trust
 
 
 def test_least_recently_used_leaves_first_within_the_weight_limit():
@@ -51,3 +51,31 @@ def test_drop_forgets_without_the_hook():
     cache.put("a", 1)
     assert cache.drop("a") == 1 and cache.drop("a") is None
     assert evicted == [] and len(cache) == 0
+
+
+def test_an_answer_asked_before_a_change_to_its_key_is_not_kept():
+    cache: RecentlyUsed[str, int] = RecentlyUsed(10)
+    for change in (lambda: cache.drop("a"), lambda: cache.changed("a"), cache.clear,
+                   lambda: cache.put("a", 2)):  # a value put without a ticket: just made
+        cache.drop("a")
+        ticket = cache.ticket()
+        change()
+        kept = cache.get("a")
+        assert cache.put("a", 1, ticket=ticket) is False
+        assert cache.get("a") == kept
+    ticket = cache.ticket()
+    cache.drop("b")  # another key's change
+    assert cache.put("a", 1, ticket=ticket) is True and cache.get("a") == 1
+
+
+def test_an_answer_asked_before_forgotten_changes_is_not_kept():
+    """The last change of only CHANGES_REMEMBERED keys is remembered: an answer older than
+    a change forgotten may be older than its own key's, and is asked again."""
+    cache: RecentlyUsed[str, int] = RecentlyUsed(10)
+    ticket = cache.ticket()
+    for n in range(CHANGES_REMEMBERED):
+        cache.drop(str(n))
+    assert cache.put("a", 1, ticket=ticket) is True  # every change since is remembered
+    cache.drop("one more")  # the first change is forgotten
+    assert cache.put("b", 1, ticket=ticket) is False
+    assert cache.put("b", 1, ticket=cache.ticket()) is True

@@ -18,17 +18,19 @@ from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 from zarrfuse.storage.base import PartReader, Stat
 
 __all__ = [
-    "KnownSize", "KnownSizes", "OpenChunk", "OpenChunkCache", "descriptors_to_keep_open",
+    "Asked", "KnownSize", "KnownSizes", "OpenChunk", "OpenChunkCache", "descriptors_to_keep_open",
 ]
 
 
 @dataclass(frozen=True)
 class KnownSize:
-    """A chunk's logical size and time (None: not stored) as learnt at ``learnt``
-    (monotonic)."""
+    """A chunk's logical size and time (None: not stored)."""
 
     stat: Stat | None
-    learnt: float
+
+
+Asked = tuple[float, int]
+"""When a size was asked (monotonic) and the sizes' ticket then (``KnownSizes.asking``)."""
 
 
 class KnownSizes:
@@ -48,16 +50,19 @@ class KnownSizes:
     def drop(self, coords: tuple[int, ...]) -> None:
         self._sizes.drop(coords)
 
-    def put(
-        self, coords: tuple[int, ...], stat: Stat | None, *, learnt: float | None = None
-    ) -> None:
-        """Remember ``stat``, unless what is known was learnt later (a stat that raced a
-        commit must not overwrite the commit's size with the old one)."""
-        learnt = time.monotonic() if learnt is None else learnt
-        known = self._sizes.get(coords)
-        if known is not None and known.learnt > learnt:
-            return
-        self._sizes.put(coords, KnownSize(stat, learnt), at=learnt)
+    def asking(self) -> Asked:
+        """Taken before a chunk's size is asked of the store, for :meth:`put`."""
+        return time.monotonic(), self._sizes.ticket()
+
+    def put(self, coords: tuple[int, ...], stat: Stat | None, *, asked: Asked | None = None
+            ) -> None:
+        """Remember ``stat``: what a commit or a delete just made, or (``asked``) the
+        store's answer to an ask begun then, not kept if the chunk changed meanwhile (a stat
+        that raced a commit, or a change the store watch reported, is older than it)."""
+        if asked is None:
+            self._sizes.put(coords, KnownSize(stat))
+        else:
+            self._sizes.put(coords, KnownSize(stat), at=asked[0], ticket=asked[1])
 
 
 @dataclass
@@ -141,11 +146,18 @@ class OpenChunkCache:
         if opened is not None:
             _evicted(opened)
 
-    def adopt(self, key: Hashable, opened: OpenChunk) -> None:
+    def ticket(self) -> int:
+        """Taken before a chunk is opened, for :meth:`adopt`."""
+        return self._chunks.ticket()
+
+    def adopt(self, key: Hashable, opened: OpenChunk, ticket: int) -> None:
+        """Keep ``opened``, unless the chunk changed since ``ticket`` (it may be the old
+        version). A chunk not kept closes with its only user."""
         if not self._trusted() or self._chunks.get(key) is not None:
-            return  # untrusted, or another open won the race: closes with its only user
+            return  # untrusted, or another open won the race
         opened.cached = True
-        self._chunks.put(key, opened)
+        if not self._chunks.put(key, opened, ticket=ticket):
+            opened.cached = False
 
     def clear(self) -> None:
         """Changes may no longer reach the cache: every chunk is opened anew."""

@@ -149,9 +149,9 @@ class ChunkListings:
                 return listed
             self.counters.cache["listing_miss"] += 1
             self.counters.store["list"] += 1
-            now = time.monotonic()
+            now, ticket = time.monotonic(), cache.ticket()
             listing = await self._run(list_directory, directory)
-            cache.put(directory, listing, at=now)
+            cache.put(directory, listing, at=now, ticket=ticket)  # unless changed meanwhile
             return listing
 
     async def asked(self, directory: str, names: Iterable[str]) -> dict[str, Stat]:
@@ -372,6 +372,7 @@ class ChunkListings:
             self._key_stats.put(key, stat)
         directory = split_key(keys[0])[0]
         self._names.drop(directory)
+        self._listings.changed(directory)  # a listing under way may predate the write
         cached = self._listings.get(directory)
         if cached is None:
             return

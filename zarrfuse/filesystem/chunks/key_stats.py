@@ -76,23 +76,26 @@ class KeyStats:
             self._counters.cache["listing_hit"] += 1
             return found
         self._counters.store["stat"] += len(missing)
+        ticket = self._answers.ticket()
         if together:
             async with trio.open_nursery() as nursery:
                 for name in missing:
-                    nursery.start_soon(self._ask_one, directory, name, found)
+                    nursery.start_soon(self._ask_one, directory, name, found, ticket)
             return found
         stats = await self._run(self._backend.stat_names, directory, missing)
         for name, stat in zip(missing, stats, strict=True):
-            self._learnt(directory, name, stat, found)
+            self._learnt(directory, name, stat, found, ticket)
         return found
 
-    async def _ask_one(self, directory: str, name: str, found: dict[str, Stat]) -> None:
+    async def _ask_one(self, directory: str, name: str, found: dict[str, Stat],
+                       ticket: int) -> None:
         stat = await self._run(self._backend.stat, child_key(directory, name))
-        self._learnt(directory, name, stat, found)
+        self._learnt(directory, name, stat, found, ticket)
 
     def _learnt(self, directory: str, name: str, stat: Stat | None,
-                found: dict[str, Stat]) -> None:
-        """Keep the store's answer for ``name``; a present key joins ``found``."""
-        self._answers.put(child_key(directory, name), stat)
+                found: dict[str, Stat], ticket: int) -> None:
+        """Keep the store's answer for ``name`` (unless the key changed since ``ticket``);
+        a present key joins ``found``."""
+        self._answers.put(child_key(directory, name), stat, ticket=ticket)
         if stat is not None:
             found[name] = stat

@@ -4,6 +4,11 @@ in bytes, entries optionally trusted for a TTL, evicted entries optionally hande
 Chunk sizes, open chunks, listings, rendered files and decoded chunks are all kept in one of
 these; they differ only in the bound, the TTL and what eviction must do (close a reader).
 Thread-safe: worker threads and the trio thread share them.
+
+An answer asked of the store is kept only if no change to its key was noted while it was
+asked (``ticket``): a listing taken before another program stored a chunk, and returned
+after the store watch reported it, would otherwise be believed for as long as the watch
+runs, and the chunk would stay invisible.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["FOR_EVER", "RecentlyUsed", "Trust"]
+__all__ = ["CHANGES_REMEMBERED", "FOR_EVER", "RecentlyUsed", "Trust"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -40,6 +45,11 @@ class Trust:
 FOR_EVER = Trust()
 """Believed until dropped (read-only mounts, whose store is not changed behind them)."""
 
+CHANGES_REMEMBERED = 4096
+"""Keys whose last change a cache remembers, to refuse answers asked before it. An answer
+asked before a change that was forgotten is refused whatever its key: asked again, never
+kept wrong."""
+
 
 class RecentlyUsed(Generic[K, V]):
     """At most ``limit`` in total ``weigh(value)`` (default: 1 per entry); an entry that
@@ -61,6 +71,9 @@ class RecentlyUsed(Generic[K, V]):
         self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
         self._weight = 0
         self._lock = threading.Lock()
+        self._changes = 0
+        self._changed_at: OrderedDict[K, int] = OrderedDict()  # key -> its last change
+        self._forgotten_up_to = 0  # changes up to this one may have been to any key
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -86,14 +99,25 @@ class RecentlyUsed(Generic[K, V]):
             self._on_evict(expired)
         return entry
 
-    def put(self, key: K, value: V, *, at: float | None = None) -> None:
-        """Keep ``value`` (put at ``at``, monotonic; default now). A value heavier than the
-        whole limit is not kept."""
+    def ticket(self) -> int:
+        """Taken before asking the store for a value to :meth:`put`: the changes so far."""
+        return self._changes
+
+    def put(self, key: K, value: V, *, at: float | None = None, ticket: int | None = None
+            ) -> bool:
+        """Keep ``value`` (put at ``at``, monotonic; default now); whether it was kept. With
+        ``ticket``, an answer of the store: not kept if ``key`` changed after the ticket was
+        taken. Without, what was just made of ``key``: answers asked before are refused. A
+        value heavier than the whole limit is not kept."""
         weight = self._weigh(value)
-        if weight > self.limit:
-            return
         evicted: list[V] = []
         with self._lock:
+            if ticket is None:
+                self._note_change(key)
+            elif self._changed_since(key, ticket):
+                return False
+            if weight > self.limit:
+                return False
             if key in self._entries:
                 self._pop(key)
             self._entries[key] = (time.monotonic() if at is None else at, value)
@@ -103,19 +127,45 @@ class RecentlyUsed(Generic[K, V]):
         if self._on_evict is not None:
             for value in evicted:
                 self._on_evict(value)
+        return True
+
+    def changed(self, key: K) -> None:
+        """``key``'s value was changed where it is kept (a listing told of a commit):
+        answers asked before are refused."""
+        with self._lock:
+            self._note_change(key)
 
     def drop(self, key: K) -> V | None:
-        """Forget ``key`` (no hook); its value, if it was there."""
+        """Forget ``key`` (no hook); its value, if it was there. Answers asked before are
+        refused."""
         with self._lock:
+            self._note_change(key)
             return self._pop(key) if key in self._entries else None
 
     def clear(self) -> list[V]:
-        """Forget everything (no hook); the values that were kept."""
+        """Forget everything (no hook); the values that were kept. Answers asked before are
+        refused."""
         with self._lock:
             values = [value for _, value in self._entries.values()]
             self._entries.clear()
             self._weight = 0
+            self._changes += 1
+            self._changed_at.clear()
+            self._forgotten_up_to = self._changes
         return values
+
+    def _note_change(self, key: K) -> None:
+        self._changes += 1
+        self._changed_at[key] = self._changes
+        self._changed_at.move_to_end(key)
+        if len(self._changed_at) > CHANGES_REMEMBERED:
+            self._forgotten_up_to = self._changed_at.popitem(last=False)[1]
+
+    def _changed_since(self, key: K, ticket: int) -> bool:
+        if ticket < self._forgotten_up_to:
+            return True
+        last = self._changed_at.get(key)
+        return last is not None and last > ticket
 
     def _pop(self, key: K) -> V:
         _, value = self._entries.pop(key)

@@ -11,7 +11,6 @@ asks for it there): nothing is learnt that a write through the mount could make 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -59,8 +58,8 @@ class StatAhead:
 
     async def _ask(self, coords: Coords) -> None:
         try:
-            asked = time.monotonic()
-            self._sizes.put(coords, await self._stat(coords), learnt=asked)
+            asked = self._sizes.asking()
+            self._sizes.put(coords, await self._stat(coords), asked=asked)
         except Exception:  # noqa: BLE001  (a guess: the lookup itself asks again, and says why)
             pass
         finally:

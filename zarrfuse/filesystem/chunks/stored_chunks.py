@@ -10,7 +10,6 @@ The per-chunk caches (sizes learnt one by one, chunks kept open) are ``chunk_cac
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -141,9 +140,9 @@ class StoredChunks(StoredWrites):
         if listed is not None:
             return logical_stat(listed)
         self.counters.store["stat"] += len(keys)
-        asked = time.monotonic()
+        asked = self._sizes.asking()
         stat = await self._stat_one(coords)
-        self._sizes.put(coords, stat, learnt=asked)
+        self._sizes.put(coords, stat, asked=asked)
         return stat
 
     # --- reading -------------------------------------------------------------------------
@@ -166,10 +165,11 @@ class StoredChunks(StoredWrites):
             if cached is not None:
                 self.counters.cache["open_hit"] += 1
                 return cached
+        ticket = 0 if self._open_cache is None else self._open_cache.ticket()
         async with self._locks.held(coords):
             opened = await self._open_locked(coords)
         if opened is not None and self._open_cache is not None:
-            self._open_cache.adopt((self._tag, coords), opened)
+            self._open_cache.adopt((self._tag, coords), opened, ticket)
         return opened
 
     async def _open_locked(self, coords: tuple[int, ...]) -> OpenChunk | None:

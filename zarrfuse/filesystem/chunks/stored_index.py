@@ -145,6 +145,9 @@ class StoredIndex:
         self._answers: OrderedDict[tuple[int, ...], tuple[float, list[int]]] = OrderedDict()
         self._subdirs: OrderedDict[str, tuple[float, set[str]]] = OrderedDict()
         self._flat_coords: tuple[float, list[tuple[int, ...]]] | None = None
+        self._changes = 0
+        """Changes noted (``note``, ``forget``): an answer asked across one is not kept, as
+        it may predate it (a chunk stored meanwhile would stay unlisted)."""
 
     # --- caches --------------------------------------------------------------------------
 
@@ -157,11 +160,12 @@ class StoredIndex:
             self._subdirs.move_to_end(directory)
             return cached[1]
         self._counters.store["list"] += 1
-        now = time.monotonic()
+        now, changes = time.monotonic(), self._changes
         names = set(await self._run(self._backend.list_subdirs, directory))
-        self._subdirs[directory] = (now, names)
-        if len(self._subdirs) > CACHED_SUBDIRS:
-            self._subdirs.popitem(last=False)
+        if changes == self._changes:
+            self._subdirs[directory] = (now, names)
+            if len(self._subdirs) > CACHED_SUBDIRS:
+                self._subdirs.popitem(last=False)
         return names
 
     def _directory(self, parts: Iterable[str]) -> str:
@@ -183,23 +187,27 @@ class StoredIndex:
         if cached is not None and self._fresh(cached[0]):
             self._answers.move_to_end(done)
             return cached[1]
-        now = time.monotonic()
+        now, changes = time.monotonic(), self._changes
         values = await (self._flat_values(done) if self._flat else self._nested_values(done))
-        self._answers[done] = (now, values)
-        if len(self._answers) > CACHED_ANSWERS:
-            self._answers.popitem(last=False)
+        if changes == self._changes:
+            self._answers[done] = (now, values)
+            if len(self._answers) > CACHED_ANSWERS:
+                self._answers.popitem(last=False)
         return values
 
     async def _flat_values(self, done: tuple[int, ...]) -> list[int]:
         """From the one directory's listing, decoded once per listing TTL (a flat array of
         10**6 chunks would otherwise decode them all for every directory shown)."""
-        if self._flat_coords is None or not self._fresh(self._flat_coords[0]):
-            now = time.monotonic()
+        flat = self._flat_coords
+        if flat is None or not self._fresh(flat[0]):
+            now, changes = time.monotonic(), self._changes
             directory = self.shape.key((0,) * len(self.shape.grid))[:-1]
             names = await self._list_files(self._directory(directory))
             decoded = (self.shape.decode((*directory, stem)) for stem in self._stems(names))
-            self._flat_coords = (now, sorted({c for c in decoded if c is not None}))
-        return stored_prefix_values(self._flat_coords[1], done)
+            flat = (now, sorted({c for c in decoded if c is not None}))
+            if changes == self._changes:
+                self._flat_coords = flat
+        return stored_prefix_values(flat[1], done)
 
     async def _nested_values(self, done: tuple[int, ...]) -> list[int]:
         walk = self.shape.walk(done)
@@ -244,6 +252,7 @@ class StoredIndex:
         """The mount stored (or deleted) the chunk ``coords``: cached answers follow."""
         if not coords:
             return
+        self._changes += 1
         if stored:
             self._note_directories(coords)
         self._note_flat(coords, stored)
@@ -258,6 +267,7 @@ class StoredIndex:
 
     def forget_all(self) -> None:
         """Every answer is asked again (a store directory appeared)."""
+        self._changes += 1
         self._answers.clear()
         self._subdirs.clear()
         self._flat_coords = None
@@ -265,6 +275,7 @@ class StoredIndex:
     def forget(self, coords: tuple[int, ...]) -> None:
         """The chunk ``coords`` changed another way (stored or removed): what the cached
         answers say about it is asked again."""
+        self._changes += 1
         for d in range(len(coords)):
             self._answers.pop(coords[:d], None)
         self._flat_coords = None
