@@ -7,6 +7,7 @@ by other programs: ``tests/fuse/test_mount_follows_store.py``."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from unittest import mock
 import numpy as np
 import pyfuse3
 import pytest
+import tifffile
 import trio
 import zarr
 
@@ -212,3 +214,16 @@ def test_an_index_under_way_when_a_row_is_stored_is_not_kept(tmp_path, monkeypat
             _another_program_stores(fs, path, "c/6/0", bytes([2]) * 16)
         assert fs.listdir("c/0") == [f"00{i}" for i in range(7)]
         assert fs.read("c/0/006/0/000") == bytes([2]) * 16
+
+
+def test_a_whole_image_decoded_across_a_change_is_not_kept(tmp_path, monkeypatch):
+    path = tmp_path / "a"
+    zarr.create_array(path, data=np.full((64, 64), 1, dtype="<u2"), chunks=(64, 64),
+                      compressors=None)
+    gate = Gate(monkeypatch, "read_all", "c/0/0")
+    with in_process(str(path), format="ome-tiff", read_only=True) as fs:
+        fs.watch_starts()
+        seen: list[np.ndarray] = []
+        with gate.across(lambda: seen.append(tifffile.imread(io.BytesIO(fs.read("a.ome.tif"))))):
+            _another_program_stores(fs, path, "c/0/0", np.full(64 * 64, 7, "<u2").tobytes())
+        assert (tifffile.imread(io.BytesIO(fs.read("a.ome.tif"))) == 7).all()

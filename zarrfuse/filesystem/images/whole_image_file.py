@@ -240,12 +240,14 @@ class WholeImage:
 
     async def _decoded(self, needed: set[ChunkKey]) -> dict[ChunkKey, np.ndarray]:
         """Every chunk in ``needed``, decoded: from the cache, from a decode already under
-        way, or decoded now in one batch per level."""
+        way, or decoded now in one batch per level. Kept under the token of the version
+        asked for: a chunk changed while it decoded (``changed``) is not kept as the new."""
+        token = self._token
         found: dict[ChunkKey, np.ndarray] = {}
         waiting: dict[ChunkKey, trio.Event] = {}
         mine: dict[int, list[Coords]] = {}
         for key in needed:
-            cached = self._cache.get((self._token, key))
+            cached = self._cache.get((token, key))
             if cached is not None:
                 found[key] = cached
             elif key in self._running:
@@ -261,7 +263,7 @@ class WholeImage:
                 arrays = await self.levels[level].decode(coords)
                 for c, value in zip(coords, arrays, strict=True):
                     found[(level, c)] = value
-                    self._cache.put((self._token, (level, c)), value)
+                    self._cache.put((token, (level, c)), value)
         finally:
             for level, coords in mine.items():
                 for c in coords:
@@ -269,7 +271,7 @@ class WholeImage:
             done.set()
         for key, event in waiting.items():
             await waited(event.wait())
-            cached = self._cache.get((self._token, key))
+            cached = self._cache.get((token, key))
             if cached is None:  # evicted at once, or the decode failed: decode it here
                 cached = (await self.levels[key[0]].decode([key[1]]))[0]
             found[key] = cached
