@@ -227,3 +227,31 @@ def test_a_whole_image_decoded_across_a_change_is_not_kept(tmp_path, monkeypatch
         with gate.across(lambda: seen.append(tifffile.imread(io.BytesIO(fs.read("a.ome.tif"))))):
             _another_program_stores(fs, path, "c/0/0", np.full(64 * 64, 7, "<u2").tobytes())
         assert (tifffile.imread(io.BytesIO(fs.read("a.ome.tif"))) == 7).all()
+
+
+def _entry(fs, path: str) -> pyfuse3.EntryAttributes:
+    parent, _, name = path.rpartition("/")
+    return fs._call(fs.ops.lookup, fs.inode(parent), name.encode(), CTX)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_the_kernel_keeps_no_answer_given_across_a_change(six_of_eight, monkeypatch,
+                                                          read_only):
+    """The kernel forgets a changed chunk's name when the change is reported; a lookup
+    answered after that from what the store said before must not be kept (for an hour, on
+    a read-only mount or a watched writable one): not its size, nor an absence."""
+    gate = Gate(monkeypatch, "stat", "c/1")
+    with in_process(str(six_of_eight), read_only=read_only) as fs:
+        fs.watch_starts()
+        answers: list[pyfuse3.EntryAttributes] = []
+        with gate.across(lambda: answers.append(_entry(fs, "c/0/001"))):
+            _another_program_stores(fs, six_of_eight, "c/1", bytes([3]) * 8)
+        gone = Gate(monkeypatch, "stat", "c/7")
+        with gone.across(lambda: answers.append(_entry(fs, "c/0/007"))):
+            _another_program_stores(fs, six_of_eight, "c/7", bytes([4]) * 4)
+        old, absent = answers
+        assert old.st_size == 4 and (old.entry_timeout, old.attr_timeout) == (0, 0)
+        assert absent.st_ino == 0 and absent.entry_timeout == 0
+        new = _entry(fs, "c/0/001")
+        assert new.st_size == 8 and new.entry_timeout == READ_ONLY_TIMEOUT
+        assert _entry(fs, "c/0/007").st_size == 4

@@ -109,6 +109,11 @@ class FileSystemBase(Listing, ChunkOpening):
         anew (``store_changes``)."""
         await StoreChanges(self.namespace, self.committer.drop_cache).apply(keys)
 
+    @property
+    def drops(self) -> int:
+        """Nodes whose kernel caches were dropped so far (``Committer.drop_cache``)."""
+        return self.committer.drops
+
     async def _unfollowed(self) -> None:
         """The store watch stopped: the kernel kept chunk files for long, trusting it to say
         what changed; now each it holds is read anew, as after a change."""

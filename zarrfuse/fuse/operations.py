@@ -72,11 +72,15 @@ class FuseOperations(pyfuse3.Operations):
             weakref.WeakKeyDictionary()
         )
 
-    def _entry(self, a: Attributes) -> pyfuse3.EntryAttributes:
+    def _entry(self, a: Attributes, *, settled: bool = True) -> pyfuse3.EntryAttributes:
+        """``settled``: no node's kernel caches were dropped while ``a`` was computed (see
+        ``_settled``); else the kernel uses it for this request only."""
         entry = pyfuse3.EntryAttributes()
         entry.st_ino = a.inode
         entry.generation = 0
-        if a.followed and self.followed_timeout is not None:
+        if not settled:
+            entry.entry_timeout = entry.attr_timeout = 0
+        elif a.followed and self.followed_timeout is not None:
             entry.entry_timeout = entry.attr_timeout = self.followed_timeout
         else:
             entry.entry_timeout = self.entry_timeout
@@ -96,12 +100,21 @@ class FuseOperations(pyfuse3.Operations):
     async def lookup(
         self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
+        drops = self.fs.drops
         try:
-            return self._entry(await self.fs.lookup(parent_inode, os.fsdecode(name), ctx.pid))
+            attributes = await self.fs.lookup(parent_inode, os.fsdecode(name), ctx.pid)
         except NotShownNow:  # absent for this process only: the kernel must not remember it
             return self._negative_entry(remember=False)
         except NotFound:
-            return self._negative_entry()
+            return self._negative_entry(remember=self._settled(drops))
+        return self._entry(attributes, settled=self._settled(drops))
+
+    def _settled(self, drops: int) -> bool:
+        """Whether no node's kernel caches were dropped since ``drops`` (a commit, a change
+        the store watch reported). An answer asked of the store before such a change and
+        given after it may show the store as it was: the kernel, which has just forgotten
+        the node (or held none of it), would otherwise keep that answer for the timeout."""
+        return self.fs.drops == drops
 
     def _negative_entry(self, *, remember: bool = True) -> pyfuse3.EntryAttributes:
         """"No such name", which the kernel may remember for the entry timeout.
@@ -118,7 +131,9 @@ class FuseOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return self._entry(await self.fs.getattr(inode))
+        drops = self.fs.drops
+        attributes = await self.fs.getattr(inode)
+        return self._entry(attributes, settled=self._settled(drops))
 
     async def forget(self, inode_list: Any) -> None:
         for inode, count in inode_list:
@@ -138,13 +153,16 @@ class FuseOperations(pyfuse3.Operations):
         """``.`` and ``..`` first (``ls -a`` shows them; the kernel takes no reference on
         them, so they are not remembered), then the directory's entries, their ids shifted
         past the two."""
+        drops = self.fs.drops
         if start_id < len(DOTS):
             here = self._entry(await self.fs.getattr(self._dir_inodes[fh]))
             for index in range(start_id, len(DOTS)):
                 if not pyfuse3.readdir_reply(token, DOTS[index], here, index + 1):
                     return
-        for name, attributes, next_id in await self.fs.readdir(fh, max(0, start_id - len(DOTS))):
-            entry = self._entry(attributes)
+        listed = await self.fs.readdir(fh, max(0, start_id - len(DOTS)))
+        settled = self._settled(drops)
+        for name, attributes, next_id in listed:
+            entry = self._entry(attributes, settled=settled)
             if not pyfuse3.readdir_reply(token, os.fsencode(name), entry, next_id + len(DOTS)):
                 break
             self.fs.remember(attributes.inode)

@@ -229,6 +229,9 @@ class Committer:
         """Whether an inode has no handle and no kept pages (``page_cache``)."""
         self._invalidate: Callable[[int, bool], Awaitable[None]] | None = None
         self._invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
+        self.drops = 0
+        """Nodes whose kernel caches were dropped so far: an answer computed while one was
+        may describe what was dropped, and must not be kept long (``FuseOperations``)."""
 
     def set_invalidators(
         self,
@@ -341,6 +344,7 @@ class Committer:
 
         ``renaming``: inside a rename, which holds the directory's lock that dropping an
         entry waits for, and which replaces the name's entry itself."""
+        self.drops += 1
         inode = self.namespace.known_inode(node)
         if inode is None:
             if isinstance(node, ChunkFile) and not renaming:
