@@ -255,3 +255,49 @@ def test_the_kernel_keeps_no_answer_given_across_a_change(six_of_eight, monkeypa
         new = _entry(fs, "c/0/001")
         assert new.st_size == 8 and new.entry_timeout == READ_ONLY_TIMEOUT
         assert _entry(fs, "c/0/007").st_size == 4
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_directory_moved_out_of_the_store_takes_its_chunks(rows, tmp_path, read_only):
+    """The watch reports a directory moved out (``mv c/3 elsewhere``) as the directory
+    alone: what the mount learnt of the chunks in it (listings, sizes, chunks kept open,
+    the kernel's names) is forgotten all the same."""
+    with in_process(str(rows), read_only=read_only) as fs:
+        fs.watch_starts()
+        assert fs.read("c/0/003/0/000") == bytes(range(48, 64))
+        assert "003" in fs.listdir("c/0")
+        os.rename(rows / "c" / "3", tmp_path / "moved")
+        trio.from_thread.run(fs.fs.apply_store_changes, {"c/3"}, trio_token=fs._token)
+        assert "003" not in fs.listdir("c/0")
+        assert not fs.exists("c/0/003/0/000")
+        assert fs.read("c/0/004/0/000") == bytes(range(64, 80))
+
+
+def test_a_whole_image_loses_the_rows_moved_out_of_the_store(tmp_path):
+    path = tmp_path / "a"
+    zarr.create_array(path, data=np.full((64, 64), 1, dtype="<u2"), chunks=(16, 64),
+                      compressors=None, fill_value=0)
+    with in_process(str(path), format="ome-tiff", read_only=True) as fs:
+        fs.watch_starts()
+        assert (tifffile.imread(io.BytesIO(fs.read("a.ome.tif"))) == 1).all()
+        os.rename(path / "c" / "2", tmp_path / "moved")
+        trio.from_thread.run(fs.fs.apply_store_changes, {"c/2"}, trio_token=fs._token)
+        picture = tifffile.imread(io.BytesIO(fs.read("a.ome.tif")))
+        assert (picture[32:48] == 0).all() and (picture[:32] == 1).all()
+
+
+@pytest.mark.parametrize(("written", "directories", "others"), [
+    ({"zarr_format": 3}, ["c", "c/3"], ["c/3/0", "c/9", "zarr.json", "c/3/0.tmp", "d"]),
+    ({"zarr_format": 3, "chunk_key_encoding": {"name": "default", "separator": "."}},
+     [], ["c", "c.3", "c.3.0"]),
+    ({"zarr_format": 2}, [], ["3", "3.0", ".zarray"]),
+    ({"zarr_format": 2, "chunk_key_encoding": {"name": "v2", "separator": "/"}},
+     ["3"], ["3/0", "8", ".zarray"]),
+])
+def test_the_directories_chunk_keys_pass_through(tmp_path, written, directories, others):
+    """Which store keys name a directory of chunks: one that went away takes its chunks."""
+    path = tmp_path / "a"
+    zarr.create_array(path, shape=(8, 16), chunks=(1, 16), dtype="u1", **written)
+    with in_process(str(path), read_only=True) as fs:
+        stored = fs.fs.namespace.node(pyfuse3.ROOT_INODE).array.stored
+        assert [k for k in directories + others if stored.on_chunk_path(k)] == directories

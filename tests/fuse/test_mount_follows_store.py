@@ -247,3 +247,22 @@ def test_a_chunk_saved_through_the_mount_shows_at_once_beside_a_reader(tmp_path)
                 assert chunk.read_bytes() == bytes([size]) * size
             reader.seek(0)
             assert reader.read() == bytes([1]) * 64
+
+
+@pytest.mark.parametrize("mode", [("--read-only",), ()], ids=["read-only", "writable"])
+def test_a_row_moved_out_of_the_store_goes_from_the_mount(tmp_path, mode):
+    """``mv c/3 elsewhere``: the watch reports the directory alone, not the chunks in it;
+    the mount, which keeps its listings, sizes and open chunks while it watches (and lets
+    the kernel keep names for an hour), shows the row gone all the same: not its old bytes
+    from a chunk it kept open."""
+    data = np.arange(8 * 16, dtype="u1").reshape(8, 16)
+    zarr.create_array(tmp_path / "a", data=data, chunks=(1, 16), compressors=None,
+                      fill_value=0)
+    with mounted(tmp_path / "a", tmp_path / "mnt", *mode) as mnt:
+        assert wait_for(lambda: _watching(mnt), BOUND)
+        row = mnt / "c/0/003/0/000"
+        assert row.read_bytes() == bytes(data[3])  # listed, sized, and kept open
+        assert "003" in os.listdir(mnt / "c/0")
+        os.rename(tmp_path / "a" / "c" / "3", tmp_path / "moved")
+        assert _within(lambda: not row.exists() and "003" not in os.listdir(mnt / "c/0"))
+        assert (mnt / "c/0/004/0/000").read_bytes() == bytes(data[4])

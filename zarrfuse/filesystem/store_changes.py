@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.whole_image_file import WholeImage
 from zarrfuse.filesystem.tree.inodes import ROOT_INODE
 from zarrfuse.filesystem.tree.mounted import ArrayView
@@ -45,12 +46,19 @@ class StoreChanges:
     async def apply(self, keys: set[str]) -> None:
         for view in self._views():
             if isinstance(view, WholeImage):
-                if view.changed(keys):
+                went = [s for s in view.sources() if await self._went(s, keys)]
+                for source in went:
+                    source.forget_listed()
+                if went:
+                    view.forget_decoded()
+                if view.changed(keys) or went:
                     for image in (view, view.sibling):
                         if image is not None:
                             await self._drop_cache(ImageFile(image))
                 continue
-            if any(key.endswith(WHOLE_DIRECTORY) for key in keys):
+            if any(key.endswith(WHOLE_DIRECTORY) for key in keys) or await self._went(
+                view.stored, keys
+            ):
                 await self._forget_listed(view)
             stored = {coords for key in keys
                       if (coords := view.stored.coords_of(key)) is not None}
@@ -58,11 +66,21 @@ class StoreChanges:
                 for coords in view.files.changed(chunk):
                     await self._drop_cache(ChunkFile(view, coords))
 
+    @staticmethod
+    async def _went(stored: StoredChunks, keys: set[str]) -> bool:
+        """Whether a directory of the array's chunks went away (``mv c/3 elsewhere``): the
+        watch reports it as that directory alone, not as the chunks in it."""
+        for key in keys:
+            if stored.on_chunk_path(key) and await stored.directory_gone(key):
+                return True
+        return False
+
     async def _forget_listed(self, view: ArrayView) -> None:
-        """A store directory appeared holding more files than the watch names one by one:
-        the rest were stored before the watch saw it and are reported by nothing, so the
-        array's listings are asked anew and the kernel drops the chunk files it holds of it
-        (a shown absent chunk's size). Smaller directories cost only their files' keys."""
+        """A store directory appeared holding more files than the watch names one by one
+        (the rest were stored before the watch saw it and are reported by nothing), or one
+        went away: the array's listings are asked anew, its chunks opened anew, and the
+        kernel drops the chunk files it holds of it (a shown absent chunk's size). Smaller
+        directories that appear cost only their files' keys."""
         view.stored.forget_listed()
         for node in self._namespace.known_nodes(ChunkFile):
             if node.array is view:

@@ -21,15 +21,31 @@ class ArrayKeys:
 
     def __init__(
         self, encoding: ChunkKeyEncoding, prefix: str, parts: ConcatParts,
-        decode: Callable[[Sequence[str]], tuple[int, ...] | None],
+        decode: Callable[[Sequence[str]], tuple[int, ...] | None], grid: tuple[int, ...] = (),
     ) -> None:
         """``decode``: a chunk key's path parts (under the prefix) to grid coordinates, or
-        None if they name no chunk of the grid."""
+        None if they name no chunk of the grid; ``grid``: chunks along each dimension."""
         self._prefix = prefix
         self._parts = parts
         self._decode = decode
+        self._grid = grid
         self.chunk_key = RememberedKeys(encoding, prefix)
         """The store key of a chunk (its main key; parts add their suffixes)."""
+
+    def on_chunk_path(self, key: str) -> bool:
+        """Whether ``key`` names a directory that chunk keys pass through (``c/3`` of
+        ``c/3/0``): its names, completed with the last names of the first or the last
+        chunk's key, name a chunk below it."""
+        if not key.startswith(self._prefix) or not self._grid or not all(self._grid):
+            return False
+        names = key[len(self._prefix) :].split("/")
+        for corner in ((0,) * len(self._grid), tuple(n - 1 for n in self._grid)):
+            tail = self.chunk_key(corner)[len(self._prefix) :].split("/")
+            if len(names) < len(tail):
+                coords = self._decode([*names, *tail[len(names) :]])
+                if coords is not None and self.chunk_key(coords).startswith(key + "/"):
+                    return True
+        return False
 
     def keys_of(self, coords: tuple[int, ...]) -> ChunkKeys:
         """The chunk's key and its parts' keys."""

@@ -159,6 +159,12 @@ class OpenChunkCache:
         if not self._chunks.put(key, opened, ticket=ticket):
             opened.cached = False
 
+    def drop_tagged(self, tag: object) -> None:
+        """Every chunk kept under a key ``(tag, coordinates)`` (one array's) is opened anew."""
+        for key in self._chunks.kept_keys():
+            if isinstance(key, tuple) and key[0] is tag:
+                self.drop(key)
+
     def clear(self) -> None:
         """Changes may no longer reach the cache: every chunk is opened anew."""
         for opened in self._chunks.clear():

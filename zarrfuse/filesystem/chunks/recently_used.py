@@ -78,6 +78,11 @@ class RecentlyUsed(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._entries)
 
+    def kept_keys(self) -> list[K]:
+        """The keys kept now (a copy: other threads may change the cache meanwhile)."""
+        with self._lock:
+            return list(self._entries)
+
     def get(self, key: K) -> V | None:
         """The value, made most recently used; None if absent or older than the TTL."""
         entry = self.entry(key)

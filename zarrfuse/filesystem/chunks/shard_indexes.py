@@ -156,6 +156,15 @@ class ShardIndexes:
             self._kept.drop(shard)
             _SPANS.drop((self._tag, shard))
 
+    def clear(self) -> None:
+        """Every shard is read anew (a store directory went away with an unknown set)."""
+        with self._lock:
+            self._changes += 1
+            self._kept.clear()
+            for key in _SPANS.kept_keys():
+                if key[0] is self._tag:
+                    _SPANS.drop(key)
+
 
 def _other_version(listed: Stat | None, kept: Stat | None) -> bool:
     """Whether what was kept was read from another version of the shard than the one a

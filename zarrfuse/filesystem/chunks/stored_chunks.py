@@ -73,10 +73,11 @@ class StoredChunks(StoredWrites):
         self.parts = parts or SINGLE_PART
         self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
         keys = ArrayKeys(encoding, self._prefix, self.parts,
-                         lambda parts: self.listings.index.shape.decode(parts))
+                         lambda parts: self.listings.index.shape.decode(parts), grid)
         # A chunk's store keys, and the chunk a key names (``array_keys``).
         self.chunk_key, self.keys_of = keys.chunk_key, keys.keys_of
         self.part_keys, self.coords_of = keys.part_keys, keys.coords_of
+        self.on_chunk_path = keys.on_chunk_path
         self._limiter = limiter
         # What is learnt of the store, believed as ``trust`` says (the mount's TTL, and past
         # it while the store watch tells every change).
@@ -251,9 +252,18 @@ class StoredChunks(StoredWrites):
             self._open_cache.drop((self._tag, coords))
 
     def forget_listed(self) -> None:
-        """A store directory appeared (``store_changes``): what listings said is asked anew."""
+        """A store directory appeared or went (``store_changes``), with chunks no change
+        names: what was learnt of every chunk is asked anew, and every chunk opened anew."""
         self._sizes.clear()
         self.listings.forget_all()
+        self.shard_indexes.clear()
+        if self._open_cache is not None:
+            self._open_cache.drop_tagged(self._tag)
+
+    async def directory_gone(self, key: str) -> bool:
+        """Whether the store directory ``key`` is no longer there (moved or removed)."""
+        parent, _, name = key.rpartition("/")
+        return name not in await self._run(self.backend.list_subdirs, parent)
 
     def _read_ahead(self, opened: OpenChunk, *, waited: bool) -> None:
         def following() -> list[tuple[str, int]]:

@@ -102,20 +102,28 @@ class WholeImage:
     def size(self) -> int:
         return self.layout.size
 
+    def sources(self) -> list[StoredChunks]:
+        """The stored chunks of the levels read from a store."""
+        return [level.stored for level in self.levels if level.stored is not None]
+
     def changed(self, keys: set[str]) -> bool:
         """Whether any of the store ``keys`` (changed by another program) is a chunk of a
         level; if so, what was learnt of those chunks and every decoded tile is forgotten
         (here and in the strip sibling): reads decode them anew."""
         hit = False
-        for stored in (level.stored for level in self.levels if level.stored is not None):
+        for stored in self.sources():
             for coords in {c for key in keys if (c := stored.coords_of(key)) is not None}:
                 stored.drop_cached(coords)
                 hit = True
         if hit:
-            for image in (self, self.sibling):
-                if image is not None:
-                    image._token = next(_IMAGES)
+            self.forget_decoded()
         return hit
+
+    def forget_decoded(self) -> None:
+        """Every decoded tile is decoded anew (here and in the strip sibling)."""
+        for image in (self, self.sibling):
+            if image is not None:
+                image._token = next(_IMAGES)
 
     async def read_into(self, offset: int, out: memoryview) -> int:
         """The file's bytes from ``offset`` written into ``out``; how many (fewer at the end
