@@ -38,9 +38,13 @@ def test_entries_past_the_ttl_stay_while_they_are_trusted_another_way():
     """A writable mount's listings while its store watch tells every change: kept past the
     TTL, and gone once the watch stops telling."""
     trusted = [True]
-    cache: RecentlyUsed[str, int] = RecentlyUsed(5, trust=Trust(0.05, lambda: trusted[0]))
+    watched_since = time.monotonic() - 2
+    cache: RecentlyUsed[str, int] = RecentlyUsed(
+        5, trust=Trust(0.05, lambda at: trusted[0] and at >= watched_since))
     cache.put("listing", 1, at=time.monotonic() - 1)
+    cache.put("before the watch", 2, at=time.monotonic() - 3)
     assert cache.get("listing") == 1
+    assert cache.get("before the watch") is None  # it may have changed unseen: the TTL
     trusted[0] = False
     assert cache.get("listing") is None
 

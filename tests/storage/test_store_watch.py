@@ -42,7 +42,8 @@ def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_p
                 await trio.sleep(0.02)
                 assert time.monotonic() - start < 10, "the watch never went live"
             lived.append(time.monotonic() - start)
-            told_all.append(state.tells_all())
+            told_all.append(state.tells_all(start))  # learnt before the watch was set up
+            told_all.append(state.tells_all(time.monotonic()))  # learnt since
             await trio.to_thread.run_sync((tmp_path / "c" / "0").write_bytes, b"x")
             while not seen:
                 await trio.sleep(0.02)
@@ -52,10 +53,11 @@ def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_p
     trio.run(main)
     assert state.set_up.is_set()
     assert lived[0] >= 0.6 if serving else lived[0] < 0.6
-    assert told_all == [not serving]  # only a watch up before serving saw every change
+    # Only a watch up before serving saw every change; a later one, every change since.
+    assert told_all == [not serving, True]
     assert {"c/0"} <= set().union(*seen)
     assert not state.live  # the mount ended: no longer told
-    assert not state.tells_all()
+    assert not state.tells_all(time.monotonic())
 
 
 def test_the_state_tells_its_listeners_once_and_only_if_it_was_live():
@@ -68,7 +70,7 @@ def test_the_state_tells_its_listeners_once_and_only_if_it_was_live():
     never.when_ended(ended)
     trio.run(never.end)  # the watch failed before it was up: nothing relied on it
     assert told == [] and not never.live
-    assert never.set_up.is_set() and not never.tells_all()  # a waiting mount serves at once
+    assert never.set_up.is_set() and not never.tells_all(time.monotonic())  # served at once
 
     state = WatchState()
     state.when_ended(ended)

@@ -61,6 +61,7 @@ class WatchState:
         self.set_up = trio.Event()
         self._serving = False
         self._from_start = False
+        self._watched_since: float | None = None
         self._ended: list[Callable[[], Awaitable[None]]] = []
         self._done = False
 
@@ -72,14 +73,19 @@ class WatchState:
         """The watch is set up; how long it must still run before it counts (``started``)."""
         self.set_up.set()
         self._from_start = not self._serving
+        self._watched_since = time.monotonic()
         return self.settle if self._serving else 0.0
 
-    def tells_all(self) -> bool:
-        """Whether every change to the store since the mount's first request has been told
-        or will be (within the watch's debounce): the watch is live, and it was set up
-        before that request. What the mount learnt of its chunks may then be kept without
-        end; a watch set up later did not see what changed before it."""
-        return self.live and self._from_start
+    def tells_all(self, at: float) -> bool:
+        """Whether every change to the store since ``at`` (monotonic: when the mount learnt
+        something) has been told or will be (within the watch's debounce): the watch is
+        live, and it was set up before the mount's first request, or by ``at``. What the
+        mount learnt then may be kept without end; what it learnt before a watch set up
+        later may have changed unseen, and keeps its TTL."""
+        if not self.live:
+            return False
+        return self._from_start or (self._watched_since is not None
+                                    and at >= self._watched_since)
 
     def when_ended(self, listener: Callable[[], Awaitable[None]]) -> None:
         self._ended.append(listener)

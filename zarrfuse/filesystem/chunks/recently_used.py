@@ -29,16 +29,17 @@ V = TypeVar("V")
 @dataclass(frozen=True)
 class Trust:
     """How long what was learnt of the store is believed: ``ttl`` seconds after it was learnt
-    (None: for ever), and past that while ``kept_true()`` says so (the store watch tells
-    every change). One value, handed from the mount to every cache of listings and sizes."""
+    (None: for ever), and past that while ``kept_true(at)`` says so of what was learnt at
+    ``at`` (the store watch tells every change since). One value, handed from the mount to
+    every cache of listings and sizes."""
 
     ttl: float | None = None
-    kept_true: Callable[[], bool] | None = None
+    kept_true: Callable[[float], bool] | None = None
 
     def outlived(self, at: float) -> bool:
         """Whether what was learnt at ``at`` (monotonic) is no longer believed."""
         return self.ttl is not None and time.monotonic() - at >= self.ttl and not (
-            self.kept_true is not None and self.kept_true()
+            self.kept_true is not None and self.kept_true(at)
         )
 
 
