@@ -23,6 +23,7 @@ import trio
 import zarr
 
 from tests.inprocess import CTX, in_process
+from tests.picture_paths import tile_path
 from zarrfuse.fuse.cache_times import READ_ONLY_TIMEOUT, WRITABLE_TIMEOUT
 from zarrfuse.storage.local import LocalBackend
 
@@ -301,3 +302,20 @@ def test_the_directories_chunk_keys_pass_through(tmp_path, written, directories,
     with in_process(str(path), read_only=True) as fs:
         stored = fs.fs.namespace.node(pyfuse3.ROOT_INODE).array.stored
         assert [k for k in directories + others if stored.on_chunk_path(k)] == directories
+
+
+def test_a_rendered_tile_of_a_row_moved_out_shows_the_fill(tmp_path):
+    """A TIFF view renders each tile once and keeps it (and renders the next ones ahead):
+    the tiles of a directory that went away show the fill value, not the kept picture."""
+    path = tmp_path / "a"
+    zarr.create_array(path, data=np.full((64, 64), 9, dtype="u1"), chunks=(16, 16),
+                      fill_value=0)
+    with in_process(str(path), format="tiff", read_only=True) as fs:
+        fs.watch_starts()
+        tiles = [tile_path(2, col, "tiff") for col in range(4)]
+        assert (tifffile.imread(io.BytesIO(fs.read(tiles[0]))) == 9).all()  # ahead: the rest
+        os.rename(path / "c" / "2", tmp_path / "moved")
+        trio.from_thread.run(fs.fs.apply_store_changes, {"c/2"}, trio_token=fs._token)
+        for tile in tiles:
+            assert (tifffile.imread(io.BytesIO(fs.read(tile))) == 0).all(), tile
+        assert (tifffile.imread(io.BytesIO(fs.read(tile_path(1, 0, "tiff")))) == 9).all()

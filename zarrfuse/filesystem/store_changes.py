@@ -46,20 +46,20 @@ class StoreChanges:
     async def apply(self, keys: set[str]) -> None:
         for view in self._views():
             if isinstance(view, WholeImage):
-                went = [s for s in view.sources() if await self._went(s, keys)]
-                for source in went:
+                lost = [s for s in view.sources() if await self._went(s, keys)]
+                for source in lost:
                     source.forget_listed()
-                if went:
+                if lost:
                     view.forget_decoded()
-                if view.changed(keys) or went:
+                if view.changed(keys) or lost:
                     for image in (view, view.sibling):
                         if image is not None:
                             await self._drop_cache(ImageFile(image))
                 continue
-            if any(key.endswith(WHOLE_DIRECTORY) for key in keys) or await self._went(
-                view.stored, keys
-            ):
-                await self._forget_listed(view)
+            appeared = [key for key in keys if key.endswith(WHOLE_DIRECTORY)]
+            went = [key + "/" for key in await self._went(view.stored, keys)]
+            if appeared or went:
+                await self._forget_below(view, (*appeared, *went))
             stored = {coords for key in keys
                       if (coords := view.stored.coords_of(key)) is not None}
             for chunk in sorted(stored):
@@ -67,21 +67,23 @@ class StoreChanges:
                     await self._drop_cache(ChunkFile(view, coords))
 
     @staticmethod
-    async def _went(stored: StoredChunks, keys: set[str]) -> bool:
-        """Whether a directory of the array's chunks went away (``mv c/3 elsewhere``): the
-        watch reports it as that directory alone, not as the chunks in it."""
-        for key in keys:
-            if stored.on_chunk_path(key) and await stored.directory_gone(key):
-                return True
-        return False
+    async def _went(stored: StoredChunks, keys: set[str]) -> list[str]:
+        """The directories of the array's chunks among ``keys`` that went away (``mv c/3
+        elsewhere``): the watch reports one as that directory alone, not as its chunks."""
+        return [key for key in keys
+                if stored.on_chunk_path(key) and await stored.directory_gone(key)]
 
-    async def _forget_listed(self, view: ArrayView) -> None:
-        """A store directory appeared holding more files than the watch names one by one
-        (the rest were stored before the watch saw it and are reported by nothing), or one
-        went away: the array's listings are asked anew, its chunks opened anew, and the
-        kernel drops the chunk files it holds of it (a shown absent chunk's size). Smaller
-        directories that appear cost only their files' keys."""
-        view.stored.forget_listed()
+    async def _forget_below(self, view: ArrayView, directories: tuple[str, ...]) -> None:
+        """Store ``directories`` (each ending in ``/``) appeared holding more files than the
+        watch names one by one (the rest were stored before the watch saw it and are
+        reported by nothing), or went away: the array's listings are asked anew, its chunks
+        opened anew, the renderings of the chunks below them dropped, and the kernel drops
+        the chunk files it holds of those (a shown absent chunk's size, a gone chunk's).
+        Smaller directories that appear cost only their files' keys."""
+        view.files.forget_below(directories)
+        key = view.stored.chunk_key
         for node in self._namespace.known_nodes(ChunkFile):
-            if node.array is view:
+            if node.array is view and key(view.files.stored_of(node.coords)).startswith(
+                directories
+            ):
                 await self._drop_cache(node)

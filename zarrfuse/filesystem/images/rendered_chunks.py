@@ -15,7 +15,7 @@ import contextlib
 import functools
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import trio
@@ -121,6 +121,16 @@ class RenderedChunks:
             self._writes[c] = self._writes.get(c, 0) + 1
             self._cache.drop(self.cache_key(c))
         return files
+
+    def forget_where(self, below: Callable[[tuple[int, ...]], bool]) -> None:
+        """The renderings of files whose stored chunk is ``below`` are dropped (and those
+        under way not kept): their chunks went or came with no change naming them."""
+        kept = [key[1] for key in self._cache.kept_keys()
+                if isinstance(key, tuple) and key[0] == self._token]
+        for c in {*kept, *self._running}:
+            if below(self.stored_coords(c)):
+                self._writes[c] = self._writes.get(c, 0) + 1
+                self._cache.drop(self.cache_key(c))
 
     def _read_coords(self, coords: tuple[int, ...]) -> tuple[int, ...]:
         """The (first) read chunk that holds file ``coords``."""

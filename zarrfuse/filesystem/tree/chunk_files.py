@@ -104,6 +104,16 @@ class ChunkFiles(Protocol):
         what was learnt of it; the coordinates of the files that show it."""
         ...
 
+    def forget_below(self, directories: tuple[str, ...]) -> None:
+        """Store directories (each ending in ``/``) appeared or went with chunks no change
+        names: what was learnt of every stored chunk is asked anew, and what was made of
+        those below them (renderings) is dropped."""
+        ...
+
+    def stored_of(self, coords: Coords) -> Coords:
+        """The stored chunk (shard) that file ``coords`` shows."""
+        ...
+
     def region(self, coords: Coords) -> tuple[slice, ...]:
         """The region of the array the file shows."""
         ...
@@ -142,6 +152,12 @@ class RawChunkFiles:
     def changed(self, stored: Coords) -> list[Coords]:
         self._source.drop_cached(stored)
         return [stored]
+
+    def forget_below(self, directories: tuple[str, ...]) -> None:
+        self._source.forget_listed()
+
+    def stored_of(self, coords: Coords) -> Coords:
+        return coords
 
     def region(self, coords: Coords) -> tuple[slice, ...]:
         grid = self._array.metadata["chunk_grid"]["configuration"]["chunk_shape"]
@@ -228,6 +244,14 @@ class RenderedChunkFiles:
     def changed(self, stored: Coords) -> list[Coords]:
         self._source.drop_cached(stored)
         return self._rendered.forget_stored(stored)
+
+    def forget_below(self, directories: tuple[str, ...]) -> None:
+        self._source.forget_listed()
+        key = self._source.chunk_key
+        self._rendered.forget_where(lambda stored: key(stored).startswith(directories))
+
+    def stored_of(self, coords: Coords) -> Coords:
+        return self._rendered.stored_coords(coords)
 
     def region(self, coords: Coords) -> tuple[slice, ...]:
         return self._rendered.region(coords)
