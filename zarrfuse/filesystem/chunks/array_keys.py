@@ -6,6 +6,7 @@ watch and whole images learn of changes by key, and must find the chunk each bel
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from zarrfuse.extensions.chunk_keys import RememberedKeys
@@ -36,16 +37,23 @@ class ArrayKeys:
         """Whether ``key`` names a directory that chunk keys pass through (``c/3`` of
         ``c/3/0``): its names, completed with the last names of the first or the last
         chunk's key, name a chunk below it."""
-        if not key.startswith(self._prefix) or not self._grid or not all(self._grid):
+        if not key.startswith(self._prefix):
             return False
         names = key[len(self._prefix) :].split("/")
-        for corner in ((0,) * len(self._grid), tuple(n - 1 for n in self._grid)):
-            tail = self.chunk_key(corner)[len(self._prefix) :].split("/")
+        for tail in self._corner_names:
             if len(names) < len(tail):
                 coords = self._decode([*names, *tail[len(names) :]])
                 if coords is not None and self.chunk_key(coords).startswith(key + "/"):
                     return True
         return False
+
+    @functools.cached_property
+    def _corner_names(self) -> list[list[str]]:
+        """The names of the first and the last chunk's keys (none for an empty grid)."""
+        if not self._grid or not all(self._grid):
+            return []
+        corners = ((0,) * len(self._grid), tuple(n - 1 for n in self._grid))
+        return [self.chunk_key(c)[len(self._prefix) :].split("/") for c in corners]
 
     def keys_of(self, coords: tuple[int, ...]) -> ChunkKeys:
         """The chunk's key and its parts' keys."""
