@@ -266,3 +266,27 @@ def test_a_row_moved_out_of_the_store_goes_from_the_mount(tmp_path, mode):
         os.rename(tmp_path / "a" / "c" / "3", tmp_path / "moved")
         assert _within(lambda: not row.exists() and "003" not in os.listdir(mnt / "c/0"))
         assert (mnt / "c/0/004/0/000").read_bytes() == bytes(data[4])
+
+
+@pytest.mark.parametrize("mode", [("--read-only",), ()], ids=["read-only", "writable"])
+def test_a_reader_open_across_a_change_leaves_new_opens_the_new_chunk(tmp_path, mode):
+    """A viewer holds a chunk file open while another program replaces the chunk. Its
+    handle reads on, and its reads fill the kernel's pages of the file's inode: a file
+    opened after the change must read the new chunk, not those pages."""
+    size = 1 << 20
+    zarr.create_array(tmp_path / "a", data=np.full(size, 1, "u1"), chunks=(size,),
+                      compressors=None)
+    with mounted(tmp_path / "a", tmp_path / "mnt", *mode) as mnt:
+        assert wait_for(lambda: _watching(mnt), BOUND)
+        chunk = next(p for p in (mnt / "c").rglob("*") if p.is_file())
+        fd = os.open(chunk, os.O_RDONLY)
+        try:
+            assert os.pread(fd, 4096, 0) == bytes([1]) * 4096
+            new = tmp_path / "new"
+            new.write_bytes(bytes([2]) * size)
+            os.replace(new, tmp_path / "a" / "c" / "0")
+            assert _within(lambda: chunk.read_bytes()[:1] == b"\x02")
+            assert os.pread(fd, size, 0) == bytes([1]) * size  # its version, in the pages
+            assert chunk.read_bytes() == bytes([2]) * size
+        finally:
+            os.close(fd)

@@ -92,8 +92,6 @@ class ChunkOpening:
         version: object = None,
     ) -> bool:
         """See ``PageCacheUsers.check``: may send the opener to a fresh inode (ESTALE)."""
-        if self.page_cache.shared:  # a read-only mount: every handle shares the inode
-            return False
         current = inode in (self.namespace.known_inode(node),
                             self.page_cache.claimed(node, pid))
         return self.page_cache.check(

@@ -24,8 +24,13 @@ writer**, never both:
   direct I/O, as every handle did before this model (a reader's version stays its own).
 
 A commit retires the name's inode (``namespace.retire``), so new opens get a fresh inode
-with the new version while readers of the old one keep reading it, pages and all. Read-only
-mounts have no writers: every handle shares the page cache there.
+with the new version while readers of the old one keep reading it, pages and all.
+
+Read-only mounts have no writers, but the rule for readers holds there too: their store
+changes behind them (another program, seen by the store watch, or after ``--metadata-ttl``;
+a chunk opened anew once it left the mount's cache). A reader that kept a file open across
+a change reads its own version, and its reads fill the inode's pages with it: an opener of
+the new version on that inode would read those old pages beside new bytes.
 """
 
 from __future__ import annotations
@@ -70,9 +75,7 @@ class InodeUsers:
 class PageCacheUsers:
     """The handles of each inode, and the decision for each new one (see the module)."""
 
-    def __init__(self, *, shared: bool = False, reserve_wait: float = RESERVE_WAIT) -> None:
-        self.shared = shared
-        """Read-only mounts: every handle shares the page cache, no rule applies."""
+    def __init__(self, *, reserve_wait: float = RESERVE_WAIT) -> None:
         self.reserve_wait = reserve_wait
         self._inodes: dict[int, InodeUsers] = {}
         self._handles: dict[int, int] = {}
@@ -92,8 +95,6 @@ class PageCacheUsers:
         """Called first by every open of ``name``: waits while the name is reserved for
         other openers (until their opens have :meth:`settled`); returns whether this open is
         the kernel's retry of one sent away."""
-        if self.shared:  # nobody is ever sent away: every handle shares the inode
-            return False
         reserved = self._reserved.get(name)
         if reserved is not None:
             now = time.monotonic()
@@ -165,8 +166,6 @@ class PageCacheUsers:
         self, inode: int, *, writer: bool, current: bool, version: Hashable | None = None,
     ) -> str | None:
         """Why a new handle of ``inode`` may not join it (None: it may)."""
-        if self.shared:
-            return None
         users = self._inodes.get(inode)
         if not current and not (writer and users is None):  # a writer there is alone
             return "the name has a newer inode"
@@ -207,9 +206,6 @@ class PageCacheUsers:
         """Record ``handle`` on ``inode`` (checked with :meth:`conflict` first, or a retry
         let in beside others: then direct I/O)."""
         self._handles[handle] = inode
-        if self.shared:
-            self._keep.add(handle)
-            return
         crowded = self.conflict(inode, writer=writer, current=True, version=version) is not None
         users = self._inodes.setdefault(inode, InodeUsers())
         if crowded:
@@ -231,6 +227,11 @@ class PageCacheUsers:
     def admit_direct(self, handle: int) -> None:
         """A handle outside the rule (scratch files, documents): always direct I/O."""
         self._direct.add(handle)
+
+    def admit_kept(self, handle: int) -> None:
+        """A handle outside the rule whose pages the kernel may keep: a read-only mount's
+        documents and whole images (dropped by what changes them, not by a version)."""
+        self._keep.add(handle)
 
     # --- what the FUSE layer asks ----------------------------------------------------------
 

@@ -100,7 +100,7 @@ class FileSystemBase(Listing, ChunkOpening):
         """Times set on nodes whose store cannot keep them: the time set, and the node's own
         time it was set over (a change of that, a commit or a refreshed listing, ends it)."""
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
-        self.page_cache = PageCacheUsers(shared=read_only)
+        self.page_cache = PageCacheUsers()
         self.replacements = Replacements()
 
     async def apply_store_changes(self, keys: set[str]) -> None:
@@ -301,7 +301,7 @@ class FileSystemBase(Listing, ChunkOpening):
         if direct:
             self.page_cache.admit_direct(handle)
         elif self.read_only:
-            self.page_cache.admit(0, handle, writer=False, read_write=False)
+            self.page_cache.admit_kept(handle)
         return handle
 
     async def open(self, inode: int, flags: int, pid: int | None = None) -> int:
