@@ -43,7 +43,8 @@ class ChunkOpening:
         self, inode: int, node: ChunkFile, flags: int, writing: bool, pid: int | None,
         retry: bool,
     ) -> int:
-        self._check_sharing(inode, node, writing, pid, retry)
+        if writing:  # sent away before its chunk is read; a reader is decided after its open
+            self._check_sharing(inode, node, writing, pid, retry)
         opened: ChunkReader | ChunkWriter
         writer: ChunkWriter | None = None
         version: object = None

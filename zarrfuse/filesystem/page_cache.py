@@ -95,6 +95,8 @@ class PageCacheUsers:
         """Called first by every open of ``name``: waits while the name is reserved for
         other openers (until their opens have :meth:`settled`); returns whether this open is
         the kernel's retry of one sent away."""
+        if not (self._reserved or self._sent_away or self._claims):
+            return False  # nobody was sent away lately: every open's case
         reserved = self._reserved.get(name)
         if reserved is not None:
             now = time.monotonic()
@@ -134,7 +136,9 @@ class PageCacheUsers:
         return claimed
 
     def claimed(self, name: Hashable, pid: int | None) -> int | None:
-        return None if pid is None else self._claims.get((name, pid))
+        if pid is None or not self._claims:
+            return None
+        return self._claims.get((name, pid))
 
     def settled(self, name: Hashable, pid: int | None) -> None:
         """The open of ``name`` by ``pid`` has ended (admitted or refused): openers waiting
