@@ -83,3 +83,15 @@ def test_an_answer_asked_before_forgotten_changes_is_not_kept():
     cache.drop("one more")  # the first change is forgotten
     assert cache.put("b", 1, ticket=ticket) is False
     assert cache.put("b", 1, ticket=cache.ticket()) is True
+
+
+def test_drop_where_forgets_one_owners_entries_as_drop_does():
+    evicted: list[int] = []
+    cache: RecentlyUsed[tuple[str, int], int] = RecentlyUsed(10, on_evict=evicted.append)
+    for owner, n in (("a", 1), ("a", 2), ("b", 1)):
+        cache.put((owner, n), n)
+    ticket = cache.ticket()
+    assert sorted(cache.drop_where(lambda key: key[0] == "a")) == [(("a", 1), 1), (("a", 2), 2)]
+    assert cache.get(("a", 1)) is None and cache.get(("b", 1)) == 1 and evicted == []
+    assert cache.put(("a", 1), 9, ticket=ticket) is False  # asked before: refused
+    assert cache.put(("b", 2), 9, ticket=ticket) is True

@@ -161,9 +161,9 @@ class OpenChunkCache:
 
     def drop_tagged(self, tag: object) -> None:
         """Every chunk kept under a key ``(tag, coordinates)`` (one array's) is opened anew."""
-        for key in self._chunks.kept_keys():
-            if isinstance(key, tuple) and key[0] is tag:
-                self.drop(key)
+        for _, opened in self._chunks.drop_where(
+                lambda key: isinstance(key, tuple) and key[0] is tag):
+            _evicted(opened)
 
     def clear(self) -> None:
         """Changes may no longer reach the cache: every chunk is opened anew."""

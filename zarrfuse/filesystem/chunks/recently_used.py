@@ -79,10 +79,6 @@ class RecentlyUsed(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def kept_keys(self) -> list[K]:
-        """The keys kept now (a copy: other threads may change the cache meanwhile)."""
-        with self._lock:
-            return list(self._entries)
 
     def get(self, key: K) -> V | None:
         """The value, made most recently used; None if absent or older than the TTL."""
@@ -147,6 +143,15 @@ class RecentlyUsed(Generic[K, V]):
         with self._lock:
             self._note_change(key)
             return self._pop(key) if key in self._entries else None
+
+    def drop_where(self, test: Callable[[K], bool]) -> list[tuple[K, V]]:
+        """Forget every key ``test`` holds for (no hook), as :meth:`drop` of each; the keys
+        and values that were kept (one owner's entries of a shared cache)."""
+        with self._lock:
+            keys = [key for key in self._entries if test(key)]
+            for key in keys:
+                self._note_change(key)
+            return [(key, self._pop(key)) for key in keys]
 
     def clear(self) -> list[V]:
         """Forget everything (no hook); the values that were kept. Answers asked before are

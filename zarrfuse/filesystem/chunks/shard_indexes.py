@@ -161,9 +161,7 @@ class ShardIndexes:
         with self._lock:
             self._changes += 1
             self._kept.clear()
-            for key in _SPANS.kept_keys():
-                if key[0] is self._tag:
-                    _SPANS.drop(key)
+            _SPANS.drop_where(lambda key: key[0] is self._tag)
 
 
 def _other_version(listed: Stat | None, kept: Stat | None) -> bool:

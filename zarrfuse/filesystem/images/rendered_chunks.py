@@ -125,12 +125,14 @@ class RenderedChunks:
     def forget_where(self, below: Callable[[tuple[int, ...]], bool]) -> None:
         """The renderings of files whose stored chunk is ``below`` are dropped (and those
         under way not kept): their chunks went or came with no change naming them."""
-        kept = [key[1] for key in self._cache.kept_keys()
-                if isinstance(key, tuple) and key[0] == self._token]
-        for c in {*kept, *self._running}:
-            if below(self.stored_coords(c)):
-                self._writes[c] = self._writes.get(c, 0) + 1
-                self._cache.drop(self.cache_key(c))
+        def ours_below(key: object) -> bool:
+            return (isinstance(key, tuple) and key[0] == self._token
+                    and below(self.stored_coords(key[1])))
+
+        dropped = [key[1] for key, _ in self._cache.drop_where(ours_below)
+                   if isinstance(key, tuple)]
+        for c in {*dropped, *(c for c in self._running if below(self.stored_coords(c)))}:
+            self._writes[c] = self._writes.get(c, 0) + 1
 
     def _read_coords(self, coords: tuple[int, ...]) -> tuple[int, ...]:
         """The (first) read chunk that holds file ``coords``."""
