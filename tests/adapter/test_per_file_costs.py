@@ -10,6 +10,7 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pyfuse3
@@ -18,11 +19,13 @@ import trio
 import zarr
 
 from tests.adapter.test_operations import CTX, ENTRY_TIMEOUT, ROOT
+from tests.kernel_caches import evict_pages, on_tmpfs
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mount import build_filesystem
 from zarrfuse.fuse.operations import FuseOperations
 from zarrfuse.storage.beneath import Root
+from zarrfuse.storage.local import LocalBackend
 
 CHUNKS = 300  # past the 256 one array used to keep open
 
@@ -186,3 +189,36 @@ def test_readdir_works_out_only_the_entries_the_kernel_takes(many_chunks, monkey
         await ops.releasedir(fh)
 
     drive(many_chunks, body, read_only=True)
+
+
+def test_a_chunk_kept_open_and_read_again_from_storage_reads_ahead_again(many_chunks):
+    """A second pass finds the chunks open, but their bytes may have left the page cache
+    meanwhile (memory pressure, a bigger pass): a chunk read that waits on storage again
+    warms the files after it again, as on the first pass. It used to warm them only once per
+    kept chunk, so such a pass waited on a worker thread for every file."""
+    files = sorted((many_chunks / "c").iterdir(), key=lambda f: int(f.name))
+    if on_tmpfs(many_chunks):
+        pytest.skip("tmpfs pages cannot be evicted: every read is a page-cache hit")
+    warmed: list[bool] = []
+    real = LocalBackend.warm_after
+
+    def warm_after(backend: LocalBackend, key: str, following: Any, *, waited: bool) -> None:
+        warmed.append(waited)
+        real(backend, key, following, waited=waited)
+
+    async def body(ops: FuseOperations) -> None:
+        inodes = await _inodes(ops)
+        assert await _read_all(ops, inodes) == _expected()
+        first = len(warmed)
+        assert first >= 1  # every chunk read to its end the first time
+        for f in files:  # the store's pages leave the page cache
+            evict_pages(f)
+        hits, waits = ops.counters.cache["open_hit"], ops.counters.store["read"]
+        assert await _read_all(ops, inodes[:1]) == _expected()[:1]
+        assert ops.counters.cache["open_hit"] == hits + 1  # kept open
+        assert ops.counters.store["read"] == waits + 1  # its bytes were read from the disk
+        assert warmed[first:] == [True]  # and the files after it are warmed again
+
+    with mock.patch.object(LocalBackend, "warm_after", warm_after):
+        drive(many_chunks, body, read_only=True)
+

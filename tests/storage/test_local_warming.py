@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.kernel_caches import on_tmpfs
 from zarrfuse.storage.beneath import LOCAL_DISK, Root, _filesystem_type
 from zarrfuse.storage.local import LocalBackend
 from zarrfuse.storage.local_warming import KernelWarming
@@ -23,23 +24,13 @@ def _forget_names(store: Path) -> None:
     """Drop the kernel's unused dentries and inodes, or skip where that cannot uncache."""
     if os.geteuid() != 0:
         pytest.skip("dropping the kernel's caches needs root")
-    if _on_tmpfs(store):
+    if on_tmpfs(store):
         pytest.skip("tmpfs keeps every dentry: nothing can be uncached")
     try:
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("2\n")
     except OSError as e:  # a container's read-only /proc/sys
         pytest.skip(f"cannot drop the kernel's caches here: {e}")
-
-
-def _on_tmpfs(path: Path) -> bool:
-    best, kind = "", ""
-    with open("/proc/self/mounts") as mounts:
-        for line in mounts:
-            _, point, fstype, *_ = line.split()
-            if str(path).startswith(point) and len(point) >= len(best):
-                best, kind = point, fstype
-    return kind in ("tmpfs", "ramfs")
 
 
 def _store(tmp_path: Path, n: int) -> Path:

@@ -300,8 +300,10 @@ class StoredChunks(StoredWrites):
                 pending.append((piece.part, piece.start + done, view[done:]))
             at += n
         self.counters.store_bytes_read += at
-        if stop == total and not opened.read_to_end:
-            # Read to its end, as cp and rsync read: the next files will be read next.
+        if stop == total and (pending or not opened.read_to_end):
+            # Read to its end, as cp and rsync read: the next files will be read next. A
+            # chunk kept open is read again by later opens; one whose bytes had to be read
+            # from storage again (evicted since) is a pass to read ahead of, as the first.
             opened.read_to_end = True
             self._read_ahead(opened, waited=opened.waited or bool(pending))
         if pending:
