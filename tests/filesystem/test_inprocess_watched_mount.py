@@ -319,3 +319,23 @@ def test_a_rendered_tile_of_a_row_moved_out_shows_the_fill(tmp_path):
         for tile in tiles:
             assert (tifffile.imread(io.BytesIO(fs.read(tile))) == 0).all(), tile
         assert (tifffile.imread(io.BytesIO(fs.read(tile_path(1, 0, "tiff")))) == 9).all()
+
+
+def test_a_chunk_opened_while_its_directory_goes_is_not_kept_open(rows, tmp_path,
+                                                                  monkeypatch):
+    """The open of a chunk not kept yet, under way when its row was moved out of the store,
+    is as old as the chunks dropped then: kept open, it would be read again once another
+    row was put in that place."""
+    monkeypatch.setattr(LocalBackend, "open_reader_nowait", lambda *_: None)  # in a thread
+    gate = Gate(monkeypatch, "open_reader", ["c/3/0"])
+    with in_process(str(rows), read_only=True) as fs:
+        fs.watch_starts()
+        assert fs.size("c/0/003/0/000") == 16
+        with gate.across(_quiet(lambda: fs.read("c/0/003/0/000"))):
+            os.rename(rows / "c" / "3", tmp_path / "moved")
+            trio.from_thread.run(fs.fs.apply_store_changes, {"c/3"}, trio_token=fs._token)
+        (tmp_path / "new" / "0").parent.mkdir()
+        (tmp_path / "new" / "0").write_bytes(bytes([9]) * 16)
+        os.rename(tmp_path / "new", rows / "c" / "3")
+        trio.from_thread.run(fs.fs.apply_store_changes, {"c/3"}, trio_token=fs._token)
+        assert fs.read("c/0/003/0/000") == bytes([9]) * 16

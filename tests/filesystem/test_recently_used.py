@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import time
 
-from zarrfuse.filesystem.chunks.recently_used import CHANGES_REMEMBERED, RecentlyUsed, Trust
+from zarrfuse.filesystem.chunks.recently_used import (
+    CHANGES_REMEMBERED,
+    DROPS_REMEMBERED,
+    RecentlyUsed,
+    Trust,
+)
 
 
 def test_least_recently_used_leaves_first_within_the_weight_limit():
@@ -95,3 +100,24 @@ def test_drop_where_forgets_one_owners_entries_as_drop_does():
     assert cache.get(("a", 1)) is None and cache.get(("b", 1)) == 1 and evicted == []
     assert cache.put(("a", 1), 9, ticket=ticket) is False  # asked before: refused
     assert cache.put(("b", 2), 9, ticket=ticket) is True
+
+
+def test_drop_where_refuses_answers_asked_before_it_for_keys_it_did_not_hold():
+    """An open under way when a store directory went, of a chunk not kept yet, is as old as
+    the chunks dropped then: it must not be kept after them."""
+    cache: RecentlyUsed[tuple[str, int], int] = RecentlyUsed(10)
+    ticket = cache.ticket()
+    assert cache.drop_where(lambda key: key[0] == "a") == []  # nothing of "a" kept yet
+    assert cache.put(("a", 7), 1, ticket=ticket) is False
+    assert cache.put(("b", 7), 1, ticket=ticket) is True  # another owner's answer
+    assert cache.put(("a", 7), 1, ticket=cache.ticket()) is True  # asked after: kept
+
+
+def test_drop_where_past_the_ones_remembered_refuses_older_answers_whatever_their_key():
+    cache: RecentlyUsed[tuple[str, int], int] = RecentlyUsed(10)
+    ticket = cache.ticket()
+    for _ in range(DROPS_REMEMBERED):
+        cache.drop_where(lambda key: key[0] == "a")
+    assert cache.put(("b", 1), 1, ticket=ticket) is True
+    cache.drop_where(lambda key: key[0] == "a")  # the first is forgotten
+    assert cache.put(("b", 2), 1, ticket=ticket) is False  # asked again, never kept wrong

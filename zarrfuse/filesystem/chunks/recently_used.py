@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["CHANGES_REMEMBERED", "FOR_EVER", "RecentlyUsed", "Trust"]
+__all__ = ["CHANGES_REMEMBERED", "DROPS_REMEMBERED", "FOR_EVER", "RecentlyUsed", "Trust"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -50,6 +50,9 @@ CHANGES_REMEMBERED = 4096
 """Keys whose last change a cache remembers, to refuse answers asked before it. An answer
 asked before a change that was forgotten is refused whatever its key: asked again, never
 kept wrong."""
+DROPS_REMEMBERED = 16
+"""Tests of :meth:`RecentlyUsed.drop_where` remembered, as changes to every key they hold
+for (kept or not); past that, the oldest is forgotten as a change to any key."""
 
 
 class RecentlyUsed(Generic[K, V]):
@@ -75,6 +78,7 @@ class RecentlyUsed(Generic[K, V]):
         self._changes = 0
         self._changed_at: OrderedDict[K, int] = OrderedDict()  # key -> its last change
         self._forgotten_up_to = 0  # changes up to this one may have been to any key
+        self._dropped_where: deque[tuple[int, Callable[[K], bool]]] = deque()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -145,12 +149,16 @@ class RecentlyUsed(Generic[K, V]):
             return self._pop(key) if key in self._entries else None
 
     def drop_where(self, test: Callable[[K], bool]) -> list[tuple[K, V]]:
-        """Forget every key ``test`` holds for (no hook), as :meth:`drop` of each; the keys
-        and values that were kept (one owner's entries of a shared cache)."""
+        """Forget every key ``test`` holds for (no hook); the keys and values that were kept
+        (one owner's entries of a shared cache). Answers asked before are refused for every
+        key it holds for, kept or not: one asked meanwhile (an open under way when a store
+        directory went) is as old as those dropped."""
         with self._lock:
             keys = [key for key in self._entries if test(key)]
-            for key in keys:
-                self._note_change(key)
+            self._changes += 1
+            self._dropped_where.append((self._changes, test))
+            if len(self._dropped_where) > DROPS_REMEMBERED:
+                self._forgotten_up_to = self._dropped_where.popleft()[0]
             return [(key, self._pop(key)) for key in keys]
 
     def clear(self) -> list[V]:
@@ -162,6 +170,7 @@ class RecentlyUsed(Generic[K, V]):
             self._weight = 0
             self._changes += 1
             self._changed_at.clear()
+            self._dropped_where.clear()
             self._forgotten_up_to = self._changes
         return values
 
@@ -176,7 +185,9 @@ class RecentlyUsed(Generic[K, V]):
         if ticket < self._forgotten_up_to:
             return True
         last = self._changed_at.get(key)
-        return last is not None and last > ticket
+        if last is not None and last > ticket:
+            return True
+        return any(at > ticket and test(key) for at, test in self._dropped_where)
 
     def _pop(self, key: K) -> V:
         _, value = self._entries.pop(key)
