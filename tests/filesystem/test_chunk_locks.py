@@ -77,3 +77,16 @@ def test_a_wait_cut_at_its_deadline_leaves_the_lock_to_the_holder():
         assert not locks._locks
 
     trio.run(main)
+
+
+def test_a_task_that_takes_a_chunk_it_holds_is_refused_and_leaves_nothing_behind():
+    locks = ChunkLocks()
+
+    async def main() -> None:
+        async with locks.held((3,)):
+            with pytest.raises(RuntimeError):
+                async with locks.held((3,)):
+                    pass
+        assert not locks._locks
+
+    trio.run(main)

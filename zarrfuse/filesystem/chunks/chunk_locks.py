@@ -51,7 +51,7 @@ class _Lock:
 
 class _Held:
     """One hold of a chunk's lock. A class, not a generator-based context manager: an open
-    takes one, and the generator's machinery cost 8.7 us per hold against 2 (measured)."""
+    takes one, and the generator's machinery made a hold cost 8.7 us against 5.6 (measured)."""
 
     __slots__ = ("_coords", "_entry", "_locks")
 
@@ -66,13 +66,13 @@ class _Held:
         self._entry = entry
         entry.users += 1
         try:
-            entry.lock.acquire_nowait()
-        except trio.WouldBlock:
             try:
+                entry.lock.acquire_nowait()
+            except trio.WouldBlock:
                 await waited(entry.lock.acquire())
-            except BaseException:
-                self._leave()
-                raise
+        except BaseException:  # not taken (cut at the deadline, or a task taking it twice)
+            self._leave()
+            raise
 
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._entry is not None
