@@ -93,15 +93,37 @@ def warn_once(key: str, message: str, *args: object) -> None:
         log.warning(message, *args)
 
 
+RACE_RETRIES: Final = 64
+"""How many times a resolution is asked again when the kernel could not make sure a ".."
+stayed beneath the root because a rename ran meanwhile, anywhere on the machine (openat2
+says EAGAIN: retry). A symlink with ".." in it (git-annex, DataLad) met one such race in
+about 1300 opens beside a loop of renames (measured)."""
+
+
 def _openat2(dir_fd: int, path: str, flags: int, resolve: int = 0) -> int:
+    """The descriptor openat2 gives ``path`` beneath ``dir_fd``; OSError with its errno.
+    EAGAIN from a ".." that raced a rename is asked again, up to ``RACE_RETRIES`` times,
+    unless ``resolve`` has RESOLVE_CACHED (whose EAGAIN may also mean "not cached": the
+    caller opens again without it)."""
     how = _OpenHow(flags | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | resolve)
-    fd = _libc.syscall(
-        _syscall_number, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how)
-    )
-    if fd < 0:
+    encoded = os.fsencode(path)
+    for _ in range(1 if resolve & _RESOLVE_CACHED else RACE_RETRIES):
+        fd = _libc.syscall(
+            _syscall_number, dir_fd, encoded, ctypes.byref(how), ctypes.sizeof(how)
+        )
+        if fd >= 0:
+            return int(fd)
         code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), path)
-    return int(fd)
+        if code != errno.EAGAIN:
+            break
+    raise OSError(code, os.strerror(code), path)
+
+
+def _raced(key: str) -> OSError:
+    """Resolving ``key`` lost to renames ``RACE_RETRIES`` times over: an I/O error, logged
+    by whoever answers it, never a bare EAGAIN (a reader would retry it blindly or give up
+    with "resource temporarily unavailable")."""
+    return OSError(errno.EIO, f"resolving it raced with renames {RACE_RETRIES} times", key)
 
 
 class Root:
@@ -161,6 +183,8 @@ class Root:
                 return _openat2(self._fd, key, flags, _RESOLVE_CACHED if cached_only else 0)
             except OSError as e:
                 if e.errno == errno.EAGAIN:
+                    if not cached_only:
+                        raise _raced(key) from None
                     raise BlockingIOError(e.errno, "not in the kernel's caches", key) from None
                 if e.errno == errno.EXDEV:  # ".." or an absolute symlink: resolve and retry
                     if cached_only:  # realpath may wait on the disk
@@ -188,6 +212,8 @@ class Root:
                     raise FileNotFoundError(e.errno, e.strerror, key) from None
                 if e.errno in (errno.EXDEV, errno.ELOOP):
                     raise self._refused(key) from None
+                if e.errno == errno.EAGAIN:
+                    raise _raced(key) from None
                 raise
         try:
             return os.open(real, flags | os.O_CLOEXEC | os.O_NOFOLLOW)
