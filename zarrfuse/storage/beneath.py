@@ -96,8 +96,8 @@ def warn_once(key: str, message: str, *args: object) -> None:
 RACE_RETRIES: Final = 64
 """How many times a resolution is asked again when the kernel could not make sure a ".."
 stayed beneath the root because a rename ran meanwhile, anywhere on the machine (openat2
-says EAGAIN: retry). A symlink with ".." in it (git-annex, DataLad) met one such race in
-about 1300 opens beside a loop of renames (measured)."""
+says EAGAIN: retry). A symlink with ".." in it (git-annex, DataLad) met one in 15 to 30
+opens beside a loop of renames in another process (measured)."""
 
 
 def _openat2(dir_fd: int, path: str, flags: int, resolve: int = 0) -> int:
