@@ -83,5 +83,5 @@ class _Held:
         entry = self._entry
         assert entry is not None
         entry.users -= 1
-        if entry.users == 0 and self._locks.get(self._coords) is entry:
+        if entry.users == 0:  # an entry with users is the only one its chunk has
             del self._locks[self._coords]

@@ -83,7 +83,6 @@ class RecentlyUsed(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._entries)
 
-
     def get(self, key: K) -> V | None:
         """The value, made most recently used; None if absent or older than the TTL."""
         entry = self.entry(key)
