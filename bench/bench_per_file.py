@@ -23,8 +23,12 @@ splits the second pass's per-file cost into open, read and close. Then (``--list
 -lR`` through bindfs and zarrfuse (raw, ``--read-only`` and default), each on a fresh mount
 with dropped caches: floor <= 1.5x bindfs. Then ``cp -r`` of 64 chunk files of 1 MiB
 (``--copy N``) and the whole-image rows (``tifffile.imread`` against one zstd thread; a
-100,000 x 100,000 image's first tile), from ``copy_and_image_rows.py``. The exit status is 0
-whichever floors are met: it is a report.
+100,000 x 100,000 image's first tile), from ``copy_and_image_rows.py``. A floor missed is
+shown beside its bound, the same measure of what costs a FUSE daemon nothing more: the
+ceiling (on a writable mount, the ceiling answering FLUSH; for whole images, the file all in
+the page cache). A floor its bound misses too is out of reach of any pyfuse3 filesystem on
+the machine, and the report says so. The exit status is 0 whichever floors are met: it is a
+report.
 
     .venv/bin/python bench/bench_per_file.py             # 2000 files, 3 rounds
     .venv/bin/python bench/bench_per_file.py --quick     # 200 files, 1 round (smoke run)
@@ -325,7 +329,8 @@ def report_listings(results: dict[str, list[dict[str, float]]], n: int) -> None:
     print()
     print(f"Listings of a {n}-chunk fanout tree on a fresh mount, caches dropped, s (medians):")
     print()
-    print("| measure | zarrfuse | bindfs | ceiling | zarrfuse / bindfs | floor | met |")
+    print("| measure | zarrfuse | bindfs | ceiling | zarrfuse / bindfs | floor | met (bound: "
+          "the ceiling) |")
     print("|---|---:|---:|---:|---:|---|---|")
 
     def med(name: str, label: str) -> float | None:
@@ -337,7 +342,7 @@ def report_listings(results: dict[str, list[dict[str, float]]], n: int) -> None:
             runs = results[c.name]
             z = median(r[label] for r in runs) if runs else None
             ratio = z / b if z is not None and b else None
-            met = "n/a" if ratio is None else ("yes" if ratio <= LISTING_FLOOR else "no")
+            met = extra.verdict(ratio, LISTING_FLOOR, ceiling / b if ceiling and b else None)
             zc = "failed" if z is None else f"{z:.3f}"
             bc = "failed" if b is None else f"{b:.3f}"
             rc = "n/a" if ratio is None else f"{ratio:.2f}x"
@@ -380,18 +385,20 @@ def report(results: dict[str, list[tuple[Pass, Pass, Pass]]], failures: dict[str
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; zarrfuse {revision()}; "
           f"run took {elapsed:.0f} s")
     print()
-    print("| measure | zarrfuse | bindfs | ceiling | zarrfuse / bindfs | floor | met |")
+    print("| measure | zarrfuse | bindfs | ceiling | zarrfuse / bindfs | floor | met (bound: "
+          "the ceiling; on a writable mount, the ceiling answering FLUSH) |")
     print("|---|---:|---:|---:|---:|---|---|")
     for phase, label, floor in ((0, "cold", COLD_FLOOR), (1, "second pass", SECOND_FLOOR),
                                 (2, EVICTED, COLD_FLOOR)):
         b, ceiling = med(BINDFS.name, phase), med(CEILING.name, phase)
+        flushed = med(FLUSHED_CEILING.name, phase)
         for c in ZARRFUSE:
             z = med(c.name, phase)
             ratio = z / b if z is not None and b else None
-            met = "n/a" if ratio is None else ("yes" if ratio <= floor else "no")
+            bound = flushed if "--read-only" not in c.options else ceiling
+            met = extra.verdict(ratio, floor, bound / b if bound is not None and b else None)
             print(f"| {label}, {c.name}, s | {cell(z)} | {cell(b)} | {cell(ceiling)} "
                   f"| {cell(ratio, '{:.2f}x')} | <= {floor}x bindfs | {met} |")
-        flushed = med(FLUSHED_CEILING.name, phase)
         ratio = flushed / b if flushed is not None and b else None
         print(f"| {label}, {FLUSHED_CEILING.name} (no zarrfuse), s | {cell(flushed)} | "
               f"{cell(b)} | {cell(ceiling)} | {cell(ratio, '{:.2f}x')} | the bound of a "

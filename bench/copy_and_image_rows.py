@@ -33,7 +33,7 @@ import tifffile
 import zarr
 from zarr.codecs import BytesCodec, ZstdCodec
 
-__all__ = ["copy_rows", "image_rows"]
+__all__ = ["copy_rows", "image_rows", "verdict"]
 
 MiB = 1 << 20
 COPY_FLOOR = 0.9  # zarrfuse's pace / bindfs's, at least
@@ -41,6 +41,7 @@ IMAGE_FLOOR = 1.0  # imread's pace / one zstd thread's, at least
 FIRST_TILE_FLOOR_S = 0.050
 SIDE, TILE = 4096, 256
 SLIDE = 100_000
+PAGE_CACHED = "imread, all in the page cache (the mount's ceiling)"
 
 
 def _seconds(work: Callable[[], object]) -> float:
@@ -75,13 +76,35 @@ def copy_once(source_dir: str, n: int) -> float:
         shutil.rmtree(target, ignore_errors=True)
 
 
+def verdict(ratio: float | None, floor: float, bound: float | None, *,
+            at_most: bool = True) -> str:
+    """Whether ``ratio`` meets ``floor`` (``at_most``: lower is better), and when it does not,
+    whether ``bound`` does: the same measure of a reader that costs a FUSE daemon nothing
+    more (the pyfuse3 ceiling, or the mount's own page cache). A floor its bound misses is
+    out of reach of any pyfuse3 filesystem on this machine, and the report says so."""
+    if ratio is None:
+        return "n/a"
+
+    def meets(r: float) -> bool:
+        return r <= floor if at_most else r >= floor
+
+    if meets(ratio):
+        return "yes"
+    if bound is None:
+        return "no"
+    if meets(bound):
+        return f"no (bound {bound:.2f}x meets it)"
+    return f"no; out of reach: bound {bound:.2f}x"
+
+
 def copy_rows(results: dict[str, list[tuple[float, float]]], n: int) -> None:
     """The table of cp -r: ``results`` maps a contender to its (cold, again) seconds."""
     print()
     print(f"`cp -r` of {n} chunk files of 1 MiB into tmpfs, s (medians; floor: zarrfuse at "
           f"least {COPY_FLOOR}x bindfs's pace):")
     print()
-    print("| measure | zarrfuse | bindfs | ceiling | zarrfuse pace / bindfs | met |")
+    print("| measure | zarrfuse | bindfs | ceiling | zarrfuse pace / bindfs | met (bound: the "
+          "ceiling's pace) |")
     print("|---|---:|---:|---:|---:|---|")
 
     def med(name: str, phase: int) -> float | None:
@@ -93,7 +116,8 @@ def copy_rows(results: dict[str, list[tuple[float, float]]], n: int) -> None:
         for name in (k for k in results if k not in ("bindfs", "ceiling")):
             z = med(name, phase)
             pace = b / z if z and b else None
-            met = "n/a" if pace is None else ("yes" if pace >= COPY_FLOOR else "no")
+            met = verdict(pace, COPY_FLOOR, b / ceiling if ceiling and b else None,
+                          at_most=False)
             print(f"| {label}, {name} | {_cell(z)} | {_cell(b)} | {_cell(ceiling)} "
                   f"| {_cell(pace, '{:.2f}x')} | {met} |")
 
@@ -168,15 +192,17 @@ def image_rows(results: dict[str, list[float]]) -> None:
     print(f"Whole image {SIDE} x {SIDE} uint16, zstd {TILE} x {TILE}, MB/s of pixels "
           f"(medians; floor: imread on a fresh mount at least {IMAGE_FLOOR}x one zstd thread):")
     print()
-    print("| measure | MB/s | / one zstd thread | met |")
+    print("| measure | MB/s | / one zstd thread | met (bound: all in the page cache) |")
     print("|---|---:|---:|---|")
+    cached = pace(PAGE_CACHED)
+    bound = cached / base if cached and base else None
     for name in results:
         if name.startswith("first tile"):
             continue
         p = pace(name)
         ratio = p / base if p and base else None
-        met = ("yes" if ratio >= IMAGE_FLOOR else "no") if (
-            ratio is not None and name.startswith("imread, fresh")) else ""
+        met = verdict(ratio, IMAGE_FLOOR, bound, at_most=False) if name.startswith(
+            "imread, fresh") else ""
         print(f"| {name} | {_cell(p, '{:.0f}')} | {_cell(ratio, '{:.2f}x')} | {met} |")
     print()
     print(f"A viewer's first tile of a {SLIDE:,} x {SLIDE:,} image on a fresh mount "
@@ -210,8 +236,7 @@ def image_round(image: Path, slide: Path, expected: np.ndarray, local_copy: Path
             if label == "--read-only":
                 subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True,
                                timeout=120)  # now every byte is in the kernel's page cache
-                results.setdefault("imread, all in the page cache (the mount's ceiling)",
-                                   []).append(imread_checked(path, expected))
+                results.setdefault(PAGE_CACHED, []).append(imread_checked(path, expected))
                 if not local_copy.exists():
                     shutil.copyfile(path, local_copy)
         finally:
