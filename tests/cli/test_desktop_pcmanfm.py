@@ -54,6 +54,18 @@ def desktop(tmp_path) -> Iterator[dict[str, str]]:
         server.wait(timeout=10)
 
 
+def _desktop_state(env: dict[str, str]) -> str:
+    """What the display shows and which openers run: why a window did not come (this test
+    failed twice under a full run's load, and passed alone every time)."""
+    windows = run_with_timeout(["xdotool", "search", "--name", "."], 30, check=False, env=env)
+    names = [run_with_timeout(["xdotool", "getwindowname", w], 30, check=False,
+                              env=env).stdout.strip() for w in windows.stdout.split()]
+    table = run_with_timeout(["ps", "-ww", "-eo", "pid=,comm=,args="], 30, check=False).stdout
+    running = [line.strip() for line in table.splitlines()
+               if line.split()[1:2] and line.split()[1] in ("pcmanfm", "xdg-open", "gio")]
+    return f"windows {names}; processes {running}"
+
+
 def _requests(mnt: Path, env: dict[str, str]) -> dict[str, int]:
     out = run_with_timeout([*ZARRFUSE, "stats", "--json", mnt], 30, env=env).stdout
     return json.loads(out)["counters"]["requests"]
@@ -81,7 +93,8 @@ def test_pcmanfm_shows_the_mount_its_action_made(desktop, array_v3):
     # GTK program's first start beside a full test run's load took over 30 s once.
     assert wait_for(lambda: subprocess.run(
         ["xdotool", "search", "--name", f"^{mnt.name}$"], env=env,
-        capture_output=True).returncode == 0, 60), "no pcmanfm window for the mount"
+        capture_output=True).returncode == 0, 60), (
+        f"no pcmanfm window for the mount; {_desktop_state(env)}")
     assert wait_for(lambda: _requests(mnt, env).get("readdir", 0) > 0, 30)
     assert "planes" in os.listdir(mnt)  # what it listed: the tiles' folder
 
