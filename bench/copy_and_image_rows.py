@@ -33,6 +33,8 @@ import tifffile
 import zarr
 from zarr.codecs import BytesCodec, ZstdCodec
 
+from bench.bench_mount_read import run
+
 __all__ = ["copy_rows", "image_rows", "verdict"]
 
 MiB = 1 << 20
@@ -66,8 +68,8 @@ def copy_once(source_dir: str, n: int) -> float:
     """``cp -r`` of the directory into tmpfs, checked by size; the copy removed after."""
     target = Path(tempfile.mkdtemp(prefix="zarrfuse-cp-", dir="/dev/shm"))
     try:
-        took = _seconds(lambda: subprocess.run(["cp", "-r", source_dir, str(target / "c")],
-                                               check=True, timeout=300))
+        took = _seconds(lambda: run(["cp", "-r", source_dir, str(target / "c")], 300.0,
+                                    check=True))
         copied = sum(p.stat().st_size for p in (target / "c").rglob("*") if p.is_file())
         if copied != n * MiB:
             raise RuntimeError(f"cp -r of {source_dir} copied {copied} bytes, {n * MiB} stored")
