@@ -17,7 +17,7 @@ import pytest
 from tests.kernel_caches import on_tmpfs
 from zarrfuse.storage.beneath import LOCAL_DISK, Root, _filesystem_type
 from zarrfuse.storage.local import LocalBackend
-from zarrfuse.storage.local_warming import KernelWarming
+from zarrfuse.storage.local_warming import QUEUED, KernelWarming
 
 
 def _forget_names(store: Path) -> None:
@@ -156,6 +156,19 @@ def test_a_reader_walking_through_files_names_the_next_ones_once_per_half_window
     warming.close()
     assert len(named) <= 100 // 3, named  # every file once named them all: 100 calls
     assert named[:3] == [0, 4, 10], named
+
+
+def test_more_files_than_the_queue_holds_warm_the_nearest():
+    """Handed more files than it queues, the thread warms the first ones (the reader's
+    next), not the last: the queue drops its oldest only for files asked for later."""
+    opened: list[str] = []
+    warming = KernelWarming(lambda key, cached_only: opened.append(key))
+    warming.want([(f"c/{i}", 1) for i in range(QUEUED + 36)])
+    deadline = time.monotonic() + 10
+    while len(opened) < QUEUED and time.monotonic() < deadline:
+        time.sleep(0.01)
+    warming.close()
+    assert opened == [f"c/{i}" for i in range(QUEUED)]
 
 
 def test_warming_stops_with_the_backend(tmp_path):

@@ -74,15 +74,15 @@ class KernelWarming:
             self.want(following())
 
     def want(self, objects: Sequence[tuple[str, int]]) -> None:
-        """Warm these (key, size) files, in order, up to ``AHEAD_BYTES`` in all; cheap (the
-        trio thread calls it): the work is the background thread's."""
+        """Warm these (key, size) files, in order, up to ``AHEAD_BYTES`` and ``QUEUED`` files
+        in all; cheap (the trio thread calls it): the work is the background thread's."""
         budget = AHEAD_BYTES
         with self._wake:
             if self._closed:
                 return
             added: list[str] = []
             for key, size in objects:
-                if budget <= 0:
+                if budget <= 0 or len(added) == QUEUED:  # the nearest, never the last 64
                     break
                 budget -= size
                 if key in self._asked:
