@@ -34,6 +34,7 @@ import ctypes
 import hashlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -133,7 +134,7 @@ def run(cmd: Sequence[str], timeout: float = CMD_TIMEOUT, *, check: bool = False
             out, err = proc.communicate()
         finally:
             timer.cancel()
-    if killed.is_set():
+    if killed.is_set() and proc.returncode == -signal.SIGKILL:  # not one that ended in time
         raise subprocess.TimeoutExpired(proc.args, timeout, out, err)
     if check and proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, proc.args, out, err)
