@@ -50,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from bench.bench_latency import DelayProxy  # noqa: E402  (after the sys.path insert above)
+from bench.bench_mount_read import run  # noqa: E402
 from bench.bench_s3 import unmount, wait_mounted  # noqa: E402
 from bench.copy_and_image_rows import first_tile, make_slide  # noqa: E402
 from tests.http_servers import nginx  # noqa: E402
@@ -137,7 +138,7 @@ def _rclone(url: str, where: Path) -> Iterator[Path]:
 def _copy_seconds(source: Path, target: Path) -> float:
     shutil.rmtree(target, ignore_errors=True)
     start = time.perf_counter()
-    subprocess.run(["cp", "-r", str(source), str(target)], check=True, timeout=600)
+    run(["cp", "-r", str(source), str(target)], 600.0, check=True)  # timed to its exit
     took = time.perf_counter() - start
     shutil.rmtree(target, ignore_errors=True)
     return took
@@ -145,7 +146,7 @@ def _copy_seconds(source: Path, target: Path) -> float:
 
 def _ls_seconds(folder: Path) -> float:
     start = time.perf_counter()
-    subprocess.run(["ls", "-l", str(folder)], check=True, timeout=600, stdout=subprocess.DEVNULL)
+    run(["ls", "-l", str(folder)], 600.0, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
