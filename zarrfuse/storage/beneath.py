@@ -103,11 +103,13 @@ opens beside a loop of renames in another process (measured)."""
 def _openat2(dir_fd: int, path: str, flags: int, resolve: int = 0) -> int:
     """The descriptor openat2 gives ``path`` beneath ``dir_fd``; OSError with its errno.
     EAGAIN from a ".." that raced a rename is asked again, up to ``RACE_RETRIES`` times,
-    unless ``resolve`` has RESOLVE_CACHED (whose EAGAIN may also mean "not cached": the
-    caller opens again without it)."""
+    and then is EIO: never a bare EAGAIN (a reader would retry it blindly or give up with
+    "resource temporarily unavailable"). With RESOLVE_CACHED in ``resolve``, EAGAIN is
+    answered at once (it may also mean "not cached": the caller opens again without it)."""
     how = _OpenHow(flags | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | resolve)
     encoded = os.fsencode(path)
-    for _ in range(1 if resolve & _RESOLVE_CACHED else RACE_RETRIES):
+    cached_only = bool(resolve & _RESOLVE_CACHED)
+    for _ in range(1 if cached_only else RACE_RETRIES):
         fd = _libc.syscall(
             _syscall_number, dir_fd, encoded, ctypes.byref(how), ctypes.sizeof(how)
         )
@@ -115,15 +117,10 @@ def _openat2(dir_fd: int, path: str, flags: int, resolve: int = 0) -> int:
             return int(fd)
         code = ctypes.get_errno()
         if code != errno.EAGAIN:
-            break
-    raise OSError(code, os.strerror(code), path)
-
-
-def _raced(key: str) -> OSError:
-    """Resolving ``key`` lost to renames ``RACE_RETRIES`` times over: an I/O error, logged
-    by whoever answers it, never a bare EAGAIN (a reader would retry it blindly or give up
-    with "resource temporarily unavailable")."""
-    return OSError(errno.EIO, f"resolving it raced with renames {RACE_RETRIES} times", key)
+            raise OSError(code, os.strerror(code), path)
+    if cached_only:
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN), path)
+    raise OSError(errno.EIO, f"resolving it raced with renames {RACE_RETRIES} times", path)
 
 
 class Root:
@@ -182,9 +179,7 @@ class Root:
             try:
                 return _openat2(self._fd, key, flags, _RESOLVE_CACHED if cached_only else 0)
             except OSError as e:
-                if e.errno == errno.EAGAIN:
-                    if not cached_only:
-                        raise _raced(key) from None
+                if e.errno == errno.EAGAIN:  # only ever with cached_only (see _openat2)
                     raise BlockingIOError(e.errno, "not in the kernel's caches", key) from None
                 if e.errno == errno.EXDEV:  # ".." or an absolute symlink: resolve and retry
                     if cached_only:  # realpath may wait on the disk
@@ -212,8 +207,6 @@ class Root:
                     raise FileNotFoundError(e.errno, e.strerror, key) from None
                 if e.errno in (errno.EXDEV, errno.ELOOP):
                     raise self._refused(key) from None
-                if e.errno == errno.EAGAIN:
-                    raise _raced(key) from None
                 raise
         try:
             return os.open(real, flags | os.O_CLOEXEC | os.O_NOFOLLOW)
