@@ -7,19 +7,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from zarrfuse.storage.beneath import _filesystem_type
+
 __all__ = ["evict_pages", "on_tmpfs"]
 
 
 def on_tmpfs(path: Path) -> bool:
-    """Whether ``path`` is on a memory filesystem (the mount that holds it, by longest
-    mount point)."""
-    best, kind = "", ""
-    with open("/proc/self/mounts") as mounts:
-        for line in mounts:
-            _, point, fstype, *_ = line.split()
-            if str(path).startswith(point) and len(point) >= len(best):
-                best, kind = point, fstype
-    return kind in ("tmpfs", "ramfs")
+    """Whether ``path`` is on a memory filesystem (read from mountinfo, as the store root
+    reads its own)."""
+    return _filesystem_type(str(path)) in ("tmpfs", "ramfs")
 
 
 def evict_pages(path: Path) -> None:
