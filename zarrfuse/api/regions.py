@@ -11,7 +11,7 @@ from typing import Any
 
 from zarrfuse.errors import ConfigurationError
 
-__all__ = ["chunk_grid_shape", "chunk_region"]
+__all__ = ["chunk_grid_shape", "chunk_region", "overlap"]
 
 
 def chunk_region(
@@ -22,6 +22,16 @@ def chunk_region(
         slice(c * n, min((c + 1) * n, size))
         for c, n, size in zip(coords, chunk_shape, shape, strict=True)
     )
+
+
+def overlap(region: Sequence[slice], at: Sequence[slice]
+            ) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
+    """Where two regions of one array overlap: the slices within ``region``, and within
+    ``at`` (a chunk's, say)."""
+    lo = [max(r.start, a.start) for r, a in zip(region, at, strict=True)]
+    hi = [min(r.stop, a.stop) for r, a in zip(region, at, strict=True)]
+    return (tuple(slice(a - r.start, b - r.start) for a, b, r in zip(lo, hi, region, strict=True)),
+            tuple(slice(a - o.start, b - o.start) for a, b, o in zip(lo, hi, at, strict=True)))
 
 
 def chunk_grid_shape(metadata: dict[str, Any]) -> tuple[int, ...]:

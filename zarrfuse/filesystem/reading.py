@@ -89,7 +89,6 @@ class FileSystemBase(Listing, ChunkOpening):
         self.read_only = read_only
         self.options = write_options or WriteOptions()
         self.committer = Committer(namespace, self.options, unused=self._unused,
-                                   store_changed=self.apply_store_changes,
                                    committed=self._time_ends)
         self.writers = OpenWriters(self.committer)
         self.ownership = ownership or Ownership.of_process()
@@ -104,9 +103,8 @@ class FileSystemBase(Listing, ChunkOpening):
         self.replacements = Replacements()
 
     async def apply_store_changes(self, keys: set[str]) -> None:
-        """Store keys changed another way (another program, seen by ``storage.store_watch``;
-        a pyramid's lower levels, written through zarr): the files that show them are read
-        anew (``store_changes``)."""
+        """Store keys changed another way (another program, seen by ``storage.store_watch``):
+        the files that show them are read anew (``store_changes``)."""
         await StoreChanges(self.namespace, self.committer.drop_cache).apply(keys)
 
     @property

@@ -48,7 +48,6 @@ from zarrfuse.fuse.mount_refusal import explain, libfuse_words
 from zarrfuse.fuse.mountpoint import prepare_mountpoint
 from zarrfuse.fuse.operations import FuseOperations
 from zarrfuse.storage import Backend, backend_for, cache_identity, store_requests
-from zarrfuse.storage.backend_writes import BackendWrites
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import DiskCache
 from zarrfuse.storage.local import LocalBackend
@@ -158,8 +157,7 @@ def build_filesystem(
         counters=counters,
         open_chunks=open_chunks(config, following),
         layout=config.layout,
-        write_store=None if config.read_only or not config.update_pyramid
-        else BackendWrites(store_path.store, backend),
+        update_pyramid=config.update_pyramid and not config.read_only,
         rendering=None
         if config.format == "raw"
         else Rendering(

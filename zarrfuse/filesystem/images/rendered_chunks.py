@@ -22,7 +22,7 @@ import trio
 import zarr
 
 from zarrfuse.api.chunk_encoding import ChunkEncoder
-from zarrfuse.api.regions import chunk_region
+from zarrfuse.api.regions import chunk_region, overlap
 from zarrfuse.errors import ReadOnlyError
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
@@ -278,14 +278,8 @@ class RenderedChunks:
         """Where ``region`` and read chunk ``read`` (or the chunk of ``shape`` there: a
         stored object) overlap: the slices of it within the region's values, and within
         the chunk's."""
-        origin = chunk_region(read, self.array.chunks if shape is None else shape,
-                              self.array.shape)
-        lo = [max(r.start, o.start) for r, o in zip(region, origin, strict=True)]
-        hi = [min(r.stop, o.stop) for r, o in zip(region, origin, strict=True)]
-        return (tuple(slice(a - r.start, b - r.start) for a, b, r in zip(lo, hi, region,
-                                                                         strict=True)),
-                tuple(slice(a - o.start, b - o.start) for a, b, o in zip(lo, hi, origin,
-                                                                         strict=True)))
+        return overlap(region, chunk_region(read, self.array.chunks if shape is None else shape,
+                                            self.array.shape))
 
     def _assemble(self, coords: tuple[int, ...],
                   decoded: dict[tuple[int, ...], np.ndarray]) -> np.ndarray:

@@ -17,7 +17,7 @@ from zarr.storage import StorePath
 from zarrfuse.api.arrays import wrap_array
 from zarrfuse.api.chunk_encoding import ChunkEncoder
 from zarrfuse.api.nodes import StoredNode, parse_array_metadata
-from zarrfuse.api.pyramid import LowerLevel, Pyramid, method_of
+from zarrfuse.api.pyramid import Level, Pyramid, method_of
 from zarrfuse.api.regions import chunk_grid_shape
 from zarrfuse.api.shard_bounds import bound_inner_chunks
 from zarrfuse.errors import ConfigurationError
@@ -70,13 +70,13 @@ class ArrayBuilder:
         rendering: Rendering | None,
         open_chunks: OpenChunkCache | None,
         layout: Layout,
-        write_store: Store | None = None,
+        update_pyramid: bool = False,
     ) -> None:
-        """``write_store``: the store zarr writes through on a writable mount (a pyramid's
-        lower levels, ``api.pyramid``); None: nothing is written through zarr.
-        ``trust``: how long what the arrays learn of the store is believed."""
+        """``update_pyramid``: a write to an OME-Zarr image's full resolution updates the
+        levels below it (writable mounts, ``api.pyramid``). ``trust``: how long what the
+        arrays learn of the store is believed."""
         self.backend = backend
-        self.write_store = write_store
+        self.update_pyramid = update_pyramid
         self.layout: Layout = layout
         self.counters = counters
         self._rendering = rendering
@@ -192,26 +192,19 @@ class ArrayBuilder:
         return _zarr_array(rendering.store, path, metadata, parsed,
                            writable=writable and not rendering.read_only)
 
-    def writable_array(self, path: str, metadata: dict[str, Any]) -> zarr.Array:
-        """The array as zarr writes it through ``write_store`` (as ``zarr_array``)."""
-        assert self.write_store is not None
-        return _zarr_array(self.write_store, path, metadata,
-                           parse_array_metadata(path, metadata), writable=True)
-
     def pyramid(self, path: str, metadata: dict[str, Any], ome: OmeLevel) -> Pyramid:
         """Level 0 at ``path`` with the levels below it, to update them after a write."""
-        source = above = self.writable_array(path, metadata)
-        lower = []
+        top = Level.of(path, parse_array_metadata(path, metadata))
+        assert top is not None  # level 0 is below nothing
+        levels = [top]
         for level_path, level_metadata in ome.lower:
-            array = self.writable_array(level_path, level_metadata)
-            if len(array.shape) != len(above.shape):
+            level = Level.of(level_path, parse_array_metadata(level_path, level_metadata),
+                             levels[-1])
+            if level is None:
                 break
-            factors = tuple(max(1, round(s / n)) if n else 1
-                            for s, n in zip(above.shape, array.shape, strict=True))
-            lower.append(LowerLevel(level_path, array, factors))
-            above = array
+            levels.append(level)
         named = ome.multiscales.method
-        return Pyramid(ome.image, source, lower, method_of(named), named)
+        return Pyramid(ome.image, levels, method_of(named), named)
 
     def open_level(self, path: str, metadata: dict[str, Any]) -> LevelChunks:
         """An array of a whole image: its geometry and the source of its decoded chunks."""

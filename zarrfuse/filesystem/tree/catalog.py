@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import trio
-from zarr.abc.store import Store
 
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
 from zarrfuse.errors import ZarrFuseError
@@ -98,10 +97,10 @@ class Catalog:
         rendering: Rendering | None = None,
         open_chunks: OpenChunkCache | None = None,
         layout: Layout = "fanout",
-        write_store: Store | None = None,
+        update_pyramid: bool = False,
     ) -> None:
-        """``write_store``: where zarr writes a pyramid's lower levels (writable mounts that
-        update them); None: they are not updated. ``trust``: how long the arrays' chunk
+        """``update_pyramid``: a write to an OME-Zarr image's full resolution updates the
+        levels below it (writable mounts). ``trust``: how long the arrays' chunk
         listings and sizes are believed; documents keep ``trust.ttl`` alone (the store
         watch follows no document)."""
         self.backend = backend
@@ -121,7 +120,7 @@ class Catalog:
         self.arrays = ArrayBuilder(
             backend, suffix=suffix, max_children=max_children, limiter=limiter,
             trust=trust, counters=self.counters, rendering=rendering,
-            open_chunks=open_chunks, layout=layout, write_store=write_store,
+            open_chunks=open_chunks, layout=layout, update_pyramid=update_pyramid,
         )
         self._images = (
             ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit),
@@ -179,10 +178,10 @@ class Catalog:
         its axes and show its colour channels as colour; a writable mount updates the
         levels below the full resolution); None where neither is needed or it is in none.
         Blocking."""
-        if node.node_type != "array" or not (self._rendering or self.arrays.write_store):
+        if node.node_type != "array" or not (self._rendering or self.arrays.update_pyramid):
             return None
         return find_ome_level(path, node, self._read_ancestor,
-                              with_lower=self.arrays.write_store is not None)
+                              with_lower=self.arrays.update_pyramid)
 
     def _read_ancestor(self, path: str) -> tuple[StoredNode, int] | None:
         """``read_node`` for ``_ome_level``, kept for the metadata TTL (errors are not kept:

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import itertools
 import logging
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import trio
 
-from zarrfuse.api.pyramid import Pyramid
 from zarrfuse.errors import FileTooBig, ZarrFuseError
 from zarrfuse.filesystem.tree.mounted import ArrayView
 from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import ChunkFile, Node
+from zarrfuse.filesystem.writes.level_updates import LevelUpdates
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 from zarrfuse.request_deadline import waited
 
@@ -212,19 +211,14 @@ class Committer:
     def __init__(
         self, namespace: Namespace, options: WriteOptions,
         unused: Callable[[int], bool] = lambda inode: False,
-        store_changed: Callable[[set[str]], Awaitable[None]] | None = None,
         committed: Callable[[ChunkFile], None] = lambda node: None,
     ) -> None:
-        """``store_changed``: told the store keys written around the mount's own chunk
-        files (a pyramid's lower levels), whose files must be read anew; ``committed``:
-        told each chunk file stored (a time set on it is shown no longer)."""
+        """``committed``: told each chunk file stored (a time set on it is shown no
+        longer)."""
         self.namespace = namespace
         self._committed = committed
         self.options = options
-        self._store_changed = store_changed
-        self._pyramid_locks: weakref.WeakKeyDictionary[Pyramid, trio.Lock] = (
-            weakref.WeakKeyDictionary())
-        self._stale_told: weakref.WeakSet[Pyramid] = weakref.WeakSet()
+        self._levels = LevelUpdates(namespace, self.drop_cache)
         self._unused = unused
         """Whether an inode has no handle and no kept pages (``page_cache``)."""
         self._invalidate: Callable[[int, bool], Awaitable[None]] | None = None
@@ -273,37 +267,9 @@ class Committer:
         self._committed(node)
         pyramid = node.array.pyramid
         if pyramid is not None and pyramid.lower:
-            await self._update_pyramid(pyramid, node.array.files.region(node.coords))
+            await self._levels.update(node.array, node.array.files.region(node.coords))
         if drop_cache:
             await self.drop_cache(node, renaming=renaming)
-
-    async def _update_pyramid(self, pyramid: Pyramid, region: tuple[slice, ...]) -> None:
-        """After a write to an OME-Zarr image's full resolution: the region in every level
-        below, downsampled again (``api.pyramid``), one update at a time per image (two
-        would rewrite a shared lower chunk each from its own read). Where it cannot be,
-        the write stands and one line (once per image) names the levels now stale."""
-        levels = ", ".join(level.path for level in pyramid.lower)
-        why = None
-        if pyramid.method is None:
-            why = (f"its multiscales type {pyramid.named!r} is not one zarrfuse recomputes "
-                   "(nearest, mean)")
-        else:
-            lock = self._pyramid_locks.setdefault(pyramid, trio.Lock())
-            try:
-                async with lock:
-                    written = await trio.to_thread.run_sync(pyramid.update, region)
-            except Exception as e:  # noqa: BLE001  (the write itself is stored)
-                why = f"updating them failed: {type(e).__name__}: {e}"
-            else:
-                keys = {"/".join(p for p in (path, key) if p)
-                        for path, level_keys in written for key in level_keys}
-                if self._store_changed is not None and keys:
-                    await self._store_changed(keys)
-                return
-        if pyramid not in self._stale_told:
-            self._stale_told.add(pyramid)
-            log.warning("%s: pyramid levels %s are now stale after a write to %s: %s",
-                        pyramid.image or "/", levels, pyramid.source.path or "/", why)
 
     async def commit_writer(self, writer: ChunkWriter, *, durable: bool) -> None:
         """Commit a writer's buffer; its changes wait meanwhile. A refused commit leaves the

@@ -1,0 +1,77 @@
+"""An OME-Zarr pyramid's lower levels after a commit to its full resolution, stored as a
+chunk file's commit is (``api.pyramid`` computes them): each lower object (chunk, shard) is
+read, changed and written under its chunk lock (``StoredChunks.update``: parts, journal)
+while the objects of the level above it is made from are held by theirs, so no commit of
+either lands in between; then the level's files are read anew (kernel, renderings).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import weakref
+from collections.abc import Awaitable, Callable
+
+from zarrfuse.api.pyramid import Pyramid
+from zarrfuse.errors import ZarrFuseError
+from zarrfuse.filesystem.tree.mounted import ArrayView
+from zarrfuse.filesystem.tree.namespace import Namespace
+from zarrfuse.filesystem.tree.nodes import ChunkFile, Node
+
+__all__ = ["LevelUpdates"]
+
+log = logging.getLogger(__name__)
+
+
+class LevelUpdates:
+    """The lower levels' updates of one mount's commits (``drop_cache``: the committer's)."""
+
+    def __init__(self, namespace: Namespace,
+                 drop_cache: Callable[[Node], Awaitable[None]]) -> None:
+        self._namespace = namespace
+        self._drop_cache = drop_cache
+        self._stale_told: weakref.WeakSet[Pyramid] = weakref.WeakSet()
+
+    async def update(self, top: ArrayView, region: tuple[slice, ...]) -> None:
+        """After a write to ``region`` of an OME-Zarr image's full resolution: that region
+        in every level below, downsampled again. Where it cannot be, the write stands and
+        one line (once per image) names the levels now stale."""
+        pyramid = top.pyramid
+        assert pyramid is not None
+        why = None
+        if pyramid.method is None:
+            why = (f"its multiscales type {pyramid.named!r} is not one zarrfuse recomputes "
+                   "(nearest, mean)")
+        else:
+            try:
+                await self._downsample(top, pyramid, region)
+            except Exception as e:  # noqa: BLE001  (the write itself is stored)
+                why = f"updating them failed: {type(e).__name__}: {e}"
+            else:
+                return
+        if pyramid not in self._stale_told:
+            self._stale_told.add(pyramid)
+            log.warning("%s: pyramid levels %s are now stale after a write to %s: %s",
+                        pyramid.image or "/", ", ".join(level.path for level in pyramid.lower),
+                        top.path or "/", why)
+
+    async def _downsample(self, view: ArrayView, pyramid: Pyramid,
+                          region: tuple[slice, ...]) -> None:
+        """Level by level, each from the one above (``view``, where ``region`` changed).
+        A level is the view the mount shows of it, whose locks its writers take."""
+        for above, level in itertools.pairwise(pyramid.levels):
+            below = level.below(region)
+            if below is None:
+                return
+            parent, _, name = level.path.rpartition("/")
+            lower = await self._namespace.catalog.open_child(parent, name)
+            if not isinstance(lower, ArrayView):
+                raise ZarrFuseError(f"level {level.path} is not an array the mount shows")
+            for coords, sources, made in pyramid.steps(above, level, below):
+                async with view.stored.reading(sources) as read:
+                    await lower.stored.update(coords, functools.partial(made, read),
+                                              limit=level.encoder.stored_limit)
+                for shown in lower.files.changed(coords):
+                    await self._drop_cache(ChunkFile(lower, shown))
+            view, region = lower, below
