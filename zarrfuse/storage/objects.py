@@ -22,10 +22,7 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # types only: obstore declares them in its stubs
-    from obstore import ListResult, ObjectMeta
+from typing import Any
 
 from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
@@ -118,14 +115,11 @@ class ObjectBackend:
         GET sent ahead (None: absent)."""
         return self.requests.send(f"GET {key}", lambda: peek(self.store, key, limit))
 
-    def _listing(self, prefix: str) -> ListResult[Sequence[ObjectMeta]]:
-        prefix = prefix.strip("/")
-        return self.requests.request(f"LIST {prefix or '/'}", lambda: list_dir(
-            self.store, f"{prefix}/" if prefix else None))
-
     def list_dir(self, prefix: str) -> tuple[dict[str, Stat], list[str]]:
         """The objects (with stats) and the subdirectories under ``prefix``, in one LIST."""
-        found = self._listing(prefix)
+        prefix = prefix.strip("/")
+        found = self.requests.request(f"LIST {prefix or '/'}", lambda: list_dir(
+            self.store, f"{prefix}/" if prefix else None))
         return ({meta["path"].rpartition("/")[2]: stat_of(meta) for meta in found["objects"]},
                 [p.rstrip("/").rpartition("/")[2] for p in found["common_prefixes"]])
 
