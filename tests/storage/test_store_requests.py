@@ -9,8 +9,8 @@ from __future__ import annotations
 import errno
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -288,20 +289,33 @@ class ObjectBackend:
         without a write time (the client's own timeouts)."""
         return None if self._write_time is None else time.monotonic() + self._write_time
 
-    def delete_many(self, keys: Sequence[str]) -> None:
+    async def delete_many_async(self, keys: Sequence[str]) -> None:
         """Remove objects in one bulk request (absent ones are fine: where the store's bulk
-        delete fails for one, as Azure's does, each is removed on its own)."""
+        delete fails for one, as Azure's does, each is removed on its own), on the client's
+        loop: the journal's clean-up, which no writer waits for."""
         try:
-            self.requests.request(f"DELETE {len(keys)} objects",
-                    lambda: delete(self.store, keys), bounded=False)
+            await self.requests.answer(f"DELETE {len(keys)} objects",
+                                       lambda: delete(self.store, keys), bounded=False)
         except FileNotFoundError:
             for key in keys:
-                self.delete(key)
+                with contextlib.suppress(FileNotFoundError):
+                    await self.requests.answer(
+                        f"DELETE {key}", functools.partial(delete, self.store, key),
+                        bounded=False)
 
-    def copy(self, source: str, key: str) -> None:
+    async def copy_async(self, source: str, key: str) -> None:
         """Replace ``key`` with a copy of ``source``, made by the server (no bytes here)."""
-        self.requests.request(f"COPY {source} to {key}",
-                lambda: copy(self.store, source, key), bounded=False)
+        await self.requests.answer(f"COPY {source} to {key}",
+                                   lambda: copy(self.store, source, key), bounded=False)
+
+    async def read_all_async(self, key: str) -> bytes | None:
+        """``read_all`` on the client's loop."""
+        read_key = self._read_key(key)
+        try:
+            return await self.requests.answer(f"GET {read_key}",
+                                              lambda: get_whole(self.store, read_key))
+        except FileNotFoundError:
+            return None
 
     def write_parts(
         self, parts: Sequence[tuple[str, Sequence[memoryview]]], *, durable: bool = False
