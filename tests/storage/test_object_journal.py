@@ -8,6 +8,7 @@ what a daemon killed at that moment leaves.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import random
@@ -43,6 +44,7 @@ class CrashBefore:
 
     def __init__(self, backend: ObjectBackend, n: int) -> None:
         self.backend, self.left = backend, n
+        self.requests = backend.requests
 
     def _change(self) -> None:
         if self.left == 0:
@@ -60,13 +62,16 @@ class CrashBefore:
         self._change()
         return self.backend.write(key, pieces, durable=durable, deadline=deadline)
 
-    def copy(self, source: str, key: str) -> None:
+    async def copy_async(self, source: str, key: str) -> None:
         self._change()
-        self.backend.copy(source, key)
+        await self.backend.copy_async(source, key)
 
-    def delete_many(self, keys: Sequence[str]) -> None:
+    async def delete_many_async(self, keys: Sequence[str]) -> None:
         self._change()
-        self.backend.delete_many(keys)
+        await self.backend.delete_many_async(keys)
+
+    async def read_all_async(self, key: str) -> bytes | None:
+        return await self.backend.read_all_async(key)
 
     def read_all(self, key: str) -> bytes | None:
         return self.backend.read_all(key)
@@ -236,11 +241,11 @@ class RecoveredMeanwhile(CrashBefore):
         super().__init__(backend, 10**6)
         self.other = other
 
-    def copy(self, source: str, key: str) -> None:
+    async def copy_async(self, source: str, key: str) -> None:
         if self.other is not None:
             other, self.other = self.other, None
-            assert other.recover() == (1, 0)
-        super().copy(source, key)
+            assert await asyncio.to_thread(other.recover) == (1, 0)
+        await super().copy_async(source, key)
 
 
 @pytest.mark.expect_log(r"commit\(s\) a crash interrupted", r"commit\(s\) unfinished")
@@ -307,11 +312,11 @@ class SlowCopies(CrashBefore):
         self.go = threading.Event()
         self.broken = False
 
-    def copy(self, source: str, key: str) -> None:
+    async def copy_async(self, source: str, key: str) -> None:
         if self.broken:
             raise OSError(errno.EIO, "COPY: the store is failing")
-        self.go.wait(30)
-        self.backend.copy(source, key)
+        await asyncio.to_thread(self.go.wait, 30)
+        await self.backend.copy_async(source, key)
 
 
 def _slow(server: S3Server, prefix: str) -> tuple[ObjectBackend, SlowCopies]:
@@ -341,6 +346,8 @@ def test_a_committed_transaction_whose_copies_stall_is_answered_in_time_and_read
     assert time.monotonic() - started < 1.0 + 1.5
     assert {key: _read(backend, key) for key in NEW} == NEW
     assert _keys(server, "slowcopy")["c/0/0"] == OLD["c/0/0"]  # not copied yet
+    # the copies go on as a task of the mount's store client, not a thread of their own
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("zarrfuse-commit")]
     slow.go.set()
     backend._journal.finishing.settle(NEW, deadline=time.monotonic() + 10)
     assert _keys(server, "slowcopy") == NEW

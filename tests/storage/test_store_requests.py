@@ -10,6 +10,7 @@ import errno
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +19,10 @@ import pytest
 from tests.http_servers import nginx
 from tests.stall_proxy import StallProxy
 from zarrfuse.api.arrays import open_store_path
-from zarrfuse.storage import backend_for, store_requests
+from zarrfuse.storage import backend_for
 from zarrfuse.zarr_compat import sync
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def two_slots():
-    store_requests.limit_requests(2)
-    try:
-        yield
-    finally:
-        store_requests.limit_requests(store_requests.REQUESTS_IN_FLIGHT)
 
 
 BIG = bytes(range(256)) * (24 << 12)  # 24 MiB
@@ -47,6 +39,11 @@ def stalling(tmp_path: Path) -> Iterator[tuple[StallProxy, Any]]:
             StallProxy(int(url.rsplit(":", 1)[1])) as proxy:
         store_path = sync(open_store_path(f"{proxy.url}/k", mode="r"))
         yield proxy, backend_for(store_path.store, path=store_path.path)
+
+
+@pytest.fixture
+def two_slots(stalling):
+    stalling[1].requests.limit_requests(2)
 
 
 def test_a_stalled_store_sees_no_more_requests_than_the_slots(stalling, two_slots):
@@ -89,7 +86,7 @@ def _threads() -> list[str]:
 
 def test_a_request_without_an_answer_within_the_timeout_is_eio(stalling):
     proxy, backend = stalling
-    store_requests.configure(timeout=1.0)
+    backend.requests.timeout = 1.0
     try:
         proxy.stall()
         started = time.monotonic()
@@ -97,7 +94,6 @@ def test_a_request_without_an_answer_within_the_timeout_is_eio(stalling):
             backend.read_range("0", 0, 100)
         took = time.monotonic() - started
     finally:
-        store_requests.configure(timeout=None)
         proxy.resume()
     assert raised.value.errno == errno.EIO and 0.9 < took < 5, took
     assert "no answer within 1 s (--store-timeout)" in str(raised.value)
@@ -125,3 +121,25 @@ def test_sequential_reads_get_windows_ahead_with_no_thread_each(stalling):
     assert bytes(got) == BIG
     assert len(threads) <= len(threads_before) + 1, (threads_before, threads)  # the loop's
     assert not any(name.startswith("zarrfuse-ahead") for name in threads), threads
+
+
+def test_two_mounts_in_one_process_take_no_slot_of_each_other(stalling):
+    """Each mount has its store client (issue 52, point 5): one whose store stalls with
+    every slot taken leaves another mount's requests free to go."""
+    proxy, stalled = stalling
+    stalled.requests.limit_requests(1)
+    with StallProxy(proxy.upstream_port) as other_proxy, ThreadPoolExecutor(2) as pool:
+        store_path = sync(open_store_path(f"{other_proxy.url}/k", mode="r"))
+        other = backend_for(store_path.store, path=store_path.path)
+        other.requests.limit_requests(1)
+        proxy.stall()
+        waiting = pool.submit(stalled.read_range, "0", 0, 100)
+        try:
+            ends = time.monotonic() + 10  # the stalled mount's one slot is taken
+            while proxy.connections() < 1 and time.monotonic() < ends:
+                time.sleep(0.01)
+            assert pool.submit(other.read_range, "1", 0, 100).result(10) == bytes([1]) * 100
+        finally:
+            proxy.resume()
+        assert waiting.result(30) == bytes([0]) * 100
+        other.close()

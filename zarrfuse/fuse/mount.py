@@ -47,7 +47,7 @@ from zarrfuse.fuse.left_out import left_out_note
 from zarrfuse.fuse.mount_refusal import explain, libfuse_words
 from zarrfuse.fuse.mountpoint import prepare_mountpoint
 from zarrfuse.fuse.operations import FuseOperations
-from zarrfuse.storage import Backend, backend_for, cache_identity, store_requests
+from zarrfuse.storage import Backend, backend_for, cache_identity
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import DiskCache
 from zarrfuse.storage.local import LocalBackend
@@ -139,7 +139,6 @@ def build_filesystem(
         store_path.store, symlink_root=config.symlink_root, path=store_path.path,
         write_time=config.store_timeout,
     )
-    store_requests.configure(timeout=config.store_timeout)  # each read request's bound
     if not config.read_only:  # before anything is read: every chunk old or new, not mixed
         backend.recover()
     else:  # may not write: reads as recovery will leave the store, says what is due

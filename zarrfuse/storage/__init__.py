@@ -14,6 +14,7 @@ from zarr.storage import LocalStore, ObjectStore
 
 from zarrfuse.storage.base import Backend, PartReader
 from zarrfuse.storage.local import LocalBackend
+from zarrfuse.storage.store_requests import StoreRequests
 from zarrfuse.storage.stores import StoreBackend, fsspec_protocols
 
 __all__ = ["Backend", "PartReader", "backend_for", "cache_identity"]
@@ -30,7 +31,9 @@ def backend_for(
     ``LocalBackend`` (local stores only). ``path``: the mounted node's path in ``store``,
     where an object store keeps its commit journal (a bucket holds many arrays).
     ``write_time``: seconds an object store's write may wait for it (``--store-timeout``),
-    past which it is answered EIO only once the store can no longer take it."""
+    past which it is answered EIO only once the store can no longer take it, and each read
+    request's bound. A remote store's requests go through a client of this backend's own
+    (``store_requests``): two mounts in one process share no bound."""
     if isinstance(store, LocalStore):
         return LocalBackend(
             Path(store.root), symlink_root=Path(symlink_root) if symlink_root else None
@@ -39,7 +42,7 @@ def backend_for(
         from zarrfuse.storage.objects import ObjectBackend  # noqa: PLC0415  (needs obstore)
 
         return ObjectBackend(store.store, journal_path=path, write_time=write_time)
-    return StoreBackend(store)
+    return StoreBackend(store, StoreRequests(timeout=write_time))
 
 
 def cache_identity(store: Store) -> str | None:

@@ -7,17 +7,22 @@ store would hold the close past ``--store-timeout``. So the copies go on in the 
 (or wait for the next write to retry them), and meanwhile the mount reads each of the
 commit's keys from its temp object, which holds the same bytes. A write or delete of such
 a key first waits for its commit to be finished (or finishes it itself): an old copy landing
-after a new write would undo it.
+after a new write would undo it. The finishing is a task on the mount's store client's loop
+(``store_requests``), its requests in the client's bound: no thread per commit.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
+from typing import Any
+
+from zarrfuse.storage.store_requests import StoreRequests
 
 __all__ = ["Finishing"]
 
@@ -30,7 +35,7 @@ class _Job:
     temps: dict[str, tuple[str, int]]
     """Each key the commit replaces: its temp and the temp's size."""
     mtime_ns: int
-    finish: Callable[[], None]
+    finish: Callable[[], Coroutine[Any, Any, None]]
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
 
@@ -38,8 +43,9 @@ class _Job:
 class Finishing:
     """The commits of one journal still being finished, by key."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, requests: StoreRequests) -> None:
         self._name = name
+        self._requests = requests
         self._jobs: dict[str, _Job] = {}
         self._by_key: dict[str, _Job] = {}
         self._lock = threading.Lock()
@@ -48,7 +54,7 @@ class Finishing:
         self,
         tx: str,
         temps: dict[str, tuple[str, int]],
-        finish: Callable[[], None],
+        finish: Callable[[], Coroutine[Any, Any, None]],
         deadline: float,
     ) -> bool:
         """Run ``finish`` (the copies and the clean-up) until ``deadline``; True if it ended
@@ -57,8 +63,7 @@ class Finishing:
         with self._lock:
             self._jobs[tx] = job
             self._by_key.update(dict.fromkeys(temps, job))
-        threading.Thread(target=self._work, args=(job,), daemon=True,
-                         name="zarrfuse-commit-finish").start()
+        self._requests.start(f"finishing commit {tx}", lambda: self._work(job))
         if job.done.wait(max(0.0, deadline - time.monotonic())) and job.error is None:
             return True
         if job.error is None:
@@ -84,8 +89,8 @@ class Finishing:
                 if job.done.is_set() and job.error is not None:  # failed: once more
                     job.done.clear()
                     job.error = None
-                    threading.Thread(target=self._work, args=(job,), daemon=True,
-                                     name="zarrfuse-commit-finish").start()
+                    self._requests.start(f"finishing commit {job.tx}",
+                                         functools.partial(self._work, job))
         for job in jobs.values():
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             job.done.wait(left)
@@ -93,9 +98,9 @@ class Finishing:
                 raise OSError(errno.EIO, f"an earlier commit of these parts ({job.tx}) is not "
                               f"finished yet: {job.error or 'the store is slow'}")
 
-    def _work(self, job: _Job) -> None:
+    async def _work(self, job: _Job) -> None:
         try:
-            job.finish()
+            await job.finish()
         except Exception as e:  # noqa: BLE001  (kept, said, and retried by the next write)
             job.error = e
             log.warning("%s: commit %s is stored, but finishing it failed (%s): its chunks "

@@ -1,22 +1,29 @@
-"""The GETs of an object store or a web server as coroutines, for the store request loop
-(``store_requests``): one request each, every answer checked against the size it announces
-or was asked for, so that a body cut short or an object replaced mid-read is an error, never
-short bytes."""
+"""The requests of an object store or a web server as coroutines, for the mount's store
+client (``store_requests``), which runs them: the only module that calls obstore. GETs: one
+request each, every answer checked against the size it announces or was asked for, so that
+a body cut short or an object replaced mid-read is an error, never short bytes. Then the
+other requests (LIST, HEAD, PUT, DELETE, server-side COPY) and the signing of a URL
+(``signed_put``)."""
 
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
 
 import obstore
 
 if TYPE_CHECKING:  # types only: obstore declares them in its stubs
-    from obstore import ObjectMeta
+    from obstore import ListResult, ObjectMeta
 
 from zarrfuse.storage.base import Stat
 from zarrfuse.storage.store_requests import ignores_ranges, is_absent
 
-__all__ = ["checked", "get_range", "get_tail", "get_whole", "peek", "stat_of"]
+__all__ = [
+    "checked", "copy", "delete", "get_range", "get_tail", "get_whole", "head", "list_dir",
+    "peek", "put", "sign", "stat_of",
+]
 
 
 async def get_range(
@@ -81,3 +88,36 @@ def stat_of(meta: ObjectMeta) -> Stat:
     modified = meta["last_modified"]
     mtime_ns = int(modified.timestamp()) * 1_000_000_000 + modified.microsecond * 1000
     return Stat(meta["size"], mtime_ns, meta.get("e_tag"))
+
+
+# --- the other requests -----------------------------------------------------------------
+
+
+async def list_dir(store: Any, prefix: str | None) -> ListResult[Sequence[ObjectMeta]]:
+    """The objects and common prefixes directly under ``prefix`` (one LIST, paged)."""
+    return await obstore.list_with_delimiter_async(store, prefix)
+
+
+async def head(store: Any, key: str) -> ObjectMeta:
+    """The object's metadata (FileNotFoundError if absent)."""
+    return await obstore.head_async(store, key)
+
+
+async def put(store: Any, key: str, data: bytes) -> None:
+    """One PUT of the whole object (atomic: readers see the old or the new bytes)."""
+    await obstore.put_async(store, key, data, use_multipart=False)
+
+
+async def delete(store: Any, keys: str | Sequence[str]) -> None:
+    """Remove one object, or many in one bulk request."""
+    await obstore.delete_async(store, keys if isinstance(keys, str) else list(keys))
+
+
+async def copy(store: Any, source: str, key: str) -> None:
+    """Replace ``key`` with a copy of ``source``, made by the server."""
+    await obstore.copy_async(store, source, key)
+
+
+def sign(store: Any, method: Literal["PUT", "DELETE"], key: str, expires: int) -> str:
+    """A URL that lets ``method`` on ``key`` for ``expires`` seconds (no request made)."""
+    return obstore.sign(store, method, key, timedelta(seconds=expires))

@@ -31,14 +31,15 @@ recovers, and an object store has no lock to tell a live mount from a dead one:
   mount's would let it write its record over temps that are gone and tear its chunk.
 
 A read-only mount changes nothing and reads every committed transaction's parts from their
-temps (:meth:`ObjectJournal.finished_view`).
+temps (:meth:`ObjectJournal.finished_view`). The copies and the clean-up are coroutines: run
+in the background as tasks of the mount's store client (``store_requests``), or waited for.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -46,6 +47,7 @@ from typing import Protocol
 
 from zarrfuse.storage.base import Stat
 from zarrfuse.storage.commit_finishing import Finishing
+from zarrfuse.storage.store_requests import StoreRequests
 
 __all__ = ["JOURNAL_DIR", "STALE_AFTER", "ObjectJournal", "Objects"]
 
@@ -61,7 +63,10 @@ mount."""
 
 
 class Objects(Protocol):
-    """What the journal needs of an object store (keys relative to the store's root)."""
+    """What the journal needs of an object store (keys relative to the store's root); the
+    ``_async`` ones run on ``requests``' loop."""
+
+    requests: StoreRequests
 
     def write(
         self,
@@ -72,9 +77,11 @@ class Objects(Protocol):
         deadline: float | None = None,
     ) -> int: ...
 
-    def copy(self, source: str, key: str) -> None: ...
+    async def copy_async(self, source: str, key: str) -> None: ...
 
-    def delete_many(self, keys: Sequence[str]) -> None: ...
+    async def delete_many_async(self, keys: Sequence[str]) -> None: ...
+
+    async def read_all_async(self, key: str) -> bytes | None: ...
 
     def read_all(self, key: str) -> bytes | None: ...
 
@@ -97,7 +104,7 @@ class ObjectJournal:
         self._stale_after = stale_after
         self._name = name
         """The store, as log lines name it."""
-        self.finishing = Finishing(name)
+        self.finishing = Finishing(name, objects.requests)
         """Committed transactions whose copies are still being made (``deadline``)."""
         self._dir = f"{path.strip('/')}/{JOURNAL_DIR}".lstrip("/")
         """The journal's prefix: beside the mounted array or group, so that recovering one
@@ -122,45 +129,46 @@ class ObjectJournal:
         except BaseException:
             temps = [temp for temp, _ in copies]
             if deadline is None:
-                self._clean_up(tx, temps)
+                self._objects.requests.run(self._clean_up(tx, temps))
             else:  # the answer is due now; what is left changes no chunk meanwhile
-                threading.Thread(target=self._clean_up, args=(tx, temps), daemon=True,
-                                 name="zarrfuse-journal-clean-up").start()
+                self._objects.requests.start(f"clean-up of commit {tx}",
+                                             lambda: self._clean_up(tx, temps))
             raise
         if deadline is None:
-            self._finish(tx, copies)
+            self._objects.requests.run(self._finish(tx, copies))
         else:  # committed: never EIO from here on, and the answer is due by the deadline
             sizes = [sum(p.nbytes for p in pieces) for _, pieces in parts]
             shown = {key: (temp, size) for (temp, key), size in zip(copies, sizes, strict=True)}
             self.finishing.run(tx, shown, lambda: self._finish(tx, copies), deadline)
         return [time.time_ns()] * len(parts)
 
-    def _finish(self, tx: str, copies: Sequence[tuple[str, str]]) -> None:
+    async def _finish(self, tx: str, copies: Sequence[tuple[str, str]]) -> None:
         """Copy a committed transaction's temps over their keys, then forget it."""
         try:
-            self._copy_all(copies)
+            await self._copy_all(copies)
         except FileNotFoundError:  # a temp is gone: another mount's recovery finished it?
-            if not self._record_gone(tx):
+            if not await self._record_gone(tx):
                 raise
             log.info("%s: commit %s was finished by another mount's recovery", self._name, tx)
             return
-        self._forget(tx, [temp for temp, _ in copies])
+        await self._forget(tx, [temp for temp, _ in copies])
 
     def recover(self) -> tuple[int, int]:
         """Finish what a crash interrupted: (transactions rolled forward, rolled back).
         Uncommitted ones another mount may still be making are left alone (one line)."""
         forward = back = young = 0
+        run = self._objects.requests.run
         for tx, committed, left, is_young in self._transactions():
             if committed is not None:
-                self._copy_all([(temp, key) for temp, key in committed if temp in left],
-                               gone_ok=True)
+                run(self._copy_all([(temp, key) for temp, key in committed if temp in left],
+                                   gone_ok=True))
                 forward += 1
             elif is_young:
                 young += 1
                 continue
             else:
                 back += 1
-            self._forget(tx, sorted(left))
+            run(self._forget(tx, sorted(left)))
         if forward or back:
             log.warning("%s: finished %d commit(s) a crash interrupted and undid %d unfinished "
                         "one(s): every chunk is its old or its new value", self._name,
@@ -216,34 +224,34 @@ class ObjectJournal:
             log.warning("%s: unreadable commit record %s: undone", self._name, tx)
             return None
 
-    def _clean_up(self, tx: str, temps: Sequence[str]) -> None:
+    async def _clean_up(self, tx: str, temps: Sequence[str]) -> None:
         """Undo a commit that failed before its record was stored."""
         try:
-            self._forget(tx, temps)
+            await self._forget(tx, temps)
         except OSError as e:  # the store is failing: the next writable mount undoes it
             log.warning("%s: could not clean up commit %s: %s", self._name, tx, e)
 
-    def _record_gone(self, tx: str) -> bool:
+    async def _record_gone(self, tx: str) -> bool:
         """Whether ``tx``'s record is gone, asked a few times over a second: recovery deletes
         the temps and the record in one request, the temps first."""
         for wait in (0.0, 0.25, 0.75):
-            time.sleep(wait)
-            if self._objects.read_all(f"{self._dir}/{tx}.commit") is None:
+            await asyncio.sleep(wait)
+            if await self._objects.read_all_async(f"{self._dir}/{tx}.commit") is None:
                 return True
         return False
 
-    def _copy_all(self, copies: Sequence[tuple[str, str]], gone_ok: bool = False) -> None:
+    async def _copy_all(self, copies: Sequence[tuple[str, str]], gone_ok: bool = False) -> None:
         """Copy each temp over its key; ``gone_ok``: a temp its owner copied and deleted
         meanwhile is skipped (recovery racing a live owner)."""
         for temp, key in copies:
             try:
-                self._objects.copy(temp, key)
+                await self._objects.copy_async(temp, key)
             except FileNotFoundError:
                 if not gone_ok:
                     raise
 
-    def _forget(self, tx: str, temps: Sequence[str]) -> None:
+    async def _forget(self, tx: str, temps: Sequence[str]) -> None:
         """Delete the temps and the record, in one request. Whatever part of it a crash
         leaves is harmless: temps without their record are undone (their copies, if made,
         stay), a record without its temps is finished with nothing left to copy."""
-        self._objects.delete_many([*temps, f"{self._dir}/{tx}.commit"])
+        await self._objects.delete_many_async([*temps, f"{self._dir}/{tx}.commit"])

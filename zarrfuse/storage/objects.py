@@ -1,8 +1,9 @@
 """Raw key I/O on an object store (S3, Azure, GCS) or a web server, through obstore.
 
-Every request goes the one way a mount's requests reach a remote store (``store_requests``):
-an obstore coroutine on one event loop, under one bound on requests in flight and one
-timeout; worker threads wait for their answer there, fetches made ahead in no thread.
+Every request goes through the mount's store client (``store_requests``): an obstore
+coroutine (``object_gets``) on the client's event loop, under its bound on requests in
+flight and its timeout; worker threads wait for their answer there, fetches made ahead in
+no thread.
 
 Requests cost a network round trip, so this backend asks as little as it can. On object
 stores, a directory listing is one LIST (paged by the server, 1000 keys a page) that brings
@@ -17,16 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
-
-import obstore
-
-if TYPE_CHECKING:  # types only: obstore declares them in its stubs
-    from obstore import ListResult, ObjectMeta
+from typing import Any
 
 from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
@@ -34,10 +31,15 @@ from zarrfuse.storage.base import Document, PartReader, Stat, stat_each
 from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedObjects
 from zarrfuse.storage.object_gets import (
     checked,
+    copy,
+    delete,
     get_range,
     get_tail,
     get_whole,
+    head,
+    list_dir,
     peek,
+    put,
     stat_of,
 )
 from zarrfuse.storage.object_journal import ObjectJournal
@@ -45,7 +47,7 @@ from zarrfuse.storage.object_prefetch import ObjectPrefetch
 from zarrfuse.storage.object_readers import PREFETCH_WAIT, ObjectFetch, ObjectPartReader
 from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
 from zarrfuse.storage.signed_put import SignedPut
-from zarrfuse.storage.store_requests import request, send
+from zarrfuse.storage.store_requests import StoreRequests
 
 __all__ = ["ObjectBackend", "is_web_store"]
 
@@ -66,9 +68,12 @@ class ObjectBackend:
     remote = True
 
     def __init__(
-        self, store: Any, journal_path: str = "", write_time: float | None = None
+        self, store: Any, journal_path: str = "", write_time: float | None = None,
+        requests: StoreRequests | None = None,
     ) -> None:
         self.store = store
+        self.requests = requests or StoreRequests(timeout=write_time)
+        """The mount's store client: every request of this backend goes through it."""
         self.web = is_web_store(store)
         self.can_list = not self.web
         self.stat_by_listing = not self.web
@@ -76,7 +81,8 @@ class ObjectBackend:
         sibling: the chunk source learns one chunk's size by listing its directory."""
         self._peeked = PeekedObjects(self._send_peek) if self.web else None
         """Web servers: the next chunk files fetched ahead (``prefetch_objects``)."""
-        self._signed = SignedPut.of(store, _describe(store)) if write_time is not None else None
+        self._signed = (None if write_time is None
+                        else SignedPut.of(store, _describe(store), self.requests))
         self._write_time = write_time
         """Seconds a write (a commit: all its PUTs) may wait for the store
         (``--store-timeout``); None: the client's own timeouts (``zarrfuse verify``)."""
@@ -98,25 +104,23 @@ class ObjectBackend:
         self.read_ahead_policy.pool.shutdown(wait=False, cancel_futures=True)
         if self._peeked is not None:
             self._peeked.close()
+        self.requests.close()
 
     def _send_whole(self, key: str, size: int) -> Future[bytes | memoryview]:
         """A GET of ``size`` bytes of ``key`` sent ahead of its read (no thread waits)."""
-        return send(f"GET {key}", lambda: get_range(self.store, key, 0, size))
+        return self.requests.send(f"GET {key}", lambda: get_range(self.store, key, 0, size))
 
     def _send_peek(self, key: str, limit: int = MAX_OBJECT_BYTES) -> Future[
             tuple[Stat, bytes | None] | None]:
         """A web server's key: its stat and, if at most ``limit`` bytes, its bytes, in one
         GET sent ahead (None: absent)."""
-        return send(f"GET {key}", lambda: peek(self.store, key, limit))
-
-    def _listing(self, prefix: str) -> ListResult[Sequence[ObjectMeta]]:
-        prefix = prefix.strip("/")
-        return request(f"LIST {prefix or '/'}", lambda: obstore.list_with_delimiter_async(
-            self.store, f"{prefix}/" if prefix else None))
+        return self.requests.send(f"GET {key}", lambda: peek(self.store, key, limit))
 
     def list_dir(self, prefix: str) -> tuple[dict[str, Stat], list[str]]:
         """The objects (with stats) and the subdirectories under ``prefix``, in one LIST."""
-        found = self._listing(prefix)
+        prefix = prefix.strip("/")
+        found = self.requests.request(f"LIST {prefix or '/'}", lambda: list_dir(
+            self.store, f"{prefix}/" if prefix else None))
         return ({meta["path"].rpartition("/")[2]: stat_of(meta) for meta in found["objects"]},
                 [p.rstrip("/").rpartition("/")[2] for p in found["common_prefixes"]])
 
@@ -146,7 +150,7 @@ class ObjectBackend:
             if not isinstance(peeked, NotPeeked):
                 return peeked
         try:
-            return stat_of(request(f"HEAD {key}", lambda: obstore.head_async(self.store, key)))
+            return stat_of(self.requests.request(f"HEAD {key}", lambda: head(self.store, key)))
         except FileNotFoundError:
             return None
 
@@ -164,7 +168,7 @@ class ObjectBackend:
                 return ahead
         key = self._read_key(key)
         try:
-            return request(f"GET {key} bytes {start}-{stop - 1}",
+            return self.requests.request(f"GET {key} bytes {start}-{stop - 1}",
                            lambda: get_range(self.store, key, start, stop))
         except OSError as e:
             if e.errno != errno.EOPNOTSUPP:
@@ -189,7 +193,7 @@ class ObjectBackend:
         """The last ``count`` bytes of ``key`` and its size: one suffix GET."""
         read_key = self._read_key(key)
         try:
-            return request(f"GET {read_key} last {count} bytes",
+            return self.requests.request(f"GET {read_key} last {count} bytes",
                            lambda: get_tail(self.store, read_key, count))
         except FileNotFoundError:
             return None
@@ -208,7 +212,7 @@ class ObjectBackend:
         """A window's GET, sent at once (cut from the whole object where the server
         ignores ranges)."""
         key = self._read_key(key)
-        return send(f"GET {key} bytes {start}-{stop - 1}",
+        return self.requests.send(f"GET {key} bytes {start}-{stop - 1}",
                     lambda: get_range(self.store, key, start, stop, whole_if_ignored=True))
 
     def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
@@ -242,7 +246,7 @@ class ObjectBackend:
         """A whole object's GET, sent at once (FileNotFoundError in it if absent): a batch
         of chunks is many of these, with one thread waiting for them all."""
         key = self._read_key(key)
-        return send(f"GET {key}", lambda: get_whole(self.store, key))
+        return self.requests.send(f"GET {key}", lambda: get_whole(self.store, key))
 
     def read_held(self, key: str) -> bytes | None:
         return None  # objects fetched ahead are taken by readers (read_ahead), not here
@@ -276,8 +280,8 @@ class ObjectBackend:
         if self._signed is not None and deadline is not None:  # answered in time, and truly
             self._signed.put(key, data, deadline)
         else:
-            request(f"PUT {key}", lambda: obstore.put_async(
-                self.store, key, data, use_multipart=False), bounded=False)
+            self.requests.request(f"PUT {key}", lambda: put(
+                self.store, key, data), bounded=False)
         return time.time_ns()
 
     def _deadline(self) -> float | None:
@@ -285,20 +289,33 @@ class ObjectBackend:
         without a write time (the client's own timeouts)."""
         return None if self._write_time is None else time.monotonic() + self._write_time
 
-    def delete_many(self, keys: Sequence[str]) -> None:
+    async def delete_many_async(self, keys: Sequence[str]) -> None:
         """Remove objects in one bulk request (absent ones are fine: where the store's bulk
-        delete fails for one, as Azure's does, each is removed on its own)."""
+        delete fails for one, as Azure's does, each is removed on its own), on the client's
+        loop: the journal's clean-up, which no writer waits for."""
         try:
-            request(f"DELETE {len(keys)} objects",
-                    lambda: obstore.delete_async(self.store, list(keys)), bounded=False)
+            await self.requests.answer(f"DELETE {len(keys)} objects",
+                                       lambda: delete(self.store, keys), bounded=False)
         except FileNotFoundError:
             for key in keys:
-                self.delete(key)
+                with contextlib.suppress(FileNotFoundError):
+                    await self.requests.answer(
+                        f"DELETE {key}", functools.partial(delete, self.store, key),
+                        bounded=False)
 
-    def copy(self, source: str, key: str) -> None:
+    async def copy_async(self, source: str, key: str) -> None:
         """Replace ``key`` with a copy of ``source``, made by the server (no bytes here)."""
-        request(f"COPY {source} to {key}",
-                lambda: obstore.copy_async(self.store, source, key), bounded=False)
+        await self.requests.answer(f"COPY {source} to {key}",
+                                   lambda: copy(self.store, source, key), bounded=False)
+
+    async def read_all_async(self, key: str) -> bytes | None:
+        """``read_all`` on the client's loop."""
+        read_key = self._read_key(key)
+        try:
+            return await self.requests.answer(f"GET {read_key}",
+                                              lambda: get_whole(self.store, read_key))
+        except FileNotFoundError:
+            return None
 
     def write_parts(
         self, parts: Sequence[tuple[str, Sequence[memoryview]]], *, durable: bool = False
@@ -351,7 +368,7 @@ class ObjectBackend:
             self._signed.delete(key, deadline)
             return
         with contextlib.suppress(FileNotFoundError):
-            request(f"DELETE {key}", lambda: obstore.delete_async(self.store, key),
+            self.requests.request(f"DELETE {key}", lambda: delete(self.store, key),
                     bounded=False)
 
 

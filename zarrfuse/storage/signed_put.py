@@ -11,7 +11,9 @@ has expired at the store, and then it can no longer be stored.
 
 The store's clock is not ours: each answer's ``Date`` bounds how far ahead our clock runs,
 and the wait covers it. The one case left is a PUT stored just before its URL expired whose
-answer was lost: a background look at the key says so in one log line.
+answer was lost: a background look at the key (a task of the mount's store client) says so
+in one log line. Each PUT is one exchange of that client (``store_requests``): a slot of the
+mount's bound, no redirect followed, a bounded answer.
 """
 
 from __future__ import annotations
@@ -24,13 +26,11 @@ import logging
 import math
 import threading
 import time
-import urllib.error
-import urllib.request
-from datetime import timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
-import obstore
+from zarrfuse.storage.object_gets import get_whole, sign
+from zarrfuse.storage.store_requests import StoreRequests
 
 __all__ = ["MARGIN", "SignedPut"]
 
@@ -46,8 +46,10 @@ _RETRY_PAUSE = 0.2
 class SignedPut:
     """PUTs through URLs that expire when their writer gives up."""
 
-    def __init__(self, store: Any, name: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, store: Any, name: str, requests: StoreRequests,
+                 headers: dict[str, str] | None = None) -> None:
         self._store = store
+        self._requests = requests
         self._name = name
         self._headers = {"Content-Type": "application/octet-stream", **(headers or {})}
         self._ahead: collections.deque[float] = collections.deque(maxlen=16)
@@ -55,7 +57,7 @@ class SignedPut:
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls, store: Any, name: str) -> SignedPut | None:
+    def of(cls, store: Any, name: str, requests: StoreRequests) -> SignedPut | None:
         """PUTs through expiring signed URLs, for stores that sign (S3, Azure, GCS) with
         credentials (an anonymous store signs nothing: its PUTs keep the client's
         timeouts; a web server takes no PUT)."""
@@ -65,7 +67,7 @@ class SignedPut:
         if (getattr(store, "config", None) or {}).get("skip_signature"):
             return None
         headers = {"x-ms-blob-type": "BlockBlob"} if kind == "AzureStore" else None
-        return cls(store, name, headers)
+        return cls(store, name, requests, headers)
 
     def clock_ahead(self) -> float:
         """How far our clock may run ahead of the store's: the least of the bounds its
@@ -97,7 +99,7 @@ class SignedPut:
         signed = math.floor(now)
         expires = max(math.ceil(now - signed + 1),
                       math.floor(now + (deadline - started) - ahead - MARGIN - signed))
-        url = obstore.sign(self._store, method, key, timedelta(seconds=expires))
+        url = sign(self._store, method, key, expires)
         latest = math.floor(time.time())  # the signer read the clock in this second or before
         final = started + (latest + expires - now) + ahead + MARGIN
         """When the URL has expired at the store, by our clock."""
@@ -126,31 +128,24 @@ class SignedPut:
         """None when done; "retry" when refused before doing it (server error, refused
         connection); "unknown" when it may have been done; else the reason it was not."""
         headers = self._headers if data is not None else {}
-        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         sent_at = time.time()
         try:
-            with urllib.request.urlopen(request, timeout=max(0.1, final - time.monotonic())) as r:
-                r.read()
-                self._learn_clock(r.headers.get("Date"))
-            return None
-        except urllib.error.HTTPError as e:
-            self._learn_clock(e.headers.get("Date") if e.headers else None)
-            body = e.read(4096).decode("utf-8", "replace")
-            if e.code == 404 and method == "DELETE":  # absent already (Azure says so)
-                return None
-            if e.code >= 500:
-                log.debug("%s: %s %s: %d, tried again", self._name, method, key, e.code)
-                return "retry"
-            return f"the store refused it ({e.code} {_error_code(body) or e.reason})"
-        except urllib.error.URLError as e:
-            if isinstance(e.reason, ConnectionRefusedError):
-                return "retry"
-            log.debug("%s: %s %s sent at %.3f: %s", self._name, method, key, sent_at,
-                      e.reason)
-            return "unknown"
-        except (TimeoutError, ConnectionError, OSError) as e:
+            answer = self._requests.exchange(method, url, data, headers, final)
+        except ConnectionRefusedError:  # not sent
+            return "retry"
+        except OSError as e:  # a timeout, a reset: sent, maybe done
             log.debug("%s: %s %s sent at %.3f: %s", self._name, method, key, sent_at, e)
             return "unknown"
+        self._learn_clock(answer.date)
+        if 200 <= answer.status < 300:
+            return None
+        if answer.status == 404 and method == "DELETE":  # absent already (Azure says so)
+            return None
+        if answer.status >= 500:
+            log.debug("%s: %s %s: %d, tried again", self._name, method, key, answer.status)
+            return "retry"
+        code = _error_code(answer.body.decode("utf-8", "replace"))
+        return f"the store refused it ({answer.status}{f' {code}' if code else ''})"
 
     def _learn_clock(self, date: str | None) -> None:
         if not date:
@@ -164,17 +159,18 @@ class SignedPut:
         """Whether a PUT answered EIO was stored before its URL expired: one line if so."""
         digest = hashlib.sha256(data).digest()
 
-        def look() -> None:
+        async def look() -> None:
             try:
-                held = bytes(obstore.get(self._store, key).bytes())
-            except Exception:  # noqa: BLE001  (absent, or the store still away: nothing to say)
+                held = await self._requests.answer(
+                    f"GET {key}", lambda: get_whole(self._store, key))
+            except OSError:  # absent, or the store still away: nothing to say
                 return
             if hashlib.sha256(held).digest() == digest:
                 log.warning("%s: PUT %s was answered EIO, but the store had taken it before "
                             "its URL expired: %s holds the bytes that write sent",
                             self._name, key, key)
 
-        threading.Thread(target=look, name="zarrfuse-put-check", daemon=True).start()
+        self._requests.start(f"check of PUT {key}", look)
 
 
 def _error_code(body: str) -> str | None:

@@ -1,11 +1,19 @@
-"""The one way a mount's requests reach a remote store: every request to S3, Azure, GCS or a
-web server is an obstore coroutine on one event loop, under one bound on requests in flight and
-one timeout (``--store-timeout``); obstore's client retries by one policy (``api.s3``).
+"""The one way a mount's requests reach a remote store: one client per mount
+(``StoreRequests``) that owns its event loop, its bound on requests in flight, its timeout
+(``--store-timeout``), its background tasks and its exchanges with signed URLs. Every request
+to S3, Azure, GCS or a web server is an obstore coroutine on that loop (``object_gets``
+makes them), under that bound; obstore's client retries by one policy (``api.s3``). A PUT or
+DELETE to a signed URL (``signed_put``) is one exchange through this module's HTTP client,
+in one slot of the same bound, with no redirect followed and at most ``ANSWER_BYTES`` of
+its answer read. Two mounts in one process have a client each: neither's stalled store takes
+the other's slots.
 
 A worker thread that needs an answer waits for it (``request``); fetches made ahead send
 theirs without a thread waiting on each (``send``): 64 requests in flight are 64 coroutines
-on one loop, not 64 threads blocked in a client. Remote stores obstore does not serve (other
-fsspec filesystems) run on zarr's own loop and take a slot of the same bound
+on one loop, not 64 threads blocked in a client. Work nobody waits for (a commit's copies
+made in the background, a check of a PUT answered EIO) is a task on the same loop
+(``start``), its requests in the same bound: no thread each. Remote stores obstore does not
+serve (other fsspec filesystems) run on zarr's own loop and take a slot of the same bound
 (``request_slot``; a local zip file's reads take none), so the store never sees more than
 ``REQUESTS_IN_FLIGHT`` from one mount, whichever pool asks. Errors come back as ``OSError``:
 "absent" (a 404, or a web server's 410) as FileNotFoundError, a ranged GET the server cannot
@@ -17,23 +25,25 @@ fails is a guess, asked again by the read that needs it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import errno
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 __all__ = [
+    "ANSWER_BYTES",
     "REQUESTS_IN_FLIGHT",
-    "configure",
+    "Answer",
+    "StoreRequests",
     "ignores_ranges",
     "is_absent",
-    "limit_requests",
-    "request",
-    "request_slot",
-    "send",
 ]
 
 T = TypeVar("T")
@@ -42,93 +52,177 @@ REQUESTS_IN_FLIGHT = 64
 """Requests to the store in flight at once per mount (zarr-python's reads go as wide at
 ``async.concurrency`` 64; a browser sends 6 per host)."""
 
+ANSWER_BYTES = 64 << 10
+"""The most bytes of a signed URL's answer read (an error's XML says its code in far less;
+a success has no body): a server sending more is not buffered past it."""
+
 Request = Callable[[], Awaitable[T]]
-"""Makes the request's coroutine; called on the layer's loop, once a slot is free."""
+"""Makes the request's coroutine; called on the client's loop, once a slot is free."""
 
 
-class _Loop:
-    """The layer's event loop, on a thread of its own, started on first use."""
+class Answer(NamedTuple):
+    """A signed URL's answer: its status, its ``Date`` and the start of its body."""
 
-    def __init__(self) -> None:
+    status: int
+    date: str | None
+    body: bytes
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A signed URL is answered where it points: a redirect elsewhere is its answer (3xx),
+    never followed."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_SIGNED_URLS = urllib.request.build_opener(_NoRedirects())
+"""The opener of signed URLs (stateless: no cookies, no redirects)."""
+
+
+class StoreRequests:
+    """One mount's client of its remote store: the loop (a thread of its own, started on
+    first use), the bound, the timeout and the background tasks."""
+
+    def __init__(self, *, timeout: float | None = None,
+                 limit: int = REQUESTS_IN_FLIGHT) -> None:
+        self.timeout = timeout
+        """Each read request's bound in seconds (``--store-timeout``); None: none."""
+        self._limit = limit
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.limit = REQUESTS_IN_FLIGHT
-        self.timeout: float | None = None
-        self.slots: asyncio.Semaphore | None = None
+        self._pid = 0
+        self._slots: asyncio.Semaphore | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
 
-    def get(self) -> asyncio.AbstractEventLoop:
+    def _get(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if self._loop is None or self._loop.is_closed():
+            if self._loop is None or self._loop.is_closed() or self._pid != os.getpid():
+                # (after a fork, the loop's thread is not in the child: a new one)
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="zarrfuse-requests",
                                  daemon=True).start()
-                self._loop = loop
-                self.slots = None
+                self._loop, self._pid, self._slots = loop, os.getpid(), None
             return self._loop
 
-    def semaphore(self) -> asyncio.Semaphore:
+    def _semaphore(self) -> asyncio.Semaphore:
         """The bound, made on the loop (called there only)."""
-        if self.slots is None:
-            self.slots = asyncio.Semaphore(self.limit)
-        return self.slots
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._limit)
+        return self._slots
 
-    def forget(self) -> None:
-        """After a fork: the loop's thread is not in the child."""
-        self._lock = threading.Lock()
-        self._loop, self.slots = None, None
+    def limit_requests(self, count: int) -> None:
+        """Set the bound (tests; requests in flight keep their slots)."""
+        self._limit = count
+
+        async def renew() -> None:
+            self._slots = asyncio.Semaphore(count)
+
+        asyncio.run_coroutine_threadsafe(renew(), self._get()).result(10)
+
+    def send(self, what: str, make: Request[T], *, bounded: bool = True) -> Future[T]:
+        """Send one request; its answer (or its error, as ``OSError``) comes in the future.
+        ``bounded``: cut at the timeout (reads; never a write whose answer may still land)."""
+        return asyncio.run_coroutine_threadsafe(self.answer(what, make, bounded=bounded),
+                                                self._get())
+
+    def request(self, what: str, make: Request[T], *, bounded: bool = True) -> T:
+        """Send one request and wait for its answer (worker threads, never the loop's own)."""
+        return self.send(what, make, bounded=bounded).result()
+
+    async def answer(self, what: str, make: Request[T], *, bounded: bool = True) -> T:
+        """One request, awaited on the loop (by a task ``start`` runs)."""
+        return await _answer(self, what, make, bounded)
+
+    def start(self, what: str, work: Callable[[], Coroutine[Any, Any, None]]) -> Future[None]:
+        """Run ``work`` (whose requests go through ``answer``) as a task on the loop: work
+        nobody waits for gets no thread. Its failure is the future's (``work`` says its own);
+        the tasks end with the process, or at ``close``."""
+        loop = self._get()
+
+        async def run() -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self._tasks.add(task)
+            try:
+                await work()
+            finally:
+                self._tasks.discard(task)
+
+        return asyncio.run_coroutine_threadsafe(run(), loop)
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine of requests on the loop and wait for its end (worker threads)."""
+        return asyncio.run_coroutine_threadsafe(work, self._get()).result()
+
+    @contextmanager
+    def request_slot(self, deadline: float | None = None) -> Iterator[None]:
+        """Hold one slot of the bound while the block sends a request through another client
+        (zarr's loop, a signed URL): the caller's thread waits for the slot, never the loop.
+        ``deadline`` (``time.monotonic()``): ConnectionRefusedError (nothing sent) if no
+        slot is free by then."""
+        loop = self._get()
+
+        async def take() -> asyncio.Semaphore:
+            slots = self._semaphore()
+            await slots.acquire()
+            return slots
+
+        taking = asyncio.run_coroutine_threadsafe(take(), loop)
+        try:
+            slots = taking.result(None if deadline is None
+                                  else max(0.0, deadline - time.monotonic()))
+        except concurrent.futures.TimeoutError:
+            if not taking.cancel():  # taken meanwhile: given back
+                loop.call_soon_threadsafe(taking.result().release)
+            raise ConnectionRefusedError(
+                errno.ECONNREFUSED, "no request slot free in time (the store is slow)"
+            ) from None
+        try:
+            yield
+        finally:
+            loop.call_soon_threadsafe(slots.release)
+
+    def exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str],
+                 deadline: float) -> Answer:
+        """Send one request to a signed URL (``signed_put``) in one slot of the bound and
+        wait for its answer until ``deadline`` (``time.monotonic()``), in the caller's
+        thread (a writer's worker, which waits for it anyway). An HTTP answer is returned
+        whatever its status; ConnectionRefusedError: not sent; any other OSError
+        (a timeout, a reset): sent, with no answer."""
+        with self.request_slot(deadline):
+            request = urllib.request.Request(url, data=body, method=method, headers=headers)
+            timeout = max(0.1, deadline - time.monotonic())
+            try:
+                with _SIGNED_URLS.open(request, timeout=timeout) as r:
+                    return Answer(r.status, r.headers.get("Date"), r.read(ANSWER_BYTES))
+            except urllib.error.HTTPError as e:
+                date = e.headers.get("Date") if e.headers else None
+                return Answer(e.code, date, e.read(ANSWER_BYTES))
+            except urllib.error.URLError as e:
+                if isinstance(e.reason, OSError):
+                    raise e.reason from None
+                raise OSError(errno.EIO, str(e.reason)) from None
+
+    def close(self) -> None:
+        """At unmount: cancel the background tasks still running (what they leave is
+        finished by the next writable mount's recovery) and stop the loop."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is None or loop.is_closed():
+            return
+
+        def stop() -> None:
+            for task in list(self._tasks):
+                task.cancel()
+            loop.call_soon(loop.stop)
+
+        loop.call_soon_threadsafe(stop)
 
 
-_LOOP = _Loop()
-os.register_at_fork(after_in_child=_LOOP.forget)
-
-
-def configure(*, timeout: float | None) -> None:
-    """Set the timeout of each read request (``--store-timeout``), at mount."""
-    _LOOP.timeout = timeout
-
-
-def limit_requests(count: int) -> None:
-    """Set the bound (tests; requests in flight keep their slots)."""
-    _LOOP.limit = count
-
-    async def renew() -> None:
-        _LOOP.slots = asyncio.Semaphore(count)
-
-    asyncio.run_coroutine_threadsafe(renew(), _LOOP.get()).result(10)
-
-
-def send(what: str, make: Request[T], *, bounded: bool = True) -> Future[T]:
-    """Send one request; its answer (or its error, as ``OSError``) comes in the future.
-    ``bounded``: cut at the timeout (reads; never a write whose answer may still land)."""
-    return asyncio.run_coroutine_threadsafe(_answer(what, make, bounded), _LOOP.get())
-
-
-def request(what: str, make: Request[T], *, bounded: bool = True) -> T:
-    """Send one request and wait for its answer (worker threads, never the loop's own)."""
-    return send(what, make, bounded=bounded).result()
-
-
-@contextmanager
-def request_slot() -> Iterator[None]:
-    """Hold one slot of the bound while the block sends a request through another client
-    (zarr's loop): the caller's thread waits for the slot, never the loop."""
-    loop = _LOOP.get()
-
-    async def take() -> asyncio.Semaphore:
-        slots = _LOOP.semaphore()
-        await slots.acquire()
-        return slots
-
-    slots = asyncio.run_coroutine_threadsafe(take(), loop).result()
-    try:
-        yield
-    finally:
-        loop.call_soon_threadsafe(slots.release)
-
-
-async def _answer(what: str, make: Request[T], bounded: bool) -> T:
-    async with _LOOP.semaphore():
-        timeout = _LOOP.timeout if bounded else None
+async def _answer(client: StoreRequests, what: str, make: Request[T], bounded: bool) -> T:
+    async with client._semaphore():
+        timeout = client.timeout if bounded else None
         try:
             if timeout is None:
                 return await make()

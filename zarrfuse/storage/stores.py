@@ -23,7 +23,7 @@ from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.storage import FsspecStore
 
 from zarrfuse.storage.base import Document, PartReader, Stat, child_key, stat_each, write_each
-from zarrfuse.storage.store_requests import request_slot
+from zarrfuse.storage.store_requests import StoreRequests
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
 
 __all__ = ["StoreBackend", "StorePartReader", "fsspec_protocols"]
@@ -64,8 +64,10 @@ class StoreBackend:
 
     stat_by_listing = False  # its listings cost a request per entry
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, requests: StoreRequests | None = None) -> None:
         self.store = store
+        self.requests = requests or StoreRequests()
+        """The mount's store client, whose bound a remote store's requests take a slot of."""
         self.prototype = default_buffer_prototype()
         self.fallback_time_ns = _store_file_time(store)
         self.can_list = store.supports_listing
@@ -184,7 +186,7 @@ class StoreBackend:
         self._in_slot(self.store.delete(key))
 
     def close(self) -> None:
-        pass  # the store belongs to zarr's event loop, which closes with the process
+        self.requests.close()  # the store belongs to zarr's loop, which ends with the process
 
     def _asked(self, key: str, request: Coroutine[Any, Any, T]) -> T:
         """Run one store request; a failure other than "absent" or an OSError with its
@@ -208,7 +210,7 @@ class StoreBackend:
         zip file's reads, which wait on no network, take none)."""
         if not self.remote:
             return sync(request)
-        with request_slot():
+        with self.requests.request_slot():
             return sync(request)
 
 
