@@ -1,7 +1,9 @@
 """``fsync`` of a saved picture is durable on every view (issue 52, point 4): before the
 writer's ``fsync()`` returns, the daemon has synced every file it renamed into the store and
-the folder each rename changed. The system calls are watched with strace, the daemon and the
-writer in one trace, so "before" is the trace's own order.
+the folder each rename changed; so has the ``close()`` of a file opened with ``O_SYNC``, which
+is when such a file is stored (a write alone is half a chunk). The system calls are watched
+with strace, the daemon and the writer in one trace, so "before" is the trace's own order: the
+writer marks the moment its call returned with an ``unlink`` of a name that is not there.
 
 Removing the commit records afterwards is not synced, on purpose: a record that comes back
 after a power cut names temp files that are gone, and recovery skips them.
@@ -38,13 +40,19 @@ pytestmark = [
 
 TRACED = "fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat"
 WRITER = """
-import os, sys
-path, data = sys.argv[1], open(sys.argv[2], "rb").read()
+import contextlib, os, sys
+path, data, how, mark = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3], sys.argv[4]
 sys.stdin.readline()  # strace is attached
-fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+fd = os.open(path, os.O_WRONLY | os.O_TRUNC | (os.O_SYNC if how == "O_SYNC" else 0))
 os.write(fd, data)
-os.fsync(fd)
-os.close(fd)
+if how == "fsync":
+    os.fsync(fd)
+else:
+    os.close(fd)
+with contextlib.suppress(FileNotFoundError):
+    os.unlink(mark)  # strace's mark: the call above returned
+if how == "fsync":
+    os.close(fd)
 """
 _LINE = re.compile(r"^(\d+) +(?:<\.\.\. )?(\w+)(?: resumed>|\()(.*)$")
 _FD = re.compile(r"\d+<([^>]*)>")
@@ -60,13 +68,15 @@ def _traced(pids: Sequence[int], tracer: int) -> bool:
     return True
 
 
-def _save_traced(tmp_path: Path, mnt: Path, path: str, data: bytes) -> list[tuple[int, str, str]]:
-    """Save ``data`` onto ``path`` of the mount and fsync it, daemon and writer under strace;
-    the daemon's calls until the writer's fsync returned: (pid, call, arguments)."""
-    image, log = tmp_path / "image", tmp_path / "strace.log"
+def _save_traced(tmp_path: Path, mnt: Path, path: str, data: bytes,
+                 how: str = "fsync") -> list[tuple[int, str, str]]:
+    """Save ``data`` onto ``path`` of the mount, then fsync it (``how``) or close it opened
+    with O_SYNC, daemon and writer under strace; the daemon's calls until that call returned:
+    (pid, call, arguments)."""
+    image, log, mark = tmp_path / "image", tmp_path / "strace.log", tmp_path / "returned"
     image.write_bytes(data)
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(mnt / path), str(image)],
-                              stdin=subprocess.PIPE, text=True)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(mnt / path), str(image), how,
+                               str(mark)], stdin=subprocess.PIPE, text=True)
     tracer = subprocess.Popen(["strace", "-f", "-qq", "-y", "-o", str(log), "-e",
                                f"trace={TRACED}", "-p", str(daemon_pid(mnt)),
                                "-p", str(writer.pid)])
@@ -87,12 +97,12 @@ def _save_traced(tmp_path: Path, mnt: Path, path: str, data: bytes) -> list[tupl
             continue
         pid, call, args = int(match[1]), match[2], match[3]
         if pid == writer.pid:
-            if call == "fsync" and " = " in args:
+            if call == "unlink" and str(mark) in args:
                 return calls
             continue
         if "unfinished" not in args:
             calls.append((pid, call, args))
-    raise AssertionError(f"no fsync of the writer in the trace:\n{log.read_text()}")
+    raise AssertionError(f"the writer's mark is not in the trace:\n{log.read_text()}")
 
 
 def _assert_durable(calls: list[tuple[int, str, str]], store: Path, keys: Sequence[str]) -> None:
@@ -108,10 +118,10 @@ def _assert_durable(calls: list[tuple[int, str, str]], store: Path, keys: Sequen
             names = re.findall(r'"([^"]*)"', args)
             source, target = (f"{d}/{n}" for d, n in zip(paths, names, strict=True))
             renamed.append((source, target, len(synced)))
-    assert renamed, f"nothing was renamed into the store before fsync() returned: {calls}"
+    assert renamed, f"nothing was renamed into the store before the call returned: {calls}"
     targets = {target for _, target, _ in renamed}
     for key in keys:
-        assert str(store / key) in targets, f"{key} was not stored before fsync() returned"
+        assert str(store / key) in targets, f"{key} was not stored before the call returned"
     for source, target, at in renamed:
         assert source in synced[:at], f"{source} was renamed onto {target} unsynced"
         folder = target.rpartition("/")[0]
@@ -124,13 +134,17 @@ def _tiff(value: np.ndarray) -> bytes:
     return out.getvalue()
 
 
-def test_fsync_of_a_rendered_chunk_syncs_the_chunk_and_its_folder(tmp_path):
+@pytest.mark.parametrize(("fmt", "how"), [("tiff", "fsync"), ("tiff", "O_SYNC"),
+                                          ("raw", "O_SYNC")])
+def test_fsync_or_an_o_sync_close_syncs_the_chunk_and_its_folder(tmp_path, fmt, how):
     store = tmp_path / "a.zarr"
     zarr.create_array(store, shape=(16, 16), chunks=(8, 8), dtype="u1", fill_value=0,
                       serializer=BytesCodec(), compressors=None)[...] = 1
     new = np.full((8, 8), 7, dtype="u1")
-    with mounted(store, tmp_path / "mnt", "--format", "tiff") as mnt:
-        calls = _save_traced(tmp_path, mnt, tile_path(0, 1, "tiff"), _tiff(new))
+    path, data, layout = ((tile_path(0, 1, "tiff"), _tiff(new), "fanout") if fmt == "tiff"
+                          else ("c/0/1", new.tobytes(), "source"))
+    with mounted(store, tmp_path / "mnt", "--format", fmt, "--layout", layout) as mnt:
+        calls = _save_traced(tmp_path, mnt, path, data, how)
     _assert_durable(calls, store, ["c/0/1"])
     assert (zarr.open_array(store, mode="r")[:8, 8:] == 7).all()
 

@@ -76,6 +76,9 @@ class ChunkWriter:
     """Closed while ``emptied``: its empty size is no longer shown for the chunk."""
     inode: int | None = None
     """The inode it is open on (its own, see ``page_cache``), whose size the kernel holds."""
+    synced: bool = False
+    """Opened with O_SYNC or O_DSYNC: every commit is durable, as fsync's (a write alone
+    stores nothing: it is half a chunk until the last one)."""
 
     async def settled(self) -> None:
         if self.committing is not None:
@@ -108,7 +111,7 @@ class ChunkWriter:
             self.writers.closed_empty(self)
             await committer.show_stored_state(self)
         elif self.dirty or durable:
-            await committer.commit_writer(self, durable=durable)
+            await committer.commit_writer(self, durable=durable or self.synced)
 
     async def release(self) -> None:
         """The last close: changes that reached the buffer after the last flush (the pages
@@ -117,7 +120,7 @@ class ChunkWriter:
         committer = self.writers.committer
         try:
             if self.dirty and not self.refused:
-                await committer.commit_writer(self, durable=False)
+                await committer.commit_writer(self, durable=self.synced)
         except ZarrFuseError as e:
             log.error("writes to chunk %s reached after close were not stored: %s",
                       self.node.coords, e)
