@@ -4,7 +4,7 @@ mount is real, unmounted in teardown, and times out rather than hangs."""
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -219,25 +219,67 @@ def test_daemon_not_reporting_in_time_is_stopped_and_unmounted(faulty_daemon, ar
     assert_left_nothing(mountpoint)
 
 
-@mount_test
-def test_sigterm_stores_an_open_written_chunk_as_its_close_would(tmp_path, mountpoint):
-    """Issue 34 point 7: SIGTERM of the daemon while a chunk is open and written used to drop
-    the writes without a word; now they are stored, with one log line saying so."""
-    from zarr.codecs import BytesCodec  # noqa: PLC0415  (only this test writes raw chunks)
+def _written_and_open(tmp_path: Path, mountpoint: Path) -> tuple[Path, Path, int, int]:
+    """A raw 8-byte chunk of ones, mounted with a log file; the chunk opened through the mount
+    and written with fives, not closed: (store, log, daemon pid, descriptor)."""
+    from zarr.codecs import BytesCodec  # noqa: PLC0415  (only these tests write raw chunks)
 
-    store = tmp_path / "a"
+    store, log = tmp_path / "a", tmp_path / "daemon.log"
     zarr.create_array(store, shape=(8,), chunks=(8,), dtype="u1", serializer=BytesCodec(),
                       compressors=None)[:] = 1
-    log = tmp_path / "daemon.log"
-    with mounted(store, mountpoint, "--log-file", str(log)):
-        pid = daemon_pid(mountpoint)  # read from /proc: no child inherits the fd below
-        fd = os.open(mountpoint / "c" / "0" / "000", os.O_WRONLY)
-        try:
-            os.pwrite(fd, bytes([5]) * 8, 0)
+    result = run_with_timeout([*ZARRFUSE, "mount", store, mountpoint, "--log-file", log])
+    assert result.returncode == 0
+    pid = daemon_pid(mountpoint)  # read from /proc: no child inherits the fd below
+    fd = os.open(mountpoint / "c" / "0" / "000", os.O_WRONLY)
+    os.pwrite(fd, bytes([5]) * 8, 0)
+    return store, log, pid, fd
+
+
+def _stopping(log: Path, mountpoint: Path) -> bool:
+    """The stop is under way (waiting for the writer: the log says so), or over."""
+    return ("chunk file(s) open for writing to be closed" in log.read_text()
+            or not daemon_pids(mountpoint))
+
+
+@mount_test
+@pytest.mark.parametrize("stop", ["SIGTERM", "umount"])
+def test_a_writer_that_closes_while_the_mount_stops_is_told_its_chunk_is_stored(
+        tmp_path, mountpoint, stop):
+    """Issue 52 point 7: a stop (systemd's SIGTERM, `zarrfuse umount`) with a chunk open for
+    writing used to store it and unmount, so the writer's close() then failed (ENOTCONN) for a
+    chunk that was stored. The stop now serves on until the writer closes: close() succeeds,
+    and the chunk is stored."""
+    store, log, pid, fd = _written_and_open(tmp_path, mountpoint)
+    try:
+        if stop == "SIGTERM":
             os.kill(pid, signal.SIGTERM)
-            assert wait_exited(pid)
-        finally:
-            with contextlib.suppress(OSError):  # the mount is gone
-                os.close(fd)
+            assert wait_for(lambda: _stopping(log, mountpoint), 20), log.read_text()
+        else:  # busy: detached lazily, its open files served until closed
+            run_with_timeout([*ZARRFUSE, "umount", mountpoint])
+    finally:
+        os.close(fd)  # the assertion: no error
+    assert wait_exited(pid), "the daemon did not exit once the writer closed"
     assert zarr.open_array(store, mode="r")[:].tolist() == [5] * 8
-    assert "was open at shutdown: stored as its close would have" in log.read_text()
+    assert "not stored" not in log.read_text()
+
+
+@mount_test
+@pytest.mark.parametrize("end", ["second SIGTERM", "wait runs out"])
+def test_a_writer_still_open_when_the_mount_stops_is_told_nothing_is_stored(
+        tmp_path, mountpoint, end):
+    """The other truthful end: a writer still open when the stop ends (a second signal, or
+    the wait for it ran out) gets an error from close(), and its chunk is not stored."""
+    store, log, pid, fd = _written_and_open(tmp_path, mountpoint)
+    try:
+        os.kill(pid, signal.SIGTERM)
+        assert wait_for(lambda: _stopping(log, mountpoint), 20), log.read_text()
+        if end == "second SIGTERM":
+            os.kill(pid, signal.SIGTERM)
+        assert wait_exited(pid, 30), "the daemon did not stop"
+    finally:
+        with pytest.raises(OSError) as closing:
+            os.close(fd)
+    assert closing.value.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+    assert zarr.open_array(store, mode="r")[:].tolist() == [1] * 8
+    assert "was still open for writing when the mount stopped: its writes are not stored" in (
+        log.read_text())

@@ -78,7 +78,7 @@ class ChunkOpening:
         handle = next(self._handles)
         self._files[handle] = opened
         if writer is not None:
-            writer.inode = inode
+            writer.inode, writer.synced = inode, bool(flags & os.O_DSYNC)  # O_SYNC has it
         self.page_cache.admit(inode, handle, writer=writer is not None, version=version,
                               size=size, read_write=flags & os.O_ACCMODE == os.O_RDWR,
                               retry=crowded)

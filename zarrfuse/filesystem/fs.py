@@ -14,7 +14,10 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import NoReturn
+
+import trio
 
 from zarrfuse.errors import (
     Exists,
@@ -38,6 +41,7 @@ from zarrfuse.filesystem.tree.nodes import (
     Node,
     ScratchFile,
 )
+from zarrfuse.filesystem.writes.commits import ChunkWriter
 from zarrfuse.filesystem.writes.document_writes import check_identical
 from zarrfuse.filesystem.writes.scratch import is_scratch_name, is_vim_probe
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
@@ -45,6 +49,10 @@ from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 __all__ = ["FileSystem"]
 
 log = logging.getLogger(__name__)
+
+STOP_WAIT = 5.0
+"""Seconds a stopping mount (SIGTERM) serves on for files open for writing to be closed:
+well within the 10 s of ``docker stop`` and the 90 s of systemd before their SIGKILL."""
 
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
@@ -277,11 +285,26 @@ class FileSystem(FileSystemBase):
         check_name(name)
         raise ExpectedRefusal(f"{name!r}: {what} cannot be made in the mount")
 
-    async def store_open_writers(self) -> None:
-        """At shutdown with chunk files still open (SIGTERM, SIGINT): store each written
-        one as its close would, or say in one line that it is dropped and why."""
-        for opened in list(self._files.values()):
-            await opened.store_at_shutdown()
+    async def stop_once_closed(self, stop: Callable[[], None]) -> None:
+        """A stopping mount serves on until no chunk file is open for writing (at most
+        STOP_WAIT seconds), then calls ``stop``: a writer that closes meanwhile is answered
+        as any time (its chunk stored). A stop that stored what a writer still held would
+        store a chunk whose close() the kernel then fails (the mount is gone)."""
+        if count := sum(map(self.writers.count, self.writers.chunks())):
+            log.info("waiting up to %g s for %d chunk file(s) open for writing to be closed "
+                     "(a second SIGTERM or SIGINT stops at once)", STOP_WAIT, count)
+            with trio.move_on_after(STOP_WAIT):
+                await self.writers.none_open()
+        stop()
+
+    def drop_open_writers(self) -> None:
+        """Stopped with chunk files open for writing: what they hold is not stored (their
+        close() fails), one line for each written one."""
+        for opened in self._files.values():
+            if isinstance(opened, ChunkWriter) and opened.dirty:
+                log.warning("chunk %s of %s was still open for writing when the mount "
+                            "stopped: its writes are not stored (its close() fails)",
+                            opened.node.coords, opened.node.array.path or "/")
 
     def log_scratch_left(self) -> None:
         """At unmount: name every scratch file still held, which is dropped unstored (a

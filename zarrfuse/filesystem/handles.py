@@ -58,10 +58,6 @@ class OpenFile(Protocol):
         """The size the kernel must hold for the handle's inode; None: the stored one."""
         ...
 
-    async def store_at_shutdown(self) -> None:
-        """The mount stops with the handle open (SIGTERM): store what a close would."""
-        ...
-
 
 def _copy_into(piece: bytes | memoryview, out: memoryview) -> int:
     out[: len(piece)] = piece
@@ -88,9 +84,6 @@ class _ReadsOnly:
 
     def shown_size(self) -> int | None:
         return None
-
-    async def store_at_shutdown(self) -> None:
-        """Nothing to store."""
 
 
 @dataclass

@@ -248,12 +248,13 @@ def _check_live_and_raise_read_ahead(mountpoint: str) -> None:
 async def _run(
     mountpoint: str,
     on_ready: Callable[[], None] | None,
+    fs: FileSystem,
     services: MountServices | None = None,
-    at_stop: Callable[[], Awaitable[None]] | None = None,
     follow: Callable[[], Awaitable[None]] | None = None,
     watch: WatchState | None = None,
 ) -> str:
     """Serve until unmounted; why it ended. The services are up before ``on_ready``.
+    ``fs``: at a signal, stops once its writers have closed (a second signal: at once).
     ``follow``: runs beside the mount (the store watch, whose state is ``watch``)."""
     reason = "unmounted from outside (umount or fusermount3 -u)"
     async with trio.open_nursery() as nursery:
@@ -262,11 +263,14 @@ async def _run(
             nonlocal reason
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
+                    if reason.startswith("received"):  # the second: at once
+                        pyfuse3.terminate()
+                        continue
                     reason = f"received {signal.Signals(signum).name}"
                     log.info("%s, unmounting", reason)
                     if services is not None:
                         services.stopping(f"{reason}, unmounting {mountpoint}")
-                    pyfuse3.terminate()
+                    nursery.start_soon(fs.stop_once_closed, pyfuse3.terminate)
 
         async def announce_ready() -> None:
             if services is not None:
@@ -290,8 +294,7 @@ async def _run(
             watch.serving()
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
-    if at_stop is not None:  # files still open (SIGTERM): what their close would do
-        await at_stop()
+    fs.drop_open_writers()
     return reason
 
 
@@ -380,7 +383,7 @@ def serve(
     )
     reason = "serving failed"
     try:
-        reason = trio.run(_run, config.mountpoint, on_ready, services, fs.store_open_writers,
+        reason = trio.run(_run, config.mountpoint, on_ready, fs, services,
                           _store_follower(fs, config), fs.following)
     finally:
         fs.log_scratch_left()

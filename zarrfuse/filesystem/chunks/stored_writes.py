@@ -77,7 +77,7 @@ class StoredWrites:
             await self._commit_locked(coords, views, durable)
 
     async def update(self, coords: tuple[int, ...], change: Callable[[bytes | None], bytes],
-                     limit: int) -> None:
+                     limit: int, *, durable: bool) -> None:
         """Store ``change(the chunk as stored, or None)`` (in a thread) as the chunk, no other
         commit of it between the read and the write (a rendered plane, a tile of a shard). A
         stored chunk over ``limit`` bytes (more than its codecs make) is refused unread."""
@@ -89,7 +89,7 @@ class StoredWrites:
                                         f"its codecs make ({limit}); nothing was written")
             current = await self._read_whole(opened)
             value = await self._run_to_end(change, current)
-            await self._commit_locked(coords, [memoryview(value)], durable=False)
+            await self._commit_locked(coords, [memoryview(value)], durable)
 
     async def _commit_locked(
         self, coords: tuple[int, ...], views: Sequence[memoryview], durable: bool

@@ -297,7 +297,7 @@ class RenderedChunks:
         return self._region_values(coords, value) if self.planes else value.reshape(
             self.shape_of(coords))
 
-    async def _store_objects(self, coords: tuple[int, ...], data: bytes) -> None:
+    async def _store_objects(self, coords: tuple[int, ...], data: bytes, durable: bool) -> None:
         """Store a written file as new bytes of the stored objects (chunks, or shards) it
         lies in, through the chunk source, as a chunk file's commit is: an object the file
         covers whole is encoded from it alone; another is read, changed and stored under
@@ -314,22 +314,23 @@ class RenderedChunks:
             if part.shape == encoder.chunk_shape:  # the whole object: nothing to read
                 encoded = await trio.to_thread.run_sync(
                     encoder.encode_over, None, within, part, limiter=self._limiter)
-                await stored.commit(obj, [memoryview(encoded)], durable=False)
+                await stored.commit(obj, [memoryview(encoded)], durable=durable)
             else:
                 await stored.update(obj, functools.partial(encoder.encode_over,
                                                            within=within, values=part),
-                                    limit=encoder.stored_limit)
+                                    limit=encoder.stored_limit, durable=durable)
 
-    async def write(self, coords: tuple[int, ...], data: bytes) -> None:
+    async def write(self, coords: tuple[int, ...], data: bytes, *, durable: bool) -> None:
         """Decode a written file and store it as its chunk's (or shard's) data, encoded by
-        zarr's codecs and committed as chunk files are. Refused (EINVAL) unless it holds
-        exactly this file's shape and data type; then the array is unchanged."""
+        zarr's codecs and committed as chunk files are (``durable``: synced, for fsync).
+        Refused (EINVAL) unless it holds exactly this file's shape and data type; then the
+        array is unchanged."""
         self._writes[coords] = self._writes.get(coords, 0) + 1
         self._cache.drop(self.cache_key(coords))
         try:
             if self._encoder is None:
                 raise ReadOnlyError(f"rendered files of {self.array.path or '/'} are read-only")
-            await self._store_objects(coords, data)
+            await self._store_objects(coords, data, durable)
         finally:
             self._writes[coords] += 1  # renderings begun during the write are not kept
             self._cache.drop(self.cache_key(coords))

@@ -261,7 +261,7 @@ class RenderedChunkFiles:
     ) -> None:
         """Decoded and encoded by the rendering (which checks the picture's shape and
         type): ``verify`` has nothing to add."""
-        await self._rendered.write(coords, b"".join(views))
+        await self._rendered.write(coords, b"".join(views), durable=durable)
         self._source.drop_cached(self._rendered.stored_coords(coords))
 
     async def delete(self, coords: Coords) -> None:

@@ -75,6 +75,8 @@ class ChunkWriter:
     """Closed while ``emptied``: its empty size is no longer shown for the chunk."""
     inode: int | None = None
     """The inode it is open on (its own, see ``page_cache``), whose size the kernel holds."""
+    synced: bool = False
+    """Opened with O_SYNC or O_DSYNC: every commit is durable, as fsync's."""
 
     async def settled(self) -> None:
         if self.committing is not None:
@@ -107,7 +109,7 @@ class ChunkWriter:
             self.writers.closed_empty(self)
             await committer.show_stored_state(self)
         elif self.dirty or durable:
-            await committer.commit_writer(self, durable=durable)
+            await committer.commit_writer(self, durable=durable or self.synced)
 
     async def release(self) -> None:
         """The last close: changes that reached the buffer after the last flush (the pages
@@ -116,7 +118,7 @@ class ChunkWriter:
         committer = self.writers.committer
         try:
             if self.dirty and not self.refused:
-                await committer.commit_writer(self, durable=False)
+                await committer.commit_writer(self, durable=self.synced)
         except ZarrFuseError as e:
             log.error("writes to chunk %s reached after close were not stored: %s",
                       self.node.coords, e)
@@ -140,19 +142,6 @@ class ChunkWriter:
         unwritten after O_TRUNC: its 0 would cut the next opener's reads)."""
         return None if self.closed_empty else len(self.data)
 
-    async def store_at_shutdown(self) -> None:
-        """At shutdown while still open: stored as its close would be, or one line says
-        why it is dropped."""
-        if not self.dirty:
-            return
-        where = f"chunk {self.node.coords} of {self.node.array.path or '/'}"
-        try:
-            await self.writers.committer.commit_writer(self, durable=True)
-        except Exception as e:  # noqa: BLE001  (shutdown goes on; the line says why)
-            log.error("%s was open at shutdown; its writes are dropped: %s", where, e)
-        else:
-            log.warning("%s was open at shutdown: stored as its close would have", where)
-
 
 class OpenWriters:
     """The writers of each chunk, so a chunk's name and size show before its first commit."""
@@ -161,6 +150,7 @@ class OpenWriters:
         self.committer = committer
         self._by_chunk: dict[ChunkFile, list[ChunkWriter]] = {}
         self._serials = itertools.count(1)
+        self._none_open = trio.Event()  # set (and replaced) as the last writer closes
 
     def open(self, node: ChunkFile, data: WriteBuffer, *, emptied: bool = False) -> ChunkWriter:
         writer = ChunkWriter(node, data, self, serial=next(self._serials), emptied=emptied)
@@ -185,6 +175,9 @@ class OpenWriters:
             writers.remove(writer)
             if not writers:
                 del self._by_chunk[writer.node]
+                if not self._by_chunk:
+                    self._none_open.set()
+                    self._none_open = trio.Event()
 
     def size(self, node: ChunkFile) -> int | None:
         """The size the newest writer of ``node`` gave it; None if nobody writes it."""
@@ -203,6 +196,11 @@ class OpenWriters:
 
     def chunks(self) -> list[ChunkFile]:
         return list(self._by_chunk)
+
+    async def none_open(self) -> None:
+        """Returns once no chunk file is open for writing."""
+        if self._by_chunk:
+            await self._none_open.wait()
 
 
 class Committer:
