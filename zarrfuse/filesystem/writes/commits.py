@@ -265,7 +265,8 @@ class Committer:
         self._committed(node)
         pyramid = node.array.pyramid
         if pyramid is not None and pyramid.lower:
-            await self._levels.update(node.array, node.array.files.region(node.coords))
+            await self._levels.update(node.array, node.array.files.region(node.coords),
+                                      durable=durable)
         if drop_cache:
             await self.drop_cache(node, renaming=renaming)
 

@@ -33,10 +33,12 @@ class LevelUpdates:
         self._drop_cache = drop_cache
         self._stale_told: weakref.WeakSet[Pyramid] = weakref.WeakSet()
 
-    async def update(self, top: ArrayView, region: tuple[slice, ...]) -> None:
+    async def update(self, top: ArrayView, region: tuple[slice, ...], *, durable: bool
+                     ) -> None:
         """After a write to ``region`` of an OME-Zarr image's full resolution: that region
         in every level below, downsampled again. Where it cannot be, the write stands and
-        one line (once per image) names the levels now stale."""
+        one line (once per image) names the levels now stale. ``durable``: as the write's
+        own commit (an ``fsync`` syncs the levels it changed too)."""
         pyramid = top.pyramid
         assert pyramid is not None
         why = None
@@ -45,7 +47,7 @@ class LevelUpdates:
                    "(nearest, mean)")
         else:
             try:
-                await self._downsample(top, pyramid, region)
+                await self._downsample(top, pyramid, region, durable)
             except Exception as e:  # noqa: BLE001  (the write itself is stored)
                 why = f"updating them failed: {type(e).__name__}: {e}"
             else:
@@ -57,7 +59,7 @@ class LevelUpdates:
                         top.path or "/", why)
 
     async def _downsample(self, view: ArrayView, pyramid: Pyramid,
-                          region: tuple[slice, ...]) -> None:
+                          region: tuple[slice, ...], durable: bool) -> None:
         """Level by level, each from the one above (``view``, where ``region`` changed).
         A level is the view the mount shows of it, whose locks its writers take."""
         for above, level in itertools.pairwise(pyramid.levels):
@@ -71,7 +73,8 @@ class LevelUpdates:
             for coords, sources, made in pyramid.steps(above, level, below):
                 async with view.stored.reading(sources) as read:
                     await lower.stored.update(coords, functools.partial(made, read),
-                                              limit=level.encoder.stored_limit)
+                                              limit=level.encoder.stored_limit,
+                                              durable=durable)
                 for shown in lower.files.changed(coords):
                     await self._drop_cache(ChunkFile(lower, shown))
             view, region = lower, below
