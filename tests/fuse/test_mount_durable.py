@@ -173,3 +173,23 @@ def test_fsync_of_a_concat_parts_chunk_syncs_every_part_and_the_journal(tmp_path
     assert any(call.startswith("rename") and JOURNAL_DIR in args for _, call, args in calls), (
         "the commit went past the journal")
     assert (zarrfuse.open_array(store, mode="r")[8:, 8:] == 7).all()
+
+
+def test_fsync_of_a_level_0_save_syncs_the_lower_levels_it_updated(tmp_path):
+    """A save into an OME-Zarr image's full resolution rewrites the levels below it: the
+    ``fsync`` of the save syncs those chunks too (they are stored by the same commit)."""
+    root = tmp_path / "img.ome.zarr"
+    group = zarr.open_group(root, mode="w")
+    for i, side in enumerate((16, 8)):
+        zarr.create_array(root / str(i), shape=(side, side), chunks=(8, 8), dtype="u1",
+                          fill_value=0, compressors=None)[...] = 1
+    group.attrs.update({"ome": {"version": "0.5", "multiscales": [{
+        "type": "mean",
+        "axes": [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
+        "datasets": [{"path": str(i), "coordinateTransformations": [
+            {"type": "scale", "scale": [2.0**i, 2.0**i]}]} for i in range(2)]}]}})
+    new = np.full((8, 8), 7, dtype="u1")
+    with mounted(root, tmp_path / "mnt", "--format", "tiff") as mnt:
+        calls = _save_traced(tmp_path, mnt, f"0/{tile_path(1, 1, 'tiff')}", _tiff(new))
+    _assert_durable(calls, root, ["0/c/1/1", "1/c/0/0"])
+    assert (zarr.open_array(root / "1", mode="r")[4:, 4:] == 7).all()
