@@ -56,9 +56,11 @@ class CrashBefore:
         *,
         durable: bool = False,
         deadline: float | None = None,
+        commit: str | None = None,
     ) -> int:
         self._change()
-        return self.backend.write(key, pieces, durable=durable, deadline=deadline)
+        return self.backend.write(key, pieces, durable=durable, deadline=deadline,
+                                  commit=commit)
 
     def copy(self, source: str, key: str) -> None:
         self._change()

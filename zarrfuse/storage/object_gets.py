@@ -6,7 +6,7 @@ short bytes."""
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import obstore
 
@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # types only: obstore declares them in its stubs
 from zarrfuse.storage.base import Stat
 from zarrfuse.storage.store_requests import ignores_ranges, is_absent
 
-__all__ = ["checked", "get_range", "get_tail", "get_whole", "peek", "stat_of"]
+__all__ = ["COMMIT_ATTRIBUTE", "Got", "checked", "get_range", "get_tail", "get_version",
+           "get_whole", "peek", "stat_of"]
 
 
 async def get_range(
@@ -81,3 +82,43 @@ def stat_of(meta: ObjectMeta) -> Stat:
     modified = meta["last_modified"]
     mtime_ns = int(modified.timestamp()) * 1_000_000_000 + modified.microsecond * 1000
     return Stat(meta["size"], mtime_ns, meta.get("e_tag"))
+
+
+COMMIT_ATTRIBUTE = "zarrfusecommit"
+"""The user metadata naming the journal commit that wrote a part (``object_journal``):
+lowercase letters only, a name S3, GCS and Azure (C# identifiers) all keep as given."""
+
+
+class Got(NamedTuple):
+    """Bytes of an object and what names their version: its size, ETag and commit."""
+
+    data: memoryview
+    size: int
+    etag: str | None
+    commit: str | None
+
+
+async def get_version(
+    store: Any, key: str, start: int, stop: int, etag: str | None = None
+) -> Got:
+    """Bytes ``[start, stop)`` with their version (an empty range: a HEAD); ``etag``: of
+    that version only, EIO once it was replaced. From the whole object where the server
+    ignores ranges."""
+    pinned: Any = {} if etag is None else {"if_match": etag}
+    ranged: Any = {**pinned, "range": (start, stop)} if stop > start else {**pinned, "head": True}
+    try:
+        try:
+            result = await obstore.get_async(store, key, options=ranged)
+            data = memoryview(await result.bytes_async())
+        except Exception as e:
+            if not ignores_ranges(e):
+                raise
+            result = await obstore.get_async(store, key, options=pinned)
+            data = memoryview(await result.bytes_async())[start:stop]
+    except Exception as e:
+        if type(e).__name__ == "PreconditionError":
+            raise OSError(errno.EIO, f"{key}: replaced in the store since this file was "
+                                     "opened; its version is gone (open it again)") from e
+        raise
+    return Got(checked(key, data, stop - start), int(result.meta["size"]),
+               result.meta.get("e_tag"), result.attributes.get(COMMIT_ATTRIBUTE))
