@@ -117,16 +117,15 @@ class ObjectBackend:
         return self._send_version(key, 0, size, None)
 
     def _send_version(self, key: str, start: int, stop: int, etag: str | None) -> Future[Got]:
-        """Bytes ``[start, stop)`` of ``key`` with their version, sent at once; ``etag``:
-        of that version only (``object_readers``). A web server's object fetched whole ahead
-        is served from there."""
-        if self._peeked is not None and etag is None:
-            found = self._peeked.stat(key)
-            ahead = self._peeked.read(key, start, stop) if isinstance(found, Stat) else None
-            if isinstance(found, Stat) and ahead is not None:
-                done: Future[Got] = Future()
-                done.set_result(Got(memoryview(ahead), found.size, found.etag, None))
-                return done
+        """Bytes ``[start, stop)`` of ``key`` with their version, sent at once (a web
+        server's, from its object fetched ahead); ``etag``: of that version only."""
+        peeked = self._peeked if etag is None else None
+        found = None if peeked is None else peeked.stat(key)
+        ahead = peeked.read(key, start, stop) if peeked and isinstance(found, Stat) else None
+        if isinstance(found, Stat) and ahead is not None:
+            done: Future[Got] = Future()
+            done.set_result(Got(memoryview(ahead), found.size, found.etag, None))
+            return done
         key = self._read_key(key)
         return send(f"GET {key} bytes {start}-{stop - 1}",
                     lambda: get_version(self.store, key, start, stop, etag))
@@ -300,21 +299,16 @@ class ObjectBackend:
         over its key keeps. Not through a signed URL (whose signature would have to cover
         the name): a temp stored after its commit gave up changes no chunk, and is undone."""
         async def put() -> None:
-            await obstore.put_async(self.store, key, data, use_multipart=False,
-                                    attributes={COMMIT_ATTRIBUTE: commit})
-
-        if deadline is None:
-            request(f"PUT {key}", put, bounded=False)
-            return
-
-        async def in_time() -> None:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                await asyncio.wait_for(put(), max(0.0, deadline - time.monotonic()))
+                await asyncio.wait_for(obstore.put_async(
+                    self.store, key, data, use_multipart=False,
+                    attributes={COMMIT_ATTRIBUTE: commit}), wait)
             except TimeoutError:
                 raise OSError(errno.EIO, f"PUT {key}: no answer within the write's time "
                                          "(--store-timeout)") from None
 
-        request(f"PUT {key}", in_time, bounded=False)
+        request(f"PUT {key}", put, bounded=False)
 
     def _deadline(self) -> float | None:
         """When a write starting now must have its answer (``time.monotonic()``); None
