@@ -58,9 +58,11 @@ class CrashBefore:
         *,
         durable: bool = False,
         deadline: float | None = None,
+        commit: str | None = None,
     ) -> int:
         self._change()
-        return self.backend.write(key, pieces, durable=durable, deadline=deadline)
+        return self.backend.write(key, pieces, durable=durable, deadline=deadline,
+                                  commit=commit)
 
     async def copy_async(self, source: str, key: str) -> None:
         self._change()

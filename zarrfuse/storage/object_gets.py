@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import obstore
 
@@ -21,8 +21,8 @@ from zarrfuse.storage.base import Stat
 from zarrfuse.storage.store_requests import ignores_ranges, is_absent
 
 __all__ = [
-    "checked", "copy", "delete", "get_range", "get_tail", "get_whole", "head", "list_dir",
-    "peek", "put", "sign", "stat_of",
+    "COMMIT_ATTRIBUTE", "Got", "checked", "copy", "delete", "get_range", "get_tail",
+    "get_version", "get_whole", "head", "list_dir", "peek", "put", "sign", "stat_of",
 ]
 
 
@@ -90,6 +90,46 @@ def stat_of(meta: ObjectMeta) -> Stat:
     return Stat(meta["size"], mtime_ns, meta.get("e_tag"))
 
 
+COMMIT_ATTRIBUTE = "zarrfusecommit"
+"""The user metadata naming the journal commit that wrote a part (``object_journal``):
+lowercase letters only, a name S3, GCS and Azure (C# identifiers) all keep as given."""
+
+
+class Got(NamedTuple):
+    """Bytes of an object and what names their version: its size, ETag and commit."""
+
+    data: memoryview
+    size: int
+    etag: str | None
+    commit: str | None
+
+
+async def get_version(
+    store: Any, key: str, start: int, stop: int, etag: str | None = None
+) -> Got:
+    """Bytes ``[start, stop)`` with their version (an empty range: a HEAD); ``etag``: of
+    that version only, EIO once it was replaced. From the whole object where the server
+    ignores ranges."""
+    pinned: Any = {} if etag is None else {"if_match": etag}
+    ranged: Any = {**pinned, "range": (start, stop)} if stop > start else {**pinned, "head": True}
+    try:
+        try:
+            result = await obstore.get_async(store, key, options=ranged)
+            data = memoryview(await result.bytes_async())
+        except Exception as e:
+            if not ignores_ranges(e):
+                raise
+            result = await obstore.get_async(store, key, options=pinned)
+            data = memoryview(await result.bytes_async())[start:stop]
+    except Exception as e:
+        if type(e).__name__ == "PreconditionError":
+            raise OSError(errno.EIO, f"{key}: replaced in the store since this file was "
+                                     "opened; its version is gone (open it again)") from e
+        raise
+    return Got(checked(key, data, stop - start), int(result.meta["size"]),
+               result.meta.get("e_tag"), result.attributes.get(COMMIT_ATTRIBUTE))
+
+
 # --- the other requests -----------------------------------------------------------------
 
 
@@ -103,9 +143,12 @@ async def head(store: Any, key: str) -> ObjectMeta:
     return await obstore.head_async(store, key)
 
 
-async def put(store: Any, key: str, data: bytes) -> None:
-    """One PUT of the whole object (atomic: readers see the old or the new bytes)."""
-    await obstore.put_async(store, key, data, use_multipart=False)
+async def put(store: Any, key: str, data: bytes,
+              attributes: dict[str, str] | None = None) -> None:
+    """One PUT of the whole object (atomic: readers see the old or the new bytes), with
+    ``attributes`` as its user metadata."""
+    await obstore.put_async(store, key, data, use_multipart=False,
+                            attributes=attributes or {})
 
 
 async def delete(store: Any, keys: str | Sequence[str]) -> None:

@@ -75,6 +75,7 @@ class Objects(Protocol):
         *,
         durable: bool = False,
         deadline: float | None = None,
+        commit: str | None = None,
     ) -> int: ...
 
     async def copy_async(self, source: str, key: str) -> None: ...
@@ -124,7 +125,7 @@ class ObjectJournal:
         copies = [(f"{self._dir}/{tx}/{i}", key) for i, (key, _) in enumerate(parts)]
         try:
             for (temp, _), (_, pieces) in zip(copies, parts, strict=True):
-                self._objects.write(temp, pieces, deadline=deadline)
+                self._objects.write(temp, pieces, deadline=deadline, commit=tx)
             self._record(tx, copies, deadline)
         except BaseException:
             temps = [temp for temp, _ in copies]

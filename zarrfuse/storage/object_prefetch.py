@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
+from zarrfuse.storage.object_gets import Got
 from zarrfuse.storage.prefetch import PrefetchBudget
 
 __all__ = ["MAX_OBJECTS", "MAX_OBJECT_BYTES", "ObjectPrefetch"]
@@ -26,9 +27,9 @@ MAX_OBJECT_BYTES = 4 << 20
 MAX_OBJECTS = 32
 """Objects kept fetched (or fetching) and not yet opened; the oldest are dropped first."""
 
-Send = Callable[[str, int], "Future[bytes | memoryview]"]
-"""``send(key, size)``: a GET of the whole object of ``size`` bytes, sent at once
-(``store_requests``: no thread waits for it)."""
+Send = Callable[[str, int], "Future[Got]"]
+"""``send(key, size)``: a GET of the whole object of ``size`` bytes with its version, sent
+at once (``store_requests``: no thread waits for it)."""
 
 
 class ObjectPrefetch:
@@ -37,7 +38,7 @@ class ObjectPrefetch:
     def __init__(self, send: Send, budget: PrefetchBudget) -> None:
         self._send = send
         self._budget = budget
-        self._ahead: OrderedDict[str, tuple[int, Future[bytes | memoryview]]] = OrderedDict()
+        self._ahead: OrderedDict[str, tuple[int, Future[Got]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def want(self, objects: Sequence[tuple[str, int]]) -> None:
@@ -52,9 +53,9 @@ class ObjectPrefetch:
                 while len(self._ahead) > MAX_OBJECTS:
                     self._forget(next(iter(self._ahead)))
 
-    def take(self, key: str) -> Future[bytes | memoryview] | None:
+    def take(self, key: str) -> Future[Got] | None:
         """The fetch of ``key`` started ahead; it is no longer kept here (the reader holds
-        it, and checks the size it gives)."""
+        it, and checks the size and version it gives)."""
         with self._lock:
             found = self._ahead.get(key)
             if found is None:

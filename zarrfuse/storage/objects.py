@@ -8,7 +8,8 @@ no thread.
 Requests cost a network round trip, so this backend asks as little as it can. On object
 stores, a directory listing is one LIST (paged by the server, 1000 keys a page) that brings
 every object's size; opening a chunk whose sizes a listing already gave costs nothing; a
-read is one ranged GET, and sequential reads fetch ahead (``prefetch``). A web server is
+read is one ranged GET, and sequential reads fetch ahead (``prefetch``); the parts of one
+chunk are read of one stored version (``object_readers``). A web server is
 never listed (most answer a directory with 403, and an index page is HTML for people): what
 exists is learnt key by key, a HEAD or a GET, and the next chunk files are fetched ahead
 with one GET each that brings their size too (``http_prefetch``).
@@ -16,6 +17,7 @@ with one GET each that brings their size too (``http_prefetch``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import functools
@@ -30,11 +32,14 @@ from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Document, PartReader, Stat, stat_each
 from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedObjects
 from zarrfuse.storage.object_gets import (
+    COMMIT_ATTRIBUTE,
+    Got,
     checked,
     copy,
     delete,
     get_range,
     get_tail,
+    get_version,
     get_whole,
     head,
     list_dir,
@@ -44,8 +49,13 @@ from zarrfuse.storage.object_gets import (
 )
 from zarrfuse.storage.object_journal import ObjectJournal
 from zarrfuse.storage.object_prefetch import ObjectPrefetch
-from zarrfuse.storage.object_readers import PREFETCH_WAIT, ObjectFetch, ObjectPartReader
-from zarrfuse.storage.prefetch import PrefetchBudget, ReadAhead, ReadAheadPolicy
+from zarrfuse.storage.object_readers import (
+    PREFETCH_WAIT,
+    VERSION_SETTLE,
+    ObjectPartReader,
+    PartGets,
+)
+from zarrfuse.storage.prefetch import PrefetchBudget, ReadAheadPolicy
 from zarrfuse.storage.signed_put import SignedPut
 from zarrfuse.storage.store_requests import StoreRequests
 
@@ -98,6 +108,9 @@ class ObjectBackend:
             timeout=PREFETCH_WAIT,
         )
         self.prefetch = ObjectPrefetch(self._send_whole, self.read_ahead_policy.budget)
+        self._part_gets = PartGets(self._send_version, self.read_ahead_policy,
+                                   self.prefetch.take, min(write_time or VERSION_SETTLE,
+                                                           VERSION_SETTLE))
 
     def close(self) -> None:
         """At unmount: drop queued read-ahead GETs instead of running them before exit."""
@@ -106,9 +119,23 @@ class ObjectBackend:
             self._peeked.close()
         self.requests.close()
 
-    def _send_whole(self, key: str, size: int) -> Future[bytes | memoryview]:
+    def _send_whole(self, key: str, size: int) -> Future[Got]:
         """A GET of ``size`` bytes of ``key`` sent ahead of its read (no thread waits)."""
-        return self.requests.send(f"GET {key}", lambda: get_range(self.store, key, 0, size))
+        return self._send_version(key, 0, size, None)
+
+    def _send_version(self, key: str, start: int, stop: int, etag: str | None) -> Future[Got]:
+        """Bytes ``[start, stop)`` of ``key`` with their version, sent at once (a web
+        server's, from its object fetched ahead); ``etag``: of that version only."""
+        peeked = self._peeked if etag is None else None
+        found = None if peeked is None else peeked.stat(key)
+        ahead = peeked.read(key, start, stop) if peeked and isinstance(found, Stat) else None
+        if isinstance(found, Stat) and ahead is not None:
+            done: Future[Got] = Future()
+            done.set_result(Got(memoryview(ahead), found.size, found.etag, None))
+            return done
+        key = self._read_key(key)
+        return self.requests.send(f"GET {key} bytes {start}-{stop - 1}",
+                    lambda: get_version(self.store, key, start, stop, etag))
 
     def _send_peek(self, key: str, limit: int = MAX_OBJECT_BYTES) -> Future[
             tuple[Stat, bytes | None] | None]:
@@ -198,23 +225,6 @@ class ObjectBackend:
         except FileNotFoundError:
             return None
 
-    def read_ahead(self, key: str, size: int) -> ReadAhead:
-        """Sequential reads of ``key`` with windows ahead: sent as store requests, or served
-        from its whole body where that was fetched ahead (``ObjectFetch``, on the pool)."""
-        whole = self.prefetch.take(key)
-        fetch = ObjectFetch(self.read_range, key, size, whole)
-        if whole is not None:
-            return ReadAhead(fetch, size, self.read_ahead_policy)
-        return ReadAhead(fetch, size, self.read_ahead_policy,
-                         send=lambda start, stop: self._send_range(key, start, stop))
-
-    def _send_range(self, key: str, start: int, stop: int) -> Future[bytes | memoryview]:
-        """A window's GET, sent at once (cut from the whole object where the server
-        ignores ranges)."""
-        key = self._read_key(key)
-        return self.requests.send(f"GET {key} bytes {start}-{stop - 1}",
-                    lambda: get_range(self.store, key, start, stop, whole_if_ignored=True))
-
     def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
         """Start fetching these (key, size) objects whole: the filesystem is about to open
         them (the next chunk files of a directory). A web server's sizes are unknown: each
@@ -229,7 +239,7 @@ class ObjectBackend:
     ) -> PartReader:
         if sizes is None:
             sizes = [self._size(k) for k in keys]
-        return ObjectPartReader(self.read_ahead, keys, sizes)
+        return ObjectPartReader(self._part_gets, keys, sizes)
 
     def open_reader_nowait(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
@@ -268,6 +278,7 @@ class ObjectBackend:
         *,
         durable: bool = False,
         deadline: float | None = None,
+        commit: str | None = None,
     ) -> int:
         # One PUT of the whole part: S3 replaces the object atomically, readers see the old
         # or the new bytes. A PUT is durable once it succeeds, so ``durable`` asks nothing more.
@@ -276,6 +287,9 @@ class ObjectBackend:
         data = b"".join(pieces)
         if deadline is None:
             deadline = self._deadline()
+        if commit is not None:  # a journal temp: tagged, and a late one changes no chunk
+            self._put_tagged(key, data, commit, deadline)
+            return time.time_ns()
         self._journal.finishing.settle([key], deadline)  # no old copy lands on it later
         if self._signed is not None and deadline is not None:  # answered in time, and truly
             self._signed.put(key, data, deadline)
@@ -283,6 +297,21 @@ class ObjectBackend:
             self.requests.request(f"PUT {key}", lambda: put(
                 self.store, key, data), bounded=False)
         return time.time_ns()
+
+    def _put_tagged(self, key: str, data: bytes, commit: str, deadline: float | None) -> None:
+        """PUT a journal temp named with its commit (``COMMIT_ATTRIBUTE``), which the copy
+        over its key keeps. Not through a signed URL (whose signature would have to cover
+        the name): a temp stored after its commit gave up changes no chunk, and is undone."""
+        async def tagged() -> None:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(put(self.store, key, data,
+                                           attributes={COMMIT_ATTRIBUTE: commit}), wait)
+            except TimeoutError:
+                raise OSError(errno.EIO, f"PUT {key}: no answer within the write's time "
+                                         "(--store-timeout)") from None
+
+        self.requests.request(f"PUT {key}", tagged, bounded=False)
 
     def _deadline(self) -> float | None:
         """When a write starting now must have its answer (``time.monotonic()``); None
