@@ -7,6 +7,7 @@ other requests (LIST, HEAD, PUT, DELETE, server-side COPY) and the signing of a 
 
 from __future__ import annotations
 
+import asyncio
 import errno
 from collections.abc import Sequence
 from datetime import timedelta
@@ -143,12 +144,16 @@ async def head(store: Any, key: str) -> ObjectMeta:
     return await obstore.head_async(store, key)
 
 
-async def put(store: Any, key: str, data: bytes,
-              attributes: dict[str, str] | None = None) -> None:
+async def put(store: Any, key: str, data: bytes, attributes: dict[str, str] | None = None,
+              *, within: float | None = None) -> None:
     """One PUT of the whole object (atomic: readers see the old or the new bytes), with
-    ``attributes`` as its user metadata."""
-    await obstore.put_async(store, key, data, use_multipart=False,
-                            attributes=attributes or {})
+    ``attributes`` as its user metadata; EIO without an answer ``within`` seconds."""
+    try:
+        await asyncio.wait_for(obstore.put_async(store, key, data, use_multipart=False,
+                                                 attributes=attributes or {}), within)
+    except TimeoutError:
+        raise OSError(errno.EIO, f"PUT {key}: no answer within the write's time "
+                                 "(--store-timeout)") from None
 
 
 async def delete(store: Any, keys: str | Sequence[str]) -> None:

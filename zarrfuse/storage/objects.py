@@ -17,7 +17,6 @@ with one GET each that brings their size too (``http_prefetch``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import functools
@@ -181,10 +180,6 @@ class ObjectBackend:
         except FileNotFoundError:
             return None
 
-    def _size(self, key: str) -> int | None:
-        found = self.stat(key)
-        return None if found is None else found.size
-
     def read_range(self, key: str, start: int, stop: int) -> bytes | memoryview:
         """Bytes ``[start, stop)`` of ``key``: one ranged GET (none for an empty range)."""
         if stop <= start:
@@ -238,7 +233,7 @@ class ObjectBackend:
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader:
         if sizes is None:
-            sizes = [self._size(k) for k in keys]
+            sizes = [None if (found := self.stat(k)) is None else found.size for k in keys]
         return ObjectPartReader(self._part_gets, keys, sizes)
 
     def open_reader_nowait(
@@ -285,10 +280,14 @@ class ObjectBackend:
         # Its answer carries no LastModified; the time of the PUT stands in for it until the
         # next listing gives the store's own (a HEAD per write would cost a round trip).
         data = b"".join(pieces)
-        if deadline is None:
-            deadline = self._deadline()
-        if commit is not None:  # a journal temp: tagged, and a late one changes no chunk
-            self._put_tagged(key, data, commit, deadline)
+        deadline = self._deadline() if deadline is None else deadline
+        if commit is not None:
+            # A journal temp, named with its commit (``COMMIT_ATTRIBUTE``), which the copy
+            # over its key keeps; not through a signed URL (whose signature would have to
+            # cover the name): a temp stored after its commit gave up changes no chunk.
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self.requests.request(f"PUT {key}", lambda: put(
+                self.store, key, data, {COMMIT_ATTRIBUTE: commit}, within=wait), bounded=False)
             return time.time_ns()
         self._journal.finishing.settle([key], deadline)  # no old copy lands on it later
         if self._signed is not None and deadline is not None:  # answered in time, and truly
@@ -297,21 +296,6 @@ class ObjectBackend:
             self.requests.request(f"PUT {key}", lambda: put(
                 self.store, key, data), bounded=False)
         return time.time_ns()
-
-    def _put_tagged(self, key: str, data: bytes, commit: str, deadline: float | None) -> None:
-        """PUT a journal temp named with its commit (``COMMIT_ATTRIBUTE``), which the copy
-        over its key keeps. Not through a signed URL (whose signature would have to cover
-        the name): a temp stored after its commit gave up changes no chunk, and is undone."""
-        async def tagged() -> None:
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                await asyncio.wait_for(put(self.store, key, data,
-                                           attributes={COMMIT_ATTRIBUTE: commit}), wait)
-            except TimeoutError:
-                raise OSError(errno.EIO, f"PUT {key}: no answer within the write's time "
-                                         "(--store-timeout)") from None
-
-        self.requests.request(f"PUT {key}", tagged, bounded=False)
 
     def _deadline(self) -> float | None:
         """When a write starting now must have its answer (``time.monotonic()``); None
