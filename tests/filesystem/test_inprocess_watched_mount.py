@@ -339,3 +339,28 @@ def test_a_chunk_opened_while_its_directory_goes_is_not_kept_open(rows, tmp_path
         os.rename(tmp_path / "new", rows / "c" / "3")
         trio.from_thread.run(fs.fs.apply_store_changes, {"c/3"}, trio_token=fs._token)
         assert fs.read("c/0/003/0/000") == bytes([9]) * 16
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_chunk_stored_again_where_the_kernel_was_told_absent_shows(six_of_eight, read_only):
+    """``rm`` then a new chunk under the same name (issue 52, point 3): between them the
+    kernel was answered "no such file" for the name, which it keeps (for an hour on a
+    read-only mount, or a watched writable one), while it still holds the chunk's inode
+    (it keeps inodes past their names: no forget comes). The new chunk must make the kernel
+    forget that absence, though the mount still knows the inode (before: only the inode's
+    pages and size were dropped, and the name stayed absent). Through the kernel:
+    ``tests/fuse/test_mount_follows_store.py``."""
+    chunk = six_of_eight / "c" / "1"
+    with in_process(str(six_of_eight), read_only=read_only) as fs:
+        fs.watch_starts()
+        assert fs.size("c/0/001") == 4
+        parent = fs.inode("c/0")
+        chunk.unlink()
+        trio.from_thread.run(fs.fs.apply_store_changes, {"c/1"}, trio_token=fs._token)
+        absent = _entry(fs, "c/0/001")
+        assert absent.st_ino == 0 and absent.entry_timeout > 0  # the kernel keeps it
+        chunk.write_bytes(bytes([7]) * 4)
+        with mock.patch.object(pyfuse3, "invalidate_entry") as names:
+            trio.from_thread.run(fs.fs.apply_store_changes, {"c/1"}, trio_token=fs._token)
+        assert mock.call(parent, b"001") in names.call_args_list
+        assert fs.read("c/0/001") == bytes([7]) * 4

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
@@ -290,3 +292,97 @@ def test_a_reader_open_across_a_change_leaves_new_opens_the_new_chunk(tmp_path, 
             assert chunk.read_bytes() == bytes([2]) * size
         finally:
             os.close(fd)
+
+
+# --- a chunk removed and stored again while readers read it (issue 52, point 3) -----------
+
+GAP = 0.02
+"""Seconds between a chunk's removal and its new version, as the issue saw it."""
+PACES = (0.0, 0.01, 0.05, 0.1, 0.15, 0.3)
+"""Seconds between one cycle's new version and the next removal: the watch then reports
+the removal alone, both in one round, or the new version alone (a round's edge falls in
+between)."""
+
+
+@contextmanager
+def _reading(chunk: Path) -> Iterator[None]:
+    """Programs reading ``chunk`` throughout: opening and reading it whole, holding it open
+    and reading again, and asking its size (which makes the kernel ask the mount for its
+    name again when the chunk is gone). Absent meanwhile is fine; they never stop on it."""
+    stop = threading.Event()
+
+    def whole() -> None:
+        while not stop.is_set():
+            with suppress(OSError):
+                chunk.read_bytes()
+
+    def held() -> None:
+        while not stop.is_set():
+            try:
+                fd = os.open(chunk, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                for _ in range(20):
+                    os.pread(fd, 1 << 16, 0)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+    def sized() -> None:
+        while not stop.is_set():
+            with suppress(OSError):
+                chunk.stat()
+
+    readers = [threading.Thread(target=target, daemon=True)
+               for target in (whole, whole, whole, held, sized)]
+    for reader in readers:
+        reader.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join(BOUND)
+    assert not any(reader.is_alive() for reader in readers), "a reader is stuck in the mount"
+
+
+def test_a_chunk_removed_and_stored_again_under_readers_shows_the_store(tmp_path):
+    """``rm`` of a 64 KiB chunk and a new version 20 ms later, over and over, at paces that
+    put the two in one watch round or in two, then once more slowly (the mount showing the
+    chunk gone in between), while programs read the file: then the mount shows the stored
+    chunk. Before: a read-only mount could answer "no such file" for an hour. The kernel,
+    told the name was absent while the chunk was gone, keeps the chunk's inode past that
+    name; the mount, which still knew the inode, dropped only its pages when the chunk came
+    back, not the absent name."""
+    side = 256
+    zarr.create_array(tmp_path / "a", data=np.ones((2 * side, 2 * side), "u1"),
+                      chunks=(side, side), compressors=None, fill_value=0)
+    stored = tmp_path / "a" / "c/1/0"
+    with mounted(tmp_path / "a", tmp_path / "mnt", "--read-only") as mnt:
+        assert wait_for(lambda: _watching(mnt), BOUND)
+        chunk = mnt / "c/0/001/0/000"
+        assert chunk.read_bytes() == bytes([1]) * side * side
+        with _reading(chunk):
+            for cycle in range(60):
+                stored.unlink()
+                time.sleep(GAP)
+                last = bytes([10 + cycle]) * side * side
+                stored.write_bytes(last)
+                time.sleep(PACES[cycle % len(PACES)])
+            stored.unlink()  # and at a slow pace: the mount shows it gone first
+            assert _within(lambda: not chunk.exists()) is not None, "the removal never showed"
+            last = bytes([9]) * side * side
+            stored.write_bytes(last)
+
+            def shows_the_store() -> bool:
+                try:
+                    return chunk.read_bytes() == last
+                except FileNotFoundError:
+                    return False
+
+            took = _within(shows_the_store)
+            assert took is not None, (
+                f"{chunk} does not show the stored chunk {BOUND} s after its last change")
+        assert os.listdir(mnt / "c/0/001/0") == ["000", "001"]

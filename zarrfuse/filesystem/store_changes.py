@@ -18,7 +18,7 @@ from zarrfuse.filesystem.images.whole_image_file import WholeImage
 from zarrfuse.filesystem.tree.inodes import ROOT_INODE
 from zarrfuse.filesystem.tree.mounted import ArrayView
 from zarrfuse.filesystem.tree.namespace import Namespace
-from zarrfuse.filesystem.tree.nodes import ArrayRoot, ChunkFile, ImageDir, ImageFile, Node
+from zarrfuse.filesystem.tree.nodes import ArrayRoot, ChunkFile, ImageDir, ImageFile
 from zarrfuse.storage.store_watch import WHOLE_DIRECTORY
 
 __all__ = ["StoreChanges"]
@@ -27,9 +27,10 @@ __all__ = ["StoreChanges"]
 class StoreChanges:
     """Applies changed store keys to the views the mount has opened."""
 
-    def __init__(self, namespace: Namespace, drop_cache: Callable[[Node], Awaitable[None]]):
+    def __init__(self, namespace: Namespace, drop_cache: Callable[..., Awaitable[None]]):
         """``drop_cache``: the committer's, which drops a node's kernel caches as after a
-        commit (a used chunk inode is retired: its readers keep their version)."""
+        commit (a used chunk inode is retired: its readers keep their version), and a
+        chunk's name (``by_another``: the kernel may remember it absent)."""
         self._namespace = namespace
         self._drop_cache = drop_cache
 
@@ -64,7 +65,7 @@ class StoreChanges:
                       if (coords := view.stored.coords_of(key)) is not None}
             for chunk in sorted(stored):
                 for coords in view.files.changed(chunk):
-                    await self._drop_cache(ChunkFile(view, coords))
+                    await self._drop_cache(ChunkFile(view, coords), by_another=True)
 
     @staticmethod
     async def _went(stored: StoredChunks, keys: set[str]) -> list[str]:
@@ -86,4 +87,4 @@ class StoreChanges:
             if node.array is view and key(view.files.stored_of(node.coords)).startswith(
                 directories
             ):
-                await self._drop_cache(node)
+                await self._drop_cache(node, by_another=True)

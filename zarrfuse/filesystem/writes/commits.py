@@ -297,7 +297,8 @@ class Committer:
             raise refused
         await self.drop_cache(writer.node)
 
-    async def drop_cache(self, node: Node, *, renaming: bool = False) -> None:
+    async def drop_cache(self, node: Node, *, renaming: bool = False, by_another: bool = False
+                         ) -> None:
         """After a commit, or writes that were not committed: a chunk's name gets a fresh
         inode, so new opens read the stored chunk, while handles of the old inode keep
         their version and its pages (see ``page_cache``); the kernel forgets only the old
@@ -305,10 +306,10 @@ class Committer:
         would show the old inode's size until it times out (a writable mount's chunk files
         last long while the store watch runs). A name's inode that holds nothing (no handle,
         no pages kept) stays: it may be the one an opener sent to a fresh inode is just
-        opening. Other nodes' cached attributes and pages are dropped.
-
-        ``renaming``: inside a rename, which holds the directory's lock that dropping an
-        entry waits for, and which replaces the name's entry itself."""
+        opening. Other nodes' cached attributes and pages are dropped. ``renaming``: inside
+        a rename, which holds the directory's lock and replaces the name's entry itself.
+        ``by_another``: another program changed the chunk; its name goes too, which the
+        kernel may hold as absent though it keeps the inode this mount knows."""
         self.drops += 1
         inode = self.namespace.known_inode(node)
         if inode is None:
@@ -319,6 +320,8 @@ class Committer:
         if isinstance(node, ChunkFile) and not self._unused(inode):
             moved, entry = True, None if renaming else self._known_entry(node)
             self.namespace.retire(node)
+        elif isinstance(node, ChunkFile) and by_another:
+            entry = self._known_entry(node)
         if self._invalidate is not None:
             await self._invalidate(inode, moved)
         if entry is not None and self._invalidate_entry is not None:
