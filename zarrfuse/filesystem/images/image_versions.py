@@ -110,15 +110,14 @@ class ImageVersions:
         Called with no await between it and the reply: what it keeps is what was sent."""
         if version is None or version == self.version:
             entry = self._current()
-        elif (found := self._versions.get(version)) is not None:
-            entry = found
-        else:
+            if not entry.following:
+                entry.served.update(decoded)
             return
-        if entry.following:
+        found = self._versions.get(version)
+        if found is None or found.following:
             return
+        entry = found
         entry.served.update(decoded)
-        if entry is self._versions.get(self.version):
-            return
         for key in decoded:
             kept = entry.kept.get(key)
             if kept is not None:

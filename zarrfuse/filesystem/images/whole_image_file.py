@@ -89,7 +89,7 @@ class WholeImage:
         self.metadata_time_ns = metadata_time_ns
         self._cache = cache
         self._token = next(_IMAGES)  # never id(): a rebuilt image may reuse a freed address
-        self._running: dict[tuple[ChunkKey, int], trio.Event] = {}
+        self._running: dict[tuple[int, ChunkKey, int], trio.Event] = {}
         self.versions = ImageVersions(name, self._stored_key)
         self._reach = 0
         """Where the furthest read of a sequential run ended (where any other read ended):
@@ -276,12 +276,13 @@ class WholeImage:
         way, or decoded now in one batch per level. Kept under the chunk's generation asked
         for: a chunk changed while it decoded (``changed``) is not kept as the new."""
         token = self._token
-        running = {key: (key, self.versions.generation(key)) for key in needed}
+        generation = self.versions.generation
+        running = {key: (token, key, generation(key)) for key in needed}
         found: dict[ChunkKey, np.ndarray] = {}
         waiting: dict[ChunkKey, trio.Event] = {}
         mine: dict[int, list[Coords]] = {}
         for key in needed:
-            cached = self._cache.get((token, *running[key]))
+            cached = self._cache.get(running[key])
             if cached is not None:
                 found[key] = cached
             elif running[key] in self._running:
@@ -297,7 +298,7 @@ class WholeImage:
                 arrays = await self.levels[level].decode(coords)
                 for c, value in zip(coords, arrays, strict=True):
                     found[(level, c)] = value
-                    self._cache.put((token, *running[(level, c)]), value)
+                    self._cache.put(running[(level, c)], value)
         finally:
             for level, coords in mine.items():
                 for c in coords:
@@ -305,7 +306,7 @@ class WholeImage:
             done.set()
         for key, event in waiting.items():
             await waited(event.wait())
-            cached = self._cache.get((token, *running[key]))
+            cached = self._cache.get(running[key])
             if cached is None:  # evicted at once, or the decode failed: decode it here
                 cached = (await self.levels[key[0]].decode([key[1]]))[0]
             found[key] = cached
