@@ -7,8 +7,9 @@ between two batches would give it two versions of one tile. So a change another 
 makes gives the image a new version, opened through a new inode (``ImageFile.version``),
 and the old inode keeps its pages: the handles open on it are answered from the chunks
 they were served before the change, kept here. A version whose kept chunks would pass
-KEPT_BYTES, or whose served chunk was no longer decoded when it changed, follows the store
-instead: its pages are dropped at each change (what every handle had before versions).
+KEPT_BYTES, that served more than SERVED_CHUNKS, or whose served chunk was no longer decoded
+when it changed, follows the store instead: its pages are dropped at each change (what
+every handle had before versions).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ ChunkKey = tuple[int, Coords]  # level, chunk coordinates
 
 KEPT_BYTES = 64 << 20
 """Decoded chunks an image keeps for the handles of its older versions, at most."""
+SERVED_CHUNKS = 100_000
+"""Chunks a version remembers having served (about 13 MB of keys), at most: past that it
+follows the store."""
 LOOKUP_TO_OPEN = 2.0
 """Seconds within which an open of a version follows the lookup that showed it."""
 
@@ -112,12 +116,17 @@ class ImageVersions:
             entry = self._current()
             if not entry.following:
                 entry.served.update(decoded)
+                if len(entry.served) > SERVED_CHUNKS:
+                    self._follow(self.version, entry)
             return
         found = self._versions.get(version)
         if found is None or found.following:
             return
         entry = found
         entry.served.update(decoded)
+        if len(entry.served) > SERVED_CHUNKS:  # its pages are dropped at the next change
+            self._follow(version, entry)
+            return
         for key in decoded:
             kept = entry.kept.get(key)
             if kept is not None:
