@@ -230,6 +230,28 @@ def test_a_whole_image_decoded_across_a_change_is_not_kept(tmp_path, monkeypatch
         assert (tifffile.imread(io.BytesIO(fs.read("a.ome.tif"))) == 7).all()
 
 
+def test_a_whole_image_handle_keeps_the_version_it_opened(tmp_path):
+    """One version of each tile per read (issue 52): a handle opened before another
+    program changed a chunk goes on reading the image as it was (the kernel keeps its
+    inode's pages, and fills the rest of a tile it has part of from it); a new open reads
+    the change, through a new inode."""
+    path = tmp_path / "a"
+    zarr.create_array(path, data=np.full((64, 128), 1, dtype="<u2"), chunks=(64, 64),
+                      compressors=None)
+    with in_process(str(path), format="ome-tiff", read_only=True) as fs:
+        fs.watch_starts()
+        before = fs.open("a.ome.tif", os.O_RDONLY)
+        assert (tifffile.imread(io.BytesIO(fs.pread(before, 1 << 20, 0))) == 1).all()
+        _another_program_stores(fs, path, "c/0/0", np.full(64 * 64, 7, "<u2").tobytes())
+        assert (tifffile.imread(io.BytesIO(fs.pread(before, 1 << 20, 0))) == 1).all()
+        after = fs.open("a.ome.tif", os.O_RDONLY)
+        assert fs._inodes[after] != fs._inodes[before]
+        picture = tifffile.imread(io.BytesIO(fs.pread(after, 1 << 20, 0)))
+        assert (picture[:, :64] == 7).all() and (picture[:, 64:] == 1).all()
+        fs.close(before)
+        fs.close(after)
+
+
 def _entry(fs, path: str) -> pyfuse3.EntryAttributes:
     parent, _, name = path.rpartition("/")
     return fs._call(fs.ops.lookup, fs.inode(parent), name.encode(), CTX)

@@ -143,8 +143,17 @@ class ImageReader(_ReadsOnly):
 
     node: ImageFile
 
+    def __post_init__(self) -> None:
+        self.node.image.versions.opened(self.node.version)  # ESTALE for an older version's inode
+        self._open = True
+
     async def read_into(self, offset: int, out: memoryview) -> int:
-        return await self.node.image.read_into(offset, out)
+        return await self.node.image.read_into(offset, out, self.node.version)
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self.node.image.versions.closed(self.node.version)
 
 
 @dataclass

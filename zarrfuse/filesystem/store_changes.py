@@ -55,7 +55,7 @@ class StoreChanges:
                 if view.changed(keys) or lost:
                     for image in (view, view.sibling):
                         if image is not None:
-                            await self._drop_cache(ImageFile(image))
+                            await image.settle(self._dropper(image))
                 continue
             appeared = [key for key in keys if key.endswith(WHOLE_DIRECTORY)]
             went = [key + "/" for key in await self._went(view.stored, keys)]
@@ -66,6 +66,10 @@ class StoreChanges:
             for chunk in sorted(stored):
                 for coords in view.files.changed(chunk):
                     await self._drop_cache(ChunkFile(view, coords), by_another=True)
+
+    def _dropper(self, image: WholeImage) -> Callable[[int], Awaitable[None]]:
+        """Drops the kernel's pages of a version of ``image``."""
+        return lambda version: self._drop_cache(ImageFile(image, version))
 
     @staticmethod
     async def _went(stored: StoredChunks, keys: set[str]) -> list[str]:

@@ -5,6 +5,7 @@ and a read that reaches tile data decodes only the chunks under the tiles it cov
 chunks a read needs are decoded in one batch per pyramid level (worker threads, through the
 array's codecs), kept in a byte-bounded cache, and never decoded twice at once: the kernel
 splits reads at its own boundaries, so two neighbouring requests usually share a tile.
+Each handle reads the version of the image it opened (``image_versions``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import trio
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
+from zarrfuse.filesystem.images.image_versions import ChunkKey, ImageVersions
 from zarrfuse.request_deadline import waited
 from zarrfuse.tiff.whole_image import TileSpan, WholeImagePlan, tile_array
 
@@ -43,6 +45,8 @@ class LevelChunks:
     decode: Decode
     stored: StoredChunks | None = None
     """Where its chunks are stored (to forget a chunk another program changed)."""
+    stored_coords: Callable[[Coords], Coords] | None = None
+    """The stored chunk (the shard) that holds a chunk; None: the chunk itself."""
 
 
 READ_AHEAD_BYTES = 4 << 20
@@ -57,7 +61,6 @@ image of 4096 x 4096 uint16 at 1.5-1.6x zarr-python's time at 50 ms a request, 8
 1.0-1.2x (``bench/bench_http_pace.py``): 32 MiB of tiles ahead, within the decoded cache."""
 
 TileKey = tuple[int, int, int, int]  # level, page, row, col
-ChunkKey = tuple[int, Coords]  # level, chunk coordinates
 
 
 class WholeImage:
@@ -86,7 +89,8 @@ class WholeImage:
         self.metadata_time_ns = metadata_time_ns
         self._cache = cache
         self._token = next(_IMAGES)  # never id(): a rebuilt image may reuse a freed address
-        self._running: dict[ChunkKey, trio.Event] = {}
+        self._running: dict[tuple[int, ChunkKey, int], trio.Event] = {}
+        self.versions = ImageVersions(name, self._stored_key)
         self._reach = 0
         """Where the furthest read of a sequential run ended (where any other read ended):
         the kernel sends a reader's next requests two or more at a time, so a read that
@@ -106,28 +110,46 @@ class WholeImage:
         """The stored chunks of the levels read from a store."""
         return [level.stored for level in self.levels if level.stored is not None]
 
+    def _stored_key(self, key: ChunkKey) -> ChunkKey:
+        stored_coords = self.levels[key[0]].stored_coords
+        return key if stored_coords is None else (key[0], stored_coords(key[1]))
+
     def changed(self, keys: set[str]) -> bool:
         """Whether any of the store ``keys`` (changed by another program) is a chunk of a
-        level; if so, what was learnt of those chunks and every decoded tile is forgotten
-        (here and in the strip sibling): reads decode them anew."""
-        hit = False
-        for stored in self.sources():
-            for coords in {c for key in keys if (c := stored.coords_of(key)) is not None}:
-                stored.drop_cached(coords)
-                hit = True
-        if hit:
-            self.forget_decoded()
-        return hit
+        level; if so, what was learnt of those chunks is forgotten, and the image (and its
+        strip sibling) gets a new version: reads of it decode them anew, handles open
+        keep what they were shown (``image_versions``)."""
+        changed: set[ChunkKey] = set()
+        for index, level in enumerate(self.levels):
+            if level.stored is None:
+                continue
+            for coords in {c for key in keys if (c := level.stored.coords_of(key)) is not None}:
+                level.stored.drop_cached(coords)
+                changed.add((index, coords))
+        for image in (self, self.sibling) if changed else ():
+            if image is not None:
+                image.versions.change(changed, image._cached)
+        return bool(changed)
+
+    def _cached(self, key: ChunkKey, generation: int) -> np.ndarray | None:
+        return self._cache.get((self._token, key, generation))
 
     def forget_decoded(self) -> None:
-        """Every decoded tile is decoded anew (here and in the strip sibling)."""
+        """Every decoded tile is decoded anew (here and in the strip sibling), and the
+        handles open follow the store."""
         for image in (self, self.sibling):
             if image is not None:
                 image._token = next(_IMAGES)
+                image.versions.forget()
 
-    async def read_into(self, offset: int, out: memoryview) -> int:
-        """The file's bytes from ``offset`` written into ``out``; how many (fewer at the end
-        of the file). Tile bytes are copied once, from the decoded chunks into ``out``."""
+    async def settle(self, drop: Callable[[int], Awaitable[None]]) -> None:
+        """After a change: ``drop(version)`` drops the kernel's pages of a version."""
+        await self.versions.settle(drop)
+
+    async def read_into(self, offset: int, out: memoryview, version: int | None = None) -> int:
+        """The file's bytes from ``offset`` written into ``out``, as ``version`` (default:
+        the current one) shows them; how many (fewer at the end of the file). Tile bytes
+        are copied once, from the decoded chunks into ``out``."""
         layout = self.layout
         stop = min(offset + len(out), layout.size)
         if offset >= stop:
@@ -142,7 +164,7 @@ class WholeImage:
         self._reach = max(self._reach, stop) if sequential else stop
         if stop > layout.data_start:
             spans = layout.spans(max(offset, layout.data_start), stop)
-            tiles = await self._tiles({_tile_key(s) for s in spans})
+            tiles = await self._tiles({_tile_key(s) for s in spans}, version)
             if sequential:  # after the reader's own tiles: never ahead of them
                 self._read_ahead(stop)
             for s in spans:
@@ -207,11 +229,14 @@ class WholeImage:
         ]
         return list(itertools.product(*ranges))
 
-    async def _tiles(self, tiles: Iterable[TileKey]) -> dict[TileKey, np.ndarray]:
+    async def _tiles(
+        self, tiles: Iterable[TileKey], version: int | None = None
+    ) -> dict[TileKey, np.ndarray]:
         regions = {tile: self._region(tile) for tile in tiles}
         wanted = {tile: self._chunks_under(tile[0], r) for tile, r in regions.items()}
         needed = {(tile[0], c) for tile, chunks in wanted.items() for c in chunks}
         decoded = await self._decoded(needed)
+        self.versions.as_served(version, decoded)  # no await from here to the reply
         return {
             tile: self._assemble(tile, regions[tile], chunks, decoded)
             for tile, chunks in wanted.items()
@@ -248,38 +273,40 @@ class WholeImage:
 
     async def _decoded(self, needed: set[ChunkKey]) -> dict[ChunkKey, np.ndarray]:
         """Every chunk in ``needed``, decoded: from the cache, from a decode already under
-        way, or decoded now in one batch per level. Kept under the token of the version
-        asked for: a chunk changed while it decoded (``changed``) is not kept as the new."""
+        way, or decoded now in one batch per level. Kept under the chunk's generation asked
+        for: a chunk changed while it decoded (``changed``) is not kept as the new."""
         token = self._token
+        generation = self.versions.generation
+        running = {key: (token, key, generation(key)) for key in needed}
         found: dict[ChunkKey, np.ndarray] = {}
         waiting: dict[ChunkKey, trio.Event] = {}
         mine: dict[int, list[Coords]] = {}
         for key in needed:
-            cached = self._cache.get((token, key))
+            cached = self._cache.get(running[key])
             if cached is not None:
                 found[key] = cached
-            elif key in self._running:
-                waiting[key] = self._running[key]
+            elif running[key] in self._running:
+                waiting[key] = self._running[running[key]]
             else:
                 mine.setdefault(key[0], []).append(key[1])
         done = trio.Event()
         for level, coords in mine.items():
             for c in coords:
-                self._running[(level, c)] = done
+                self._running[running[(level, c)]] = done
         try:
             for level, coords in mine.items():
                 arrays = await self.levels[level].decode(coords)
                 for c, value in zip(coords, arrays, strict=True):
                     found[(level, c)] = value
-                    self._cache.put((token, (level, c)), value)
+                    self._cache.put(running[(level, c)], value)
         finally:
             for level, coords in mine.items():
                 for c in coords:
-                    self._running.pop((level, c), None)
+                    self._running.pop(running[(level, c)], None)
             done.set()
         for key, event in waiting.items():
             await waited(event.wait())
-            cached = self._cache.get((token, key))
+            cached = self._cache.get(running[key])
             if cached is None:  # evicted at once, or the decode failed: decode it here
                 cached = (await self.levels[key[0]].decode([key[1]]))[0]
             found[key] = cached

@@ -219,7 +219,7 @@ class ArrayBuilder:
         )
         return LevelChunks(
             tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype), decoder.decode,
-            decoder.stored,
+            decoder.stored, decoder.stored_coords,
         )
 
     def _rendered(

@@ -319,7 +319,8 @@ class Namespace(InodeTable):
 
 
 def _image_entry(image: WholeImage) -> Entry:
-    return Entry(image.name, ImageFile(image), image.size, image.metadata_time_ns)
+    return Entry(image.name, ImageFile(image, image.versions.looked_up()), image.size,
+                 image.metadata_time_ns)
 
 
 def _image_entries(image: WholeImage) -> list[Entry]:

@@ -77,9 +77,11 @@ class ImageDir:
 
 @dataclass(frozen=True)
 class ImageFile:
-    """A whole array (or OME-Zarr pyramid) as one OME-TIFF file (``--format ome-tiff``)."""
+    """A whole array (or OME-Zarr pyramid) as one OME-TIFF file (``--format ome-tiff``):
+    one inode per version of the image (``image_versions``)."""
 
     image: WholeImage
+    version: int = 0
 
 
 @dataclass(frozen=True)
