@@ -304,3 +304,23 @@ def test_a_rendered_tile_is_read_through_the_mounts_backend_and_its_disk_cache(
     fetched = {key for (kind, key), _ in server.per_key.items() if kind == "GET"}
     documents = {"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}
     assert all(key.rsplit("/", 1)[-1] in documents for key in fetched), fetched
+
+
+@pytest.mark.timeout(180)
+def test_a_tile_of_a_large_concat_parts_shard_costs_ranges_not_the_shard(server, tmp_path):
+    """Through the backend (no ``--cache-dir``: its 4 MiB blocks would hide the ranges), a
+    shard stored in parts is still read by ranges (its index, then the inner chunks wanted),
+    never fetched whole for one tile."""
+    url = f"s3://{BUCKET}/large-parts"
+    data = np.random.default_rng(6).integers(0, 60000, (2048, 2048)).astype("u2")
+    zarrfuse.create_array(url, data=data, chunks=(32, 32), shards=(2048, 2048),
+                          compressors=None, storage_transformers=CRC_PARTS,
+                          storage_options={"endpoint_url": server.url})
+    server.reset()
+    with in_process(url, format="tiff", read_only=True,
+                    storage_options={"endpoint_url": server.url}) as fs:
+        tile = tifffile.imread(io.BytesIO(fs.read("planes/y007/y007-x003.tiff")))
+    np.testing.assert_array_equal(tile, data[224:256, 96:128])
+    _, sent = server.snapshot()
+    # The tile and the tiles of its row rendered ahead (about 1.3 MB), not the 8 MiB shard.
+    assert sent < data.nbytes / 4, (sent, data.nbytes)
