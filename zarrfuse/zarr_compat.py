@@ -122,8 +122,9 @@ def chunk_spec(metadata: Any, config: Any, prototype: Any) -> Any:
 def sync_decodable(codec: Any) -> bool:
     """Whether a codec decodes one chunk synchronously (``_decode_sync``, zarr's own).
 
-    Sharding is left out on every zarr (3.4 gave it ``_decode_sync``, 3.1 had none): sharded
-    arrays read through zarr on every stack alike. ``_sync_capable`` is zarr 3.4's opt-out.
+    Sharding is left out on every zarr (3.4 gave it ``_decode_sync``, 3.1 had none): a whole
+    shard decodes through zarr's pipeline on every stack alike. ``_sync_capable`` is zarr
+    3.4's opt-out.
     """
     return (
         not isinstance(codec, ShardingCodec)

@@ -161,8 +161,6 @@ def build_filesystem(
         if config.format == "raw"
         else Rendering(
             fmt=config.format,
-            store=store_path.store,  # read through zarr; writes go through the chunk source
-            read_only=config.read_only,
             limiter=trio.CapacityLimiter(os.cpu_count() or 1),
             cache=RenderCache(config.cache_mb << 20),
             colour=config.colour,

@@ -5,14 +5,15 @@ the fill value at no store request. The stored ones are split into one batch per
 worker thread reads its batch and decodes it through the array's codecs
 (``api.chunk_decoding``). Sharded arrays (an inner chunk is a range of its shard) are read
 one shard at a time by byte ranges, the shard's index kept (``shard_reads``), or, where
-their codecs need zarr (codecs around the sharding codec, nested shards), through zarr, one
-call per shard; on a remote store all the shards at once, through the fetch pool.
+their inner codecs need zarr's pipeline (items of no fixed size, a codec without a
+synchronous decoder), whole, each shard decoded once for all the inner chunks wanted of
+it. Every read goes through the mount's backend (its disk cache and request bound), never
+through zarr's own store.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -62,9 +63,11 @@ class ChunkDecoder:
         self.per_stored = tuple(s // c for s, c in zip(objects, self.chunks, strict=True))
         self._sync = SyncChunkDecoder.for_array(array)
         geometry = ShardGeometry.for_array(array)
-        self._shards = None if geometry is None or not _one_object(stored) else (
+        self._shards = None if geometry is None else (
             ShardReads(stored, geometry, self.per_stored, counters))
-        """Sharded arrays whose shards are one object each, read by byte ranges."""
+        """Sharded arrays whose inner chunks decode on their own, read by byte ranges."""
+        self._objects = self._sync or SyncChunkDecoder.for_stored_objects(array.metadata)
+        """The decoder of whole stored objects: chunks, or shards read whole."""
         self._limiter = limiter
         self._counters = counters
 
@@ -72,8 +75,8 @@ class ChunkDecoder:
         """The stored chunk (the shard, for sharded arrays) that holds chunk ``coords``."""
         return tuple(c // k for c, k in zip(coords, self.per_stored, strict=True))
 
-    def _fill(self, coords: Coords) -> np.ndarray:
-        region = chunk_region(coords, self.chunks, self.shape)
+    def _fill(self, coords: Coords, shape: Coords | None = None) -> np.ndarray:
+        region = chunk_region(coords, shape or self.chunks, self.shape)
         return np.full(
             tuple(r.stop - r.start for r in region), self.array.fill_value, dtype=self.dtype
         )
@@ -115,27 +118,32 @@ class ChunkDecoder:
     async def _decode_stored(self, wanted: list[Coords]) -> dict[Coords, np.ndarray]:
         if self._shards is not None:
             return await self._read_by_ranges(wanted)
-        if self._sync is None:
-            groups = self._by_shard(wanted)
-            if self.stored.backend.remote and len(groups) > 1:
-                # Each shard a round trip or two: all of them in flight at once.
-                return await waited(trio.to_thread.run_sync(
-                    functools.partial(self._read_shards, at_once=True), groups,
-                    limiter=self._limiter, abandon_on_cancel=True))
-            return await self._in_threads(self._read_shards, groups)
-        async with self.stored.reading(wanted) as read:
+        objects = list(dict.fromkeys(self.stored_coords(c) for c in wanted))
+        shape = tuple(self.array.shards or self.chunks)
+
+        def decode(jobs: Sequence[tuple[Coords, Stored]]) -> dict[Coords, np.ndarray]:
+            return self._decode_raw(jobs, self._objects, shape)
+
+        async with self.stored.reading(objects) as read:
             if self.stored.backend.remote:
                 # Waiting on the network holds no CPU slot: every batch's fetches in flight
                 # together (the fetch pool bounds them), then decoded on every core.
                 fetched = await waited(
-                    trio.to_thread.run_sync(read, wanted, abandon_on_cancel=True))
-                return await self._in_threads(self._decode_raw,
-                                              list(zip(wanted, fetched, strict=True)))
-            # Each thread reads its share and decodes it: one hop per thread and batch.
-            return await self._in_threads(
-                lambda batch: self._decode_raw(list(zip(batch, read(batch), strict=True))),
-                wanted,
-            )
+                    trio.to_thread.run_sync(read, objects, abandon_on_cancel=True))
+                decoded = await self._in_threads(decode,
+                                                 list(zip(objects, fetched, strict=True)))
+            else:  # each thread reads its share and decodes it: one hop per thread and batch
+                decoded = await self._in_threads(
+                    lambda batch: decode(list(zip(batch, read(batch), strict=True))), objects)
+        if shape == self.chunks:
+            return decoded
+        out = {}  # a shard read whole: each inner chunk wanted, cut from it
+        for c in wanted:
+            origin = [s * n for s, n in zip(self.stored_coords(c), shape, strict=True)]
+            region = chunk_region(c, self.chunks, self.shape)
+            out[c] = decoded[self.stored_coords(c)][tuple(
+                slice(r.start - o, r.stop - o) for r, o in zip(region, origin, strict=True))]
+        return out
 
     async def _read_by_ranges(self, wanted: list[Coords]) -> dict[Coords, np.ndarray]:
         """The inner chunks, shard by shard (``shard_reads``): on a remote store all the
@@ -145,7 +153,7 @@ class ChunkDecoder:
         for c in wanted:
             groups.setdefault(self.stored_coords(c), []).append(c)
         stats = {}
-        for shard in groups:  # a listing's size and time: the version a kept index is of
+        for shard in groups:  # a listing's sizes and times: the version a kept index is of
             stats[shard] = await self._listed(shard)
         jobs = list(groups.items())
 
@@ -169,16 +177,14 @@ class ChunkDecoder:
             fetched = await waited(trio.to_thread.run_sync(fetch, jobs, abandon_on_cancel=True))
         return await self._in_threads(decode, fetched)
 
-    async def _listed(self, shard: Coords) -> Stat | None:
-        """The shard's size and time as a listing says; on a remote store only one already
-        made (a round trip before each read would cost more than the read)."""
-        key = self.stored.part_keys(shard)[0]
+    async def _listed(self, shard: Coords) -> list[Stat | None] | None:
+        """The shard's parts' sizes and times as a listing says; on a remote store only one
+        already made (a round trip before each read would cost more than the read)."""
+        keys = self.stored.part_keys(shard)
         if not self.stored.backend.remote:
-            listed = await self.stored.listings.listed_stats([key])
-            return None if listed is None else listed[0]
-        directory, _, name = key.rpartition("/")
-        listing = self.stored.listings.fresh_listing(directory)
-        return None if listing is None else listing.get(name)
+            return await self.stored.listings.listed_stats(keys)
+        listing = self.stored.listings.fresh_listing(keys[0].rpartition("/")[0])
+        return None if listing is None else [listing.get(k.rpartition("/")[2]) for k in keys]
 
     async def _in_threads(
         self, work: Callable[[list[T]], dict[Coords, np.ndarray]], items: list[T]
@@ -202,17 +208,17 @@ class ChunkDecoder:
         return results
 
     def _decode_raw(
-        self, jobs: Sequence[tuple[Coords, Stored]], decoder: SyncChunkDecoder | None = None
+        self, jobs: Sequence[tuple[Coords, Stored]], decoder: SyncChunkDecoder,
+        shape: Coords | None = None,
     ) -> dict[Coords, np.ndarray]:
-        """Each chunk's stored bytes decoded (by ``decoder``: a shard's inner chunks; else
-        the array's own) and cropped to the array bounds; the fill value where None."""
-        decoder = decoder or self._sync
-        assert decoder is not None
+        """Each stored object's bytes (of the grid of ``shape``; the read grid if None)
+        decoded by ``decoder`` and cropped to the array bounds; the fill value where None."""
+        shape = shape or self.chunks
         out = {}
         stored = [(coords, data) for coords, data in jobs if data is not None]
         for coords, data in jobs:
             if data is None:  # removed since the listing, or not stored in its shard
-                out[coords] = self._fill(coords)
+                out[coords] = self._fill(coords, shape)
         try:
             values = decoder.decode_batch([data for _, data in stored])
         except (ZarrFuseError, MemoryError):
@@ -223,7 +229,7 @@ class ChunkDecoder:
                 with self._decoding(coords):
                     values.append(decoder.decode(data))
         for (coords, _), value in zip(stored, values, strict=True):
-            region = chunk_region(coords, self.chunks, self.shape)
+            region = chunk_region(coords, shape, self.shape)
             out[coords] = value[tuple(slice(0, r.stop - r.start) for r in region)]
         return out
 
@@ -241,72 +247,6 @@ class ChunkDecoder:
                 f"chunk {coords} of {self.array.path or '/'} does not decode: "
                 f"{type(e).__name__}: {e}"
             ) from None
-
-    def _by_shard(self, coords: list[Coords]) -> list[list[Coords]]:
-        """``coords`` grouped by the shard that holds them, in order; a shard's group whose
-        span would hold more than twice the chunks wanted (the end of one row and the start
-        of the next) is split by rows, so a read never decodes much it was not asked for."""
-        groups: dict[Coords, list[Coords]] = {}
-        for c in coords:
-            groups.setdefault(self.stored_coords(c), []).append(c)
-        out = []
-        for group in groups.values():
-            low, high = _bounds(group)
-            if math.prod(h - lo for lo, h in zip(low, high, strict=True)) <= 2 * len(group):
-                out.append(group)
-                continue
-            rows: dict[Coords, list[Coords]] = {}
-            for c in group:
-                rows.setdefault(c[:-1], []).append(c)
-            out.extend(rows.values())
-        return out
-
-    def _read_shards(
-        self, groups: list[list[Coords]], *, at_once: bool = False
-    ) -> dict[Coords, np.ndarray]:
-        """Each group's shard in turn, or (``at_once``) all of them on the fetch pool."""
-        reads = fetch_pool().map if at_once else map
-        out: dict[Coords, np.ndarray] = {}
-        for values in reads(self._read_shard, groups):
-            out.update(values)
-        return out
-
-    def _read_shard(self, group: list[Coords]) -> dict[Coords, np.ndarray]:
-        """Inner chunks of one shard, read through zarr in one call over the region they
-        span: zarr fetches the shard's index once (and a whole shard in one request) where a
-        call per inner chunk fetched the index again for each. A region that does not decode
-        is read again chunk by chunk, to name the chunk at fault."""
-        low, high = _bounds(group)
-        span = tuple(slice(lo * n, min(hi * n, size))
-                     for lo, hi, n, size in zip(low, high, self.chunks, self.shape, strict=True))
-        try:
-            values = np.asarray(self.array[span])
-        except (ZarrFuseError, MemoryError):
-            raise
-        except Exception:  # noqa: BLE001  # find which chunk does not decode
-            values = None
-        out = {}
-        for c in group:
-            region = chunk_region(c, self.chunks, self.shape)
-            if values is None:
-                with self._decoding(c):
-                    out[c] = np.asarray(self.array[region])
-                continue
-            out[c] = values[tuple(slice(r.start - s.start, r.stop - s.start)
-                                  for r, s in zip(region, span, strict=True))]
-        return out
-
-
-def _one_object(stored: StoredChunks) -> bool:
-    """Whether each stored chunk is one object (no concat-parts split)."""
-    parts = stored.parts.parts
-    return len(parts) == 1 and parts[0].size is None
-
-
-def _bounds(group: list[Coords]) -> tuple[Coords, Coords]:
-    """The smallest box of chunk coordinates holding ``group``: first, and one past last."""
-    columns = list(zip(*group, strict=True))
-    return tuple(min(c) for c in columns), tuple(max(c) + 1 for c in columns)
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:

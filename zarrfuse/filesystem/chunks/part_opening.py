@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from zarrfuse.extensions.byte_ranges import pieces_for_span
 from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.filesystem.chunks.chunk_caches import OpenChunk
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.storage.base import Backend, PartReader, Stat
 
-__all__ = ["NOT_CACHED", "ChunkKeys", "NotCached", "PartOpening", "read_parts"]
+__all__ = ["NOT_CACHED", "ChunkKeys", "NotCached", "PartOpening", "read_parts", "read_span"]
 
 
 class ChunkKeys(NamedTuple):
@@ -75,6 +76,18 @@ def read_parts(reader: PartReader, pending: Sequence[tuple[int, int, memoryview]
     """Fill each (part, start, view) from the reader, waiting for storage. Blocking."""
     for part, start, view in pending:
         reader.read_into(part, start, view)
+
+
+def read_span(opened: OpenChunk, start: int, stop: int) -> bytearray:
+    """The chunk's bytes ``[start, stop)`` (its parts laid end to end), waiting for storage.
+    Blocking."""
+    out = bytearray(stop - start)
+    view, pending, at = memoryview(out), [], 0
+    for piece in pieces_for_span(opened.sizes, start, stop):
+        pending.append((piece.part, piece.start, view[at : at + piece.stop - piece.start]))
+        at += piece.stop - piece.start
+    read_parts(opened.reader, pending)
+    return out
 
 
 def _sizes(listed: Sequence[Stat | None] | None) -> list[int | None] | None:

@@ -3,25 +3,29 @@
 A read of some inner chunks of one shard costs, on a remote store, one request for the
 shard's index (kept afterwards, ``shard_indexes``) and one ranged request per run of
 nearby chunks (``api.shard_index.merge_ranges``); a read of most of a shard's chunks is one
-request for the whole shard, its index included. Each inner chunk then decodes at its
-codecs' pace on the calling thread (``api.chunk_decoding``), not through zarr's pipeline.
-Every call blocks: the chunk decoder runs it on worker threads.
+request for the whole shard, its index included. A shard stored in parts (``concat-parts``)
+is read the same way, its ranges cut across its parts, all from one opening of them. Each
+inner chunk then decodes at its codecs' pace on the calling thread (``api.chunk_decoding``),
+not through zarr's pipeline. Every call blocks: the chunk decoder runs it on worker threads.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 import numpy as np
 
 from zarrfuse.api.shard_index import MERGE_GAP, ShardGeometry, merge_ranges
 from zarrfuse.errors import CorruptChunk
+from zarrfuse.filesystem.chunks.chunk_caches import OpenChunk
+from zarrfuse.filesystem.chunks.chunk_listings import logical_stat
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.part_opening import read_span
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
-from zarrfuse.storage.base import Stat
+from zarrfuse.storage.base import Backend, Stat
 
 __all__ = ["ShardReads"]
 
@@ -45,21 +49,29 @@ class ShardReads:
         self._counters = counters
 
     def fetch(
-        self, shard: Coords, group: list[Coords], stat: Stat | None
+        self, shard: Coords, group: list[Coords], listed: Sequence[Stat | None] | None
     ) -> dict[Coords, bytes | memoryview | None]:
         """The stored bytes of each inner chunk of ``group`` (all in ``shard``); None for
-        one not stored (the fill value). ``stat``: the shard's listed size and time, where
-        the store lists. Decode them with ``geometry.inner``."""
-        key = self.stored.chunk_key(shard)
+        one not stored (the fill value). ``listed``: the shard's parts' listed sizes and
+        times, where the store lists. Decode them with ``geometry.inner``."""
         rows = {c: self.geometry.flat(self._local(c)) for c in group}
-        with self.stored.shard_indexes.fetching(shard):  # one reader asks, others wait
-            pieces = self._pieces(shard, key, stat, set(rows.values()))
+        parts = self.stored.parts.parts
+        if len(parts) == 1 and parts[0].size is None:
+            key = _Shard(self.stored.backend, self.stored.chunk_key(shard))
+        else:
+            key = _PartedShard(self.stored, shard, listed)
+        stat = None if listed is None else logical_stat(listed)
+        try:
+            with self.stored.shard_indexes.fetching(shard):  # one reader asks, others wait
+                pieces = self._pieces(shard, key, stat, set(rows.values()))
+        finally:
+            key.close()
         if pieces is None:
             return dict.fromkeys(group)
         return {c: pieces.get(rows[c]) for c in group}
 
     def _pieces(
-        self, shard: Coords, key: str, stat: Stat | None, wanted: set[int]
+        self, shard: Coords, key: _Shard, stat: Stat | None, wanted: set[int]
     ) -> dict[int, bytes | memoryview] | None:
         """The stored bytes of each of ``wanted`` that is stored; None if the shard is not.
 
@@ -75,7 +87,7 @@ class ShardReads:
         if table is None:
             with _naming(key):
                 if large:
-                    whole = self._request(lambda: self.stored.backend.read_all(key))
+                    whole = self._request(key.read_all)
                     if whole is None:
                         return None
                     table = self.geometry.index_from_shard(whole)
@@ -99,7 +111,7 @@ class ShardReads:
         for run in merge_ranges(ranges):
             try:
                 data = memoryview(self._request(functools.partial(
-                    self.stored.backend.read_range, key, run.start, run.stop)))
+                    key.read_range, run.start, run.stop)))
             except FileNotFoundError:  # gone since its index was kept: the fill value
                 indexes.drop(shard)
                 return None
@@ -109,7 +121,7 @@ class ShardReads:
         return out
 
     def _fetch_rest(
-        self, shard: Coords, key: str, table: np.ndarray, wanted: set[int], changes: int
+        self, shard: Coords, key: _Shard, table: np.ndarray, wanted: set[int], changes: int
     ) -> tuple[int, bytes | memoryview] | None:
         """One range holding ``wanted`` and every stored chunk not fetched yet, kept for
         the readers that will want them; None if the shard is gone."""
@@ -122,8 +134,7 @@ class ShardReads:
         if stop - start > sum(r[2] - r[1] for r in ranges) + MERGE_GAP:
             return None  # chunks scattered (or an index naming far offsets): run by run
         try:
-            data = self._request(functools.partial(
-                self.stored.backend.read_range, key, start, stop))
+            data = self._request(functools.partial(key.read_range, start, stop))
         except FileNotFoundError:
             self.stored.shard_indexes.drop(shard)
             return None
@@ -139,18 +150,17 @@ class ShardReads:
     def _local(self, coords: Coords) -> Coords:
         return tuple(c % n for c, n in zip(coords, self._per_stored, strict=True))
 
-    def _read_index(self, key: str) -> np.ndarray | None:
+    def _read_index(self, key: _Shard) -> np.ndarray | None:
         """The shard's index, in one request; None if the shard is not stored."""
         size = self.geometry.index_size
-        backend = self.stored.backend
         if self.geometry.index_at_end:
-            tail = self._request(lambda: backend.read_tail(key, size))
+            tail = self._request(lambda: key.read_tail(size))
             if tail is None:
                 return None
             data, shard_size = tail
         else:
             try:
-                data = self._request(lambda: backend.read_range(key, 0, size))
+                data = self._request(lambda: key.read_range(0, size))
             except FileNotFoundError:
                 return None
             shard_size = None
@@ -162,8 +172,67 @@ class ShardReads:
         return call()
 
 
+class _Shard:
+    """A shard stored as one object: each read is one request of the backend."""
+
+    def __init__(self, backend: Backend, key: str) -> None:
+        self.backend, self.key = backend, key
+
+    def read_all(self) -> bytes | None:
+        return self.backend.read_all(self.key)
+
+    def read_range(self, start: int, stop: int) -> bytes | memoryview:
+        return self.backend.read_range(self.key, start, stop)
+
+    def read_tail(self, count: int) -> tuple[bytes | memoryview, int | None] | None:
+        return self.backend.read_tail(self.key, count)
+
+    def close(self) -> None:
+        pass
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class _PartedShard(_Shard):
+    """A shard stored in parts: opened (sizes checked) at its first read, every read of one
+    fetch from that opening, a range cut across the parts it spans."""
+
+    def __init__(self, stored: StoredChunks, shard: Coords,
+                 listed: Sequence[Stat | None] | None) -> None:
+        super().__init__(stored.backend, stored.chunk_key(shard))
+        self._open = functools.partial(stored.open_now, shard, listed)
+        self._opened: OpenChunk | None = None
+        self._asked = False
+
+    def _chunk(self) -> OpenChunk | None:
+        if not self._asked:
+            self._opened, self._asked = self._open(), True
+        return self._opened
+
+    def read_all(self) -> bytes | None:
+        opened = self._chunk()
+        return None if opened is None else bytes(read_span(opened, 0, opened.size))
+
+    def read_range(self, start: int, stop: int) -> bytes | memoryview:
+        opened = self._chunk()
+        if opened is None:
+            raise FileNotFoundError(self.key)
+        return memoryview(read_span(opened, start, min(stop, opened.size)))
+
+    def read_tail(self, count: int) -> tuple[bytes | memoryview, int | None] | None:
+        opened = self._chunk()
+        if opened is None:
+            return None
+        return self.read_range(max(opened.size - count, 0), opened.size), opened.size
+
+    def close(self) -> None:
+        if self._opened is not None:
+            self._opened.close()
+
+
 @contextlib.contextmanager
-def _naming(key: str) -> Iterator[None]:
+def _naming(key: _Shard) -> Iterator[None]:
     """A shard's index that does not decode, or names what no shard holds: named by its
     shard's key."""
     try:

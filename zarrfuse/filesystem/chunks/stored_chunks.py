@@ -185,6 +185,13 @@ class StoredChunks(StoredWrites):
                 opened.waited = True
         return opened
 
+    def open_now(
+        self, coords: tuple[int, ...], listed: Sequence[Stat | None] | None
+    ) -> OpenChunk | None:
+        """As :meth:`open`, blocking (a worker thread) and past the cache of open chunks: a
+        shard read by ranges (``shard_reads``) reads one version of its parts."""
+        return self._opening.open(self.keys_of(coords), listed)
+
     async def read_all(self, coords: tuple[int, ...]) -> bytes | None:
         """The whole chunk (its parts joined), None if it is absent."""
         return await self._read_whole(await self.open(coords))

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
-from zarrfuse.filesystem.chunks.part_opening import ChunkKeys, PartOpening, read_parts
+from zarrfuse.filesystem.chunks.part_opening import ChunkKeys, PartOpening, read_span
 from zarrfuse.storage.base import Backend, Stat
 
 __all__ = ["WholeChunks"]
@@ -95,14 +95,9 @@ class WholeChunks:
         if opened is None:
             return None
         try:
-            data = bytearray(sum(opened.sizes))
-            view, pending, at = memoryview(data), [], 0
-            for part, size in enumerate(opened.sizes):
-                pending.append((part, 0, view[at : at + size]))
-                at += size
-            read_parts(opened.reader, pending)
-            self.counters.store["read"] += len(pending)
-            self.counters.store_bytes_read += at
+            data = read_span(opened, 0, opened.size)
+            self.counters.store["read"] += len(opened.sizes)
+            self.counters.store_bytes_read += len(data)
             return bytes(data)
         finally:
             opened.close()

@@ -1,6 +1,7 @@
 """Building one mounted array (``ArrayView``) from its stored document: its chunk source,
 the encoding its files are named by, and for rendered views and whole images, the array as
-zarr reads it with a decoder of its chunks."""
+zarr describes it (shape, grid, codecs) with a decoder of its chunks, which reads them
+through the mount's backend."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import zarr
 from zarr.abc.store import Store
 from zarr.storage import StorePath
 
-from zarrfuse.api.arrays import wrap_array
 from zarrfuse.api.chunk_encoding import ChunkEncoder
 from zarrfuse.api.nodes import StoredNode, parse_array_metadata
 from zarrfuse.api.pyramid import Level, Pyramid, method_of
@@ -182,15 +182,13 @@ class ArrayBuilder:
             grid=stored_grid,
         )
 
-    def zarr_array(
-        self, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata, *, writable: bool
-    ) -> zarr.Array:
-        """The array as zarr sees it (storage transformers applied), for rendered views;
-        a shard's inner chunks are measured before they are decoded (``shard_bounds``)."""
-        rendering = self._rendering
-        assert rendering is not None
-        return _zarr_array(rendering.store, path, metadata, parsed,
-                           writable=writable and not rendering.read_only)
+    def zarr_array(self, path: str, parsed: ArrayV3Metadata) -> zarr.Array:
+        """The array as zarr describes it (shape, grid, codecs), for rendered views and
+        whole images, over a store that refuses every read (``NoReads``): its chunks are
+        read through the mount's backend (``chunk_decoder``), its disk cache and request
+        bound, never by zarr."""
+        return zarr.Array(AsyncArray(metadata=bound_inner_chunks(parsed),
+                                     store_path=StorePath(NO_READS, path)))
 
     def pyramid(self, path: str, metadata: dict[str, Any], ome: OmeLevel) -> Pyramid:
         """Level 0 at ``path`` with the levels below it, to update them after a write."""
@@ -210,9 +208,7 @@ class ArrayBuilder:
         """An array of a whole image: its geometry and the source of its decoded chunks."""
         rendering = self._rendering
         assert rendering is not None
-        array = self.zarr_array(
-            path, metadata, parse_array_metadata(path, metadata), writable=False
-        )
+        array = self.zarr_array(path, parse_array_metadata(path, metadata))
         decoder = ChunkDecoder(
             array, self.chunk_source(path, metadata),
             limiter=rendering.limiter, counters=self.counters,
@@ -235,7 +231,7 @@ class ArrayBuilder:
         """The array rendered in the mount's format."""
         rendering = self._rendering
         assert rendering is not None
-        array = self.zarr_array(path, metadata, parsed, writable=writable)
+        array = self.zarr_array(path, parsed)
         colour = self._colour(metadata, np.dtype(array.dtype), ome)
         planes = plane_chunks(rendering.fmt, tuple(array.shape), tuple(array.chunks),
                               getattr(array.metadata, "dimension_names", None), colour)
@@ -278,14 +274,6 @@ class ArrayBuilder:
         return found.axis
 
 
-def _zarr_array(store: Store, path: str, metadata: dict[str, Any], parsed: ArrayV3Metadata,
-                *, writable: bool) -> zarr.Array:
-    """The array at ``path`` of ``store`` as zarr sees it: storage transformers applied, a
-    shard's inner chunks measured before they are decoded (``shard_bounds``)."""
-    store_path = wrap_array(StorePath(store, path), metadata, writable=writable)
-    return zarr.Array(AsyncArray(metadata=bound_inner_chunks(parsed), store_path=store_path))
-
-
 def _plane_axes(
     metadata: dict[str, Any], rendered: RenderedChunks | None, shown: ShownDims | None,
     axis_names: tuple[str, ...] | None = None,
@@ -311,3 +299,40 @@ def _plane_axes(
         for d, name in enumerate(given)
     ]
     return tuple(names[d] for d in dims)
+
+
+class NoReads(Store):
+    """The store a mounted array's ``zarr.Array`` names: zarr gives the array its shape,
+    grid and codecs and reads nothing. Chunks are read through the mount's backend; a read
+    through zarr would pass its disk cache and request bound, so it fails loudly."""
+
+    def __init__(self) -> None:
+        super().__init__(read_only=True)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    @property
+    def supports_writes(self) -> bool:
+        return False
+
+    @property
+    def supports_deletes(self) -> bool:
+        return False
+
+    @property
+    def supports_listing(self) -> bool:
+        return False
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a mounted array read through zarr: reads go through its backend")
+
+    get_partial_values = exists = set = delete = get
+
+    def list(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a mounted array listed through zarr: listings use its backend")
+
+    list_prefix = list_dir = list
+
+
+NO_READS = NoReads()

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
-from zarr.abc.store import Store
 
 from zarrfuse.api.pyramid import Pyramid
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
@@ -74,11 +73,10 @@ class ArrayView:
 
 @dataclass(frozen=True)
 class Rendering:
-    """How a rendered view draws its arrays: format, the store zarr reads, CPU bound, cache."""
+    """How a rendered view draws its arrays: format, CPU bound, cache (its chunks are read
+    through the mount's backend, as the raw view's are)."""
 
     fmt: str
-    store: Store
-    read_only: bool
     limiter: trio.CapacityLimiter
     cache: RenderCache
     max_chunk_bytes: int = 2 << 30
