@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
@@ -52,7 +53,7 @@ within it."""
 
 REPEAT_QUIET = 5.0
 """Seconds within which the same failure again (the kernel's second try of a lookup or a
-read) is logged at DEBUG: one WARNING line per fault."""
+read, of any range of the same object) is logged at DEBUG: one WARNING line per fault."""
 
 
 def fuse_errors(
@@ -64,11 +65,20 @@ def fuse_errors(
     said: dict[str, float] = {}  # the last WARNING's text, when it was said
 
     def warn(text: str) -> None:
-        now = trio.current_time()
-        again = now - said.get(text, -REPEAT_QUIET) < REPEAT_QUIET
+        now, fault = trio.current_time(), re.sub(r" bytes \d+-\d+", "", text)  # any range
+        again = now - said.get(fault, -REPEAT_QUIET) < REPEAT_QUIET
         said.clear()
-        said[text] = now
+        said[fault] = now
         log.log(logging.DEBUG if again else logging.WARNING, "%s", text)
+
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await handler(*args, **kwargs)
+        except ExceptionGroup as group:  # tasks run together (a listing's stats): one error
+            error: Exception = group
+            while isinstance(error, ExceptionGroup):
+                error = error.exceptions[0]
+            raise error from None
 
     @functools.wraps(handler)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -80,11 +90,11 @@ def fuse_errors(
         answered = False
         try:
             if deadline is None or name not in BOUNDED:
-                return await handler(*args, **kwargs)
+                return await run(*args, **kwargs)
             stalled = started < ops.stalled_until  # type: ignore[attr-defined]
             token = serving(min(deadline, STALLED_WAIT) if stalled else deadline)
             try:
-                result = await handler(*args, **kwargs)
+                result = await run(*args, **kwargs)
                 answered = True
                 return result
             except BaseException as e:
