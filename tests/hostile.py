@@ -13,6 +13,13 @@ ends), and the daemon's RSS peak.
 
 Used by the torture tier (``tests/fuse/test_mount_torture.py``, every case, one view) and
 ``bench/bench_hostile.py`` (every case, both views, larger bombs).
+
+Web servers that lie (issue 52, ``WEB_CASES``): the same group served over HTTP by
+``tests.http_servers.MisbehavingServer``, whose answers for the chunk ``bad/c/1/0`` lie in one
+way each (a 1.5 GiB body, a wrong Content-Length, a trickle, slow or huge headers, a redirect
+loop or to another host); ``probe_web`` mounts it (``--store-timeout``), walks and reads it,
+and also returns the daemon's log, where each fault must be a WARNING naming the server's
+fault, never an ERROR.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import google_crc32c
 import numcodecs
 import numpy as np
 
-__all__ = ["CASES", "SECRET", "CaseResult", "build_case", "probe"]
+__all__ = ["CASES", "SECRET", "WEB_CASES", "CaseResult", "build_case", "probe", "probe_web"]
 
 SECRET = b"outside the store: never to be served" * 8
 OK_VALUE = 7
@@ -254,3 +261,66 @@ def _ok_file(path: Path, view: str) -> bool:
     import tifffile  # noqa: PLC0415
 
     return bool(np.all(tifffile.imread(path) == OK_VALUE))
+
+
+WEB_CASES: dict[str, tuple[str, str | None]] = {
+    # case: (the server's mode for bad/c/1/0, what the log names; None: the read is exact)
+    "huge-body": ("huge-body", None),  # 200 to a range: cut at the bytes asked
+    "huge-range": ("huge-range", "sent more than"),
+    "short-length": ("short-length", "wrong Content-Length"),
+    "long-length": ("long-length", "fewer bytes than its Content-Length"),
+    "trickle": ("trickle", "answer within"),
+    "slow-headers": ("slow-headers", "answer within"),
+    "huge-headers": ("huge-headers", "headers are too large"),
+    "redirect-loop": ("loop", "redirects in a loop"),
+    "redirect-away": ("redirect-away", "redirected to another host"),
+}
+WEB_KEY = "bad/c/1/0"
+WEB_FILE = "bad/c/0/001/0/000"
+"""The file of chunk (1, 0) in the mount's fanout tree (the web server cannot be listed, so
+the tree is the grid's positions)."""
+WEB_TIMEOUT = 3.0
+"""``--store-timeout`` of the web cases."""
+
+
+def probe_web(root: Path, name: str, mountpoint: Path, timeout: float = 60.0,
+              ) -> tuple[CaseResult, str]:
+    """Serve a group like ``build_case``'s (no hostile file) with ``WEB_CASES[name]``'s lie
+    at ``WEB_KEY``, mount it read-only in the raw view and read every file: the counts, and
+    the daemon's log."""
+    import zarr  # noqa: PLC0415
+
+    from tests.http_servers import MisbehavingServer  # noqa: PLC0415
+    from tests.mounting import daemon_pid, mounted  # noqa: PLC0415
+
+    group = root / "store.zarr"
+    group.mkdir(parents=True)
+    zarr.open_group(group, mode="w")
+    _array(group / "ok", "none", OK_VALUE)
+    _array(group / "bad", "none", 3)
+    zarr.consolidate_metadata(group)  # a web server cannot list: members come from here
+    log = root / "mount.log"
+    with MisbehavingServer(root) as server:
+        server.modes[f"store.zarr/{WEB_KEY}"] = WEB_CASES[name][0]
+        with mounted(f"{server.url}/store.zarr", mountpoint, "--read-only",
+                     "--store-timeout", str(WEB_TIMEOUT), "--log-file", str(log)) as mnt:
+            pid = daemon_pid(mnt)
+            try:
+                walk = subprocess.run(
+                    ["find", str(mnt), "-type", "f", "-exec", "cat", "{}", "+"],
+                    capture_output=True, timeout=timeout, check=False)
+            except subprocess.TimeoutExpired:
+                return CaseResult(name, "raw", True, True, False, 0, 0, False,
+                                  _rss_peak_mib(pid)), log.read_text()
+            files = [Path(os.fsdecode(f)) for f in subprocess.run(
+                ["find", str(mnt), "-type", "f"], capture_output=True, timeout=timeout,
+                check=False).stdout.split()]
+            ok = [f for f in files if "/ok/" in str(f)]
+            bad = [f for f in files if str(f).endswith(WEB_FILE)]
+            result = CaseResult(
+                name, "raw", True, False, False, walk.stderr.count(b"Input/output error"),
+                len(files), bool(ok) and all(_ok_file(p, "raw") for p in ok),
+                _rss_peak_mib(pid))
+            if WEB_CASES[name][1] is None:  # the lie costs nothing: the chunk reads exact
+                result.ok_exact &= len(bad) == 1 and bad[0].read_bytes() == bytes([3]) * 4096
+    return result, log.read_text()

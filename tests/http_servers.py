@@ -15,11 +15,12 @@ import socket
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-__all__ = ["MisbehavingServer", "free_port", "nginx"]
+__all__ = ["HUGE_BYTES", "MisbehavingServer", "free_port", "nginx"]
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
@@ -91,16 +92,33 @@ def nginx(root: Path, run: Path, *, autoindex: bool = False) -> Iterator[str]:
         proc.wait(10)
 
 
+HUGE_BYTES = 3 << 29
+"""The body a ``huge-body`` or ``huge-range`` answer sends (1.5 GiB): a bound that buffers it
+takes the daemon far past any sane RSS."""
+LIAR_SECONDS = 30.0
+"""How long a slow answer (``trickle``, ``slow-headers``, ``stall``) goes on at most, and how
+long a send may block on a client that stopped reading: the server never outlives a test by
+more."""
+
+
 class MisbehavingServer:
     """Serves files under ``root`` (HEAD and GET, with ranges), except that a path may be set
     to misbehave: a status such as ``500`` (a server error) or ``410`` (an empty answer with
-    that status), ``loop`` (redirects to itself), ``truncate``
-    (closes the connection halfway through the body it announced), ``long-length`` (announces
-    more bytes than it sends, then closes) or ``stall`` (answers nothing)."""
+    that status), ``loop`` (redirects to itself), ``truncate`` (closes the connection halfway
+    through the body it announced), ``long-length`` (announces more bytes than it sends, then
+    closes), ``stall`` (answers nothing), and the liars of the hostile catalogue (issue 52):
+    ``huge-body`` (a ranged GET answered whole, 200, with a body of ``HUGE_BYTES``: the file,
+    then zeros), ``huge-range`` (206 with the asked Content-Range but a body of
+    ``HUGE_BYTES``), ``short-length`` (announces, in HEAD and GET, 100 bytes fewer than it
+    sends), ``trickle`` (a byte of the body every 0.2 s), ``slow-headers`` (a header line
+    every 0.2 s), ``huge-headers`` (1 MiB of headers), ``redirect-away`` (redirects to the
+    same path on ``localhost``, another host, which serves the file). Every slow answer ends within
+    ``LIAR_SECONDS``. ``requests`` counts the requests each path received."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.modes: dict[str, str] = {}
+        self.requests: Counter[str] = Counter()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -117,10 +135,23 @@ class MisbehavingServer:
 
             def _serve(self, *, body: bool) -> None:
                 path = self.path.split("?")[0]
+                outer.requests[path.lstrip("/")] += 1
                 mode = outer.modes.get(path.lstrip("/"), "ok")
                 file = outer.root / path.lstrip("/")
+                self.connection.settimeout(LIAR_SECONDS)  # a client that stopped reading
                 if mode == "stall":
-                    time.sleep(60)
+                    time.sleep(LIAR_SECONDS)
+                    return
+                if mode in ("slow-headers", "huge-headers"):
+                    self._bad_headers(mode)
+                    return
+                if mode == "redirect-away" and not self.headers.get("Host", "").startswith(
+                        "localhost"):
+                    port = outer._server.server_address[1]
+                    self.send_response(302)
+                    self.send_header("Location", f"http://localhost:{port}{path}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                     return
                 if mode.isdigit():
                     self._empty(int(mode))
@@ -137,7 +168,7 @@ class MisbehavingServer:
                 data = file.read_bytes()
                 status, start, stop = 200, 0, len(data)
                 wanted = self.headers.get("Range")
-                if wanted and wanted.startswith("bytes="):
+                if wanted and wanted.startswith("bytes=") and mode != "huge-body":
                     first, _, last = wanted[6:].partition("-")
                     start = int(first)
                     stop = min(len(data), int(last) + 1) if last else len(data)
@@ -146,11 +177,17 @@ class MisbehavingServer:
                 self.send_response(status)
                 if status == 206:
                     self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
-                announced = len(piece) + (1000 if mode == "long-length" else 0)
+                announced = len(piece) + {"long-length": 1000, "short-length": -100}.get(
+                    mode, 0)
+                if mode in ("huge-body", "huge-range") and body:
+                    announced = HUGE_BYTES
                 self.send_header("Content-Length", str(announced))
                 self.send_header("Last-Modified", self.date_time_string(file.stat().st_mtime))
                 self.end_headers()
                 if not body:
+                    return
+                if mode in ("huge-body", "huge-range", "trickle"):
+                    self._send_slowly(piece, announced, mode)
                     return
                 if mode == "truncate":
                     piece = piece[: len(piece) // 2]
@@ -160,6 +197,39 @@ class MisbehavingServer:
                     self.close_connection = True
                     with contextlib.suppress(OSError):
                         self.connection.shutdown(socket.SHUT_RDWR)
+
+            def _send_slowly(self, piece: bytes, announced: int, mode: str) -> None:
+                """``piece`` then zeros up to ``announced`` bytes, in blocks of 1 MiB (a
+                byte every 0.2 s: ``trickle``), until the client goes away."""
+                ends = time.monotonic() + LIAR_SECONDS
+                block = 1 if mode == "trickle" else 1 << 20
+                body = memoryview(piece + bytes(block))
+                sent = 0
+                with contextlib.suppress(OSError):
+                    while sent < announced and time.monotonic() < ends:
+                        count = min(block, announced - sent)
+                        start = min(sent, len(piece))
+                        self.wfile.write(body[start:start + count])
+                        self.wfile.flush()
+                        sent += count
+                        if mode == "trickle":
+                            time.sleep(0.2)
+                self.close_connection = True
+
+            def _bad_headers(self, mode: str) -> None:
+                """A status line, then headers that never end (a line every 0.2 s) or 1 MiB
+                of them."""
+                ends = time.monotonic() + LIAR_SECONDS
+                with contextlib.suppress(OSError):
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n")
+                    if mode == "huge-headers":
+                        line = b"X-Filler: " + b"x" * 1000 + b"\r\n"
+                        self.wfile.write(line * 1024 + b"\r\n" + b"0123456789")
+                    while mode == "slow-headers" and time.monotonic() < ends:
+                        self.wfile.write(b"X-Slow: 1\r\n")
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                self.close_connection = True
 
             def _empty(self, status: int) -> None:
                 self.send_response(status)

@@ -12,6 +12,7 @@ import time
 import pyfuse3
 import pytest
 import trio
+import trio.testing
 
 from zarrfuse.errors import CorruptChunk, NotFound
 from zarrfuse.filesystem.chunks.counters import Counters
@@ -94,6 +95,29 @@ def test_a_read_request_is_cut_at_the_timeout_and_the_next_ones_fail_fast():
     assert _errno(ops, wait=5.0) == errno.EIO
     assert time.monotonic() - started < min(0.3, STALLED_WAIT) + 0.5
     assert _errno(ops) is None  # a store that answers is answered
+
+
+@pytest.mark.expect_log(r"did not answer within")
+def test_the_kernels_second_try_of_a_read_waits_a_second_not_the_whole_timeout(caplog):
+    """Issue 52 point 6: the kernel sends a read whose page failed again at once, so a read
+    that waited the whole timeout and its second try made one ``read()`` wait two timeouts
+    (10 s at ``--store-timeout 5``). The second try finds the store stalled and waits a
+    second: one ``read()`` waits at most the timeout and a second, and says so once. On
+    trio's MockClock: no wall clock is read."""
+    ops = Ops(timeout=5.0)
+
+    async def main() -> float:
+        started = trio.current_time()
+        for _ in range(2):  # the read, then the kernel's second try of its page
+            with pytest.raises(pyfuse3.FUSEError) as caught:
+                await ops.read(waits=1, wait=60.0)
+            assert caught.value.errno == errno.EIO
+        return trio.current_time() - started
+
+    with caplog.at_level(logging.WARNING):
+        took = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert took <= 5.0 + STALLED_WAIT
+    assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 1
 
 
 def test_requests_that_store_are_never_cut(caplog):

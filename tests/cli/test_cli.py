@@ -120,6 +120,7 @@ EVERY_FIELD = {
     "layout": "fanout",  # source excludes suffix, max_children and format: checked below
     "symlink_root": "/data",
     "cache_dir": "/var/cache/zarrfuse", "cache_size": 5 << 30, "store_timeout": 2.5,
+    "allow_redirects": True,
 }
 
 

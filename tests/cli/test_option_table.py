@@ -27,6 +27,7 @@ SAMPLES: dict[str, tuple[str, object]] = {
     "verify": ("no", False),
     "max_chunk_bytes": ("4096", 4096),
     "store_timeout": ("2.5", 2.5),
+    "allow_redirects": ("yes", True),
     "cache_dir": ("/tmp/zarrfuse-cache", "/tmp/zarrfuse-cache"),
     "cache_size": ("3G", 3 << 30),
     "scratch_mb": ("0", 0),

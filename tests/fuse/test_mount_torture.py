@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fsx import OPERATIONS, run_fsx
-from tests.hostile import CASES, build_case, probe
+from tests.hostile import CASES, WEB_CASES, build_case, probe, probe_web
 from tests.mounting import mounted
 from tests.torture import make_array, run_load, stored_values
 
@@ -62,3 +62,21 @@ def test_hostile_store_catalogue(tmp_path, case):
     if CASES[case].kind == "bomb" or (CASES[case].kind == "special"
                                       and CASES[case].at == "chunk"):
         assert result.eio >= 1, result
+
+
+@pytest.mark.parametrize("case", sorted(WEB_CASES))
+def test_hostile_web_server_catalogue(tmp_path, case):
+    """Issue 52 point 6: a web server that lies about one chunk (``tests/hostile.py``'s
+    ``WEB_CASES``) costs the daemon no memory (under 200 MiB with a 1.5 GiB body) and no
+    hang; the chunk is EIO (or exact, where the lie was a whole answer to a range, cut at
+    the bytes asked), the healthy array reads exact, and the log says the server's fault in
+    WARNING lines, never an ERROR."""
+    result, log = probe_web(tmp_path / case, case, tmp_path / "mnt")
+    assert not result.bad and result.rss_peak_mib < 200, result
+    lines = log.splitlines()
+    assert not [line for line in lines if " ERROR " in line or "Traceback" in line], log
+    said = WEB_CASES[case][1]
+    if said is not None:
+        assert result.eio >= 1, result
+        warnings = [line for line in lines if " WARNING " in line]
+        assert len(warnings) == 1 and said in warnings[0], log  # once, however often asked

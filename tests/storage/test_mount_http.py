@@ -18,7 +18,7 @@ import tifffile
 import zarr
 
 from tests.http_servers import MisbehavingServer, nginx
-from tests.mounting import mounted, run_with_timeout
+from tests.mounting import ZARRFUSE, mounted, run_with_timeout
 from tests.picture_paths import tile_path
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding
 
@@ -209,3 +209,37 @@ def test_a_whole_image_asks_no_head_and_absent_chunks_are_the_404s(tmp_path):
     assert not [line for line in chunk_requests if '"HEAD ' in line], chunk_requests
     gets = [line for line in chunk_requests if '"GET ' in line]
     assert len(gets) == 12, chunk_requests  # one per chunk, absent ones included
+
+
+def test_mounting_waits_for_zarr_json_at_most_the_store_timeout(bad_server, tmp_path):
+    """Issue 52: a ``zarr.json`` that never comes waited the HTTP client's own 30 s and its
+    retries (33.5 s at ``--store-timeout 5``); the mount now gives up at the timeout, and
+    says so."""
+    _root, server = bad_server
+    server.modes["a.zarr/zarr.json"] = "stall"
+    (tmp_path / "mnt").mkdir()
+    result = run_with_timeout(
+        [*ZARRFUSE, "mount", f"{server.url}/a.zarr", tmp_path / "mnt", "--read-only",
+         "--store-timeout", "2"], 90, check=False)
+    assert result.returncode != 0, result
+    assert "no answer within 2 s (--store-timeout)" in result.stderr, result.stderr
+
+
+def test_a_redirect_to_another_host_is_refused_unless_allowed(bad_server, tmp_path):
+    """Issue 52: a chunk redirected to another host (``localhost`` for ``127.0.0.1``) was
+    fetched from there. Refused now: EIO and one WARNING naming it; ``--allow-redirects``
+    follows it."""
+    root, server = bad_server
+    key = "a.zarr/c/1/2"
+    server.modes[key] = "redirect-away"
+    log = tmp_path / "mount.log"
+    with mounted(f"{server.url}/a.zarr", tmp_path / "mnt", "--read-only", "--log-file",
+                 str(log)) as mnt:
+        result = run_with_timeout(["cp", _file(mnt, (1, 2), ""), "/dev/null"], 30,
+                                  check=False)
+        assert result.returncode != 0 and "Input/output error" in result.stderr, result
+    said = [line for line in log.read_text().splitlines() if " WARNING " in line]
+    assert len(said) == 1 and "redirected to another host" in said[0], said
+    with mounted(f"{server.url}/a.zarr", tmp_path / "mnt2", "--read-only",
+                 "--allow-redirects") as mnt:
+        assert _file(mnt, (1, 2), "").read_bytes() == (root / key).read_bytes()

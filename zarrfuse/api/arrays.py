@@ -58,7 +58,8 @@ def _local_zip(source: Any) -> str | None:
 
 
 async def open_store_path(
-    source: Any, *, mode: str = "r", storage_options: dict[str, Any] | None = None
+    source: Any, *, mode: str = "r", storage_options: dict[str, Any] | None = None,
+    allow_redirects: bool = False,
 ) -> StorePath:
     """A zarr ``StorePath`` for a path, URL, ``.zip`` file or Store."""
     source = _local_path(source)
@@ -71,7 +72,8 @@ async def open_store_path(
         if is_s3_url(source):
             return open_s3(source, read_only=mode == "r", storage_options=storage_options)
         if is_cloud_url(source):
-            return open_cloud(source, read_only=mode == "r", storage_options=storage_options)
+            return open_cloud(source, read_only=mode == "r", storage_options=storage_options,
+                              allow_redirects=allow_redirects)
         return await make_store_path(source, mode=mode, storage_options=storage_options)  # type: ignore[arg-type]
     except ZarrFuseError:
         raise

@@ -6,11 +6,15 @@ timeouts and retries, wrapped in zarr's ``ObjectStore``; the mount then treats e
 store alike. Options take the names users already give adlfs, gcsfs and fsspec's HTTP
 filesystem (through zarr's and fsspec's ``storage_options``), translated to obstore's;
 credentials not given as options come from the usual environment variables. An unknown
-option is refused in one line.
+option is refused in one line. A web server's redirect to another host is refused unless
+the mount allows it (``--allow-redirects``): obstore's HTTP client follows every redirect
+and has no setting against it, so requests to any host but the source's are sent to a
+proxy that cannot be reached (``REDIRECT_TRAP``), and fail there.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import urllib.parse
 from collections.abc import Mapping
@@ -20,6 +24,7 @@ from zarr.storage import ObjectStore, StorePath
 
 from zarrfuse.api.s3 import BACKOFF, CONNECT_TIMEOUT, MAX_RETRIES, REQUEST_TIMEOUT, RETRY_WINDOW
 from zarrfuse.errors import ConfigurationError, SourceError
+from zarrfuse.limits import REDIRECT_TRAP
 
 __all__ = [
     "AZURE_OPTIONS",
@@ -166,7 +171,8 @@ def _split(url: str) -> tuple[str, str, str]:
 
 
 def open_cloud(
-    url: str, *, read_only: bool, storage_options: Mapping[str, Any] | None
+    url: str, *, read_only: bool, storage_options: Mapping[str, Any] | None,
+    allow_redirects: bool = False,
 ) -> StorePath:
     """A zarr ``StorePath`` for an ``az://`` or ``gs://`` URL, rooted at the container or
     bucket (the path inside it is the store path); for a web server's URL, rooted at the URL
@@ -174,7 +180,8 @@ def open_cloud(
     from obstore.store import AzureStore, GCSStore  # noqa: PLC0415  (only these sources)
 
     if url.startswith(WEB_SCHEMES):
-        return StorePath(ObjectStore(_web_store(url, storage_options), read_only=True))
+        return StorePath(ObjectStore(_web_store(url, storage_options, allow_redirects),
+                                     read_only=True))
     container, path, account = _split(url)
     store: Any
     if url.startswith(AZURE_SCHEMES):
@@ -187,9 +194,11 @@ def open_cloud(
     return StorePath(ObjectStore(store, read_only=read_only), path)
 
 
-def _web_store(url: str, options: Mapping[str, Any] | None) -> Any:
+def _web_store(url: str, options: Mapping[str, Any] | None, allow_redirects: bool) -> Any:
     """An obstore ``HTTPStore`` rooted at ``url`` (no request is made): zarrfuse's timeouts
-    and retries, and the ``headers`` option on every request."""
+    and retries, the ``headers`` option on every request, redirects to another host refused
+    unless allowed. A proxy named by the environment (``https_proxy``...) is the client's
+    only while no proxy is set: with one, redirects are followed."""
     from obstore.store import HTTPStore  # noqa: PLC0415  (only these sources)
 
     given = _checked(options, WEB_OPTIONS, "http(s)://")
@@ -200,5 +209,17 @@ def _web_store(url: str, options: Mapping[str, Any] | None) -> Any:
     if headers:
         client["default_headers"] = {str(k).strip(): str(v).strip()
                                      for k, v in dict(headers).items()}
+    if not allow_redirects and _proxied():
+        logging.getLogger(__name__).warning(
+            "%s: a proxy is set (https_proxy...): redirects to other hosts are followed", url)
+    elif not allow_redirects:
+        client["proxy_url"] = f"http://{REDIRECT_TRAP}"
+        client["proxy_excludes"] = urllib.parse.urlparse(url).hostname or ""
     config: dict[str, Any] = {"client_options": client, "retry_config": _retry()}
     return HTTPStore.from_url(url.rstrip("/"), **config)
+
+
+def _proxied() -> bool:
+    """Whether the environment names a proxy for web requests (reqwest honours these)."""
+    return any(os.environ.get(name) for name in (
+        "http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"))

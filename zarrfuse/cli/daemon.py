@@ -78,31 +78,39 @@ def check_source(config: MountConfig) -> None:
     """Open the source and read its ``zarr.json`` as ``serve()`` will, to fail before mounting.
 
     Uses the same two API functions as ``serve()``, so the error text is the same whichever
-    side finds the problem.
+    side finds the problem; the read waits at most ``--store-timeout``, as every read does.
     """
+    import asyncio  # noqa: PLC0415  (as below)
+
     from zarrfuse.api.arrays import (  # noqa: PLC0415  (as above)
         open_store_path,
         read_node,
     )
     from zarrfuse.cli.suffix_warning import suffix_warning  # noqa: PLC0415  (as above)
+    from zarrfuse.storage.store_requests import server_fault  # noqa: PLC0415  (as above)
     from zarrfuse.zarr_compat import sync  # noqa: PLC0415  (zarr is slow to import; mount only)
 
     options = dict(config.storage_options) or None
     try:
-        store_path = sync(open_store_path(config.source, mode="r", storage_options=options))
+        store_path = sync(open_store_path(config.source, mode="r", storage_options=options,
+                                          allow_redirects=config.allow_redirects))
     except ZarrFuseError:
         raise
     except Exception as e:  # a missing fsspec backend, credentials, network: still the source
         raise SourceError(f"{config.source}: cannot open: {error_message(e)}") from e
     try:
-        node = sync(read_node(store_path))
+        node = sync(asyncio.wait_for(read_node(store_path), config.store_timeout))
         warning = suffix_warning(store_path, node, config)
         if warning is not None:
             print(f"zarrfuse: {warning}", file=sys.stderr)
     except ZarrFuseError:
         raise
+    except TimeoutError:
+        raise SourceError(f"{config.source}: cannot read zarr.json: no answer within "
+                          f"{config.store_timeout:g} s (--store-timeout)") from None
     except Exception as e:
-        raise SourceError(f"{config.source}: cannot read zarr.json: {error_message(e)}") from e
+        why = server_fault(e) or error_message(e)
+        raise SourceError(f"{config.source}: cannot read zarr.json: {why}") from e
     finally:
         store_path.store.close()
 

@@ -136,6 +136,11 @@ MOUNT_OPTIONS: tuple[MountOption, ...] = (
         f"by then (it never will) (default: {_DEFAULT.store_timeout:g})",
     ),
     MountOption(
+        "allow_redirects", kind="switch",
+        help="web sources (http, https): follow a redirect to another host (default: refused, "
+        "EIO; a redirect within the source's host is followed)",
+    ),
+    MountOption(
         "cache_dir", metavar="DIR", parse=v.nonempty,
         help="keep chunk bytes fetched from a remote store (S3, HTTP) in DIR, across mounts "
         "and shared by concurrent ones (default: no disk cache)",

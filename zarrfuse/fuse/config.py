@@ -80,6 +80,8 @@ class MountConfig:
     store_timeout: float = 30.0
     """Seconds a request that reads (lookup, getattr, readdir, open, read) may wait for the
     store before it is answered EIO."""
+    allow_redirects: bool = False
+    """Web sources: follow a redirect to another host; False: refused (EIO, one line)."""
 
     def __post_init__(self) -> None:
         if self.layout == "source":

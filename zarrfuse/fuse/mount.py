@@ -133,7 +133,8 @@ def build_filesystem(
     """Open the source and build the filesystem for it; raises before anything is mounted."""
     mode = "r" if config.read_only else "r+"
     store_path = sync(
-        open_store_path(config.source, mode=mode, storage_options=config.storage_options or None)
+        open_store_path(config.source, mode=mode, storage_options=config.storage_options or None,
+                        allow_redirects=config.allow_redirects)
     )
     backend = backend_for(
         store_path.store, symlink_root=config.symlink_root, path=store_path.path,

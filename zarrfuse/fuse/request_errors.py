@@ -12,11 +12,12 @@ from __future__ import annotations
 import errno
 import functools
 import logging
-import time
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
+import trio
 
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.chunks.counters import Counters
@@ -43,10 +44,16 @@ for a commit that then lands would be a lie. An object store's writes bound them
 instead, with URLs the store refuses past the deadline (``storage.signed_put``)."""
 
 STALLED_WAIT = 1.0
-"""Seconds a request that reads metadata may wait while the store counts as stalled: for
+"""Seconds a request that reads may wait while the store counts as stalled: for
 ``--store-timeout`` seconds after a request found no answer within it (renewed by each such
-request). A tool's next calls (``cp`` looks a name up three times) then fail within a second
-instead of each waiting the whole timeout; a store that answers again answers within it."""
+request). A tool's next calls (``cp`` looks a name up three times; the kernel sends a read
+whose page failed again) then fail within a second instead of each waiting the whole timeout,
+so one ``read()`` waits at most the timeout and a second; a store that answers again answers
+within it."""
+
+REPEAT_QUIET = 5.0
+"""Seconds within which the same failure again (the kernel's second try of a lookup or a
+read, of any range of the same object) is logged at DEBUG: one WARNING line per fault."""
 
 
 def fuse_errors(
@@ -55,24 +62,39 @@ def fuse_errors(
     """Turn every exception into a FUSEError with the right errno, logging why."""
 
     name = handler.__name__
+    said: dict[str, float] = {}  # the last WARNING's text, when it was said
+
+    def warn(text: str) -> None:
+        now, fault = trio.current_time(), re.sub(r" bytes \d+-\d+", "", text)  # any range
+        again = now - said.get(fault, -REPEAT_QUIET) < REPEAT_QUIET
+        said.clear()
+        said[fault] = now
+        log.log(logging.DEBUG if again else logging.WARNING, "%s", text)
+
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await handler(*args, **kwargs)
+        except ExceptionGroup as group:  # tasks run together (a listing's stats): one error
+            error: Exception = group
+            while isinstance(error, ExceptionGroup):
+                error = error.exceptions[0]
+            raise error from None
 
     @functools.wraps(handler)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         counters: Counters = args[0].counters  # type: ignore[attr-defined]
         counters.requests[name] += 1
-        started = time.perf_counter()
+        started = trio.current_time()
         ops = args[0]
         deadline: float | None = ops.store_timeout  # type: ignore[attr-defined]
         answered = False
         try:
             if deadline is None or name not in BOUNDED:
-                return await handler(*args, **kwargs)
-            stalled = name != "read" and (  # a read may move many bytes: never cut short
-                time.monotonic() < ops.stalled_until  # type: ignore[attr-defined]
-            )
+                return await run(*args, **kwargs)
+            stalled = started < ops.stalled_until  # type: ignore[attr-defined]
             token = serving(min(deadline, STALLED_WAIT) if stalled else deadline)
             try:
-                result = await handler(*args, **kwargs)
+                result = await run(*args, **kwargs)
                 answered = True
                 return result
             except BaseException as e:
@@ -94,11 +116,14 @@ def fuse_errors(
                 level = logging.DEBUG
             else:
                 level = logging.INFO if e.expected else logging.WARNING
-            log.log(level, "%s: %s", name, e)
+            if level == logging.WARNING:
+                warn(f"{name}: {e}")
+            else:
+                log.log(level, "%s: %s", name, e)
             counters.errors[errno.errorcode.get(e.errno, str(e.errno))] += 1
             raise pyfuse3.FUSEError(e.errno) from None
         except OSError as e:
-            log.warning("%s: store error: %s", name, e)
+            warn(f"{name}: store error: {e}")
             counters.errors[errno.errorcode.get(e.errno or errno.EIO, "EIO")] += 1
             raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
         except Exception:
@@ -106,11 +131,11 @@ def fuse_errors(
             counters.errors["EIO"] += 1
             raise pyfuse3.FUSEError(errno.EIO) from None
         finally:
-            took = time.perf_counter() - started
+            took = trio.current_time() - started
             counters.request_seconds[name] += took
             if deadline is not None and name in BOUNDED and not answered and (
                 took >= 0.9 * deadline  # timed out here, or in the store client
             ):
-                ops.stalled_until = time.monotonic() + deadline  # type: ignore[attr-defined]
+                ops.stalled_until = started + took + deadline  # type: ignore[attr-defined]
 
     return wrapper

@@ -1,9 +1,13 @@
 """The requests of an object store or a web server as coroutines, for the mount's store
 client (``store_requests``), which runs them: the only module that calls obstore. GETs: one
 request each, every answer checked against the size it announces or was asked for, so that
-a body cut short or an object replaced mid-read is an error, never short bytes. Then the
-other requests (LIST, HEAD, PUT, DELETE, server-side COPY) and the signing of a URL
-(``signed_put``)."""
+a body cut short or an object replaced mid-read is an error, never short bytes. A body is
+streamed and read no further than the bytes asked (one past them, to tell a longer one): a
+server that answers a 64 KiB read with 1.5 GiB costs 64 KiB. A web server is asked for a
+whole object as the range ``bytes=0-``, so that its answer states the object's size twice
+(Content-Length and Content-Range) and a Content-Length shorter than the bytes sent is
+seen; one that ignores ranges is asked again without one. Then the other requests (LIST,
+HEAD, PUT, DELETE, server-side COPY) and the signing of a URL (``signed_put``)."""
 
 from __future__ import annotations
 
@@ -11,12 +15,12 @@ import asyncio
 import errno
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import obstore
 
 if TYPE_CHECKING:  # types only: obstore declares them in its stubs
-    from obstore import ListResult, ObjectMeta
+    from obstore import GetResult, ListResult, ObjectMeta
 
 from zarrfuse.storage.base import Stat
 from zarrfuse.storage.store_requests import ignores_ranges, is_absent
@@ -26,25 +30,29 @@ __all__ = [
     "get_version", "get_whole", "head", "list_dir", "peek", "put", "sign", "stat_of",
 ]
 
+Data = TypeVar("Data", bytes, memoryview)
+
 
 async def get_range(
     store: Any, key: str, start: int, stop: int, *, whole_if_ignored: bool = False
 ) -> memoryview:
     """Bytes ``[start, stop)``. A server that ignores ranges answers with the whole object,
     which obstore refuses (NotSupportedError); ``whole_if_ignored``: then the object is
-    fetched whole and cut."""
+    fetched whole and cut at ``stop`` (its body read no further)."""
     try:
-        data: Any = await obstore.get_range_async(store, key, start=start, end=stop)
+        result = await obstore.get_async(store, key, options={"range": (start, stop)})
     except Exception as e:
         if not whole_if_ignored or not ignores_ranges(e):
             raise
-        data = memoryview(await get_whole(store, key))[start:stop]
-    return checked(key, memoryview(data), stop - start)
+        whole = await obstore.get_async(store, key)
+        return checked(key, memoryview(await _first(whole, stop))[start:stop], stop - start)
+    return memoryview(checked(key, await _first(result, stop - start + 1), stop - start))
 
 
 async def get_whole(store: Any, key: str) -> bytes:
     """The whole object (FileNotFoundError if absent)."""
-    return (await (await obstore.get_async(store, key)).bytes_async()).to_bytes()
+    result = await _get_all(store, key)
+    return checked(key, await _first(result, _size(result) + 1), _size(result))
 
 
 async def get_tail(store: Any, key: str, count: int) -> tuple[memoryview, int]:
@@ -57,14 +65,16 @@ async def get_tail(store: Any, key: str, count: int) -> tuple[memoryview, int]:
             raise
         whole = memoryview(await get_whole(store, key))
         return whole[max(len(whole) - count, 0):], len(whole)
-    return memoryview(await result.bytes_async()), int(result.meta["size"])
+    first, stop = result.range
+    tail = checked(key, await _first(result, count + 1), stop - first)
+    return memoryview(tail), int(result.meta["size"])
 
 
 async def peek(store: Any, key: str, limit: int) -> tuple[Stat, bytes | None] | None:
     """The key's stat and, if it has at most ``limit`` bytes, its bytes, in one GET; None
     if absent. A larger object's body is not read."""
     try:
-        result = await obstore.get_async(store, key)
+        result = await _get_all(store, key)
     except Exception as e:
         if is_absent(e):
             return None
@@ -72,15 +82,56 @@ async def peek(store: Any, key: str, limit: int) -> tuple[Stat, bytes | None] | 
     found = stat_of(result.meta)
     if found.size > limit:
         return found, None
-    data = await result.bytes_async()
-    return found, bytes(checked(key, memoryview(data), found.size))
+    return found, checked(key, await _first(result, found.size + 1), found.size)
 
 
-def checked(key: str, data: memoryview, size: int) -> memoryview:
+_WHOLE_ONLY: set[str] = set()
+"""Web servers seen answering a ranged GET of a non-empty object whole (they ignore ranges):
+asked for whole objects without a range, one request each."""
+
+
+async def _get_all(store: Any, key: str) -> GetResult:
+    """A GET of the whole object; from a web server, as the range ``bytes=0-`` (see the
+    module's text), or without a range where it ignores them or the object is empty (nginx
+    answers an empty object's range whole, others 416). Object stores frame their answers
+    truly: asked without a range."""
+    server = str(store.url) if type(store).__name__ == "HTTPStore" else ""
+    if server and server not in _WHOLE_ONLY:
+        try:
+            return await obstore.get_async(store, key, options={"range": {"offset": 0}})
+        except Exception as e:
+            if not ignores_ranges(e) and "416 Range Not Satisfiable" not in str(e):
+                raise
+    result = await obstore.get_async(store, key)
+    if result.meta["size"] and server:
+        _WHOLE_ONLY.add(server)
+    return result
+
+
+def _size(result: GetResult) -> int:
+    """The bytes a GET's body must have: its range (Content-Range, or Content-Length)."""
+    first, stop = result.range
+    return stop - first
+
+
+async def _first(result: GetResult, most: int) -> bytes:
+    """The first ``most`` bytes of a GET's body (all of a shorter one), and at most one
+    frame more: the rest is never received (the connection is dropped with it)."""
+    try:
+        return await anext(aiter(result.stream(min_chunk_size=max(most, 1))))
+    except StopAsyncIteration:  # an empty body
+        return b""
+
+
+def checked(key: str, data: Data, size: int) -> Data:
     """``data`` if it has the ``size`` bytes asked for; EIO if the object was replaced by a
     shorter one, or the server sent another length than it announced."""
+    if len(data) > size:
+        raise OSError(errno.EIO, f"{key}: the server sent more than the {size} bytes its "
+                                 "answer announced (a wrong Content-Length or Content-Range)")
     if len(data) != size:
-        raise OSError(errno.EIO, f"{key}: asked for {size} bytes, got {len(data)}")
+        raise OSError(errno.EIO, f"{key}: asked for {size} bytes, got {len(data)} (the object "
+                                 "replaced meanwhile, or a wrong Content-Length)")
     return data
 
 
@@ -110,18 +161,18 @@ async def get_version(
 ) -> Got:
     """Bytes ``[start, stop)`` with their version (an empty range: a HEAD); ``etag``: of
     that version only, EIO once it was replaced. From the whole object where the server
-    ignores ranges."""
+    ignores ranges (its body read no further than ``stop``)."""
     pinned: Any = {} if etag is None else {"if_match": etag}
     ranged: Any = {**pinned, "range": (start, stop)} if stop > start else {**pinned, "head": True}
     try:
         try:
             result = await obstore.get_async(store, key, options=ranged)
-            data = memoryview(await result.bytes_async())
+            data = memoryview(await _first(result, stop - start + 1))
         except Exception as e:
             if not ignores_ranges(e):
                 raise
             result = await obstore.get_async(store, key, options=pinned)
-            data = memoryview(await result.bytes_async())[start:stop]
+            data = memoryview(await _first(result, stop))[start:stop]
     except Exception as e:
         if type(e).__name__ == "PreconditionError":
             raise OSError(errno.EIO, f"{key}: replaced in the store since this file was "

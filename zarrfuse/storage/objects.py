@@ -33,7 +33,6 @@ from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedOb
 from zarrfuse.storage.object_gets import (
     COMMIT_ATTRIBUTE,
     Got,
-    checked,
     copy,
     delete,
     get_range,
@@ -200,16 +199,14 @@ class ObjectBackend:
     def _without_ranges(self, key: str, start: int, stop: int) -> bytes | memoryview:
         """Bytes ``[start, stop)`` from a server that ignores ranges (Python's
         ``http.server``): the object whole, kept as if fetched ahead when small, so that the
-        reads after it ask nothing."""
+        reads after it ask nothing; a larger one read no further than ``stop``."""
         if self._peeked is not None:
             self._peeked.want([key])
             ahead = self._peeked.read(key, start, stop)
             if ahead is not None:
                 return ahead
-        whole = self.read_all(key)
-        if whole is None:
-            raise FileNotFoundError(errno.ENOENT, f"{key}: not stored")
-        return checked(key, memoryview(whole)[start:stop], stop - start)
+        return self.requests.request(f"GET {key}", lambda: get_range(
+            self.store, key, start, stop, whole_if_ignored=True))
 
     def read_tail(self, key: str, count: int) -> tuple[bytes | memoryview, int | None] | None:
         """The last ``count`` bytes of ``key`` and its size: one suffix GET."""

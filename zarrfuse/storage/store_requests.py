@@ -18,8 +18,10 @@ serve (other fsspec filesystems) run on zarr's own loop and take a slot of the s
 ``REQUESTS_IN_FLIGHT`` from one mount, whichever pool asks. Errors come back as ``OSError``:
 "absent" (a 404, or a web server's 410) as FileNotFoundError, a ranged GET the server cannot
 answer (it ignores ranges) as EOPNOTSUPP, any other failure as EIO with the store's reason in
-one line, logged by whoever reports it (the FUSE operation, once); a fetch made ahead that
-fails is a guess, asked again by the read that needs it.
+one line (a web server's known faults in words: a redirect loop or to another host, headers
+too large or not HTTP, a body shorter than its Content-Length), logged by whoever reports it
+(the FUSE operation, once); a fetch made ahead that fails is a guess, asked again by the read
+that needs it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, NamedTuple, TypeVar
 
+from zarrfuse.limits import REDIRECT_TRAP
+
 __all__ = [
     "ANSWER_BYTES",
     "REQUESTS_IN_FLIGHT",
@@ -44,6 +48,7 @@ __all__ = [
     "StoreRequests",
     "ignores_ranges",
     "is_absent",
+    "server_fault",
 ]
 
 T = TypeVar("T")
@@ -228,8 +233,8 @@ async def _answer(client: StoreRequests, what: str, make: Request[T], bounded: b
                 return await make()
             return await asyncio.wait_for(make(), timeout)
         except TimeoutError:
-            raise OSError(errno.EIO, f"{what}: no answer within {timeout:g} s "
-                                     "(--store-timeout)") from None
+            raise OSError(errno.EIO, f"{what}: no answer within {timeout:g} s (--store-timeout)"
+                                     ": the store stalls, or sends too slowly") from None
         except Exception as e:
             if is_absent(e):
                 raise FileNotFoundError(errno.ENOENT, f"{what}: not found") from e
@@ -256,7 +261,28 @@ def ignores_ranges(e: BaseException) -> bool:
     return type(e).__name__ == "NotSupportedError"
 
 
+_FAULTS = (
+    (f"{REDIRECT_TRAP},", "the server redirected to another host: refused "
+                          "(--allow-redirects follows it)"),
+    ("TooManyRedirects", "the server redirects in a loop"),
+    ("TooLarge", "the server's headers are too large"),
+    ("IncompleteBody", "the server sent fewer bytes than its Content-Length"),
+    ("Parse(", "the server's answer is not HTTP"),
+)
+"""Faults of a web server as obstore's debug text names them (its first line only says
+"error sending request"), and what the log line says instead."""
+
+
+def server_fault(e: BaseException) -> str | None:
+    """A web server's fault in words, if ``e`` is one of ``_FAULTS``."""
+    text = str(e)
+    return next((fault for token, fault in _FAULTS if token in text), None)
+
+
 def _reason(e: BaseException) -> str:
     """The store's reason in one line, without obstore's debug dump."""
+    fault = server_fault(e)
+    if fault is not None:
+        return fault
     text = str(e).split("\n\nDebug source")[0].split("Debug source:")[0]
     return " ".join(text.split()) or type(e).__name__
