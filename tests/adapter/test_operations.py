@@ -55,14 +55,6 @@ class Kernel:
 
 
 @pytest.fixture
-def kernel(monkeypatch) -> Kernel:
-    stand_in = Kernel()
-    for name in ("readdir_reply", "invalidate_inode", "invalidate_entry"):
-        monkeypatch.setattr(pyfuse3, name, getattr(stand_in, name))
-    return stand_in
-
-
-@pytest.fixture
 def array(tmp_path) -> Path:
     path = tmp_path / "a.zarr"
     zarr.create_array(path, shape=(4, 6), chunks=(2, 2), dtype="u1", compressors=None,

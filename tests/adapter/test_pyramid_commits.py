@@ -18,14 +18,13 @@ import threading
 from pathlib import Path
 
 import numpy as np
-import pyfuse3
 import pytest
 import tifffile
 import trio
 import trio.testing
 import zarr
 
-from tests.adapter.test_operations import CTX, Kernel, _path, drive
+from tests.adapter.test_operations import CTX, _path, drive
 from tests.picture_paths import tile_path
 from zarrfuse.fuse.operations import FuseOperations
 
@@ -33,15 +32,6 @@ pytestmark = pytest.mark.timeout(120)
 
 TOP, LOWER = "0/c/0/000/0/000", "1/c/0/000/0/000"  # chunk (0, 0) of each level's raw view
 HELD = 60.0  # the most a held store write waits for the test: a failure, never a hang
-
-
-@pytest.fixture
-def kernel(monkeypatch) -> Kernel:
-    """The kernel's side (``test_operations.Kernel``): records what the adapter drops."""
-    stand_in = Kernel()
-    for name in ("readdir_reply", "invalidate_inode", "invalidate_entry"):
-        monkeypatch.setattr(pyfuse3, name, getattr(stand_in, name))
-    return stand_in
 
 
 def _halved(image: np.ndarray) -> np.ndarray:
