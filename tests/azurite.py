@@ -11,7 +11,10 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import itertools
 import subprocess
+import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from email.utils import formatdate
@@ -27,6 +30,7 @@ KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr
 
 AZURITE = str(Path(__file__).resolve().parents[1] / ".npm-tools/node_modules/.bin/azurite-blob")
 VERSION = "2021-08-06"
+_MARKERS = itertools.count()
 
 
 class Azurite:
@@ -37,15 +41,26 @@ class Azurite:
         self._debug_log = debug_log
 
     def requests(self) -> list[tuple[str, str]]:
-        """(method, URL path and query) of every request the emulator has seen so far."""
+        """(method, URL path and query) of every request the emulator answered before this
+        call. Azurite writes its debug log behind its answers (a loaded machine saw the last
+        two GETs of a batch missing), so a marker request is sent and the log read once the
+        marker is in it: the lines before it are complete."""
         assert self._debug_log is not None, "start it with azurite(..., debug=True)"
-        out = []
-        for line in self._debug_log.read_text().splitlines():
-            if "RequestMethod=" in line:
-                method = line.split("RequestMethod=")[1].split()[0]
-                url = line.split("RequestURL=")[1].split()[0]
-                out.append((method, url.split("/", 3)[3]))
-        return out
+        marker = f"zarrfuse-log-marker-{next(_MARKERS)}"
+        with contextlib.suppress(urllib.error.HTTPError):  # 4xx: unsigned, but logged
+            urllib.request.urlopen(f"{self.endpoint}/{marker}", timeout=10).close()
+        deadline = time.monotonic() + 30
+        while True:
+            out = []
+            for line in self._debug_log.read_text().splitlines():
+                if "RequestMethod=" in line:
+                    method = line.split("RequestMethod=")[1].split()[0]
+                    url = line.split("RequestURL=")[1].split()[0]
+                    out.append((method, url.split("/", 3)[3]))
+            if any(marker in url for _, url in out):
+                return [(m, url) for m, url in out if "zarrfuse-log-marker-" not in url]
+            assert time.monotonic() < deadline, "the emulator never logged the marker request"
+            time.sleep(0.05)
 
     @property
     def connection_string(self) -> str:
