@@ -26,8 +26,22 @@ from zarrfuse.storage.base import Stat
 from zarrfuse.storage.store_requests import ignores_ranges, is_absent
 
 __all__ = [
-    "COMMIT_ATTRIBUTE", "Got", "checked", "copy", "delete", "get_range", "get_tail",
-    "get_version", "get_whole", "head", "list_dir", "peek", "put", "sign", "stat_of",
+    "COMMIT_ATTRIBUTE",
+    "Got",
+    "WebRanges",
+    "checked",
+    "copy",
+    "delete",
+    "get_range",
+    "get_tail",
+    "get_version",
+    "get_whole",
+    "head",
+    "list_dir",
+    "peek",
+    "put",
+    "sign",
+    "stat_of",
 ]
 
 Data = TypeVar("Data", bytes, memoryview)
@@ -49,9 +63,10 @@ async def get_range(
     return memoryview(checked(key, await _first(result, stop - start + 1), stop - start))
 
 
-async def get_whole(store: Any, key: str) -> bytes:
-    """The whole object (FileNotFoundError if absent)."""
-    result = await _get_all(store, key)
+async def get_whole(store: Any, key: str, ranges: WebRanges | None = None) -> bytes:
+    """The whole object (FileNotFoundError if absent); ``ranges``: a web server's (see
+    ``WebRanges``)."""
+    result = await _get_all(store, key, ranges)
     return checked(key, await _first(result, _size(result) + 1), _size(result))
 
 
@@ -70,11 +85,12 @@ async def get_tail(store: Any, key: str, count: int) -> tuple[memoryview, int]:
     return memoryview(tail), int(result.meta["size"])
 
 
-async def peek(store: Any, key: str, limit: int) -> tuple[Stat, bytes | None] | None:
+async def peek(store: Any, key: str, limit: int, ranges: WebRanges | None = None
+               ) -> tuple[Stat, bytes | None] | None:
     """The key's stat and, if it has at most ``limit`` bytes, its bytes, in one GET; None
     if absent. A larger object's body is not read."""
     try:
-        result = await _get_all(store, key)
+        result = await _get_all(store, key, ranges)
     except Exception as e:
         if is_absent(e):
             return None
@@ -85,26 +101,29 @@ async def peek(store: Any, key: str, limit: int) -> tuple[Stat, bytes | None] | 
     return found, checked(key, await _first(result, found.size + 1), found.size)
 
 
-_WHOLE_ONLY: set[str] = set()
-"""Web servers seen answering a ranged GET of a non-empty object whole (they ignore ranges):
-asked for whole objects without a range, one request each."""
+class WebRanges:
+    """Whether a web server answers ranges, learnt from its first whole GET: one per
+    backend (what one mount learns of its server, another learns of its own)."""
+
+    ignored = False
+    """Seen answering a ranged GET of a non-empty object whole: whole objects are then
+    asked without a range, one request each."""
 
 
-async def _get_all(store: Any, key: str) -> GetResult:
-    """A GET of the whole object; from a web server, as the range ``bytes=0-`` (see the
-    module's text), or without a range where it ignores them or the object is empty (nginx
-    answers an empty object's range whole, others 416). Object stores frame their answers
-    truly: asked without a range."""
-    server = str(store.url) if type(store).__name__ == "HTTPStore" else ""
-    if server and server not in _WHOLE_ONLY:
+async def _get_all(store: Any, key: str, ranges: WebRanges | None) -> GetResult:
+    """A GET of the whole object; from a web server (``ranges``), as the range ``bytes=0-``
+    (see the module's text), or without a range where it ignores them or the object is empty
+    (nginx answers an empty object's range whole, others 416). Object stores frame their
+    answers truly: asked without a range."""
+    if ranges is not None and not ranges.ignored:
         try:
             return await obstore.get_async(store, key, options={"range": {"offset": 0}})
         except Exception as e:
             if not ignores_ranges(e) and "416 Range Not Satisfiable" not in str(e):
                 raise
     result = await obstore.get_async(store, key)
-    if result.meta["size"] and server:
-        _WHOLE_ONLY.add(server)
+    if result.meta["size"] and ranges is not None:
+        ranges.ignored = True
     return result
 
 

@@ -33,6 +33,7 @@ from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedOb
 from zarrfuse.storage.object_gets import (
     COMMIT_ATTRIBUTE,
     Got,
+    WebRanges,
     copy,
     delete,
     get_range,
@@ -84,6 +85,7 @@ class ObjectBackend:
         """The mount's store client: every request of this backend goes through it."""
         self.web = is_web_store(store)
         self.can_list = not self.web
+        self._ranges = WebRanges() if self.web else None
         self.stat_by_listing = not self.web
         """On object stores a LIST costs about what a HEAD does and answers for every
         sibling: the chunk source learns one chunk's size by listing its directory."""
@@ -139,7 +141,7 @@ class ObjectBackend:
             tuple[Stat, bytes | None] | None]:
         """A web server's key: its stat and, if at most ``limit`` bytes, its bytes, in one
         GET sent ahead (None: absent)."""
-        return self.requests.send(f"GET {key}", lambda: peek(self.store, key, limit))
+        return self.requests.send(f"GET {key}", lambda: peek(self.store, key, limit, self._ranges))
 
     def list_dir(self, prefix: str) -> tuple[dict[str, Stat], list[str]]:
         """The objects (with stats) and the subdirectories under ``prefix``, in one LIST."""
@@ -248,7 +250,7 @@ class ObjectBackend:
         """A whole object's GET, sent at once (FileNotFoundError in it if absent): a batch
         of chunks is many of these, with one thread waiting for them all."""
         key = self._read_key(key)
-        return self.requests.send(f"GET {key}", lambda: get_whole(self.store, key))
+        return self.requests.send(f"GET {key}", lambda: get_whole(self.store, key, self._ranges))
 
     def read_held(self, key: str) -> bytes | None:
         return None  # objects fetched ahead are taken by readers (read_ahead), not here
@@ -323,7 +325,7 @@ class ObjectBackend:
         read_key = self._read_key(key)
         try:
             return await self.requests.answer(f"GET {read_key}",
-                                              lambda: get_whole(self.store, read_key))
+                                              lambda: get_whole(self.store, read_key, self._ranges))
         except FileNotFoundError:
             return None
 
