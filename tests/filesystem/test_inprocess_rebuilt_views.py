@@ -6,31 +6,31 @@ from __future__ import annotations
 
 import gc
 import io
-import time
 
 import numpy as np
 import tifffile
 import trio
 import zarr
 
-from tests.inprocess import in_process
+from tests.inprocess import TtlClock, in_process
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.images.rendered_chunks import RenderedChunks
 
 
-def test_a_rebuilt_view_renders_the_new_values_every_time(tmp_path):
+def test_a_rebuilt_view_renders_the_new_values_every_time(tmp_path, monkeypatch):
+    clock = TtlClock(monkeypatch)
     zarr.create_group(tmp_path)
     path = tmp_path / "arr"
     zarr.create_array(path, shape=(8, 8), chunks=(8, 8), dtype="u1", fill_value=0)
-    with in_process(str(path.parent), format="tiff", read_only=True, metadata_ttl=0.01) as fs:
+    with in_process(str(path.parent), format="tiff", read_only=True, metadata_ttl=1.0) as fs:
         seen = []
         for value in range(1, 25):
             # A new shape each round: the documents change, so the view is rebuilt.
             zarr.create_array(path, shape=(8, 8 + value % 2), chunks=(8, 8), dtype="u1",
                               fill_value=0, overwrite=True)[...] = value
-            time.sleep(0.02)
+            clock.ahead += 2.0  # past the metadata TTL
             gc.collect()  # the old view's source freed: its address free for the new one
             files = sorted(f"arr/{f}" for f in fs.walk("arr") if f.endswith(".tiff"))
             picture = tifffile.imread(io.BytesIO(fs.read(files[0])))
