@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,16 +25,42 @@ import pytest
 import trio
 
 from zarrfuse.filesystem.attributes import Attributes
+from zarrfuse.filesystem.chunks import (
+    chunk_caches,
+    chunk_listings,
+    recently_used,
+    stored_index,
+)
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.tree import catalog
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mount import build_filesystem, build_operations
 from zarrfuse.fuse.operations import FuseOperations
 
-__all__ = ["InProcess", "in_process", "refused"]
+__all__ = ["InProcess", "TtlClock", "in_process", "refused"]
 
 ROOT = pyfuse3.ROOT_INODE
 CTX = pyfuse3.RequestContext()  # every request comes from one opener, as from one process
 MODE = 0o644
+
+
+class TtlClock:
+    """The monotonic clock every TTL of an in-process mount reads (documents, listings,
+    sizes, open chunks), moved on by the test (``ahead``): what the mount learnt outlives
+    its TTL when the test says, not after a sleep. ``TtlClock(monkeypatch)``."""
+
+    MODULES = (catalog, recently_used, chunk_listings, chunk_caches, stored_index)
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ahead = 0.0
+        for module in self.MODULES:
+            monkeypatch.setattr(module, "time", self)
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def __getattr__(self, name: str) -> object:  # the rest of the time module, as it is
+        return getattr(time, name)
 
 
 def _attributes(entry: pyfuse3.EntryAttributes) -> Attributes:

@@ -29,10 +29,11 @@ needs_bindfs = pytest.mark.skipif(which("bindfs") is None, reason="needs bindfs"
 
 
 def zarrfuse(
-    *args: str | os.PathLike[str], cwd: Path | None = None
+    *args: str | os.PathLike[str], cwd: Path | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    """Run the ``zarrfuse`` command; its result whatever the exit status."""
-    return run_with_timeout([*ZARRFUSE, *args], 60, check=False, cwd=cwd)
+    """Run the ``zarrfuse`` command; its result whatever the exit status (the test fails if
+    it runs past ``timeout`` seconds)."""
+    return run_with_timeout([*ZARRFUSE, *args], timeout, check=False, cwd=cwd)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 
 from zarrfuse.filesystem.chunks.chunk_locks import ChunkLocks
 from zarrfuse.request_deadline import PastDeadline, finished, serving
@@ -29,7 +30,7 @@ def test_holders_of_one_chunk_take_turns_and_other_chunks_do_not_wait():
             nursery.start_soon(hold, "c", (0, 1))
         assert not locks._locks  # nothing kept of chunks nobody holds
 
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))  # virtual time
     assert order.index(("out", "a")) < order.index(("in", "b"))
     assert order.index(("in", "c")) < order.index(("out", "a"))
 
@@ -78,7 +79,7 @@ def test_a_wait_cut_at_its_deadline_leaves_the_lock_to_the_holder():
             done.set()
         await _free_and_forgotten(locks, (2,))
 
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_a_task_that_takes_a_chunk_it_holds_is_refused_and_leaves_nothing_behind():

@@ -6,31 +6,46 @@ from __future__ import annotations
 
 import gc
 import io
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import tifffile
 import trio
 import zarr
 
-from tests.inprocess import in_process
+from tests.inprocess import TtlClock, in_process
 from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.images.rendered_chunks import RenderedChunks
 
 
-def test_a_rebuilt_view_renders_the_new_values_every_time(tmp_path):
+@contextmanager
+def _young_heap_only() -> Iterator[None]:
+    """``gc.collect()`` scans only objects made from here on: what the test session made
+    before is frozen, so each collection takes milliseconds, not seconds, late in a run."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def test_a_rebuilt_view_renders_the_new_values_every_time(tmp_path, monkeypatch):
+    clock = TtlClock(monkeypatch)
     zarr.create_group(tmp_path)
     path = tmp_path / "arr"
     zarr.create_array(path, shape=(8, 8), chunks=(8, 8), dtype="u1", fill_value=0)
-    with in_process(str(path.parent), format="tiff", read_only=True, metadata_ttl=0.01) as fs:
+    with in_process(str(path.parent), format="tiff", read_only=True, metadata_ttl=1.0
+                    ) as fs, _young_heap_only():
         seen = []
         for value in range(1, 25):
             # A new shape each round: the documents change, so the view is rebuilt.
             zarr.create_array(path, shape=(8, 8 + value % 2), chunks=(8, 8), dtype="u1",
                               fill_value=0, overwrite=True)[...] = value
-            time.sleep(0.02)
+            clock.ahead += 2.0  # past the metadata TTL
             gc.collect()  # the old view's source freed: its address free for the new one
             files = sorted(f"arr/{f}" for f in fs.walk("arr") if f.endswith(".tiff"))
             picture = tifffile.imread(io.BytesIO(fs.read(files[0])))
@@ -43,14 +58,15 @@ def test_sources_never_share_cache_keys_even_at_a_reused_address():
     keys made of ``id()`` would hand the new source the old one's renderings."""
     array = zarr.create_array({}, shape=(8, 8), chunks=(8, 8), dtype="u1", fill_value=0)
     addresses, keys = set(), set()
-    for _ in range(50):
-        limiter = trio.CapacityLimiter(1)
-        decoder = ChunkDecoder(array, None, limiter=limiter, counters=Counters())  # type: ignore[arg-type]
-        source = RenderedChunks(array, "tiff", limiter=limiter, cache=RenderCache(1 << 20),
-                                decoder=decoder)
-        addresses.add(id(source))
-        keys.add(source.cache_key((0, 0)))
-        del source, decoder
-        gc.collect()
+    with _young_heap_only():
+        for _ in range(50):
+            limiter = trio.CapacityLimiter(1)
+            decoder = ChunkDecoder(array, None, limiter=limiter, counters=Counters())  # type: ignore[arg-type]
+            source = RenderedChunks(array, "tiff", limiter=limiter,
+                                    cache=RenderCache(1 << 20), decoder=decoder)
+            addresses.add(id(source))
+            keys.add(source.cache_key((0, 0)))
+            del source, decoder
+            gc.collect()
     assert len(addresses) < 50  # an address was reused: the case the keys must survive
     assert len(keys) == 50

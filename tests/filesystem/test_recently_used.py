@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import time
+from types import SimpleNamespace
 
+import pytest
+
+from zarrfuse.filesystem.chunks import recently_used
 from zarrfuse.filesystem.chunks.recently_used import (
     CHANGES_REMEMBERED,
     DROPS_REMEMBERED,
@@ -28,26 +31,35 @@ def test_least_recently_used_leaves_first_within_the_weight_limit():
     assert evicted == [b"bbbb"] and len(cache) == 3
 
 
-def test_entries_older_than_the_ttl_are_gone_and_handed_to_the_hook():
+@pytest.fixture
+def clock(monkeypatch) -> list[float]:
+    """The caches' monotonic clock, set by the test: ``clock[0]`` is now."""
+    now = [1000.0]
+    monkeypatch.setattr(recently_used, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    return now
+
+
+def test_entries_older_than_the_ttl_are_gone_and_handed_to_the_hook(clock):
     evicted: list[int] = []
-    cache: RecentlyUsed[str, int] = RecentlyUsed(5, trust=Trust(0.05), on_evict=evicted.append)
-    cache.put("old", 1, at=time.monotonic() - 1)
+    cache: RecentlyUsed[str, int] = RecentlyUsed(5, trust=Trust(0.5), on_evict=evicted.append)
+    cache.put("old", 1, at=clock[0] - 1)
     cache.put("new", 2)
     assert cache.get("old") is None and evicted == [1]
+    clock[0] += 0.375  # binary fractions: the sums are exact
     assert cache.get("new") == 2
-    time.sleep(0.06)
+    clock[0] += 0.125  # the TTL to the tick
     assert cache.get("new") is None and evicted == [1, 2]
 
 
-def test_entries_past_the_ttl_stay_while_they_are_trusted_another_way():
+def test_entries_past_the_ttl_stay_while_they_are_trusted_another_way(clock):
     """A writable mount's listings while its store watch tells every change: kept past the
     TTL, and gone once the watch stops telling."""
     trusted = [True]
-    watched_since = time.monotonic() - 2
+    watched_since = clock[0] - 2
     cache: RecentlyUsed[str, int] = RecentlyUsed(
         5, trust=Trust(0.05, lambda at: trusted[0] and at >= watched_since))
-    cache.put("listing", 1, at=time.monotonic() - 1)
-    cache.put("before the watch", 2, at=time.monotonic() - 3)
+    cache.put("listing", 1, at=clock[0] - 1)
+    cache.put("before the watch", 2, at=clock[0] - 3)
     assert cache.get("listing") == 1
     assert cache.get("before the watch") is None  # it may have changed unseen: the TTL
     trusted[0] = False

@@ -1,10 +1,11 @@
 """Callers asking for the same key together share one ask; a failed ask leaves the next
-caller to ask again."""
+caller to ask again. On trio's MockClock: the sleeps only order the tasks, in virtual time."""
 
 from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 
 from zarrfuse.filesystem.chunks.single_flight import SingleFlight
 
@@ -26,7 +27,7 @@ def test_the_first_caller_asks_and_the_others_wait_for_it():
             for n in range(5):
                 nursery.start_soon(caller, n)
 
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert len(asked) == 1 and roles.count(True) == 1 and len(roles) == 5
 
 
@@ -50,7 +51,7 @@ def test_an_ask_that_fails_wakes_the_waiters():
                 nursery.start_soon(failing)
                 nursery.start_soon(waiter)
 
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert woke == [False]
     async def again() -> bool:
         async with flights.first("dir") as mine:

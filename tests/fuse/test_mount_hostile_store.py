@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import threading
-import time
 import zlib
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 import zarrfuse
+from tests.cli.operating import stats
 from tests.mounting import ZARRFUSE, daemon_pid, is_mounted, mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
@@ -153,16 +153,13 @@ def test_a_fifo_part_gets_eio_at_once_and_the_mount_keeps_serving(tmp_path):
         outcome: dict[str, object] = {}
 
         def read() -> None:
-            start = time.monotonic()
             outcome["errno"] = _errno_of(lambda: (mnt / "c" / "0" / "1").read_bytes())
-            outcome["seconds"] = time.monotonic() - start
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        reader.join(10)
+        reader.join(5)  # the deadline: a read that waits on the FIFO's writer fails here
         assert not reader.is_alive(), "the read hung on a FIFO"
         assert outcome["errno"] in (errno.EIO, errno.ENOENT)
-        assert outcome["seconds"] < 5
         assert _errno_of(lambda: (mnt / "c" / "1" / "1").read_bytes()) in (errno.EIO,
                                                                            errno.ENOENT)
         main = _chunk(store, 0, 0)
@@ -221,10 +218,9 @@ def test_a_metadata_document_that_is_a_fifo_or_dev_zero_is_refused_at_once(tmp_p
         store = tmp_path / f"{name}.zarr"
         store.mkdir()
         make(store / "zarr.json")
-        started = time.monotonic()
-        result = run_with_timeout([*ZARRFUSE, "mount", store, tmp_path / "mnt"], 30,
-                                  check=False)
-        assert result.returncode != 0 and time.monotonic() - started < 20
+        result = run_with_timeout([*ZARRFUSE, "mount", store, tmp_path / "mnt"], 20,
+                                  check=False)  # fails, not hangs, past 20 s
+        assert result.returncode != 0
         assert "not a metadata document" in result.stderr
         assert not is_mounted(tmp_path / "mnt")
 
@@ -306,10 +302,9 @@ def test_a_rendered_file_of_a_1_gib_chunk_is_sized_without_decoding_it(tmp_path)
                       fill_value=0)  # one 1 GiB chunk, not stored
     with mounted(store, tmp_path / "mnt", "--format", "tiff", "--read-only") as mnt:
         (tiff,) = list(mnt.rglob("*.tiff"))
-        started = time.monotonic()
         size = tiff.stat().st_size
-        assert time.monotonic() - started < 2
         assert size > 1 << 30
+        assert stats(mnt)["counters"].get("decoded", {}).get("chunks", 0) == 0
         assert _rss_mb(daemon_pid(mnt)) < 400
 
 

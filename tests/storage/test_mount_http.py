@@ -156,10 +156,8 @@ def test_a_misbehaving_server_gives_eio_then_recovers(bad_server, tmp_path, mode
         path = _file(mnt, (1, 2), "")
         server.modes[key] = mode
         before = log.read_text().count("\n")
-        started = time.monotonic()
-        result = run_with_timeout(["cat", str(path)], 30, check=False)
+        result = run_with_timeout(["cat", str(path)], 10, check=False)  # fails past 10 s
         assert result.returncode != 0 and "Input/output error" in result.stderr, result
-        assert time.monotonic() - started < 10
         lines = log.read_text().splitlines()[before:]
         assert "Traceback" not in "\n".join(lines)
         said = [line for line in lines if " ERROR " in line or " WARNING " in line]

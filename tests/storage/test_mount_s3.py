@@ -387,14 +387,12 @@ def test_server_outage_gives_eio_and_the_mount_recovers(s3, tmp_path):
 
 
 def test_unreachable_endpoint_fails_within_bounded_time(mountpoint):
-    start = time.monotonic()
     result = run_with_timeout(
         [sys.executable, "-m", "zarrfuse", "mount", f"s3://{BUCKET}/a", mountpoint,
          "--storage-option", "endpoint_url=http://127.0.0.1:1"],
-        timeout=60, check=False, env={**os.environ, **CREDENTIALS},
-    )
+        timeout=40, check=False, env={**os.environ, **CREDENTIALS},
+    )  # the bound: the test fails past 40 s
     assert result.returncode == 1 and result.stderr.startswith("zarrfuse: ")
-    assert time.monotonic() - start < 40
 
 
 def test_no_secret_reaches_any_command_line_or_environment(s3, tmp_path):

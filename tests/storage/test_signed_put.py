@@ -71,12 +71,18 @@ def _clock_ahead(backend: ObjectBackend) -> float:
     return signed.clock_ahead()
 
 
-def _settle(server: S3Server, kind: str, at_least: int, wait: float = 10.0) -> int:
-    """The server's count of ``kind`` once it reached ``at_least`` (or ``wait`` ran out)."""
+def _settle(server: S3Server, kind: str, at_least: int, wait: float = 10.0,
+            *others: str) -> int:
+    """The server's count of ``kind`` (and ``others``) once it reached ``at_least`` (or
+    ``wait`` ran out)."""
+    def count() -> int:
+        counts = server.snapshot()[0]
+        return sum(counts[k] for k in (kind, *others))
+
     ends = time.monotonic() + wait
-    while server.snapshot()[0][kind] < at_least and time.monotonic() < ends:
+    while count() < at_least and time.monotonic() < ends:
         time.sleep(0.1)
-    return server.snapshot()[0][kind]
+    return count()
 
 
 def test_a_write_is_stored_and_answered(server, proxy):

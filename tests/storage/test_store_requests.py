@@ -55,7 +55,7 @@ def test_a_stalled_store_sees_no_more_requests_than_the_slots(stalling, two_slot
         for i in range(6)]
     for thread in threads:
         thread.start()
-    time.sleep(1.0)  # every thread has had time to send its request, were it let
+    _queued(backend, 4)  # two requests hold the slots, four wait for one
     connections = proxy.connections()
     proxy.resume()
     for thread in threads:
@@ -69,7 +69,7 @@ def test_fetches_made_ahead_take_slots_and_no_thread_each(stalling, two_slots):
     proxy.stall()
     threads_before = _threads()
     backend.prefetch_objects([(str(i), None) for i in range(6)])
-    time.sleep(1.0)
+    _queued(backend, 4)
     connections, threads = proxy.connections(), _threads()
     proxy.resume()
     assert connections <= 2, connections
@@ -77,6 +77,18 @@ def test_fetches_made_ahead_take_slots_and_no_thread_each(stalling, two_slots):
     assert [backend.read_range(str(i), 0, 100) for i in range(6)] == [
         bytes([i]) * 100 for i in range(6)]
     assert proxy.connections() <= 2  # every answer came from the GETs sent ahead
+
+
+def _queued(backend: Any, waiting: int) -> None:
+    """Waits until ``waiting`` requests wait for a slot of the store's bound (a bound that
+    let them through would never queue them: this fails at its deadline)."""
+    ends = time.monotonic() + 10
+    while time.monotonic() < ends:
+        waiters = backend.requests._slots and backend.requests._slots._waiters
+        if len(waiters or ()) >= waiting:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{waiting} requests never waited for a slot")
 
 
 def _threads() -> list[str]:

@@ -19,16 +19,40 @@ from zarrfuse.storage.store_watch import WHOLE_DIRECTORY, WatchState, follow_sto
 pytestmark = pytest.mark.timeout(60)
 
 
+class StandingClock:
+    """The watch's monotonic clock, which moves only when the test moves it, and counts
+    how often it was read: the watch thread reads it once a round."""
+
+    def __init__(self) -> None:
+        self.now, self.reads = 1000.0, 0
+
+    def monotonic(self) -> float:
+        self.reads += 1
+        return self.now
+
+
+async def _until(condition: Callable[[], object], what: str) -> None:
+    """Polls ``condition`` until it holds; fails, not hangs, after 10 s."""
+    with trio.move_on_after(10):
+        while not condition():
+            await trio.sleep(0.02)
+        return
+    raise AssertionError(what)
+
+
 @pytest.mark.parametrize("serving", [True, False], ids=["serving", "before-serving"])
-def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_path, serving):
+def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(
+        tmp_path, monkeypatch, serving):
     """A mount that serves before its watch is set up waits the settle time; one that waits
-    for the watch (a fresh writable mount) learnt nothing unwatched: live at once."""
+    for the watch (a fresh writable mount) learnt nothing unwatched: live at once. The
+    settle time runs on a clock the test moves."""
     (tmp_path / "c").mkdir()
+    clock = StandingClock()
+    monkeypatch.setattr(store_watch, "time", clock)
     state = WatchState(settle=0.6)
     if serving:
         state.serving()
     seen: list[set[str]] = []
-    lived: list[float] = []
     told_all: list[bool] = []
 
     async def apply(keys: set[str]) -> None:
@@ -36,28 +60,34 @@ def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(tmp_p
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            start = time.monotonic()
+            start = clock.now
+            clock.now += 1  # the watch is set up after ``start``
             nursery.start_soon(follow_store, tmp_path, apply, state)
-            while not state.live:
-                await trio.sleep(0.02)
-                assert time.monotonic() - start < 10, "the watch never went live"
-            lived.append(time.monotonic() - start)
+            with trio.fail_after(10):
+                await state.set_up.wait()
+            if serving:  # rounds go by, the clock standing: not live before the settle time
+                rounds = clock.reads
+                await _until(lambda: clock.reads >= rounds + 3, "three rounds")
+                assert not state.live
+                clock.now += 0.5
+                rounds = clock.reads
+                await _until(lambda: clock.reads >= rounds + 3, "three rounds")
+                assert not state.live
+                clock.now += 0.1
+            await _until(lambda: state.live, "the watch never went live")
             told_all.append(state.tells_all(start))  # learnt before the watch was set up
-            told_all.append(state.tells_all(time.monotonic()))  # learnt since
+            told_all.append(state.tells_all(clock.now))  # learnt since
             await trio.to_thread.run_sync((tmp_path / "c" / "0").write_bytes, b"x")
-            while not seen:
-                await trio.sleep(0.02)
-                assert time.monotonic() - start < 10, "no change was delivered"
+            await _until(lambda: seen, "no change was delivered")
             nursery.cancel_scope.cancel()
 
     trio.run(main)
     assert state.set_up.is_set()
-    assert lived[0] >= 0.6 if serving else lived[0] < 0.6
     # Only a watch up before serving saw every change; a later one, every change since.
     assert told_all == [not serving, True]
     assert {"c/0"} <= set().union(*seen)
     assert not state.live  # the mount ended: no longer told
-    assert not state.tells_all(time.monotonic())
+    assert not state.tells_all(clock.now)
 
 
 def test_the_state_tells_its_listeners_once_and_only_if_it_was_live():
@@ -98,11 +128,9 @@ def test_a_change_the_mount_cannot_apply_ends_its_trust_in_the_watch(tmp_path):
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(follow_store, tmp_path, apply, state)
-            while not state.live:
-                await trio.sleep(0.02)
+            await _until(lambda: state.live, "the watch never went live")
             await trio.to_thread.run_sync(os.mkdir, tmp_path / "new")
-            while not told:
-                await trio.sleep(0.02)
+            await _until(lambda: told, "the failure was not told")
             nursery.cancel_scope.cancel()
 
     trio.run(main)
@@ -122,13 +150,9 @@ def _reported(store: Path, change: Callable[[], object],
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(follow_store, store, apply, state)
-            while not state.live:
-                await trio.sleep(0.02)
+            await _until(lambda: state.live, "the watch never went live")
             await trio.to_thread.run_sync(change)
-            start = time.monotonic()
-            while not until(seen):
-                await trio.sleep(0.02)
-                assert time.monotonic() - start < 10, f"only {seen} were reported"
+            await _until(lambda: until(seen), "not all were reported")
             nursery.cancel_scope.cancel()
 
     trio.run(main)

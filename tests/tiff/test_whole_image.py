@@ -4,7 +4,6 @@ header served in well under a second."""
 
 from __future__ import annotations
 
-import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,21 +209,16 @@ def test_classic_tiff_while_the_file_fits_in_4_gib():
     assert layout(64, bigtiff=True).flavour.bigtiff
 
 
-def test_the_100k_square_header_in_well_under_a_second(tmp_path):
+def test_the_100k_square_header_is_where_tifffile_finds_every_tile(tmp_path):
     """100,000 x 100,000 uint16 in 256 x 256 tiles (152,881 tiles, a 20 GB BigTIFF): the
-    layout and its whole header in < 1 s (target 100 ms); tifffile parses it from a sparse
-    file and finds the last tile where the layout puts it."""
-    began = time.perf_counter()
+    layout and its whole header, read by tifffile from a sparse file, put the last tile
+    where the layout does. How fast (< 1 s, target 100 ms): bench/bench_whole_image.py."""
     description = ome_xml(name="big", roles=[], sizes=[], y=100_000, x=100_000,
                           dtype="uint16")
     layout = WholeImagePlan([ImageLevel((100_000, 100_000), (256, 256))],
                               np.dtype("uint16"), samples=1, description=description)
-    built = time.perf_counter()
     header = layout.header_bytes(0, layout.data_start)
     middle = layout.header_bytes(layout.data_start // 2, layout.data_start // 2 + 4096)
-    elapsed = time.perf_counter() - began
-    print(f"layout {1e3 * (built - began):.1f} ms, header {1e3 * elapsed:.1f} ms in all")
-    assert elapsed < 1.0
     assert middle == header[layout.data_start // 2 : layout.data_start // 2 + 4096]
     assert layout.tile_grid(0) == (391, 391) and layout.flavour.bigtiff
     path = tmp_path / "big.ome.tif"
