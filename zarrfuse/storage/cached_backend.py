@@ -17,6 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from zarrfuse.errors import UnfitDocument
@@ -55,9 +56,10 @@ class CachingBackend:
         self.listing_ttl = listing_ttl
         """Seconds a listing kept in the cache (by any mount) is trusted: the metadata TTL
         of a read-only mount given one; None: every mount lists anew."""
-        self.stat_by_listing = inner.stat_by_listing
-        self.can_list = inner.can_list
-        self.remote = inner.remote
+        can = inner.capabilities  # the inner's, its batched reads and fetches ahead through here
+        self.capabilities = replace(
+            can, read_many=self._read_many if can.read_many else None,
+            prefetch_objects=self._prefetch_objects if can.prefetch_objects else None)
         self._validators: OrderedDict[str, Stat] = OrderedDict()
         self._stats: dict[str, dict[str, Any]] = {}
         """Stats kept on disk (``listing_ttl``), by directory, as read or written here."""
@@ -120,7 +122,7 @@ class CachingBackend:
             return None
 
     def list_names(self, prefix: str) -> set[str]:
-        if self.stat_by_listing:  # the same one LIST gives the validators: learn them
+        if self.capabilities.stat_by_listing:  # the same LIST gives the validators: learn them
             return set(self.list_stats(prefix))
         return self.inner.list_names(prefix)
 
@@ -236,7 +238,7 @@ class CachingBackend:
     def read_all(self, key: str) -> bytes | None:
         stat = self.validator(key, None)
         kept = NOT_KEPT if stat is not None else self._kept_stat(key)
-        if stat is None and isinstance(kept, NotKept) and not self.inner.can_list:
+        if stat is None and isinstance(kept, NotKept) and not self.capabilities.can_list:
             return self._fetch_whole(key)  # no listing: the GET's answer is the validator
         stat = stat or self.stat(key)
         if stat is None:
@@ -256,17 +258,57 @@ class CachingBackend:
             reader.close()
         return bytes(out)
 
-    def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
+    def _prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
         """The inner backend's fetching ahead of the next chunk files, for those whose last
         block is not here: a warm cache asks the store for nothing."""
-        if (prefetch := getattr(self.inner, "prefetch_objects", None)) is not None:
-            prefetch([(key, size) for key, size in objects if not self._held_whole(key)])
+        prefetch = self.inner.capabilities.prefetch_objects
+        assert prefetch is not None  # stated only where the inner has it
+        prefetch([(key, size) for key, size in objects
+                  if not self._held_whole(key, self._known(key))])
 
-    def _held_whole(self, key: str) -> bool:
-        kept = self._kept_stat(key)
-        stat = self.validator(key, None) or (kept if isinstance(kept, Stat) else None)
-        return stat is not None and self.cache.holds(
+    def _read_many(self, keys: Sequence[str]) -> list[tuple[Stat, bytes] | None]:
+        """``read_all`` of each key: what is held (or kept absent) is answered here, the rest
+        by the inner backend's batched reads (all in flight at once) and kept as ``read_all``
+        keeps it: by the validator listed, or where the store cannot list by the GET's own."""
+        read_many = self.inner.capabilities.read_many
+        assert read_many is not None  # stated only where the inner has it
+        stats = [self._known(key) for key in keys]
+        asked = [i for i, key in enumerate(keys)
+                 if stats[i] is not None and not self._held_whole(key, stats[i])]
+        fetched = dict(zip(asked, read_many([keys[i] for i in asked]), strict=True))
+        out: list[tuple[Stat, bytes] | None] = []
+        for i, (key, stat) in enumerate(zip(keys, stats, strict=True)):
+            if i not in fetched:  # kept absent, or its blocks are here
+                out.append((stat, data) if isinstance(stat, Stat)
+                           and (data := self.read_all(key)) is not None else None)
+                continue
+            found = fetched[i]
+            if isinstance(stat, NotKept):
+                stat = None if found is None or self.capabilities.can_list else found[0]
+                if not self.capabilities.can_list:  # as ``_fetch_whole``
+                    self._learn(key, stat)
+                    self._keep_stat(key, stat)
+            elif stat is not None and (found is None or found[0].size != stat.size):
+                stat = None  # gone or replaced since the listing: the next one tells
+                self._learn(key, None)
+            if stat is not None and found is not None:
+                self._keep_blocks(key, stat, found[1])
+            out.append(found)
+        return out
+
+    def _known(self, key: str) -> Stat | NotKept | None:
+        """The validator ``key`` was last listed with, or kept with (``listing_ttl``): None
+        if it was kept absent, NOT_KEPT if neither."""
+        return self.validator(key, None) or self._kept_stat(key)
+
+    def _held_whole(self, key: str, stat: Stat | NotKept | None) -> bool:
+        return isinstance(stat, Stat) and self.cache.holds(
             self.block_name(key, stat, max(stat.size - 1, 0) // BLOCK_SIZE))
+
+    def _keep_blocks(self, key: str, stat: Stat, data: bytes) -> None:
+        for at in range(0, stat.size, BLOCK_SIZE):
+            self.cache.write(self.block_name(key, stat, at // BLOCK_SIZE),
+                             data[at : at + BLOCK_SIZE])
 
     def _fetch_whole(self, key: str) -> bytes | None:
         """The object in one request that also says its size and time, its blocks kept."""
@@ -279,9 +321,7 @@ class CachingBackend:
         self._learn(key, stat)
         self._keep_stat(key, stat)
         if found is not None and stat is not None:
-            for at in range(0, stat.size, BLOCK_SIZE):
-                self.cache.write(self.block_name(key, stat, at // BLOCK_SIZE),
-                                 found.data[at : at + BLOCK_SIZE])
+            self._keep_blocks(key, stat, found.data)
         return None if found is None else found.data
 
     def read_range(self, key: str, start: int, stop: int) -> bytes:
