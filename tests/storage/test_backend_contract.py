@@ -47,17 +47,20 @@ class Subject:
     kind: str = ""
 
 
+OBJECT_STORE = {"read_many", "prefetch_objects"}
+CACHE = {*OBJECT_STORE, "read_held", "open_reader_nowait"}
 STATED = {
-    "local": (False, True, {"warm_after", "watched_root"}),
+    "local": (False, True, {"open_reader_nowait", "warm_after", "watched_root"}),
     "zip": (False, True, set()),
-    "http": (True, False, {"read_many", "prefetch_objects"}),
-    "s3": (True, True, {"read_many", "prefetch_objects"}),
-    "azure": (True, True, {"read_many", "prefetch_objects"}),
-    "cached-s3": (True, True, {"read_many", "prefetch_objects"}),
-    "cached-http": (True, False, {"read_many", "prefetch_objects"}),
+    "http": (True, False, OBJECT_STORE),
+    "s3": (True, True, OBJECT_STORE),
+    "azure": (True, True, OBJECT_STORE),
+    "cached-s3": (True, True, CACHE),
+    "cached-http": (True, False, CACHE),
 }
 """What each backend states: remote, can list, and which optional capabilities it has."""
-OPTIONAL = ("read_many", "prefetch_objects", "warm_after", "watched_root")
+OPTIONAL = ("open_reader_nowait", "read_many", "read_held", "prefetch_objects", "warm_after",
+            "watched_root")
 
 
 def _seed_directory(root: Path) -> None:
@@ -99,6 +102,9 @@ class _Prefixed:
         self.capabilities = replace(
             can,
             read_many=can.read_many and (lambda keys: can.read_many([key(k) for k in keys])),
+            read_held=can.read_held and (lambda k: can.read_held(key(k))),
+            open_reader_nowait=can.open_reader_nowait and (
+                lambda keys, sizes: can.open_reader_nowait([key(k) for k in keys], sizes)),
             prefetch_objects=can.prefetch_objects and (
                 lambda objects: can.prefetch_objects([(key(k), n) for k, n in objects])))
 
@@ -235,6 +241,40 @@ def test_batched_reads_answer_as_read_all(subject):
             None if data is None else len(data) for data in expected]
     assert [subject.backend.read_all(key) for key in keys] == expected
     assert read_many([]) == []
+
+
+def test_what_is_held_is_what_read_all_reads(subject):
+    read_held = subject.backend.capabilities.read_held
+    if read_held is None:
+        pytest.skip("nothing held apart from the store")
+    assert [read_held(key) for key in OBJECTS] == [None] * len(OBJECTS)  # nothing yet
+    assert [subject.backend.read_all(key) for key in OBJECTS] == list(OBJECTS.values())
+    assert [read_held(key) for key in OBJECTS] == list(OBJECTS.values())  # kept by the reads
+    assert read_held("a/c/9/9") is None
+
+
+def test_an_open_without_waiting_reads_what_an_open_does(subject):
+    nowait = subject.backend.capabilities.open_reader_nowait
+    if nowait is None:
+        pytest.skip("every open may wait")
+    opened = 0
+    for key, data in OBJECTS.items():
+        assert _read(subject.backend, key, 0, len(data)) == data, key  # pages now cached
+        for sizes in (None, [len(data)]):
+            reader = nowait([key], sizes)
+            if reader is None:  # it would wait: the caller opens in a worker thread
+                continue
+            opened += 1
+            try:
+                assert reader.sizes == (len(data),), key
+                out = bytearray(len(data))
+                done = reader.read_into_nowait(0, 0, memoryview(out))
+                reader.read_into(0, done, memoryview(out)[done:])
+                assert bytes(out) == data, key
+            finally:
+                reader.close()
+    if subject.kind.startswith("cached"):  # the validators the reads learnt, blocks kept
+        assert opened >= len(OBJECTS), opened
 
 
 def test_fetching_ahead_changes_no_answer(subject):

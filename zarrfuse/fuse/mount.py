@@ -203,7 +203,7 @@ def build_filesystem(
 
 def _with_disk_cache(backend: Backend, store: Store, config: MountConfig) -> Backend:
     """``backend`` with its chunk bytes kept in ``--cache-dir`` (remote stores only)."""
-    identity = cache_identity(store)
+    identity = cache_identity(store) if backend.capabilities.remote else None
     if identity is None:
         log.info("--cache-dir: %s is not remote; nothing is cached", config.source)
         return backend

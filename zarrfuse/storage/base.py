@@ -56,6 +56,13 @@ class Capabilities:
     read_many: Callable[[Sequence[str]], list[tuple[Stat, bytes] | None]] | None = None
     """``read_all`` of each key with its stat, the requests all in flight at once and one
     thread waiting for them, not a thread each."""
+    open_reader_nowait: Callable[[Sequence[str], Sequence[int | None] | None],
+                                 PartReader | None] | None = None
+    """As ``open_reader``, but only if it needs no waiting on storage (the kernel has the
+    paths cached, the cache holds the parts): None if it would wait."""
+    read_held: Callable[[str], bytes | None] | None = None
+    """A whole object held apart from the store (a ``--cache-dir`` block), read without
+    waiting; None if it would have to ask the store (``read_all``)."""
     prefetch_objects: Callable[[Sequence[tuple[str, int | None]]], None] | None = None
     """Start fetching these (key, size) objects whole, sizes None where unknown: the
     filesystem is about to open them (read-only mounts)."""
@@ -107,13 +114,6 @@ class Backend(Protocol):
         """
         ...
 
-    def open_reader_nowait(
-        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
-    ) -> PartReader | None:
-        """As :meth:`open_reader`, but only if it needs no waiting on storage (the kernel has
-        the paths cached); None otherwise, or where the backend cannot tell."""
-        ...
-
     def read_all(self, key: str) -> bytes | None:
         """A whole object, None if absent."""
         ...
@@ -126,11 +126,6 @@ class Backend(Protocol):
     def read_tail(self, key: str, count: int) -> tuple[bytes | memoryview, int | None] | None:
         """The last ``count`` bytes of an object (all of it if smaller) in one request, with
         its size where the answer tells it; None if it is absent."""
-        ...
-
-    def read_held(self, key: str) -> bytes | None:
-        """A whole object this backend holds apart from the store (a ``--cache-dir`` block),
-        read without waiting; None if it would have to ask the store (``read_all``)."""
         ...
 
     def read_document(self, key: str) -> Document | None:

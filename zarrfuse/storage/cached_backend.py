@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from zarrfuse.errors import UnfitDocument
 from zarrfuse.storage.base import Backend, Document, PartReader, Stat, stat_each
 from zarrfuse.storage.cached_reads import CachedPartReader
 from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
@@ -58,7 +57,8 @@ class CachingBackend:
         of a read-only mount given one; None: every mount lists anew."""
         can = inner.capabilities  # the inner's, its batched reads and fetches ahead through here
         self.capabilities = replace(
-            can, read_many=self._read_many if can.read_many else None,
+            can, open_reader_nowait=self.open_reader_nowait, read_held=self.read_held,
+            read_many=self._read_many if can.read_many else None,
             prefetch_objects=self._prefetch_objects if can.prefetch_objects else None)
         self._validators: OrderedDict[str, Stat] = OrderedDict()
         self._stats: dict[str, dict[str, Any]] = {}
@@ -236,11 +236,11 @@ class CachingBackend:
         return CachedPartReader(self, keys, stats)
 
     def read_all(self, key: str) -> bytes | None:
-        stat = self.validator(key, None)
-        kept = NOT_KEPT if stat is not None else self._kept_stat(key)
-        if stat is None and isinstance(kept, NotKept) and not self.capabilities.can_list:
-            return self._fetch_whole(key)  # no listing: the GET's answer is the validator
-        stat = stat or self.stat(key)
+        if (not self.capabilities.can_list and self.capabilities.read_many
+                and isinstance(self._known(key), NotKept)):  # its GET tells the validator
+            found = self._read_many([key])[0]
+            return None if found is None else found[1]
+        stat = self.validator(key, None) or self.stat(key)
         if stat is None:
             return None
         try:
@@ -283,16 +283,16 @@ class CachingBackend:
                            and (data := self.read_all(key)) is not None else None)
                 continue
             found = fetched[i]
-            if isinstance(stat, NotKept):
-                stat = None if found is None or self.capabilities.can_list else found[0]
-                if not self.capabilities.can_list:  # as ``_fetch_whole``
-                    self._learn(key, stat)
-                    self._keep_stat(key, stat)
-            elif stat is not None and (found is None or found[0].size != stat.size):
-                stat = None  # gone or replaced since the listing: the next one tells
+            if isinstance(stat, NotKept) and not self.capabilities.can_list:
+                stat = None if found is None else found[0]  # its GET tells the validator
+                self._learn(key, stat)
+                self._keep_stat(key, stat)
+            if found is not None and isinstance(stat, Stat) and found[0].size == stat.size:
+                for at in range(0, stat.size, BLOCK_SIZE):
+                    self.cache.write(self.block_name(key, stat, at // BLOCK_SIZE),
+                                     found[1][at : at + BLOCK_SIZE])
+            else:  # not listed, or gone or replaced since the listing: the next one tells
                 self._learn(key, None)
-            if stat is not None and found is not None:
-                self._keep_blocks(key, stat, found[1])
             out.append(found)
         return out
 
@@ -304,25 +304,6 @@ class CachingBackend:
     def _held_whole(self, key: str, stat: Stat | NotKept | None) -> bool:
         return isinstance(stat, Stat) and self.cache.holds(
             self.block_name(key, stat, max(stat.size - 1, 0) // BLOCK_SIZE))
-
-    def _keep_blocks(self, key: str, stat: Stat, data: bytes) -> None:
-        for at in range(0, stat.size, BLOCK_SIZE):
-            self.cache.write(self.block_name(key, stat, at // BLOCK_SIZE),
-                             data[at : at + BLOCK_SIZE])
-
-    def _fetch_whole(self, key: str) -> bytes | None:
-        """The object in one request that also says its size and time, its blocks kept."""
-        try:
-            found = self.inner.read_document(key)
-        except UnfitDocument:  # larger than a document: a HEAD, then block by block
-            self._learn(key, None)
-            return self.read_all(key) if self.stat(key) is not None else None
-        stat = None if found is None else Stat(len(found.data), found.mtime_ns)
-        self._learn(key, stat)
-        self._keep_stat(key, stat)
-        if found is not None and stat is not None:
-            self._keep_blocks(key, stat, found.data)
-        return None if found is None else found.data
 
     def read_range(self, key: str, start: int, stop: int) -> bytes:
         """Through the cached blocks (a warm cache asks nothing), by the key's validator."""

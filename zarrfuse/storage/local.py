@@ -38,8 +38,9 @@ class LocalBackend:
         """``symlink_root`` (an ancestor of ``root``) widens where symlinks may lead, for
         stores made of symlinks into a dataset (git-annex, DataLad); default: ``root``."""
         self.root = root
-        self.capabilities = Capabilities(remote=False, warm_after=self.warm_after,
-                                         watched_root=str(root))
+        self.capabilities = Capabilities(
+            remote=False, open_reader_nowait=self.open_reader_nowait,
+            warm_after=self.warm_after, watched_root=str(root))
         self._beneath = Root(str(symlink_root or root))
         real = os.path.realpath(root)
         if real != self._beneath.path and not real.startswith(self._beneath.path + os.sep):
@@ -223,9 +224,6 @@ class LocalBackend:
             return os.pread(fd, count, offset), size
         finally:
             os.close(fd)
-
-    def read_held(self, key: str) -> bytes | None:
-        return None  # the directory is the store: nothing is held apart from it
 
     def read_document(self, key: str) -> Document | None:
         try:

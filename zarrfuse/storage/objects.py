@@ -231,11 +231,6 @@ class ObjectBackend:
             sizes = [None if (found := self.stat(k)) is None else found.size for k in keys]
         return ObjectPartReader(self._part_gets, keys, sizes)
 
-    def open_reader_nowait(
-        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
-    ) -> PartReader | None:
-        return None  # every open asks the store
-
     def read_all(self, key: str) -> bytes | None:
         found = self.read_many([key])[0]
         return None if found is None else found[1]
@@ -249,9 +244,6 @@ class ObjectBackend:
         finally:
             for future in futures:
                 future.cancel()  # a failure above: the rest are not waited for
-
-    def read_held(self, key: str) -> bytes | None:
-        return None  # objects fetched ahead are taken by readers (read_ahead), not here
 
     def read_document(self, key: str) -> Document | None:
         peeked = self._send_peek(key, MAX_DOCUMENT_BYTES).result()  # None: absent

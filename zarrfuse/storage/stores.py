@@ -143,17 +143,9 @@ class StoreBackend:
     ) -> PartReader:
         return StorePartReader(self, keys, sizes)
 
-    def open_reader_nowait(
-        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
-    ) -> PartReader | None:
-        return None  # every open asks the store
-
     def read_all(self, key: str) -> bytes | None:
         buf = self._asked(key, self.store.get(key, self.prototype))
         return None if buf is None else buf.to_bytes()
-
-    def read_held(self, key: str) -> bytes | None:
-        return None  # every byte comes from the zarr store
 
     def read_document(self, key: str) -> Document | None:
         data = self.read_all(key)

@@ -62,9 +62,8 @@ class WholeChunks:
         return out
 
     def _read_held(self, c: tuple[int, ...]) -> bytes | None:
-        if not self._one_object:
-            return None
-        return self.backend.read_held(self._keys_of(c).parts[0])
+        held = self.backend.capabilities.read_held if self._one_object else None
+        return None if held is None else held(self._keys_of(c).parts[0])
 
     def _read_one(self, c: tuple[int, ...], stats: Listed) -> bytes | None:
         chunk = self._keys_of(c)
