@@ -41,9 +41,8 @@ class Document(NamedTuple):
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a backend can do beyond ``Backend``, stated once: callers ask this, never probe
-    the backend's type or attributes. An optional method is here, None where the backend has
-    none (and then no method of that name either: the contract tests check)."""
+    """What a backend can do beyond ``Backend``, stated once, asked instead of its type or
+    attributes. An optional method is here, or None (and the backend has no such method)."""
 
     remote: bool
     """Whether each request waits a network round trip: a batch of chunks (a rendered
