@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import boto3
 import numcodecs.zarr3
@@ -23,6 +26,7 @@ from tests.arrays import CRC_PARTS
 from tests.inprocess import in_process
 from tests.mounting import mounted, run_with_timeout
 from tests.s3server import S3Server, server_with_bucket
+from zarrfuse.filesystem.chunks import fetch_pool
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
 from zarrfuse.storage.objects import ObjectBackend
@@ -328,3 +332,60 @@ def test_a_tile_of_a_large_concat_parts_shard_costs_ranges_not_the_shard(server,
     _, sent = server.snapshot()
     # The tile and the tiles of its row rendered ahead (about 1.3 MB), not the 8 MiB shard.
     assert sent < data.nbytes / 4, (sent, data.nbytes)
+
+
+class HeldGets:
+    """The server's app, holding every GET of a chunk until ``released``: how many a client
+    has in flight at once is then how many are held."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self.app, self.held = app, 0
+        self.released, self.changed = threading.Event(), threading.Condition()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if environ["REQUEST_METHOD"] == "GET" and "/c/" in environ.get("PATH_INFO", ""):
+            with self.changed:
+                self.held += 1
+                self.changed.notify_all()
+            self.released.wait(60)
+        return self.app(environ, start_response)
+
+
+@pytest.mark.timeout(180)
+def test_a_batch_through_the_cache_has_every_get_in_flight_and_no_thread_each(
+    server, tmp_path, monkeypatch
+):
+    """A whole image's 64 tiles through ``--cache-dir``: their GETs are all in flight at
+    once with one thread waiting for them (the store backend's batched reads), not a fetch
+    pool thread per chunk; the bytes are exact and kept, a second mount asks for none. The
+    cache used to hide the batched reads, and its batches took a thread per chunk."""
+    url = f"s3://{BUCKET}/batched"
+    options = {"endpoint_url": server.url}
+    data = np.random.default_rng(7).integers(0, 60000, (256, 256)).astype("u2")
+    zarrfuse.create_array(url, data=data, chunks=(32, 32), compressors=None,
+                          storage_options=options)
+    config = {"format": "ome-tiff", "read_only": True, "cache_dir": str(tmp_path / "cache"),
+              "storage_options": options}
+    monkeypatch.setattr(fetch_pool, "_pool", [])  # a pool made by this test starts threads
+    gate = HeldGets(server._app)
+    with in_process(url, **config) as fs, ThreadPoolExecutor(1) as reader:
+        monkeypatch.setattr(server, "_app", gate)
+        before = set(threading.enumerate())
+        try:
+            image = reader.submit(fs.read, "batched.ome.tif")
+            with gate.changed:
+                assert gate.changed.wait_for(lambda: gate.held >= 64, timeout=60), gate.held
+            started = [t.name for t in threading.enumerate() if t not in before]
+        finally:
+            gate.released.set()
+        np.testing.assert_array_equal(tifffile.imread(io.BytesIO(image.result(60))), data)
+    for pool in fetch_pool._pool:
+        pool.shutdown()
+    assert not [name for name in started if name.startswith("zarrfuse-fetch")], started
+    server.reset()
+    with in_process(url, **config) as fs:
+        np.testing.assert_array_equal(tifffile.imread(io.BytesIO(fs.read("batched.ome.tif"))),
+                                      data)
+    server.snapshot()
+    assert not [key for (kind, key), _ in server.per_key.items() if kind == "GET"
+                and "/c/" in key], server.per_key

@@ -68,7 +68,7 @@ def test_an_absent_key_is_none(site):
 
 
 def test_a_web_server_is_never_listed(site):
-    assert not site.can_list and not site.stat_by_listing
+    assert not site.capabilities.can_list and not site.capabilities.stat_by_listing
 
 
 @pytest.mark.parametrize("mode", ["500", "truncate", "loop", "long-length", "short-length"])

@@ -50,7 +50,6 @@ from zarrfuse.fuse.operations import FuseOperations
 from zarrfuse.storage import Backend, backend_for, cache_identity
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import DiskCache
-from zarrfuse.storage.local import LocalBackend
 from zarrfuse.storage.store_watch import WatchState, follow_store
 from zarrfuse.zarr_compat import sync
 
@@ -144,7 +143,7 @@ def build_filesystem(
         backend.recover()
     else:  # may not write: reads as recovery will leave the store, says what is due
         backend.show_recovered()
-    following = store_watch(config, local=isinstance(backend, LocalBackend))
+    following = store_watch(config, local=backend.capabilities.watched_root is not None)
     if config.cache_dir:
         backend = _with_disk_cache(backend, store_path.store, config)
     catalog = Catalog(
@@ -204,7 +203,7 @@ def build_filesystem(
 
 def _with_disk_cache(backend: Backend, store: Store, config: MountConfig) -> Backend:
     """``backend`` with its chunk bytes kept in ``--cache-dir`` (remote stores only)."""
-    identity = cache_identity(store)
+    identity = cache_identity(store) if backend.capabilities.remote else None
     if identity is None:
         log.info("--cache-dir: %s is not remote; nothing is cached", config.source)
         return backend
@@ -217,11 +216,10 @@ def _with_disk_cache(backend: Backend, store: Store, config: MountConfig) -> Bac
 
 def _store_follower(fs: FileSystem, config: MountConfig) -> Callable[[], Awaitable[None]] | None:
     """What follows changes other programs make to a local store (``--watch``)."""
-    backend = fs.namespace.catalog.backend
-    if fs.following is None or not isinstance(backend, LocalBackend):
+    root = fs.namespace.catalog.backend.capabilities.watched_root
+    if fs.following is None or root is None:
         return None
-    return functools.partial(follow_store, Path(backend.root), fs.apply_store_changes,
-                             fs.following)
+    return functools.partial(follow_store, Path(root), fs.apply_store_changes, fs.following)
 
 
 def _source_name(source: str) -> str:

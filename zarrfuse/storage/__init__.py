@@ -47,8 +47,8 @@ def backend_for(
 
 def cache_identity(store: Store) -> str | None:
     """What names ``store`` in a disk cache (its kind, endpoint, bucket and prefix, or its
-    URL), so that blocks of two stores never mix; None for stores not worth caching (local
-    directories, zip files)."""
+    URL), so that blocks of two stores never mix; None for a store it cannot name (a local
+    directory, a zip file). Only a remote backend's bytes are worth caching (the mount's)."""
     if isinstance(store, ObjectStore):
         from zarrfuse.storage.objects import is_web_store  # noqa: PLC0415  (needs obstore)
 
@@ -59,8 +59,7 @@ def cache_identity(store: Store) -> str | None:
         where = {k: v for k, v in sorted(config.items()) if k in _IDENTIFYING}
         return f"obstore:{type(inner).__name__}:{where}:{getattr(inner, 'prefix', None) or ''}"
     protocols = fsspec_protocols(store)
-    remote = protocols and protocols[0] not in ("file", "local")
-    if remote and getattr(store, "path", None) is not None:
+    if protocols and getattr(store, "path", None) is not None:
         return f"fsspec:{protocols[0]}:{store.path}"  # type: ignore[attr-defined]
     return None
 

@@ -1,16 +1,20 @@
 """The storage interface the mount's filesystem talks to: raw key I/O, blocking calls.
 
 Callers run these in worker threads. Three implementations: ``local`` (plain system calls on
-the directory behind a ``LocalStore``), ``objects`` (S3 through obstore) and ``stores`` (any
-other zarr Store, through zarr's own event loop).
+the directory behind a ``LocalStore``), ``objects`` (S3, Azure, GCS and web servers through
+obstore) and ``stores`` (any other zarr Store, through zarr's own event loop); and one wrapper
+of a remote one, ``cached_backend`` (``--cache-dir``). What each can do beyond this interface
+it says in one value, its ``Capabilities``, which a wrapper states for itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-__all__ = ["Backend", "Document", "PartReader", "Stat", "child_key", "stat_each", "write_each"]
+__all__ = ["Backend", "Capabilities", "Document", "PartReader", "Stat", "child_key",
+           "stat_each", "write_each"]
 
 
 class Stat(NamedTuple):
@@ -35,17 +39,43 @@ class Document(NamedTuple):
     mtime_ns: int
 
 
-class Backend(Protocol):
-    """Key-level access to a store. Keys are full store keys, ``/``-separated."""
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond ``Backend``, stated once, asked instead of its type or
+    attributes. An optional method is here, or None (and the backend has no such method)."""
 
-    stat_by_listing: bool
-    """Whether one chunk's size is better learnt by listing its directory (remote stores)."""
     remote: bool
     """Whether each request waits a network round trip: a batch of chunks (a rendered
     directory, a whole image) is then fetched with many requests in flight."""
-    can_list: bool
+    can_list: bool = True
     """Whether the store can list at all. Static web servers, S3 website endpoints and CDNs
     cannot (403/404 on a directory): callers then learn what exists key by key (``stat``)."""
+    stat_by_listing: bool = False
+    """Whether one chunk's size is better learnt by listing its directory (remote stores)."""
+    read_many: Callable[[Sequence[str]], list[tuple[Stat, bytes] | None]] | None = None
+    """``read_all`` of each key with its stat, the requests all in flight at once and one
+    thread waiting for them, not a thread each."""
+    open_reader_nowait: Callable[[Sequence[str], Sequence[int | None] | None],
+                                 PartReader | None] | None = None
+    """As ``open_reader``, but only if it needs no waiting on storage (the kernel has the
+    paths cached, the cache holds the parts): None if it would wait."""
+    read_held: Callable[[str], bytes | None] | None = None
+    """A whole object held apart from the store (a ``--cache-dir`` block), read without
+    waiting; None if it would have to ask the store (``read_all``)."""
+    prefetch_objects: Callable[[Sequence[tuple[str, int | None]]], None] | None = None
+    """Start fetching these (key, size) objects whole, sizes None where unknown: the
+    filesystem is about to open them (read-only mounts)."""
+    warm_after: Callable[..., None] | None = None
+    """``(key, following, *, waited)``: ``key`` was read to its end; have the kernel read
+    the ``following()`` (key, size) files ahead where that helps."""
+    watched_root: str | None = None
+    """The local directory whose changes the kernel can tell (``--watch``)."""
+
+
+class Backend(Protocol):
+    """Key-level access to a store. Keys are full store keys, ``/``-separated."""
+
+    capabilities: Capabilities
 
     def list_stats(self, prefix: str) -> dict[str, Stat]:
         """Objects directly under ``prefix`` (a directory key, "" for the root): name -> size
@@ -83,13 +113,6 @@ class Backend(Protocol):
         """
         ...
 
-    def open_reader_nowait(
-        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
-    ) -> PartReader | None:
-        """As :meth:`open_reader`, but only if it needs no waiting on storage (the kernel has
-        the paths cached); None otherwise, or where the backend cannot tell."""
-        ...
-
     def read_all(self, key: str) -> bytes | None:
         """A whole object, None if absent."""
         ...
@@ -102,11 +125,6 @@ class Backend(Protocol):
     def read_tail(self, key: str, count: int) -> tuple[bytes | memoryview, int | None] | None:
         """The last ``count`` bytes of an object (all of it if smaller) in one request, with
         its size where the answer tells it; None if it is absent."""
-        ...
-
-    def read_held(self, key: str) -> bytes | None:
-        """A whole object this backend holds apart from the store (a ``--cache-dir`` block),
-        read without waiting; None if it would have to ask the store (``read_all``)."""
         ...
 
     def read_document(self, key: str) -> Document | None:

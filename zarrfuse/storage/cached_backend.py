@@ -17,9 +17,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from zarrfuse.errors import UnfitDocument
 from zarrfuse.storage.base import Backend, Document, PartReader, Stat, stat_each
 from zarrfuse.storage.cached_reads import CachedPartReader
 from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
@@ -55,9 +55,11 @@ class CachingBackend:
         self.listing_ttl = listing_ttl
         """Seconds a listing kept in the cache (by any mount) is trusted: the metadata TTL
         of a read-only mount given one; None: every mount lists anew."""
-        self.stat_by_listing = inner.stat_by_listing
-        self.can_list = inner.can_list
-        self.remote = inner.remote
+        can = inner.capabilities  # the inner's, its batched reads and fetches ahead through here
+        self.capabilities = replace(
+            can, open_reader_nowait=self.open_reader_nowait, read_held=self.read_held,
+            read_many=self._read_many if can.read_many else None,
+            prefetch_objects=self._prefetch_objects if can.prefetch_objects else None)
         self._validators: OrderedDict[str, Stat] = OrderedDict()
         self._stats: dict[str, dict[str, Any]] = {}
         """Stats kept on disk (``listing_ttl``), by directory, as read or written here."""
@@ -120,7 +122,7 @@ class CachingBackend:
             return None
 
     def list_names(self, prefix: str) -> set[str]:
-        if self.stat_by_listing:  # the same one LIST gives the validators: learn them
+        if self.capabilities.stat_by_listing:  # the same LIST gives the validators: learn them
             return set(self.list_stats(prefix))
         return self.inner.list_names(prefix)
 
@@ -234,11 +236,11 @@ class CachingBackend:
         return CachedPartReader(self, keys, stats)
 
     def read_all(self, key: str) -> bytes | None:
-        stat = self.validator(key, None)
-        kept = NOT_KEPT if stat is not None else self._kept_stat(key)
-        if stat is None and isinstance(kept, NotKept) and not self.inner.can_list:
-            return self._fetch_whole(key)  # no listing: the GET's answer is the validator
-        stat = stat or self.stat(key)
+        if (not self.capabilities.can_list and self.capabilities.read_many
+                and isinstance(self._known(key), NotKept)):  # its GET tells the validator
+            found = self._read_many([key])[0]
+            return None if found is None else found[1]
+        stat = self.validator(key, None) or self.stat(key)
         if stat is None:
             return None
         try:
@@ -256,33 +258,52 @@ class CachingBackend:
             reader.close()
         return bytes(out)
 
-    def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
+    def _prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
         """The inner backend's fetching ahead of the next chunk files, for those whose last
         block is not here: a warm cache asks the store for nothing."""
-        if (prefetch := getattr(self.inner, "prefetch_objects", None)) is not None:
-            prefetch([(key, size) for key, size in objects if not self._held_whole(key)])
+        prefetch = self.inner.capabilities.prefetch_objects
+        assert prefetch is not None  # stated only where the inner has it
+        prefetch([(key, size) for key, size in objects
+                  if not self._held_whole(key, self._known(key))])
 
-    def _held_whole(self, key: str) -> bool:
-        kept = self._kept_stat(key)
-        stat = self.validator(key, None) or (kept if isinstance(kept, Stat) else None)
-        return stat is not None and self.cache.holds(
+    def _read_many(self, keys: Sequence[str]) -> list[tuple[Stat, bytes] | None]:
+        """``read_all`` of each key: what is held (or kept absent) is answered here, the rest
+        by the inner backend's batched reads (all in flight at once) and kept as ``read_all``
+        keeps it: by the validator listed, or where the store cannot list by the GET's own."""
+        read_many = self.inner.capabilities.read_many
+        assert read_many is not None  # stated only where the inner has it
+        stats = [self._known(key) for key in keys]
+        asked = [i for i, key in enumerate(keys)
+                 if stats[i] is not None and not self._held_whole(key, stats[i])]
+        fetched = dict(zip(asked, read_many([keys[i] for i in asked]), strict=True))
+        out: list[tuple[Stat, bytes] | None] = []
+        for i, (key, stat) in enumerate(zip(keys, stats, strict=True)):
+            if i not in fetched:  # kept absent, or its blocks are here
+                out.append((stat, data) if isinstance(stat, Stat)
+                           and (data := self.read_all(key)) is not None else None)
+                continue
+            found = fetched[i]
+            if isinstance(stat, NotKept) and not self.capabilities.can_list:
+                stat = None if found is None else found[0]  # its GET tells the validator
+                self._learn(key, stat)
+                self._keep_stat(key, stat)
+            if found is not None and isinstance(stat, Stat) and found[0].size == stat.size:
+                for at in range(0, stat.size, BLOCK_SIZE):
+                    self.cache.write(self.block_name(key, stat, at // BLOCK_SIZE),
+                                     found[1][at : at + BLOCK_SIZE])
+            else:  # not listed, or gone or replaced since the listing: the next one tells
+                self._learn(key, None)
+            out.append(found)
+        return out
+
+    def _known(self, key: str) -> Stat | NotKept | None:
+        """The validator ``key`` was last listed with, or kept with (``listing_ttl``): None
+        if it was kept absent, NOT_KEPT if neither."""
+        return self.validator(key, None) or self._kept_stat(key)
+
+    def _held_whole(self, key: str, stat: Stat | NotKept | None) -> bool:
+        return isinstance(stat, Stat) and self.cache.holds(
             self.block_name(key, stat, max(stat.size - 1, 0) // BLOCK_SIZE))
-
-    def _fetch_whole(self, key: str) -> bytes | None:
-        """The object in one request that also says its size and time, its blocks kept."""
-        try:
-            found = self.inner.read_document(key)
-        except UnfitDocument:  # larger than a document: a HEAD, then block by block
-            self._learn(key, None)
-            return self.read_all(key) if self.stat(key) is not None else None
-        stat = None if found is None else Stat(len(found.data), found.mtime_ns)
-        self._learn(key, stat)
-        self._keep_stat(key, stat)
-        if found is not None and stat is not None:
-            for at in range(0, stat.size, BLOCK_SIZE):
-                self.cache.write(self.block_name(key, stat, at // BLOCK_SIZE),
-                                 found.data[at : at + BLOCK_SIZE])
-        return None if found is None else found.data
 
     def read_range(self, key: str, start: int, stop: int) -> bytes:
         """Through the cached blocks (a warm cache asks nothing), by the key's validator."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from zarrfuse.errors import ConfigurationError, UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
-from zarrfuse.storage.base import Document, PartReader, Stat, child_key
+from zarrfuse.storage.base import Capabilities, Document, PartReader, Stat, child_key
 from zarrfuse.storage.beneath import NotRegular, Root, warn_once
 from zarrfuse.storage.file_writes import write_all
 from zarrfuse.storage.local_files import LocalPartReader, open_regular_or_eio, read_to_end
@@ -34,14 +34,13 @@ log = logging.getLogger(__name__)
 class LocalBackend:
     """A directory on a local filesystem, as laid out by zarr's ``LocalStore``."""
 
-    stat_by_listing = False
-    can_list = True
-    remote = False
-
     def __init__(self, root: Path, *, symlink_root: Path | None = None) -> None:
         """``symlink_root`` (an ancestor of ``root``) widens where symlinks may lead, for
         stores made of symlinks into a dataset (git-annex, DataLad); default: ``root``."""
         self.root = root
+        self.capabilities = Capabilities(
+            remote=False, open_reader_nowait=self.open_reader_nowait,
+            warm_after=self.warm_after, watched_root=str(root))
         self._beneath = Root(str(symlink_root or root))
         real = os.path.realpath(root)
         if real != self._beneath.path and not real.startswith(self._beneath.path + os.sep):
@@ -225,9 +224,6 @@ class LocalBackend:
             return os.pread(fd, count, offset), size
         finally:
             os.close(fd)
-
-    def read_held(self, key: str) -> bytes | None:
-        return None  # the directory is the store: nothing is held apart from it
 
     def read_document(self, key: str) -> Document | None:
         try:

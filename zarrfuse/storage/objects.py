@@ -21,14 +21,15 @@ import contextlib
 import errno
 import functools
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from zarrfuse.errors import UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
-from zarrfuse.storage.base import Document, PartReader, Stat, stat_each
+from zarrfuse.storage.base import Capabilities, Document, PartReader, Stat, stat_each
 from zarrfuse.storage.http_prefetch import MAX_OBJECT_BYTES, NotPeeked, PeekedObjects
 from zarrfuse.storage.object_gets import (
     COMMIT_ATTRIBUTE,
@@ -74,8 +75,6 @@ PREFETCH_REQUESTS = 8
 class ObjectBackend:
     """An obstore store (S3, Azure, GCS, a web server), keys relative to its root."""
 
-    remote = True
-
     def __init__(
         self, store: Any, journal_path: str = "", write_time: float | None = None,
         requests: StoreRequests | None = None,
@@ -84,11 +83,10 @@ class ObjectBackend:
         self.requests = requests or StoreRequests(timeout=write_time)
         """The mount's store client: every request of this backend goes through it."""
         self.web = is_web_store(store)
-        self.can_list = not self.web
         self._ranges = WebRanges() if self.web else None
-        self.stat_by_listing = not self.web
-        """On object stores a LIST costs about what a HEAD does and answers for every
-        sibling: the chunk source learns one chunk's size by listing its directory."""
+        self.capabilities = Capabilities(  # a LIST costs what a HEAD does, for every sibling
+            remote=True, can_list=not self.web, stat_by_listing=not self.web,
+            read_many=self.read_many, prefetch_objects=self.prefetch_objects)
         self._peeked = PeekedObjects(self._send_peek) if self.web else None
         """Web servers: the next chunk files fetched ahead (``prefetch_objects``)."""
         self._signed = (None if write_time is None
@@ -139,8 +137,8 @@ class ObjectBackend:
 
     def _send_peek(self, key: str, limit: int = MAX_OBJECT_BYTES) -> Future[
             tuple[Stat, bytes | None] | None]:
-        """A web server's key: its stat and, if at most ``limit`` bytes, its bytes, in one
-        GET sent ahead (None: absent)."""
+        """The key's stat and, if at most ``limit`` bytes, its bytes, in one GET sent at
+        once (None: absent)."""
         return self.requests.send(f"GET {key}", lambda: peek(self.store, key, limit, self._ranges))
 
     def list_dir(self, prefix: str) -> tuple[dict[str, Stat], list[str]]:
@@ -235,25 +233,19 @@ class ObjectBackend:
             sizes = [None if (found := self.stat(k)) is None else found.size for k in keys]
         return ObjectPartReader(self._part_gets, keys, sizes)
 
-    def open_reader_nowait(
-        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
-    ) -> PartReader | None:
-        return None  # every open asks the store
-
     def read_all(self, key: str) -> bytes | None:
-        try:
-            return self.send_read_all(key).result()
-        except FileNotFoundError:
-            return None
+        found = self.read_many([key])[0]
+        return None if found is None else found[1]
 
-    def send_read_all(self, key: str) -> Future[bytes]:
-        """A whole object's GET, sent at once (FileNotFoundError in it if absent): a batch
-        of chunks is many of these, with one thread waiting for them all."""
-        key = self._read_key(key)
-        return self.requests.send(f"GET {key}", lambda: get_whole(self.store, key, self._ranges))
-
-    def read_held(self, key: str) -> bytes | None:
-        return None  # objects fetched ahead are taken by readers (read_ahead), not here
+    def read_many(self, keys: Sequence[str]) -> list[tuple[Stat, bytes] | None]:
+        """Whole objects with the stats their GETs tell (None where absent), the GETs sent
+        at once and this thread waiting for them all: a batch waits about one round trip."""
+        futures = [self._send_peek(self._read_key(key), sys.maxsize) for key in keys]
+        try:  # no limit: every body is read
+            return cast("list[tuple[Stat, bytes] | None]", [f.result() for f in futures])
+        finally:
+            for future in futures:
+                future.cancel()  # a failure above: the rest are not waited for
 
     def read_document(self, key: str) -> Document | None:
         peeked = self._send_peek(key, MAX_DOCUMENT_BYTES).result()  # None: absent

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.storage import FsspecStore
 
+from zarrfuse.storage import base
 from zarrfuse.storage.base import Document, PartReader, Stat, child_key, stat_each, write_each
 from zarrfuse.storage.store_requests import StoreRequests
 from zarrfuse.zarr_compat import default_buffer_prototype, sync
@@ -62,17 +63,16 @@ class StorePartReader:
 class StoreBackend:
     """Any zarr Store, driven from worker threads through zarr's own event loop."""
 
-    stat_by_listing = False  # its listings cost a request per entry
-
     def __init__(self, store: Store, requests: StoreRequests | None = None) -> None:
         self.store = store
         self.requests = requests or StoreRequests()
         """The mount's store client, whose bound a remote store's requests take a slot of."""
         self.prototype = default_buffer_prototype()
         self.fallback_time_ns = _store_file_time(store)
-        self.can_list = store.supports_listing
         protocols = fsspec_protocols(store)
-        self.remote = bool(protocols) and protocols[0] not in ("file", "local", "memory")
+        self.capabilities = base.Capabilities(  # no stat_by_listing: a listing costs a request each
+            remote=bool(protocols) and protocols[0] not in ("file", "local", "memory"),
+            can_list=store.supports_listing)
 
     async def _stat(self, key: str) -> Stat | None:
         """Size and time in one request: fsspec's ``info``, else zarr's ``getsize``."""
@@ -143,17 +143,9 @@ class StoreBackend:
     ) -> PartReader:
         return StorePartReader(self, keys, sizes)
 
-    def open_reader_nowait(
-        self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
-    ) -> PartReader | None:
-        return None  # every open asks the store
-
     def read_all(self, key: str) -> bytes | None:
         buf = self._asked(key, self.store.get(key, self.prototype))
         return None if buf is None else buf.to_bytes()
-
-    def read_held(self, key: str) -> bytes | None:
-        return None  # every byte comes from the zarr store
 
     def read_document(self, key: str) -> Document | None:
         data = self.read_all(key)
@@ -208,7 +200,7 @@ class StoreBackend:
         """One store request on zarr's event loop; a remote store's holds one of the
         mount's request slots (taking one costs a hop to the request loop, about 0.2 ms: a
         zip file's reads, which wait on no network, take none)."""
-        if not self.remote:
+        if not self.capabilities.remote:
             return sync(request)
         with self.requests.request_slot():
             return sync(request)

@@ -108,7 +108,7 @@ class ChunkDecoder:
         part of no fixed size is read by one GET, and its 404 is the absent chunk (the fill
         value), and zarr reads a shard the same way (an absent shard is the fill value); a
         server's error stays an error."""
-        if self._shards is not None and self.stored.backend.remote:
+        if self._shards is not None and self.stored.backend.capabilities.remote:
             return True  # a shard's index or whole read says so: no listing first
         if self.stored.listings.can_list:
             return False
@@ -125,7 +125,7 @@ class ChunkDecoder:
             return self._decode_raw(jobs, self._objects, shape)
 
         async with self.stored.reading(objects) as read:
-            if self.stored.backend.remote:
+            if self.stored.backend.capabilities.remote:
                 # Waiting on the network holds no CPU slot: every batch's fetches in flight
                 # together (the fetch pool bounds them), then decoded on every core.
                 fetched = await waited(
@@ -160,7 +160,8 @@ class ChunkDecoder:
         shards = self._shards
 
         def fetch(some: list[tuple[Coords, list[Coords]]]) -> list[tuple[Coords, Stored]]:
-            reads = fetch_pool().map if self.stored.backend.remote and len(some) > 1 else map
+            remote = self.stored.backend.capabilities.remote
+            reads = fetch_pool().map if remote and len(some) > 1 else map
             out: list[tuple[Coords, Stored]] = []
             for pieces in reads(lambda job: shards.fetch(job[0], job[1], stats[job[0]]), some):
                 out.extend(pieces.items())
@@ -170,7 +171,7 @@ class ChunkDecoder:
             return self._decode_raw(pieces, shards.geometry.inner)
 
         async with self.stored.unchanged(groups):  # an index and its ranges: one version
-            if not self.stored.backend.remote:
+            if not self.stored.backend.capabilities.remote:
                 return await self._in_threads(lambda some: decode(fetch(some)), jobs)
             # Waiting on the network holds no CPU slot: every batch's requests in flight
             # together (the fetch pool bounds them), then decoded on every core.
@@ -181,7 +182,7 @@ class ChunkDecoder:
         """The shard's parts' sizes and times as a listing says; on a remote store only one
         already made (a round trip before each read would cost more than the read)."""
         keys = self.stored.part_keys(shard)
-        if not self.stored.backend.remote:
+        if not self.stored.backend.capabilities.remote:
             return await self.stored.listings.listed_stats(keys)
         listing = self.stored.listings.fresh_listing(keys[0].rpartition("/")[0])
         return None if listing is None else [listing.get(k.rpartition("/")[2]) for k in keys]

@@ -89,7 +89,7 @@ class ChunkListings:
         self._grid = grid
         self._next_rows: set[str] = set()  # the row after stored_among's last batch
         self._flights: SingleFlight[tuple[int, str]] = SingleFlight()
-        self.can_list = backend.can_list
+        self.can_list = backend.capabilities.can_list
         self._key_stats = KeyStats(backend, run, trust, counters)
         """What each key's own request said (None: absent): stores that cannot list, and
         local directories too large to list in full (``key_stats``)."""
@@ -162,7 +162,8 @@ class ChunkListings:
     def _by_key(self, directory: str) -> bool:
         """Whether to learn sizes in ``directory`` key by key (``key_stats``): a local
         directory that may hold more keys than a listing is worth, not listed yet."""
-        return (self.can_list and not self._listable and not self.backend.stat_by_listing
+        return (self.can_list and not self._listable
+                and not self.backend.capabilities.stat_by_listing
                 and self.fresh_listing(directory) is None)
 
     async def _stats_by_key(self, directory: str, names: Iterable[str]) -> dict[str, Stat]:
@@ -358,7 +359,7 @@ class ChunkListings:
             return known  # what a view's listing of this directory asked (``key_stats``)
         listing = self.fresh_listing(directory)
         if listing is None and self._listable and (
-            self.backend.stat_by_listing or (by_name and self.worth_listing(directory))
+            self.backend.capabilities.stat_by_listing or (by_name and self.worth_listing(directory))
         ):
             listing = await self.listing(directory)
         if listing is None:

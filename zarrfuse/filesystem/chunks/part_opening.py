@@ -52,8 +52,8 @@ class PartOpening:
         self, chunk: ChunkKeys, listed: Sequence[Stat | None] | None
     ) -> OpenChunk | NotCached | None:
         """As :meth:`open` if the backend opens the parts without waiting; else NOT_CACHED."""
-        reader = self.backend.open_reader_nowait(chunk.parts, _sizes(listed))
-        if reader is None:
+        nowait = self.backend.capabilities.open_reader_nowait
+        if nowait is None or (reader := nowait(chunk.parts, _sizes(listed))) is None:
             return NOT_CACHED
         return self._checked(chunk, reader)
 

@@ -102,7 +102,7 @@ class ShardReads:
         ranges = self.geometry.ranges(table, sorted(wanted))
         if span is None:
             span = indexes.take(shard, stat, ranges)
-        if span is None and large and self.stored.backend.remote:
+        if span is None and large and self.stored.backend.capabilities.remote:
             span = self._fetch_rest(shard, key, table, wanted, changes)
         if span is not None:
             begin, view = span[0], memoryview(span[1])

@@ -89,9 +89,10 @@ class StoredChunks(StoredWrites):
         # Bytes fetched ahead (remote stores) must not outlive a write of the chunk: read-only
         # mounts only. A local store's files warmed ahead leave nothing but the kernel's own
         # caches: every mount (``local_warming``).
-        self._prefetch = None if self._writable else getattr(backend, "prefetch_objects", None)
-        self._warm_after = getattr(backend, "warm_after", None)
-        self._stat_ahead = None if self._prefetch is None or backend.can_list else StatAhead(
+        can = backend.capabilities
+        self._prefetch = None if self._writable else can.prefetch_objects
+        self._warm_after = can.warm_after
+        self._stat_ahead = None if self._prefetch is None or can.can_list else StatAhead(
             grid, self._sizes, self._stat_one)
         """Read-only mounts of stores that cannot list: the next chunks' sizes asked ahead."""
         self._opening = PartOpening(backend, self.parts, self.counters)

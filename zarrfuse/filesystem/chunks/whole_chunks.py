@@ -3,15 +3,14 @@ decoding: blocking calls, many chunks per call, never a thread hop per chunk.
 
 On a remote store the chunks of one call are fetched at once: one after another, each would
 wait a whole round trip, and a whole image's tiles or a rendered batch are many chunks. A
-backend that sends requests without a thread each (``send_read_all``: obstore's) gets every
-GET of the call at once, one thread waiting for them all; others go through the fetch pool
-(``FETCH_THREADS`` in flight).
+backend that sends requests without a thread each (``read_many``: obstore's, and a
+``--cache-dir`` over it) gets every GET of the call at once, one thread waiting for them all;
+others go through the fetch pool (``FETCH_THREADS`` in flight).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 
 from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.filesystem.chunks.counters import Counters
@@ -44,14 +43,17 @@ class WholeChunks:
         self, coords: Sequence[tuple[int, ...]], listed: Sequence[Listed]
     ) -> list[bytes | None]:
         """Each chunk whole, None where absent. Blocking."""
-        if not (self.backend.remote and len(coords) > 1):
+        if not (self.backend.capabilities.remote and len(coords) > 1):
             return [self._read_one(c, stats) for c, stats in zip(coords, listed, strict=True)]
         # What the backend holds (a warm --cache-dir) is read here: a pool hop costs more.
         out = [self._read_held(c) for c in coords]
         asked = [i for i, data in enumerate(out) if data is None]
-        send = getattr(self.backend, "send_read_all", None) if self._one_object else None
-        if send is not None:
-            fetched = self._sent(send, [coords[i] for i in asked])
+        read_many = self.backend.capabilities.read_many if self._one_object else None
+        if read_many is not None:  # one thread waits for every request, sent at once
+            fetched = [None if found is None else found[1]
+                       for found in read_many([self._keys_of(coords[i]).parts[0] for i in asked])]
+            self.counters.store["read"] += len(asked)
+            self.counters.store_bytes_read += sum(len(d or b"") for d in fetched)
         else:
             fetched = list(fetch_pool().map(self._read_one, [coords[i] for i in asked],
                                             [listed[i] for i in asked]))
@@ -59,30 +61,9 @@ class WholeChunks:
             out[i] = data
         return out
 
-    def _sent(
-        self, send: Callable[[str], Future[bytes]], coords: Sequence[tuple[int, ...]]
-    ) -> list[bytes | None]:
-        """One-object chunks by requests sent all at once; this thread waits for them."""
-        futures = [send(self._keys_of(c).parts[0]) for c in coords]
-        out: list[bytes | None] = []
-        try:
-            for future in futures:
-                try:
-                    data: bytes | None = future.result()
-                except FileNotFoundError:
-                    data = None
-                out.append(data)
-        finally:
-            for future in futures:
-                future.cancel()  # a failure above: the rest are not waited for
-        self.counters.store["read"] += len(coords)
-        self.counters.store_bytes_read += sum(len(d or b"") for d in out)
-        return out
-
     def _read_held(self, c: tuple[int, ...]) -> bytes | None:
-        if not self._one_object:
-            return None
-        return self.backend.read_held(self._keys_of(c).parts[0])
+        held = self.backend.capabilities.read_held if self._one_object else None
+        return None if held is None else held(self._keys_of(c).parts[0])
 
     def _read_one(self, c: tuple[int, ...], stats: Listed) -> bytes | None:
         chunk = self._keys_of(c)

@@ -98,7 +98,7 @@ class WholeImage:
         self._ahead_until = 0
         """How far read-ahead has been asked for (a file offset)."""
         self._windows_ahead = REMOTE_AHEAD_WINDOWS if any(
-            level.stored is not None and level.stored.backend.remote for level in self.levels
+            level.stored and level.stored.backend.capabilities.remote for level in self.levels
         ) else AHEAD_WINDOWS
         """Windows kept decoding ahead: more where each costs a round trip."""
 

@@ -345,7 +345,7 @@ class Catalog:
         """Names of the group's children that are readable Zarr nodes, sorted."""
         self.counters.store["list"] += 1
         names = await waited(trio.to_thread.run_sync(
-            self._member_names if not self.backend.can_list else self.backend.list_subdirs,
+            self.backend.list_subdirs if self.backend.capabilities.can_list else self._member_names,
             group_path, limiter=self._limiter, abandon_on_cancel=True,
         ))
         children = []
