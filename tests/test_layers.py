@@ -120,12 +120,6 @@ def test_filesystem_sub_packages_import_only_below(module):
     assert not wrong, f"{module} (filesystem/{layer}) imports {wrong}"
 
 
-def test_no_module_grows_past_400_lines():
-    """One job per module; a module past 400 lines holds more than one."""
-    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 400}
-    assert not long, long
-
-
 def test_leaf_modules_import_nothing_of_the_package():
     for leaf in LEAVES:
         assert _imports(MODULES[leaf]) == set(), leaf
