@@ -13,6 +13,7 @@ moto server's.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import struct
 import sys
@@ -173,6 +174,11 @@ def _make_array(s3: S3Server, kind: str) -> str:
     return url
 
 
+# moto's own race, not ours: a GET that reads an object's buffer while a PUT or copy of the
+# same key closes it fails inside moto (werkzeug logs "Error on request", ValueError: I/O
+# operation on closed file) and the client is answered 500, which obstore retries. Seen once
+# in a full run, under this test's load of commits and reads of one key.
+@pytest.mark.expect_log(r"^Error on request", level=logging.ERROR)
 @pytest.mark.parametrize("kind", ["crc", "shard"])
 def test_every_read_is_one_version_while_two_mounts_commit(s3, tmp_path, kind):
     url = _make_array(s3, kind)
