@@ -47,19 +47,11 @@ __all__ = [
 Data = TypeVar("Data", bytes, memoryview)
 
 
-async def get_range(
-    store: Any, key: str, start: int, stop: int, *, whole_if_ignored: bool = False
-) -> memoryview:
+async def get_range(store: Any, key: str, start: int, stop: int) -> memoryview:
     """Bytes ``[start, stop)``. A server that ignores ranges answers with the whole object,
-    which obstore refuses (NotSupportedError); ``whole_if_ignored``: then the object is
-    fetched whole and cut at ``stop`` (its body read no further)."""
-    try:
-        result = await obstore.get_async(store, key, options={"range": (start, stop)})
-    except Exception as e:
-        if not whole_if_ignored or not ignores_ranges(e):
-            raise
-        whole = await obstore.get_async(store, key)
-        return checked(key, memoryview(await _first(whole, stop))[start:stop], stop - start)
+    which obstore refuses (NotSupportedError, raised here: ``get_version`` fetches the
+    object whole instead)."""
+    result = await obstore.get_async(store, key, options={"range": (start, stop)})
     return memoryview(checked(key, await _first(result, stop - start + 1), stop - start))
 
 

@@ -205,8 +205,8 @@ class ObjectBackend:
             ahead = self._peeked.read(key, start, stop)
             if ahead is not None:
                 return ahead
-        return self.requests.request(f"GET {key}", lambda: get_range(
-            self.store, key, start, stop, whole_if_ignored=True))
+        return self.requests.request(f"GET {key}", lambda: get_version(
+            self.store, key, start, stop)).data
 
     def read_tail(self, key: str, count: int) -> tuple[bytes | memoryview, int | None] | None:
         """The last ``count`` bytes of ``key`` and its size: one suffix GET."""
