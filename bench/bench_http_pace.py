@@ -20,14 +20,15 @@ files (256 x 256 uint16, zstd) on a fresh ``--read-only`` mount, beside ``rclone
 (``--vfs-cache-mode full``) of the same objects through nginx's directory listing; floor:
 at least rclone's pace.
 
-``--s3``, ``--azure``: the whole-image rows on S3 (moto, in this process) or Azure (Azurite)
-instead, behind the same proxy; zarr-python reads through obstore, as zarrfuse does. The
-servers spend milliseconds of CPU per request on the same 2 cores: compare the ratios.
+``--s3``, ``--azure``, ``--gcs``: the whole-image rows on S3 (moto, in this process), Azure
+(Azurite) or GCS (fake-gcs-server) instead, behind the same proxy; zarr-python reads through
+obstore, as zarrfuse does. The servers spend milliseconds of CPU per request on the same 2
+cores: compare the ratios.
 
     .venv/bin/python bench/bench_http_pace.py [--delay-ms 50] [--rounds 3] [--sharded]
     .venv/bin/python bench/bench_http_pace.py --first-paint [--delay-ms 50] [--rounds 3]
     .venv/bin/python bench/bench_http_pace.py --copy [--delay-ms 50] [--rounds 3]
-    .venv/bin/python bench/bench_http_pace.py --s3|--azure [--sharded] [--delay-ms 50] [--rounds 3]
+    .venv/bin/python bench/bench_http_pace.py --s3|--azure|--gcs [--sharded] [--delay-ms 50]
 """
 
 from __future__ import annotations
@@ -204,6 +205,9 @@ def _object_store(kind: str, work: Path) -> Iterator[tuple[str, int, Callable[[s
                 Bucket="pace")
             yield "s3://pace/img.zarr", server.port, lambda at: {"endpoint_url": at}
         return
+    if kind == "gcs":
+        yield from _gcs_store(work)
+        return
     from tests.azurite import ACCOUNT, KEY, azurite  # noqa: PLC0415
 
     with azurite(work / "azurite") as emulator:
@@ -214,21 +218,49 @@ def _object_store(kind: str, work: Path) -> Iterator[tuple[str, int, Callable[[s
             "endpoint_url": f"{at}/{ACCOUNT}" if at.count("/") == 2 else at}
 
 
+def _gcs_store(work: Path) -> Iterator[tuple[str, int, Callable[[str], dict]]]:
+    """fake-gcs-server with a bucket, as ``_object_store`` yields it."""
+    from tests.gcsserver import fake_gcs  # noqa: PLC0415  (test extra)
+
+    (work / "gcs").mkdir()
+    with fake_gcs(work / "gcs") as emulator:
+        emulator.create_bucket("pace")
+        yield "gs://pace/img.zarr", int(emulator.url.rsplit(":", 1)[1]), lambda at: {
+            **emulator.storage_options, "endpoint_url": at}
+
+
+def _create(url: str, data: np.ndarray, sharded: bool, options: dict, work: Path) -> None:
+    """The image at ``url``; on GCS made in a local directory and uploaded through the
+    emulator's JSON API (fake-gcs-server takes no plain PUT: tests/gcsserver.py)."""
+    import zarrfuse  # noqa: PLC0415
+
+    shards = (1024, 1024) if sharded else None
+    if not url.startswith("gs://"):
+        zarrfuse.create_array(url, data=data, chunks=(256, 256), shards=shards,
+                              storage_options=options)
+        return
+    from tests.gcsserver import FakeGCS  # noqa: PLC0415
+
+    zarrfuse.create_array(work / "gcs-img.zarr", data=data, chunks=(256, 256), shards=shards)
+    emulator = FakeGCS(int(options["endpoint_url"].rsplit(":", 1)[1]),
+                       work / "gcs" / "fake-gcs-server.log",
+                       Path(options["token"]))
+    emulator.upload_tree(work / "gcs-img.zarr", "pace", "img.zarr")
+
+
 def _object_store_whole_images(kind: str, work: Path, data: np.ndarray, sharded: bool,
                                delay_ms: float, rounds: int) -> None:
-    """The whole-image rows on S3 (moto) or Azure (Azurite) behind the delaying proxy."""
+    """The whole-image rows on S3 (moto), Azure (Azurite) or GCS (fake-gcs-server) behind
+    the delaying proxy."""
     import tifffile  # noqa: PLC0415
     import zarr  # noqa: PLC0415
 
-    import zarrfuse  # noqa: PLC0415
     from zarrfuse.api.arrays import open_store_path  # noqa: PLC0415
     from zarrfuse.zarr_compat import sync  # noqa: PLC0415
 
     times: dict[str, list[float]] = {"zarrfuse": [], "zarr-python 64": []}
     with _object_store(kind, work) as (url, port, options):
-        zarrfuse.create_array(url, data=data, chunks=(256, 256),
-                              shards=(1024, 1024) if sharded else None,
-                              storage_options=options(f"http://127.0.0.1:{port}"))
+        _create(url, data, sharded, options(f"http://127.0.0.1:{port}"), work)
         with DelayProxy(port, delay_ms / 2000) as proxy:
             remote = [f"--storage-option={k}={v}" for k, v in options(proxy.url).items()]
             for round_ in range(rounds):
@@ -265,6 +297,8 @@ def main() -> int:
                         help="the whole-image rows on S3 (moto) rather than nginx")
     parser.add_argument("--azure", action="store_true",
                         help="the whole-image rows on Azure (Azurite) rather than nginx")
+    parser.add_argument("--gcs", action="store_true",
+                        help="the whole-image rows on GCS (fake-gcs-server) rather than nginx")
     parser.add_argument("--copy", action="store_true",
                         help="issue 32 point 5: cp -r of 64 chunk files beside rclone")
     parser.add_argument("--first-paint", action="store_true",
@@ -274,9 +308,10 @@ def main() -> int:
     import zarr  # noqa: PLC0415
 
     work = Path(tempfile.mkdtemp(prefix="zarrfuse-http-pace-"))
-    if args.s3 or args.azure:
+    if args.s3 or args.azure or args.gcs:
         data = (np.arange(4096 * 4096, dtype=np.uint32) * 2654435761 % 65521).astype("u2")
-        _object_store_whole_images("azure" if args.azure else "s3", work,
+        kind = "azure" if args.azure else "gcs" if args.gcs else "s3"
+        _object_store_whole_images(kind, work,
                                    data.reshape(4096, 4096), args.sharded, args.delay_ms,
                                    args.rounds)
         return 0

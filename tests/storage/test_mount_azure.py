@@ -123,8 +123,7 @@ def test_adlfs_option_names_translate_and_unknown_ones_are_refused(monkeypatch):
 
 
 def test_gcsfs_option_names_translate(monkeypatch):
-    """gs:// sources take gcsfs's names. (Not tested against gcp-storage-emulator: it lacks
-    the XML API obstore's GCS client speaks; see docs/sources.md.)"""
+    """gs:// sources take gcsfs's names (mounts of fake-gcs-server: test_mount_gcs.py)."""
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
     assert gcs_config({"token": "anon"})["config"] == {"skip_signature": True}
     assert gcs_config({"token": "/etc/sa.json", "project": "p"})["config"] == {
