@@ -93,8 +93,8 @@ def _umount(args: argparse.Namespace) -> int:
         from zarrfuse.cli.desktop import user_mounts  # noqa: PLC0415  (only this option)
 
         for path in user_mounts():
-            if unmount_or_detach(path):
-                _complain(f"{path} was dead, stuck or busy: detached it lazily")
+            if why := unmount_or_detach(path):
+                _complain(f"{path} was {why}: detached it lazily")
         return 0
     if args.mountpoint is not None:
         path = os.path.abspath(args.mountpoint)
@@ -104,8 +104,8 @@ def _umount(args: argparse.Namespace) -> int:
             raise ConfigurationError(f"{args.config}: no mountpoint = ... line")
     if args.if_mounted and not is_mounted(path):
         return 0
-    if unmount_or_detach(path):
-        _complain(f"{path} was dead, stuck or busy: detached it lazily")
+    if why := unmount_or_detach(path):
+        _complain(f"{path} was {why}: detached it lazily")
     return 0
 
 
