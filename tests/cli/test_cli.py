@@ -90,6 +90,18 @@ def test_http_sources_mount_read_only(source):
     assert not parse_mount("s3://bucket/arr", "/mnt").read_only
 
 
+@pytest.mark.parametrize(("words", "said"), [
+    ((), ["zarrfuse: mounting read-only: the --format ome-tiff view takes no writes "
+          "(--read-only says this is meant)"]),
+    (("--read-only",), []), (("-o", "ro"), [])])
+def test_a_view_that_makes_the_mount_read_only_says_so_on_one_line(words, said, capsys):
+    assert parse_mount("/s", "/m", "--format", "ome-tiff", *words).read_only
+    assert capsys.readouterr().err.splitlines() == said
+    assert not parse_mount("/s", "/m", "--format", "tiff").read_only
+    assert parse_mount("https://host/arr", "/m").read_only  # no view: the source
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize("text, ttl", [("0", 0.0), ("2.5", 2.5), ("60", 60.0)])
 def test_metadata_ttl(text, ttl):
     assert parse_mount("/s", "/m", f"--metadata-ttl={text}").metadata_ttl == ttl
