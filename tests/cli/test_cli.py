@@ -90,6 +90,18 @@ def test_http_sources_mount_read_only(source):
     assert not parse_mount("s3://bucket/arr", "/mnt").read_only
 
 
+@pytest.mark.parametrize(("words", "said"), [
+    ((), ["zarrfuse: mounting read-only: the --format ome-tiff view takes no writes "
+          "(--read-only says this is meant)"]),
+    (("--read-only",), []), (("-o", "ro"), [])])
+def test_a_view_that_makes_the_mount_read_only_says_so_on_one_line(words, said, capsys):
+    assert parse_mount("/s", "/m", "--format", "ome-tiff", *words).read_only
+    assert capsys.readouterr().err.splitlines() == said
+    assert not parse_mount("/s", "/m", "--format", "tiff").read_only
+    assert parse_mount("https://host/arr", "/m").read_only  # no view: the source
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize("text, ttl", [("0", 0.0), ("2.5", 2.5), ("60", 60.0)])
 def test_metadata_ttl(text, ttl):
     assert parse_mount("/s", "/m", f"--metadata-ttl={text}").metadata_ttl == ttl
@@ -327,15 +339,20 @@ def test_umount_refuses_a_non_fuse_mount(plain_dir, mountpoint):
         assert is_mounted(mountpoint)
 
 
-@pytest.mark.parametrize("how", ["live", "busy", "dead"])
+@pytest.mark.parametrize("how", ["live", "busy", "busy-file", "dead"])
 @needs_bindfs
 @mount_test
 def test_umount_of_a_fuse_mount(how, plain_dir, mountpoint):
+    """A busy mount is detached lazily, and the line names the processes that hold it (a
+    working directory, an open file), by PID and command line."""
     with bindfs_mounted(plain_dir, mountpoint) as bindfs:
         assert (mountpoint / "hello").read_text() == "hello"
         holder = None
         if how == "busy":
             holder = subprocess.Popen(["sleep", "60"], cwd=mountpoint)
+        if how == "busy-file":
+            with open(mountpoint / "hello", "rb") as held:
+                holder = subprocess.Popen(["sleep", "61"], stdin=held)
         if how == "dead":
             bindfs.kill()
             bindfs.wait(10)
@@ -344,7 +361,10 @@ def test_umount_of_a_fuse_mount(how, plain_dir, mountpoint):
             result = zarrfuse("umount", mountpoint)
             assert result.returncode == 0, result
             assert not is_mounted(mountpoint)
-            lazily = [f"zarrfuse: {mountpoint} was dead, stuck or busy: detached it lazily"]
+            why = {"busy": f"busy, held by PID {holder and holder.pid} (sleep 60)",
+                   "busy-file": f"busy, held by PID {holder and holder.pid} (sleep 61)",
+                   "dead": "dead"}.get(how)
+            lazily = [f"zarrfuse: {mountpoint} was {why}: detached it lazily"]
             assert result.stderr.splitlines() == ([] if how == "live" else lazily)
         finally:
             if holder is not None:

@@ -20,11 +20,15 @@ from pathlib import Path
 import pytest
 
 from tests.mounting import ZARRFUSE, force_unmount, is_mounted, run_with_timeout, wait_for
+from zarrfuse.cli.desktop import _command as desktop_command
 from zarrfuse.cli.desktop import calling_file_manager
 
 needs_desktop = pytest.mark.skipif(
     not all(shutil.which(tool) for tool in ("Xvfb", "pcmanfm", "xdotool", "xdg-open")),
     reason="needs Xvfb, pcmanfm, xdotool and xdg-open (scripts/dev installs them)")
+needs_xvfb = pytest.mark.skipif(not shutil.which("Xvfb"), reason="needs Xvfb (scripts/dev)")
+SYSTEM_PYTHON = "/usr/bin/python3"
+"""The system's Python, whose gi (python3-gi) the notification daemon runs on."""
 
 
 @pytest.fixture
@@ -110,21 +114,84 @@ def test_the_mount_opens_in_the_file_manager_that_ran_the_action(tmp_path):
     assert calling_file_manager() is None  # pytest's ancestors are no file manager
 
 
-def test_a_failed_action_is_told_to_the_desktop(tmp_path):
-    """What ``notify-send`` is asked to show (a recording stand-in on PATH: this machine runs
-    no notification server): the failure's one line, as stderr says it too."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "notify-send").write_text(
-        f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/told\n')
-    (bin_dir / "notify-send").chmod(0o755)
-    folder = tmp_path / "plain"
+@pytest.fixture
+def notifications(desktop, tmp_path) -> Iterator[tuple[dict[str, str], Path]]:
+    """The desktop with a session bus (a private dbus-daemon) and a notification daemon on
+    it (``tests/notification_server.py``); the file where the daemon writes what it got."""
+    if not all(shutil.which(tool) for tool in ("dbus-daemon", "gdbus")) or subprocess.run(
+            [SYSTEM_PYTHON, "-c", "from gi.repository import Gio"], capture_output=True,
+            check=False).returncode != 0:
+        pytest.skip("needs dbus-daemon, gdbus and the system python3's gi (scripts/dev)")
+    bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
+                           stdout=subprocess.PIPE, text=True)
+    told = tmp_path / "told"
+    server = None
+    try:
+        address = bus.stdout.readline().strip()  # type: ignore[union-attr]
+        assert address, "dbus-daemon named no address"
+        env = {**desktop, "DBUS_SESSION_BUS_ADDRESS": address}
+        server = subprocess.Popen([SYSTEM_PYTHON, Path(__file__).parents[1] /
+                                   "notification_server.py", told], env=env,
+                                  stdout=subprocess.PIPE, text=True)
+        assert server.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
+        yield env, told
+    finally:
+        for process in (server, bus):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=10)
+
+
+def _thunar_folder(tmp_path: Path) -> Path:
+    """Where Thunar may run an action: a folder holding a folder named ``zarrfuse``, a
+    package that ``python -m zarrfuse`` run there would import instead of zarrfuse."""
+    where = tmp_path / "projects"
+    (where / "zarrfuse").mkdir(parents=True)
+    (where / "zarrfuse" / "__init__.py").write_text("")
+    return where
+
+
+def _action(folder: Path) -> list[str]:
+    """What the installed action runs for ``folder`` (no window opened)."""
+    return [*shlex.split(desktop_command()), "desktop", "open", str(folder), "--no-open"]
+
+
+@needs_xvfb
+def test_a_failed_action_is_a_notification_and_leaves_no_folder(notifications, tmp_path):
+    """From a folder holding a ``zarrfuse`` folder, as Thunar runs it: a Zarr folder whose
+    mount fails (its zarr.json is no JSON) is one notification with the line stderr says,
+    received by the desktop's notification daemon; no mountpoint folder is left."""
+    env, told = notifications
+    folder = tmp_path / "broken.zarr"
     folder.mkdir()
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DISPLAY": ":0"}
-    done = run_with_timeout([*ZARRFUSE, "desktop", "open", folder, "--no-open"], 60,
-                            check=False, env=env)
+    (folder / "zarr.json").write_text("{not json")
+    done = run_with_timeout(_action(folder), 120, check=False, env=env,
+                            cwd=_thunar_folder(tmp_path))
     assert done.returncode == 1
-    told = (tmp_path / "told").read_text().splitlines()
-    reason = f"{folder}: not a Zarr array or group (no zarr.json, .zarray, .zgroup)"
-    assert told == ["--app-name=zarrfuse", "zarrfuse could not mount", reason]
+    reason = done.stderr.strip().splitlines()[-1].removeprefix("zarrfuse: ")
+    assert "zarr.json" in reason and "Traceback" not in done.stderr
+    shown = [json.loads(line) for line in told.read_text().splitlines()]
+    assert shown == [{"app": "zarrfuse", "icon": "dialog-error",
+                      "summary": "zarrfuse could not mount", "body": reason}]
+    assert list((Path(env["XDG_RUNTIME_DIR"]) / "zarrfuse").iterdir()) == []
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    done = run_with_timeout(_action(plain), 60, check=False, env=env)
+    reason = f"{plain}: not a Zarr array or group (no zarr.json, .zarray, .zgroup)"
     assert done.stderr.strip() == f"zarrfuse: {reason}"
+    assert json.loads(told.read_text().splitlines()[-1])["body"] == reason
+
+
+@pytest.mark.fuse
+@pytest.mark.timeout(120)
+@needs_xvfb
+def test_the_action_mounts_from_a_folder_holding_a_zarrfuse_folder(desktop, array_v3,
+                                                                    tmp_path):
+    done = run_with_timeout(_action(array_v3), 120, check=False, env=desktop,
+                            cwd=_thunar_folder(tmp_path))
+    assert done.returncode == 0, done.stderr
+    mnt = Path(done.stdout.strip())
+    try:
+        assert is_mounted(mnt) and "planes" in os.listdir(mnt)
+    finally:
+        force_unmount(mnt)

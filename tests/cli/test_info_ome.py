@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import zarr
 
-from zarrfuse.cli.info import describe
+from zarrfuse.cli.info import describe, describe_json
 
 
 def _image(root, omero, method):
@@ -45,3 +45,54 @@ def test_info_describes_an_ome_zarr_image(tmp_path, omero, method, colour, after
     names = [c["label"] for c in omero["channels"]]
     assert f"channels {names[0]} #{omero['channels'][0]['color']}" in text
     assert colour in text and after in text
+
+
+def _plate(root, version):
+    """An HCS plate as OME-Zarr lays it out: rows A, B, columns 1..3, three wells of two
+    fields each, every field a 2-channel image (v0.5: Zarr v3, under "ome"; v0.4: v2)."""
+    zarr_format = 3 if version == "0.5" else 2
+
+    def attrs(group, meta):
+        group.attrs.update({"ome": {"version": version, **meta}} if version == "0.5"
+                           else {**meta, **({"version": version} if "well" in meta else {})})
+
+    wells = ["A/1", "A/2", "B/3"]
+    plate = zarr.open_group(root, mode="w", zarr_format=zarr_format)
+    attrs(plate, {"plate": {"name": "screen", "field_count": 2,
+                            "rows": [{"name": "A"}, {"name": "B"}],
+                            "columns": [{"name": n} for n in ("1", "2", "3")],
+                            "wells": [{"path": w, "rowIndex": "AB".index(w[0]),
+                                       "columnIndex": int(w[2]) - 1} for w in wells]}})
+    for well_path in wells:
+        well = plate.require_group(well_path)
+        attrs(well, {"well": {"images": [{"path": "0"}, {"path": "1"}]}})
+        for field in ("0", "1"):
+            image = well.require_group(field)
+            image.create_array("0", data=np.zeros((2, 8, 8), "u2"), chunks=(1, 8, 8))
+            attrs(image, {"multiscales": [{"axes": [{"name": "c", "type": "channel"},
+                                                    {"name": "y", "type": "space"},
+                                                    {"name": "x", "type": "space"}],
+                                           "datasets": [{"path": "0"}]}],
+                          "omero": {"channels": [{"label": "DAPI", "color": "0000FF"},
+                                                 {"label": "GFP", "color": "00FF00"}]}})
+
+
+@pytest.mark.parametrize("version", ["0.5", "0.4"])
+def test_info_describes_an_hcs_plate(tmp_path, version):
+    """Rows, columns, wells and fields of the plate, each well's fields, each image's
+    channels; ``--json`` says the same."""
+    _plate(tmp_path / "plate.ome.zarr", version)
+    source = str(tmp_path / "plate.ome.zarr")
+    lines = describe(source).splitlines()
+    at = lines.index(f"{source}: Zarr v{3 if version == '0.5' else 2} group")
+    assert lines[at + 1] == ("  HCS plate screen: 2 rows (A, B) x 3 columns (1, 2, 3), "
+                             "3 wells (A/1, A/2, B/3), up to 2 fields per well")
+    well = lines.index(f"{source}/B/3: Zarr v{3 if version == '0.5' else 2} group")
+    assert lines[well + 1] == "  HCS well, 2 fields (images 0, 1)"
+    assert lines.count("  channels DAPI #0000FF; GFP #00FF00") == 6  # every field's image
+    nodes = {node["path"]: node for node in describe_json(source)["nodes"]}
+    assert nodes[source]["plate"] == {"name": "screen", "rows": ["A", "B"],
+                                      "columns": ["1", "2", "3"],
+                                      "wells": ["A/1", "A/2", "B/3"], "fields_per_well": 2}
+    assert nodes[f"{source}/A/2"]["well"] == {"fields": ["0", "1"]}
+    assert [c["name"] for c in nodes[f"{source}/A/2/1"]["ome"]["channels"]] == ["DAPI", "GFP"]

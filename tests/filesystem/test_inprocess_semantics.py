@@ -140,3 +140,35 @@ def test_refused_rendered_writes_change_nothing(tmp_path, fmt):
             assert refused(lambda a=attempt: fs.write(target, a)) in (errno.EINVAL, errno.EIO)
         assert len(fs.read(target)) == fs.size(target)
     np.testing.assert_array_equal(zarr.open_array(path)[:], before)
+
+
+@pytest.mark.expect_log(r"refused to store chunk")
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_strings_of_variable_length_are_fixed_width_npy_files_and_write_back(tmp_path,
+                                                                               zarr_format):
+    """Zarr v3's ``string`` and v2's vlen-utf8: each chunk's NPY is as wide as its longest
+    value (its size, ``stat``'s, known before a read); a saved file of any width lands."""
+    words = np.array([["a", "bbbb", "", "cc"], ["δδ", "e", "ffffff", "g"]], dtype=object)
+    path = tmp_path / "s"
+    array = zarr.create_array(path, shape=(2, 4), chunks=(2, 2), dtype=str,
+                              zarr_format=zarr_format)
+    array[...] = words
+    with in_process(str(path), format="npy") as fs:
+        names = sorted(fs.walk())
+        files = [name for name in names if name.endswith(".npy")]
+        assert len(files) == 2
+        for column, file in enumerate(files):
+            size = fs.size(file)
+            shown = np.load(io.BytesIO(fs.read(file)))
+            tile = words[:, 2 * column : 2 * column + 2]
+            assert shown.dtype == f"<U{max(len(w) for w in tile.flat)}"
+            assert shown.tolist() == tile.tolist() and size == len(fs.read(file))
+        out = io.BytesIO()
+        np.save(out, np.array([["longer than before", "h"], ["i", "j"]]))
+        fs.write(files[1], out.getvalue())
+        out = io.BytesIO()
+        np.save(out, np.array([["one", "row"]]))
+        assert refused(lambda: fs.write(files[0], out.getvalue())) == errno.EINVAL
+    expected = words.copy()
+    expected[:, 2:] = [["longer than before", "h"], ["i", "j"]]
+    assert zarr.open_array(path)[...].tolist() == expected.tolist()

@@ -21,7 +21,7 @@ from zarrfuse.cli import daemon, extras, options, parser
 from zarrfuse.cli.option_table import MOUNT_OPTIONS
 from zarrfuse.cli.parser import Handler
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
-from zarrfuse.fuse.config import MountConfig
+from zarrfuse.fuse.config import READ_ONLY_SCHEMES, MountConfig
 from zarrfuse.fuse.mountpoint import is_mounted, unmount_or_detach
 
 __all__ = ["build_parser", "main", "mount_config"]
@@ -64,13 +64,18 @@ def mount_config(args: argparse.Namespace) -> MountConfig:
             raise ConfigurationError(f"{args.config}: no {key} = ... line, and none given")
     values["source"] = options.absolute_source(values["source"])
     values["mountpoint"] = os.path.abspath(os.path.expanduser(values["mountpoint"]))
-    return MountConfig(
+    config = MountConfig(
         **values,
         foreground=args.foreground,
         fuse_options=(*file.fuse_options, *words.fuse_options),
         storage_options={**file.storage_options, **words.storage_options,
                          **dict(args.storage_options)},
     )
+    if (config.read_only and not values.get("read_only")
+            and not config.source.startswith(READ_ONLY_SCHEMES)):  # the view made it so
+        print(f"zarrfuse: mounting read-only: the --format {config.format} view takes no "
+              "writes (--read-only says this is meant)", file=sys.stderr)
+    return config
 
 
 def _mount(args: argparse.Namespace) -> int:
@@ -93,8 +98,8 @@ def _umount(args: argparse.Namespace) -> int:
         from zarrfuse.cli.desktop import user_mounts  # noqa: PLC0415  (only this option)
 
         for path in user_mounts():
-            if unmount_or_detach(path):
-                _complain(f"{path} was dead, stuck or busy: detached it lazily")
+            if why := unmount_or_detach(path):
+                _complain(f"{path} was {why}: detached it lazily")
         return 0
     if args.mountpoint is not None:
         path = os.path.abspath(args.mountpoint)
@@ -104,8 +109,8 @@ def _umount(args: argparse.Namespace) -> int:
             raise ConfigurationError(f"{args.config}: no mountpoint = ... line")
     if args.if_mounted and not is_mounted(path):
         return 0
-    if unmount_or_detach(path):
-        _complain(f"{path} was dead, stuck or busy: detached it lazily")
+    if why := unmount_or_detach(path):
+        _complain(f"{path} was {why}: detached it lazily")
     return 0
 
 

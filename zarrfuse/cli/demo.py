@@ -7,13 +7,16 @@ TIFF file;
 ``--format ome-tiff``: the whole pyramid one OME-TIFF file), prints the files to open, checks
 that every file holds exactly the source pixels, unmounts and removes everything, also
 when it fails or is interrupted. ``--hold`` keeps the mounts until Enter (or Ctrl-C) to look
-at the pictures; ``DIR`` puts the demo there instead of a temporary directory and keeps it.
+at the pictures (with no terminal, stdin at its end: until SIGINT or SIGTERM); ``DIR`` puts
+the demo there instead of a temporary directory and keeps it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +33,9 @@ __all__ = ["astronaut_pyramid", "run"]
 LEVELS = 3
 CHUNK = 128
 IMAGE_NAME = "astronaut.ome.zarr"
+OPENERS = {".imagej.tif": "the full resolution for ImageJ 1.x, as a hyperstack",
+           ".ome.tif": "the colour pyramid: Fiji (Bio-Formats), QuPath, napari, eog, GIMP"}
+"""What opens each whole-image file the demo shows, by the end of its name."""
 INSTALL_HINT = 'the demo\'s picture comes from scikit-image: pip install "zarrfuse[demo]"'
 
 
@@ -158,13 +164,27 @@ def _show(root: Path, *, hold: bool) -> int:
         _check_whole(image, levels)
         print(f"mounted as TIFF files, one colour picture per chunk: {tiffs}  ({len(tiles)} "
               "at full size)")
-        print(f"    open, for example: {tiles[0]}")
-        print(f"mounted as one colour OME-TIFF pyramid: {whole}")
-        print(f"    open: {image}")
+        print(f"    open, for example: {tiles[0]}  (any image viewer)")
+        print(f"mounted as one image, each file for its programs: {whole}")
+        for file in sorted(whole.iterdir()):
+            opener = next((o for end, o in OPENERS.items() if file.name.endswith(end)),
+                          "any TIFF reader")
+            print(f"    open: {file}  ({opener})")
         print("checked: every file holds exactly the source pixels")
         if hold:
-            with contextlib.suppress(KeyboardInterrupt, EOFError):
-                input("the mounts stay until you press Enter (or Ctrl-C); open the files "
-                      "above in any image viewer ... ")
+            with contextlib.suppress(KeyboardInterrupt):
+                _hold()
     print("unmounted")
     return 0
+
+
+def _hold() -> None:
+    """Until Enter or Ctrl-C; with stdin at its end (no terminal), until SIGINT or SIGTERM."""
+    try:
+        input("the mounts stay until you press Enter (or Ctrl-C); open the files above ... ")
+    except EOFError:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        print(f"\nno terminal (stdin is at its end): the mounts stay until SIGINT or SIGTERM "
+              f"(kill {os.getpid()})", flush=True)
+        while True:
+            signal.pause()

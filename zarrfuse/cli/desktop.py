@@ -16,9 +16,10 @@ default set). Two actions, "Mount as images" (``--format tiff``, one image per c
 
 Each runs ``zarrfuse desktop open FOLDER [--format ome-tiff]``: the Zarr folder is mounted
 read-only under ``$XDG_RUNTIME_DIR/zarrfuse/`` and the mount opened in the file manager
-that ran the action (found among this process's ancestors), else with ``xdg-open``; a
-failure is also shown as a desktop notification (``notify-send``), as the action has no
-terminal.
+that ran the action (found among this process's ancestors), else with ``xdg-open``. The
+action has no terminal: a failure is also a desktop notification with its one-line reason,
+sent over D-Bus by ``gdbus`` (GLib's, on every GTK desktop; ``notify-send`` is a package
+many lack), and no empty mountpoint folder is left behind.
 ``uninstall`` removes exactly what ``install`` wrote (and the folder handler of earlier
 releases); both print each file they changed. ``zarrfuse umount --all`` takes down every
 mount of the user.
@@ -26,6 +27,7 @@ mount of the user.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -35,7 +37,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from zarrfuse.errors import MountError, SourceError
+from zarrfuse.errors import MountError, SourceError, ZarrFuseError
 from zarrfuse.fuse.mountpoint import is_mounted, mount_entries
 
 __all__ = ["ACTIONS", "calling_file_manager", "install", "mount_folder", "runtime_mountpoint",
@@ -57,7 +59,7 @@ def _command() -> str:
     script = Path(sys.executable).with_name("zarrfuse")
     if script.is_file() and os.access(script, os.X_OK):
         return str(script)
-    return f"{sys.executable} -m zarrfuse"
+    return f"{sys.executable} -P -m zarrfuse"  # -P: never a ./zarrfuse of the folder it runs in
 
 
 def _data_home() -> Path:
@@ -245,17 +247,27 @@ def _show(where: Path) -> None:
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def _gvariant(text: str) -> str:
+    """``text`` as a GVariant string literal, on one line, valid UTF-8."""
+    text = " ".join(text.encode(errors="replace").decode().split())
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def tell_the_desktop(message: str) -> bool:
     """A desktop notification saying ``message`` (an action started from a file manager has
-    no terminal to print on); False where there is none to show it."""
-    if not shutil.which("notify-send") or not (
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    ):
+    no terminal to print on): the Notifications D-Bus call, typed so that it needs no
+    introspection; False where there is no session bus or no one to show it."""
+    if not shutil.which("gdbus") or not os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
         return False
+    call = ["gdbus", "call", "--session", "--timeout", "10",
+            "--dest", "org.freedesktop.Notifications",
+            "--object-path", "/org/freedesktop/Notifications",
+            "--method", "org.freedesktop.Notifications.Notify", _gvariant("zarrfuse"),
+            "uint32 0", _gvariant("dialog-error"), _gvariant("zarrfuse could not mount"),
+            _gvariant(message), "@as []", "@a{sv} {}", "int32 -1"]
     try:
-        sent = subprocess.run(["notify-send", "--app-name=zarrfuse", "zarrfuse could not mount",
-                               message], capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):  # no session bus answering: stderr says it
+        sent = subprocess.run(call, capture_output=True, timeout=15, check=False)
+    except (OSError, subprocess.SubprocessError):  # stderr says it still
         return False
     return sent.returncode == 0
 
@@ -265,8 +277,9 @@ def mount_folder(folder: str, *, open_it: bool = True, fmt: str = "tiff") -> Pat
     failure is also told to the desktop (``tell_the_desktop``), then raised."""
     try:
         where = _mount_once(Path(folder).resolve(), fmt)
-    except (SourceError, MountError, OSError, subprocess.SubprocessError) as e:
-        tell_the_desktop(str(e))
+    except Exception as e:  # whatever it is, the desktop is told
+        tell_the_desktop(str(e) if isinstance(e, ZarrFuseError | OSError)
+                         else f"{type(e).__name__}: {e}")
         raise
     print(where)
     if open_it:
@@ -278,13 +291,22 @@ def _mount_once(source: Path, fmt: str) -> Path:
     if not any((source / marker).is_file() for marker in ZARR_MARKERS):
         raise SourceError(f"{source}: not a Zarr array or group (no zarr.json, .zarray, .zgroup)")
     where = runtime_mountpoint(source, fmt)
-    if not is_mounted(str(where)):
-        where.mkdir(parents=True, exist_ok=True)
+    if is_mounted(str(where)):
+        return where
+    where.mkdir(parents=True, exist_ok=True)
+    try:  # cwd "/": a folder named zarrfuse where the action runs is no package to import
         done = subprocess.run(
             [sys.executable, "-m", "zarrfuse", "mount", str(source), str(where), "--read-only",
-             "--format", fmt], capture_output=True, text=True, timeout=120, check=False)
+             "--format", fmt], capture_output=True, text=True, timeout=120, check=False,
+            cwd="/")
         if done.returncode != 0:
-            raise MountError(done.stderr.strip().removeprefix("zarrfuse: ") or "mount failed")
+            lines = done.stderr.strip().splitlines() or ["mount failed"]
+            said = [line for line in lines if line.startswith("zarrfuse: ")] or lines
+            raise MountError(said[-1].removeprefix("zarrfuse: "))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            where.rmdir()  # never an empty folder left behind
+        raise
     return where
 
 

@@ -97,6 +97,42 @@ def _ome(multiscales: Multiscales, shapes: dict[str, list[int] | None]) -> dict[
     }
 
 
+def _hcs(attributes: dict[str, Any]) -> dict[str, Any]:
+    """An OME-Zarr HCS plate or well (v0.4 at the top of the attributes, v0.5 under "ome")
+    as ``--json`` gives it: a plate's rows, columns, wells and fields per well, a well's
+    fields (each an image, described on its own with its channels)."""
+    ome = attributes.get("ome")
+    meta = ome if isinstance(ome, dict) else attributes
+    plate, well = meta.get("plate"), meta.get("well")
+
+    def paths(entries: Any, key: str = "path") -> list[str]:
+        return [str(e.get(key)) for e in entries if isinstance(e, dict)] if isinstance(
+            entries, list) else []
+
+    if isinstance(plate, dict):
+        return {"plate": {"name": plate.get("name"), "rows": paths(plate.get("rows"), "name"),
+                          "columns": paths(plate.get("columns"), "name"),
+                          "wells": paths(plate.get("wells")),
+                          "fields_per_well": plate.get("field_count")}}
+    return {"well": {"fields": paths(well.get("images"))}} if isinstance(well, dict) else {}
+
+
+def _hcs_lines(node: dict[str, Any]) -> list[str]:
+    if "well" in node:
+        fields = node["well"]["fields"]
+        return [f"  HCS well, {len(fields)} field{'s' if len(fields) != 1 else ''} (images "
+                f"{', '.join(fields)})"]
+    if "plate" not in node:
+        return []
+    plate = node["plate"]
+    count = {key: f"{len(plate[key])} {key} ({', '.join(plate[key])})"
+             for key in ("rows", "columns", "wells")}
+    fields = plate["fields_per_well"]
+    return [f"  HCS plate{' ' + str(plate['name']) if plate['name'] else ''}: "
+            f"{count['rows']} x {count['columns']}, {count['wells']}"
+            + (f", up to {fields} fields per well" if fields is not None else "")]
+
+
 def _shape_text(shape: list[int] | None) -> str:
     return "?" if shape is None else " x ".join(map(str, shape))
 
@@ -182,7 +218,7 @@ async def _walk(store_path: StorePath, where: str, nodes: list[dict[str, Any]],
         nodes.append(_array(where, metadata, node.zarr_format, axis_names))
         return
     described: dict[str, Any] = {"path": where, "node_type": "group",
-                                 "zarr_format": node.zarr_format}
+                                 "zarr_format": node.zarr_format, **_hcs(node.attributes)}
     nodes.append(described)
     try:
         multiscales = read_multiscales(node.attributes)
@@ -252,6 +288,7 @@ def describe(source: Any, *, storage_options: dict[str, Any] | None = None) -> s
             lines.extend(_array_lines(node))
         else:
             lines.append(f"{node['path']}: Zarr v{node['zarr_format']} group")
+            lines.extend(_hcs_lines(node))
             if "ome_error" in node:
                 lines.append(f"  OME-Zarr metadata not readable: {node['ome_error']}")
             if "ome" in node:

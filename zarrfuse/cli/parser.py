@@ -308,8 +308,8 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
         help="put the demo here and keep it (default: a temporary directory, removed)",
     )
     p.add_argument("--hold", action=argparse.BooleanOptionalAction, default=None,
-                   help="keep the mounts until Enter (or Ctrl-C), to open the pictures "
-                   "(default: when run from a terminal)")
+                   help="keep the mounts until Enter (or Ctrl-C; with no terminal, until "
+                   "SIGTERM), to open the pictures (default: when run from a terminal)")
     p.set_defaults(handler=handlers["demo"])
     p = commands.add_parser(
         "desktop", help="mount Zarr folders from the file manager",

@@ -29,6 +29,7 @@ from zarrfuse.fuse.handed_fd import handed_fuse_fd
 __all__ = [
     "MountEntry",
     "hidden_entries",
+    "holders",
     "is_mounted",
     "mount_entry",
     "prepare_mountpoint",
@@ -196,12 +197,12 @@ def unmount(path: str, lazy: bool = False) -> None:
     raise MountError(message or f"fusermount3 -u {path} failed with status {status}")
 
 
-def unmount_or_detach(path: str) -> bool:
+def unmount_or_detach(path: str) -> str | None:
     """Unmount the FUSE mount at ``path``; detach it lazily if it is dead, stuck or busy.
 
-    Returns True when the unmount had to be lazy. Raises MountError if nothing is mounted
-    there, if the mount is not a FUSE mount (fusermount3 as root would unmount anything), or
-    if it cannot be removed.
+    Returns None for a plain unmount, else why it had to be lazy (``busy, held by PID 12
+    (sleep 60)``). Raises MountError if nothing is mounted there, if the mount is not a
+    FUSE mount (fusermount3 as root would unmount anything), or if it cannot be removed.
     """
     path = os.path.abspath(path)
     entry = mount_entry(path)
@@ -211,17 +212,44 @@ def unmount_or_detach(path: str) -> bool:
         raise MountError(f"{path} is not mounted")
     if not entry.fstype.startswith("fuse"):
         raise MountError(f"{path} is a {entry.fstype} mount, not a FUSE mount; not unmounting it")
-    if _state(path) != "live":
+    state = _state(path)
+    if state != "live":
         unmount(path, lazy=True)
-        return True
+        return state
     try:
         unmount(path)
-        return False
+        return None
     except MountError:
         if mount_entry(path) != entry:
-            return False
+            return None
+    held = ", ".join(holders(path))  # before the detach, which hides their paths
     unmount(path, lazy=True)  # busy: "Device or resource busy"
-    return True
+    return f"busy, held by {held}" if held else "busy"
+
+
+def holders(path: str) -> list[str]:
+    """``PID N (COMMAND)`` of each process whose working or root directory, open files or
+    mapped files lie at or under ``path``: what keeps an unmount busy. Reads only /proc
+    (links and maps name paths without asking the file system, so a dead mount is safe)."""
+    below = path.rstrip("/") + "/"
+    found = []
+    for pid in sorted(filter(str.isdigit, os.listdir("/proc")), key=int):
+        proc = f"/proc/{pid}"
+        names = [f"{proc}/cwd", f"{proc}/root"]
+        with contextlib.suppress(OSError):
+            names += [f"{proc}/fd/{fd}" for fd in os.listdir(f"{proc}/fd")]
+        used = []
+        for name in names:
+            with contextlib.suppress(OSError):
+                used.append(os.readlink(name))
+        with contextlib.suppress(OSError), open(f"{proc}/maps", encoding="utf-8",
+                                                errors="replace") as maps:
+            used += [line.split(maxsplit=5)[-1].rstrip("\n") for line in maps]
+        if int(pid) != os.getpid() and any(u == path or u.startswith(below) for u in used):
+            with contextlib.suppress(OSError), open(f"{proc}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").strip().decode(errors="replace")
+                found.append(f"PID {pid} ({command[:80] or '?'})")
+    return found
 
 
 def _detach_dead_mounts(path: str) -> None:

@@ -51,8 +51,9 @@ def check_renderable(fmt: str, dtype: np.dtype, chunk_shape: tuple[int, ...]) ->
     """Refuse arrays a format cannot show (PNG: 2-D uint8/uint16, 8-bit RGB/RGBA)."""
     if fmt not in FORMATS:
         raise ConfigurationError(f"unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
-    if dtype.hasobject:
-        raise ConfigurationError(f"{fmt}: variable-size data type {dtype} cannot be rendered")
+    if dtype.hasobject and not (fmt == "npy" and dtype.kind == "T"):
+        raise ConfigurationError(f"{fmt}: variable-size data type {dtype} cannot be rendered"
+                                 + (" (npy shows strings)" if dtype.kind == "T" else ""))
     if fmt == "png" and not _png_mode(dtype, chunk_shape):
         raise ConfigurationError(
             f"png shows 2-D uint8/uint16 chunks and 8-bit RGB/RGBA chunks (last dimension 3 or "
@@ -66,8 +67,11 @@ def encode(fmt: str, data: np.ndarray) -> bytes:
 
     Where the format keeps the values as one contiguous run (single-page TIFF, NPY), the
     bytes around it are the same for every chunk of a shape and dtype; they are taken from a
-    template written once by tifffile/numpy, and only the values are copied in.
+    template written once by tifffile/numpy, and only the values are copied in. Strings of
+    variable length (NPY only) are fixed-width, as wide as the chunk's longest value.
     """
+    if data.dtype.kind == "T":
+        data = data.astype(f"<U{max(1, int(np.strings.str_len(data).max(initial=0)))}")
     layout = _layout(fmt, data.shape, data.dtype.str)
     if layout is not None:
         prefix, suffix = layout
@@ -97,7 +101,7 @@ def _encode(fmt: str, data: np.ndarray) -> bytes:
 
 def decode(fmt: str, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """The chunk a written file holds; InvalidArgument (EINVAL) unless it has exactly
-    ``shape`` and ``dtype``."""
+    ``shape`` and ``dtype`` (strings of any fixed width for variable-length ones)."""
     try:
         if fmt == "tiff":
             value = tifffile.imread(io.BytesIO(data))
@@ -108,12 +112,13 @@ def decode(fmt: str, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np
                 value = np.asarray(image)
     except Exception as e:  # every decoder has its own error types
         raise InvalidArgument(f"not a readable {fmt} file: {type(e).__name__}: {e}") from e
-    if value.shape != shape or value.dtype != dtype:
+    strings = dtype.kind == "T" and value.dtype.kind == "U"  # of any width
+    if value.shape != shape or (value.dtype != dtype and not strings):
         raise InvalidArgument(
             f"the {fmt} file holds {value.dtype} of shape {value.shape}; this chunk is {dtype} "
             f"of shape {shape}"
         )
-    return value
+    return value.astype(dtype) if strings else value
 
 
 @functools.lru_cache(maxsize=4096)

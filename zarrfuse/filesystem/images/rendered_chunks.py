@@ -181,8 +181,11 @@ class RenderedChunks:
     def shape_of(self, coords: Sequence[int]) -> tuple[int, ...]:
         return tuple(s.stop - s.start for s in self.region(coords))
 
-    def size(self, coords: tuple[int, ...]) -> int:
-        """Exact file size, known without decoding the chunk."""
+    async def size(self, coords: tuple[int, ...]) -> int:
+        """Exact file size, known without decoding the chunk; but strings of variable length
+        are rendered to know it (their NPY is as wide as the chunk's longest value)."""
+        if self.dtype.kind == "T":
+            return len(await self.render(coords))
         return encoded_size(self.fmt, self.image_shape(coords), self.dtype.str)
 
     def _encode_all(self, values: list[np.ndarray]) -> list[bytes]:

@@ -200,7 +200,7 @@ class RenderedChunkFiles:
         it, or the metadata's where that is not stored."""
         stored = await self._source.stat(self._rendered.stored_coords(coords))
         mtime_ns = self._array.metadata_time_ns if stored is None else stored.mtime_ns
-        return Stat(self._rendered.size(coords), mtime_ns)
+        return Stat(await self._rendered.size(coords), mtime_ns)
 
     async def leaf_stats(self, done: Coords, lo: int, hi: int) -> dict[int, Stat]:
         """Every file of the leaf, timed by the stored chunk that holds it: one listing of
@@ -224,7 +224,7 @@ class RenderedChunkFiles:
         for c in range(lo, hi + 1):
             holder = stored.get(c // per)
             mtime_ns = array.metadata_time_ns if holder is None else holder.mtime_ns
-            out[c] = Stat(rendered.size(self._full((*done, c))), mtime_ns)
+            out[c] = Stat(await rendered.size(self._full((*done, c))), mtime_ns)
         return out
 
     async def open_version(self, coords: Coords) -> OpenedVersion:
