@@ -39,13 +39,16 @@ def log(message: str) -> None:
 
 
 def run(cmd: Sequence[str | os.PathLike[str]], timeout: float = 300.0, *, check: bool = True,
-        env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
+        env: dict[str, str] | None = None, input: str | bytes | None = None,
+        **kw) -> subprocess.CompletedProcess:
     """``cmd`` run to its exit, killed by a timer if it overruns.
 
     subprocess's own timeout polls the child every 50 ms once it has run 63 ms, so a command
     timed around it took 64, 115, 165 or 215 ms whatever it really took; here the parent
     blocks in ``waitpid``."""
     killed = threading.Event()
+    if input is not None:
+        kw["stdin"] = subprocess.PIPE
     with subprocess.Popen([os.fspath(c) for c in cmd], env=env or C_ENV, **kw) as proc:
 
         def overrun() -> None:
@@ -55,7 +58,7 @@ def run(cmd: Sequence[str | os.PathLike[str]], timeout: float = 300.0, *, check:
         timer = threading.Timer(timeout, overrun)
         timer.start()
         try:
-            out, err = proc.communicate()
+            out, err = proc.communicate(input)
         finally:
             timer.cancel()
     if killed.is_set() and proc.returncode == -signal.SIGKILL:

@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.s3server import CREDENTIALS, S3Server
@@ -38,7 +39,15 @@ class DelayProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        async def stop() -> None:  # every connection's pumps ended, then the loop
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._loop.stop()
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop)
+        self._thread.join(10)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -118,23 +127,35 @@ def s3_bucket(bucket: str) -> Iterator[S3Server]:
         yield server
 
 
+@dataclass
+class Remote:
+    """An object store on loopback: the URL of ``img.zarr`` in its bucket, its port, the
+    storage options that reach it at a given endpoint, and its request counts (S3: by method
+    since ``reset``; Azure: none kept)."""
+
+    url: str
+    port: int
+    options: Callable[[str], dict]
+    reset: Callable[[], None] = lambda: None
+    counts: Callable[[], Counter[str]] = Counter
+
+
 @contextlib.contextmanager
-def object_store(kind: str, work: Path) -> Iterator[tuple[str, int, Callable[[str], dict]]]:
-    """A bucket or container ``pace`` on moto (``s3``) or Azurite (``azure``): (the URL of
-    ``img.zarr`` in it, the server's port, the storage options that reach it at a given
-    endpoint)."""
+def object_store(kind: str, work: Path) -> Iterator[Remote]:
+    """A bucket or container ``pace`` on moto (``s3``) or Azurite (``azure``)."""
     if kind == "s3":
         with s3_bucket("pace") as server:
-            yield "s3://pace/img.zarr", server.port, lambda at: {"endpoint_url": at}
+            yield Remote("s3://pace/img.zarr", server.port, lambda at: {"endpoint_url": at},
+                         server.reset, lambda: server.snapshot()[0])
         return
     from tests.azurite import ACCOUNT, KEY, azurite  # noqa: PLC0415  (Node.js, Azure only)
 
     with azurite(work / "azurite") as emulator:
         emulator.create_container("pace")
         port = int(emulator.endpoint.split(":")[2].split("/")[0])
-        yield "az://pace/img.zarr", port, lambda at: {
+        yield Remote("az://pace/img.zarr", port, lambda at: {
             "account_name": ACCOUNT, "account_key": KEY,
-            "endpoint_url": f"{at}/{ACCOUNT}" if at.count("/") == 2 else at}
+            "endpoint_url": f"{at}/{ACCOUNT}" if at.count("/") == 2 else at})
 
 
 def rclone_s3(bucket: str, endpoint: str, where: Path, *flags: str
