@@ -78,6 +78,7 @@ def measure(ctx: Context, store: str = "s3") -> list[Row]:
     data = np.random.default_rng(5).integers(0, 4000, (side, side), dtype="u2")
     zarr.create_array(ctx.work / "img", data=data, chunks=(256, 256))
     rows = []
+    issue = "24" if store == "s3" else "32"
     caches = [0]  # a new cache directory for each cold mount; its warm mount reuses it
     with remote(ctx, store, data) as (url, options, mark, sent):
         for measure_, view, pattern in (("chunk files", [], "c/**/*"),
@@ -109,12 +110,12 @@ def measure(ctx: Context, store: str = "s3") -> list[Row]:
             rows += [
                 Row(f"{measure_}, warm --cache-dir, {store}", "MB/s", warm,
                     ("local mount", got["local"]), floor=at_least(0.8 if store == "s3" else 0.67),
-                    issue="24" if store == "s3" else "32"),
+                    issue=issue),
                 Row(f"{measure_}, cold --cache-dir, {store}", "MB/s", cold,
-                    ("local mount", got["local"])),
+                    ("local mount", got["local"]), issue=issue),
                 Row(f"{measure_}, bytes the server sent the warm mount", "MB",
                     [b / MB for b in sent_by["warm"]], ("cold mount",
                                                         [b / MB for b in sent_by["cold"]]),
-                    floor=at_most(0.1), issue="24" if store == "s3" else "32"),
+                    floor=at_most(0.1), issue=issue),
             ]
     return rows

@@ -36,7 +36,8 @@ def measure(ctx: Context) -> list[Row]:
                                                 j * TILE : (j + 1) * TILE],
                                      photometric="minisblack")
                     total += len(out.getvalue())
-        return total / seconds(encode) / MB
+        took = seconds(encode)
+        return total / took / MB
 
     def mounted() -> float:
         m = ctx.mount(ctx.work / "image.zarr", ctx.work / "mnt", "--format", "tiff",
@@ -48,7 +49,8 @@ def measure(ctx: Context) -> list[Row]:
             def read() -> None:
                 nonlocal total
                 total = sum(len(f.read_bytes()) for f in files)
-            return total / seconds(read) / MB
+            took = seconds(read)
+            return total / took / MB
         finally:
             ctx.unmount(m)
 

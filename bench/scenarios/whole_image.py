@@ -27,7 +27,7 @@ import tifffile
 import zarr
 
 from bench.data import TILE, make_image, make_slide
-from bench.harness import MB, ZARRFUSE, Context, Row, at_least, at_most, run, seconds
+from bench.harness import MB, ZARRFUSE, Context, Row, at_least, at_most, proc_field, run, seconds
 
 ISSUE = "35"
 
@@ -96,12 +96,20 @@ def measure(ctx: Context) -> list[Row]:
     codec, local = numcodecs.Zstd(), ctx.work / "local.ome.tif"
     mb = expected.nbytes / MB
 
+    rss: list[float] = []  # the daemon's peak (MiB) after a fresh --read-only imread
+
     def on_mount(store: Path, read: Callable[[Path], float], *options: str) -> float:
         m = ctx.mount(store, ctx.work / "mnt", *options)
         try:
-            return read(m.where)
+            took = read(m.where)
+            if read is imread_ro:
+                rss.append(proc_field(m.pid, "VmHWM") / 1024)
+            return took
         finally:
             ctx.unmount(m)
+
+    def imread_ro(root: Path) -> float:
+        return imread(root / "image.ome.tif", expected)
 
     def cached(root: Path) -> float:
         run(["cat", root / "image.ome.tif"], stdout=subprocess.DEVNULL)  # all in the cache
@@ -124,8 +132,7 @@ def measure(ctx: Context) -> list[Row]:
     got = ctx.interleave({
         "one zstd thread": lambda: seconds(lambda: [codec.decode(c) for c in chunks]),
         "zarr-python": lambda: seconds(lambda: zarr.open_array(image, mode="r")[...]),
-        "imread --read-only": lambda: on_mount(image, lambda r: imread(
-            r / "image.ome.tif", expected), *ro),
+        "imread --read-only": lambda: on_mount(image, imread_ro, *ro),
         "imread default": lambda: on_mount(image, lambda r: imread(
             r / "image.ome.tif", expected), *tiff),
         "imread, page cache": lambda: on_mount(image, cached, *ro),
@@ -154,6 +161,8 @@ def measure(ctx: Context) -> list[Row]:
                                                  pace["zarr-python"]), None, at_least(1.5), "55"))
     rows += [Row(f"imread, {k}", "MB/s", pace[f"imread, {k}"], zstd)
              for k in ("page cache", "local copy")]
+    rows.append(Row("the daemon's RSS peak after a fresh --read-only imread", "MiB", rss,
+                    issue="55"))
     for key, label, floor in (("tiles", "every tile, one pread each", at_least(0.5)),
                               ("1 MiB reads", "the tile data in 1 MiB reads", at_least(0.5)),
                               ("tiff files", "every file of --format tiff", at_least(0.5)),
