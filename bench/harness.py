@@ -208,7 +208,7 @@ class Floor:
 
     def text(self, unit: str) -> str:
         return f"{'<=' if self.at_most else '>='} {self.limit:g}" + (
-            f" {unit}" if self.absolute else "x")
+            f" {unit}".rstrip() if self.absolute else "x")
 
 
 def at_most(limit: float, absolute: bool = False) -> Floor:
@@ -263,7 +263,7 @@ class Row:
     def cells(self) -> list[str]:
         def fig(samples: Samples | None) -> str:
             v = self.median(samples)
-            return "failed" if v is None else f"{_g(v)} {self.unit}"
+            return "failed" if v is None else f"{_g(v)} {self.unit}".rstrip()
 
         def ratio(samples: Samples | None) -> str:
             r = self.ratio(samples)

@@ -40,25 +40,31 @@ def imread(path: Path, expected: np.ndarray) -> float:
     return took
 
 
-def tiles(path: Path, block: int | None = None) -> float:
-    """Every tile by one ``pread`` in file order, or the tile data in ``block`` reads."""
+def tiles(path: Path, nbytes: int, block: int | None = None) -> float:
+    """Every tile by one ``pread`` in file order, or the tile data in ``block`` reads; all
+    ``nbytes`` of them."""
     with tifffile.TiffFile(path) as tif:
         offsets, counts = tif.pages[0].dataoffsets, tif.pages[0].databytecounts
     order = np.argsort(offsets)
     fd = os.open(path, os.O_RDONLY)
-    try:
-        if block is None:
-            return seconds(lambda: [os.pread(fd, int(counts[i]), int(offsets[i])) for i in order])
+    got = [0]
+
+    def each() -> None:
+        got[0] = sum(len(os.pread(fd, int(counts[i]), int(offsets[i]))) for i in order)
+
+    def through() -> None:
         at, end = int(offsets[order[0]]), path.stat().st_size
+        while at < end:
+            n = len(os.pread(fd, min(block or 0, end - at), at))
+            at, got[0] = at + n, got[0] + n
 
-        def through() -> None:
-            nonlocal at
-            while at < end:
-                at += len(os.pread(fd, min(block, end - at), at))
-
-        return seconds(through)
+    try:
+        took = seconds(each if block is None else through)
     finally:
         os.close(fd)
+    if got[0] != nbytes:
+        raise RuntimeError(f"{path}: read {got[0]} bytes of tiles, {nbytes} expected")
+    return took
 
 
 def files(root: Path, suffix: str) -> float:
@@ -136,9 +142,10 @@ def measure(ctx: Context) -> list[Row]:
         "imread default": lambda: on_mount(image, lambda r: imread(
             r / "image.ome.tif", expected), *tiff),
         "imread, page cache": lambda: on_mount(image, cached, *ro),
-        "tiles": lambda: on_mount(image, lambda r: tiles(r / "image.ome.tif"), *tiff),
-        "1 MiB reads": lambda: on_mount(image, lambda r: tiles(r / "image.ome.tif", 1 << 20),
-                                        *tiff),
+        "tiles": lambda: on_mount(image, lambda r: tiles(r / "image.ome.tif",
+                                                         expected.nbytes), *tiff),
+        "1 MiB reads": lambda: on_mount(image, lambda r: tiles(r / "image.ome.tif",
+                                                               expected.nbytes, 1 << 20), *tiff),
         "tiff files": lambda: on_mount(image, lambda r: files(r, ".tiff"), "--format", "tiff"),
         "raw files": lambda: on_mount(image, lambda r: files(r / "c", "")),
         "first tile --read-only": lambda: on_mount(
