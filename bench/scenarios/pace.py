@@ -1,4 +1,5 @@
-"""A whole image from a remote store 50 ms away (issue 32, issue 55 point 4): a 4096 x 4096
+"""A whole image from a remote store 50 ms away (issue 32; issue 55 point 4 asks the same of
+GCS, one more store in ``served``): a 4096 x 4096
 uint16 image (``--quick``: 1024 x 1024) as (a) 256 x 256 zstd chunks and (b) the same in
 1024 x 1024 shards, served by nginx (``pace-http``), moto's S3 (``pace-s3``) or Azurite
 (``pace-azure``) behind a proxy adding 50 ms to every request, read as ``tifffile.imread``
