@@ -3,9 +3,9 @@
 
 One flat directory. ``create`` makes a name, ``write`` counts bytes and keeps none, every other
 request answers from a dict, with the same options zarrfuse uses for writers (direct I/O,
-``default_permissions``, negative entries cached). ``bench_mount_write.py`` copies into it to
-show what the FUSE round trips and pyfuse3's request handling cost before any store is
-touched; nothing here is product code.
+``default_permissions``, negative entries cached). The ``mount-write`` scenario copies into
+it to show what the FUSE round trips and pyfuse3's request handling cost before any store
+is touched; nothing here is product code.
 
     python bench/null_pyfuse3.py MOUNTPOINT     (runs in the foreground until unmounted)
 """

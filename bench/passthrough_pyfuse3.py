@@ -5,9 +5,10 @@ Python FUSE filesystem can reach.
 Every request is answered from the directory tree under SOURCE_DIR with the least work a
 pyfuse3 daemon can do: inodes are the source files' own ``st_ino`` (mapped to their paths),
 ``os.pread`` runs directly in the trio thread (no worker threads), files open with
-``keep_cache`` and entries and attributes are cached for an hour. ``bench_per_file.py`` reads
-through it beside ``bindfs`` (a C passthrough) and zarrfuse, to tell what FUSE round trips
-through pyfuse3 cost from what zarrfuse adds; nothing here is product code.
+``keep_cache`` and entries and attributes are cached for an hour. The ``per-file``,
+``listing`` and ``copies`` scenarios read through it beside ``bindfs`` (a C passthrough)
+and zarrfuse, to tell what FUSE round trips through pyfuse3 cost from what zarrfuse adds;
+nothing here is product code.
 
     python bench/passthrough_pyfuse3.py [--flush] SOURCE_DIR MOUNTPOINT   (foreground)
 

@@ -9,7 +9,7 @@ hold; every read, through the file or the mapping, is compared with it, and afte
 array stores exactly one size), so there is no truncate.
 
 Used by the torture tier (``tests/fuse/test_mount_torture.py``, a few hundred operations)
-and by ``bench/bench_torture.py`` (10,000 operations per seed, as fsx's runs).
+and by ``python -m bench run torture`` (10,000 operations per seed, as fsx's runs).
 """
 
 from __future__ import annotations

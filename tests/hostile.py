@@ -12,7 +12,7 @@ view shows every position of the grid, so a sparse 2**62-wide array is a tree no
 ends), and the daemon's RSS peak.
 
 Used by the torture tier (``tests/fuse/test_mount_torture.py``, every case, one view) and
-``bench/bench_hostile.py`` (every case, both views, larger bombs).
+``python -m bench run hostile`` (every case, both views, larger bombs).
 
 Web servers that lie (issue 52, ``WEB_CASES``): the same group served over HTTP by
 ``tests.http_servers.MisbehavingServer``, whose answers for the chunk ``bad/c/1/0`` lie in one

@@ -2,7 +2,7 @@
 chunk files of a real mount, counting wrong reads, torn commits, errors and deaths.
 
 Used by the torture tier (``tests/fuse/test_mount_torture.py``, a few seconds) and by
-``bench/bench_torture.py`` (full size). Every value a writer writes is one byte repeated over
+``python -m bench run torture`` (full size). Every value a writer writes is one byte repeated over
 the whole chunk (1..255, never 0), so any read or mapping that is not one byte repeated over
 exactly the chunk's length is a wrong read: a mix of two versions, zeros nobody wrote, a
 short or empty file.

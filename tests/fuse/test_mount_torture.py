@@ -1,5 +1,5 @@
 """The torture tier, reduced: issue 34's mapped-files load on a real writable mount, in
-processes and in threads (``tests/torture.py``; ``bench/bench_torture.py`` runs it at full
+processes and in threads (``tests/torture.py``; ``python -m bench run torture`` at full
 size). Plain readers, private and shared read mappers, numpy.memmap r+ and plain mmap
 read-write writers and ``cp``-like O_TRUNC writers work on the same two chunks: no wrong
 read, no error, no death (SIGBUS), and every chunk stored is one writer's whole value."""
@@ -49,7 +49,7 @@ def test_fsx_random_io_with_a_shared_mapping_is_byte_exact(tmp_path, seed):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_hostile_store_catalogue(tmp_path, case):
-    """Each hostile case (``tests/hostile.py``; ``bench/bench_hostile.py`` runs both views
+    """Each hostile case (``tests/hostile.py``; ``python -m bench run hostile`` runs both views
     with 1 GiB bombs): the mount comes up and keeps answering, nothing from outside is
     served, the healthy array reads exact, memory stays bounded, and a special file or a
     bomb answers EIO where it is read."""

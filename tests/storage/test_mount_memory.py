@@ -1,6 +1,6 @@
 """Bounded memory (issue 24, point 6): reading a remote whole image end to end keeps the
 daemon's RSS under its configured caches plus 300 MB. The 100k x 100k run is
-``bench/bench_memory.py``; here a 20k x 20k image (400 MB of tiles) on the same path."""
+``python -m bench run memory``; here a 20k x 20k image (400 MB of tiles) on the same path."""
 
 from __future__ import annotations
 

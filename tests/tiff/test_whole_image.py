@@ -212,7 +212,7 @@ def test_classic_tiff_while_the_file_fits_in_4_gib():
 def test_the_100k_square_header_is_where_tifffile_finds_every_tile(tmp_path):
     """100,000 x 100,000 uint16 in 256 x 256 tiles (152,881 tiles, a 20 GB BigTIFF): the
     layout and its whole header, read by tifffile from a sparse file, put the last tile
-    where the layout does. How fast (< 1 s, target 100 ms): bench/bench_whole_image.py."""
+    where the layout does. How fast (< 1 s, target 100 ms): ``python -m bench run whole-image``."""
     description = ome_xml(name="big", roles=[], sizes=[], y=100_000, x=100_000,
                           dtype="uint16")
     layout = WholeImagePlan([ImageLevel((100_000, 100_000), (256, 256))],

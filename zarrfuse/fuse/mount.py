@@ -300,7 +300,7 @@ async def _run(
 # buffer of up to 1 MiB; with glibc's defaults each was a fresh mmap whose pages had to be
 # faulted in again (on this VM, from the host): 1 MiB commits took 4.2 ms instead of 1.0.
 # And at most HEAP_ARENAS malloc arenas: glibc gives each busy thread its own (up to 8 per
-# core), each keeping its freed memory; reading a 100k x 100k whole image (bench_memory.py)
+# core), each keeping its freed memory; reading a 100k x 100k whole image (bench scenario `memory`)
 # peaked at 557-589 MB of RSS with glibc's default and 479 MB with 2 arenas, no slower.
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 HEAP_ALLOCATION_LIMIT = 64 << 20

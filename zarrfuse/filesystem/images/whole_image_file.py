@@ -58,7 +58,7 @@ AHEAD_WINDOWS = 4
 REMOTE_AHEAD_WINDOWS = 8
 """On a remote store: a round trip per batch, so more of them in flight. 4 held a whole
 image of 4096 x 4096 uint16 at 1.5-1.6x zarr-python's time at 50 ms a request, 8 at
-1.0-1.2x (``bench/bench_http_pace.py``): 32 MiB of tiles ahead, within the decoded cache."""
+1.0-1.2x (bench scenario ``pace-http``): 32 MiB of tiles ahead, within the decoded cache."""
 
 TileKey = tuple[int, int, int, int]  # level, page, row, col
 

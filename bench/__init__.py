@@ -1,0 +1,1 @@
+"""zarrfuse's benchmarks: ``python -m bench run [NAMES...]`` (see ``bench/README.md``)."""
