@@ -26,6 +26,6 @@ def test_nearest_takes_each_blocks_first_pixel_and_floats_keep_their_means():
 
 @pytest.mark.parametrize(("named", "method"), [
     ("nearest", "nearest"), ("mean", "mean"), ("local_mean", "mean"), ("Bin_Shrink", "mean"),
-    ("gaussian", None), (None, None), ("", None)])
+    ("gaussian", None), (None, "resize"), ("", "resize")])
 def test_the_metadata_names_the_method(named, method):
     assert method_of(named) == method

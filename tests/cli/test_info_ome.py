@@ -31,10 +31,13 @@ STAINS = {"channels": [{"label": n, "color": c} for n, c in (
 
 
 @pytest.mark.parametrize(("omero", "method", "colour", "after"), [
-    (RGB, "mean", "shown as colour: yes", "recomputed from the written region by mean"),
+    (RGB, "mean", "shown as colour: yes", "a write reaches every level: "
+     "recomputed from the written region by mean (its type 'mean')"),
     (STAINS, "gaussian", "shown as colour: no",
      "stale: its type 'gaussian' is not one zarrfuse recomputes"),
-    (RGB, None, "shown as colour: yes", "stale: it names no method"),
+    (RGB, None, "shown as colour: yes", "a write reaches every level: recomputed from the "
+     "written region as ome-zarr-py makes them (it names no method: ome-zarr-py's default, "
+     "resize)"),
 ])
 def test_info_describes_an_ome_zarr_image(tmp_path, omero, method, colour, after):
     _image(tmp_path / "img.ome.zarr", omero, method)

@@ -8,6 +8,7 @@ import tracemalloc
 import numpy as np
 import pytest
 import tifffile
+from PIL import Image
 
 from zarrfuse.errors import ConfigurationError, InvalidArgument
 from zarrfuse.filesystem.images import render
@@ -118,3 +119,22 @@ def test_other_trailing_threes_stay_grey_dimensions():
     for shape, dtype in [((16, 12, 3), "float32"), ((2, 16, 12, 3), "uint8"), ((16, 3), "uint8")]:
         with tifffile.TiffFile(io.BytesIO(render.encode("tiff", sample(shape, dtype)))) as tif:
             assert tif.pages[0].photometric == tifffile.PHOTOMETRIC.MINISBLACK
+
+
+def _png(value: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(value).save(out, format="PNG")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("shape", [(6, 5, 3), (6, 5)])
+def test_an_opaque_alpha_a_save_adds_is_dropped_and_a_translucent_one_refused(shape):
+    """GIMP exports a layer with alpha as RGBA or grey + alpha (issue 54, point 4)."""
+    value = sample(shape, "uint8")
+    with_alpha = np.concatenate([value.reshape(6, 5, -1), np.full((6, 5, 1), 255, "u1")],
+                                axis=-1)
+    np.testing.assert_array_equal(render.decode("png", _png(with_alpha), shape,
+                                                np.dtype("u1")), value)
+    with_alpha[2, 3, -1] = 254
+    with pytest.raises(InvalidArgument, match="alpha channel, translucent in 1 of 30 pixels"):
+        render.decode("png", _png(with_alpha), shape, np.dtype("u1"))

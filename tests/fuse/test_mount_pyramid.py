@@ -2,7 +2,9 @@
 full resolution through a ``--format tiff`` mount is downsampled again into every lower
 level, by the method the ``multiscales`` metadata names (nearest, mean); an unknown method
 leaves the levels stale and the log says so in one line; ``--no-update-pyramid`` leaves
-them alone. Images written by hand as the OME-Zarr 0.4 spec shows them (Zarr v2)."""
+them alone. Images written by hand as the OME-Zarr 0.4 spec shows them (Zarr v2), and by
+ome-zarr-py, whose writer names no method (issue 54, point 3): its levels are made again
+as its default (``resize``) makes them."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 import tifffile
 import zarr
+from ome_zarr.writer import write_image
 
 from tests.mounting import mounted
 from tests.picture_paths import tile_path
@@ -93,3 +96,33 @@ def test_no_update_pyramid_leaves_the_levels_alone(tmp_path):
         _save_plane(mnt, np.zeros((CHUNK, CHUNK), "u1"))
     for level in (1, 2):
         np.testing.assert_array_equal(zarr.open_array(root / str(level))[:], levels[level])
+
+
+def _ome_zarr_py_image(root: Path, data: np.ndarray) -> None:
+    """ome-zarr-py's image of ``data``, its pyramid made by its defaults."""
+    write_image(data, zarr.open_group(root, mode="w"), axes="cyx",
+                storage_options={"chunks": (1, 64, 64)})
+
+
+def test_a_save_into_an_ome_zarr_py_image_reaches_every_level_as_ome_zarr_py_makes_them(
+        tmp_path):
+    data = np.random.default_rng(6).integers(0, 4000, (2, 250, 190), dtype="u2")
+    data[0, 0, 0] = 0  # the lowest value 0: ome-zarr-py clips to it, zarrfuse need not
+    root = tmp_path / "img.ome.zarr"
+    _ome_zarr_py_image(root, data)
+    tile = "s0/planes/c001/y003/c001-y003-x002.tiff"  # the corner: rows 192-249, cols 128-189
+    with mounted(root, tmp_path / "mnt", "--format", "tiff") as mnt:
+        plane = tifffile.imread(mnt / tile)
+        plane[10:40, 5:50] = 65535
+        plane[45:, 40:] = 0
+        out = io.BytesIO()
+        tifffile.imwrite(out, plane)
+        (mnt / tile).write_bytes(out.getvalue())
+        shown = tifffile.imread(mnt / "s3/planes/c001.tiff")
+    data[1, 192:, 128:] = plane
+    _ome_zarr_py_image(tmp_path / "expected.ome.zarr", data)  # ome-zarr-py's own levels
+    for level in ("s0", "s1", "s2", "s3", "s4"):
+        np.testing.assert_array_equal(zarr.open_array(root / level)[:],
+                                      zarr.open_array(tmp_path / "expected.ome.zarr" / level)[:],
+                                      err_msg=level)
+    np.testing.assert_array_equal(shown, zarr.open_array(root / "s3")[1])

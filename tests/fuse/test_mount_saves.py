@@ -8,6 +8,7 @@ value, and the daemon's log must hold no ERROR line.
 from __future__ import annotations
 
 import ctypes
+import errno
 import io
 import os
 import shutil
@@ -194,6 +195,33 @@ def test_image_tools_save_onto_a_tiff_view(tmp_path):
             np.testing.assert_array_equal(block, new[tool], err_msg=tool)
     assert log_errors(log) == []
     assert "dropped at unmount" not in log.read_text()
+
+
+def test_imagemagick_draws_onto_a_colour_tiff_and_its_opaque_alpha_is_dropped(tmp_path):
+    """``convert F -fill red -draw ... F`` writes RGBA (alpha all opaque) onto an RGB chunk:
+    stored as the RGB it is. A translucent alpha is refused, EINVAL, one line naming it."""
+    path, log = tmp_path / "rgb", tmp_path / "daemon.log"
+    original = np.random.default_rng(3).integers(0, 256, (128, 256, 3), dtype="u1")
+    zarr.create_array(path, shape=original.shape, chunks=(128, 128, 3), dtype="u1",
+                      fill_value=0)[:] = original
+    convert = shutil.which("magick") or "convert"
+    translucent = np.full((128, 128, 4), 255, "u1")
+    translucent[5, 6, 3] = 128
+    with mounted(path, tmp_path / "mnt", "--format", "tiff", "--log-file", str(log)) as mnt:
+        drawn = mnt / "planes" / "x000.tiff"
+        run_with_timeout([convert, drawn, "-fill", "red", "-draw", "rectangle 10,10,100,100",
+                          drawn], 60)
+        out = io.BytesIO()
+        tifffile.imwrite(out, translucent, photometric="rgb", extrasamples=("unassalpha",))
+        with pytest.raises(OSError) as refused:
+            (mnt / "planes" / "x001.tiff").write_bytes(out.getvalue())
+    assert refused.value.errno == errno.EINVAL
+    expected = original.copy()
+    expected[10:101, 10:101] = (255, 0, 0)  # the rectangle's corners, both included
+    np.testing.assert_array_equal(zarr.open_array(path)[:], expected)
+    told = [line for line in log.read_text().splitlines()
+            if ("WARNING" in line or "ERROR" in line) and "alpha" in line]
+    assert len(told) == 1 and "translucent in 1 of 16384 pixels" in told[0], told
 
 
 @pytest.mark.parametrize("fmt", ["tiff", "npy", "png"])

@@ -74,12 +74,12 @@ def _after_a_write(multiscales: Multiscales) -> str:
     if len(multiscales.paths) < 2:
         return "one level: nothing to update"
     if method is not None:
-        return (f"recomputed from the written region by {method} "
-                f"(its type {multiscales.method!r})")
-    named = ("it names no method (multiscales type)" if multiscales.method is None
-             else f"its type {multiscales.method!r} is not one zarrfuse recomputes")
-    return (f"stale: {named}; zarrfuse recomputes nearest and mean; the mount's log "
-            "names them at the first write")
+        how = (f"by {method} (its type {multiscales.method!r})" if multiscales.method else
+               "as ome-zarr-py makes them (it names no method: ome-zarr-py's default, resize)")
+        return f"a write reaches every level: recomputed from the written region {how}"
+    return (f"stale: its type {multiscales.method!r} is not one zarrfuse recomputes (nearest, "
+            "mean, none named): a write does not reach them; the mount's log names them "
+            "at the first write")
 
 
 def _ome(multiscales: Multiscales, shapes: dict[str, list[int] | None]) -> dict[str, Any]:

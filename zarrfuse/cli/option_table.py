@@ -80,8 +80,8 @@ MOUNT_OPTIONS: tuple[MountOption, ...] = (
     MountOption(
         "update_pyramid", kind="toggle",
         help="after a write to an OME-Zarr image's full resolution, recompute the region in "
-        "every lower level with the metadata's method (nearest or mean; others: one log line "
-        "names the stale levels) (default: on)",
+        "every lower level with the metadata's method (nearest or mean; none named: "
+        "ome-zarr-py's resize; others: one log line names the stale levels) (default: on)",
     ),
     MountOption(
         "watch", kind="toggle",

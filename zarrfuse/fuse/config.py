@@ -53,7 +53,8 @@ class MountConfig:
     ome-tiff: each array as one whole-image OME-TIFF file (read-only)."""
     update_pyramid: bool = True
     """After a write to an OME-Zarr image's full resolution, downsample the region again
-    into the levels below (nearest or mean, as its metadata names); False: they go stale."""
+    into the levels below (nearest or mean as its metadata names, ome-zarr-py's resize where
+    it names none); False: they go stale."""
     watch: bool = True
     """Follow changes other programs make to a local store (inotify), within about a
     second, whatever the view; False: only after ``metadata_ttl``."""

@@ -112,6 +112,10 @@ def decode(fmt: str, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np
                 value = np.asarray(image)
     except Exception as e:  # every decoder has its own error types
         raise InvalidArgument(f"not a readable {fmt} file: {type(e).__name__}: {e}") from e
+    with_alpha = ((*shape, 2) if len(shape) == 2 else (*shape[:2], 4)
+                  if shape[-1:] == (3,) and colour_picture(shape, dtype) else None)
+    if value.shape == with_alpha and value.dtype == dtype:
+        value = _opaque_alpha_dropped(fmt, value)
     strings = dtype.kind == "T" and value.dtype.kind == "U"  # of any width
     if value.shape != shape or (value.dtype != dtype and not strings):
         raise InvalidArgument(
@@ -119,6 +123,20 @@ def decode(fmt: str, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np
             f"of shape {shape}"
         )
     return value.astype(dtype) if strings else value
+
+
+def _opaque_alpha_dropped(fmt: str, value: np.ndarray) -> np.ndarray:
+    """``value`` without the alpha channel an editor added to a chunk that has none
+    (ImageMagick's ``-draw``, GIMP's export): dropped where it is opaque everywhere, as it
+    changes nothing; refused where any pixel is translucent, as storing would lose that."""
+    alpha = value[..., -1]
+    opaque = np.iinfo(value.dtype).max if value.dtype.kind in "ui" else 1
+    if (alpha != opaque).any():
+        raise InvalidArgument(
+            f"the {fmt} file adds an alpha channel, translucent in "
+            f"{np.count_nonzero(alpha != opaque)} of {alpha.size} pixels; this chunk has none: "
+            "flatten the image (or remove its alpha) before saving")
+    return value[..., 0] if value.shape[-1] == 2 else value[..., :-1]
 
 
 @functools.lru_cache(maxsize=4096)

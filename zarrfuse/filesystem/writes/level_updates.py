@@ -63,7 +63,7 @@ class LevelUpdates:
         """Level by level, each from the one above (``view``, where ``region`` changed).
         A level is the view the mount shows of it, whose locks its writers take."""
         for above, level in itertools.pairwise(pyramid.levels):
-            below = level.below(region)
+            below = pyramid.below(above, level, region)
             if below is None:
                 return
             parent, _, name = level.path.rpartition("/")
