@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zarrfuse.errors import NameTooLong, NotFound
 from zarrfuse.filesystem.handles import OpenHandles
@@ -74,25 +74,21 @@ def check_name(name: str) -> None:
         raise NameTooLong(f"{name[:40]!r}...: names are at most {NAME_MAX} bytes")
 
 
+@dataclass
 class ShownAttributes:
     """A node's attributes as the mount shows them: every stored answer from the node, the
     rest from what holds it meanwhile (a writer's size, a scratch file, a time set)."""
 
-    def __init__(
-        self, namespace: Namespace, *, read_only: bool, ownership: Ownership,
-        following: WatchState | None, writers: OpenWriters, scratch: ScratchArea,
-        handles: OpenHandles,
-    ) -> None:
-        self.namespace = namespace
-        self.read_only = read_only
-        self.ownership = ownership
-        self.following = following
-        self.writers = writers
-        self.scratch = scratch
-        self.handles = handles
-        self.times: dict[Node, tuple[int, int]] = {}
-        """Times set on nodes whose store cannot keep them: the time set, and the node's own
-        time it was set over (a change of that, a commit or a refreshed listing, ends it)."""
+    namespace: Namespace
+    read_only: bool
+    ownership: Ownership
+    following: WatchState | None
+    writers: OpenWriters
+    scratch: ScratchArea
+    handles: OpenHandles
+    times: dict[Node, tuple[int, int]] = field(default_factory=dict)
+    """Times set on nodes whose store cannot keep them: the time set, and the node's own
+    time it was set over (a change of that, a commit or a refreshed listing, ends it)."""
 
     def _time(self, node: Node, mtime_ns: int | None) -> int:
         """The node's own time (stored, or its ``zarr.json``'s), unless a time set on it

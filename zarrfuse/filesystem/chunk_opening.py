@@ -5,6 +5,7 @@ the handle gets."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.handles import ChunkReader, OpenHandles
@@ -17,15 +18,14 @@ from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 __all__ = ["ChunkOpening"]
 
 
+@dataclass
 class ChunkOpening:
     """Chunk-file opens and creates under the page-cache rule."""
 
-    def __init__(self, namespace: Namespace, writers: OpenWriters, page_cache: PageCacheUsers,
-                 handles: OpenHandles) -> None:
-        self.namespace = namespace
-        self.writers = writers
-        self.page_cache = page_cache
-        self.handles = handles
+    namespace: Namespace
+    writers: OpenWriters
+    page_cache: PageCacheUsers
+    handles: OpenHandles
 
     def fresh(self, node: Node) -> int:
         """A fresh inode for ``node``'s name."""

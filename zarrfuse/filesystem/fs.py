@@ -113,11 +113,8 @@ class FileSystem:
                                    committed=self._time_ends)
         self.writers = OpenWriters(self.committer)
         self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
-        self.shown = ShownAttributes(
-            namespace, read_only=read_only, ownership=ownership or Ownership.of_process(),
-            following=following, writers=self.writers, scratch=self.scratch,
-            handles=self.handles,
-        )
+        self.shown = ShownAttributes(namespace, read_only, ownership or Ownership.of_process(),
+                                     following, self.writers, self.scratch, self.handles)
         self.listings = Listings(namespace, self.writers, self.scratch, self.handles,
                                  self.shown)
         self.opening = ChunkOpening(namespace, self.writers, self.page_cache, self.handles)

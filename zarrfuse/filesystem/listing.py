@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from zarrfuse.errors import BadHandle, NotADirectory
 from zarrfuse.filesystem.attributes import Attributes, ShownAttributes
@@ -17,17 +18,16 @@ from zarrfuse.filesystem.writes.scratch import ScratchArea
 __all__ = ["Listings"]
 
 
+@dataclass
 class Listings:
     """The open directory handles (opendir, readdir, releasedir), each with its listing."""
 
-    def __init__(self, namespace: Namespace, writers: OpenWriters, scratch: ScratchArea,
-                 handles: OpenHandles, shown: ShownAttributes) -> None:
-        self.namespace = namespace
-        self.writers = writers
-        self.scratch = scratch
-        self.handles = handles
-        self.shown = shown
-        self._dirs: dict[int, tuple[Node, list[Entry] | None]] = {}
+    namespace: Namespace
+    writers: OpenWriters
+    scratch: ScratchArea
+    handles: OpenHandles
+    shown: ShownAttributes
+    _dirs: dict[int, tuple[Node, list[Entry] | None]] = field(default_factory=dict)
 
     async def opendir(self, inode: int) -> int:
         node = self.namespace.node(inode)

@@ -47,15 +47,10 @@ class FileRequests(Protocol):
 
     async def open_chunk(self, node: ChunkFile, inode: int, flags: int, pid: int | None
                          ) -> int: ...
-
     def open_document(self, node: MetadataFile, flags: int) -> int: ...
-
     def open_image(self, node: ImageFile, flags: int) -> int: ...
-
     def open_scratch(self, node: ScratchFile, flags: int) -> int: ...
-
     async def truncate_chunk(self, node: ChunkFile, size: int) -> None: ...
-
     async def truncate_scratch(self, node: ScratchFile, size: int) -> None: ...
 
 
@@ -63,11 +58,8 @@ class Node(ABC):
     """What every kind answers; the defaults are a file's that the mount only shows."""
 
     is_dir: ClassVar[bool] = False
-    shown_read_only: ClassVar[bool] = False
-    """Read-only whatever the mount: documents (only their own bytes are accepted) and whole
-    images."""
-    followed: ClassVar[bool] = False
-    """Every change to it reaches the kernel while the store watch runs."""
+    shown_read_only: ClassVar[bool] = False  # whatever the mount (documents, whole images)
+    followed: ClassVar[bool] = False  # every change reaches the kernel while the watch runs
     comes_and_goes: ClassVar[bool] = False
     """Writers make and remove it (chunks, scratch files): gone since the kernel looked it
     up, the kernel's inode of it is stale, and the name is looked up again."""
@@ -114,11 +106,10 @@ class Node(ABC):
 
     # --- files ---------------------------------------------------------------------------
 
-    async def open(self, requests: FileRequests, inode: int, flags: int, pid: int | None
-                   ) -> int:
+    async def open(self, fs: FileRequests, inode: int, flags: int, pid: int | None) -> int:
         raise ZarrFuseError(f"inode {inode} is a directory")  # the kernel never asks this
 
-    async def truncate(self, requests: FileRequests, size: int) -> None:
+    async def truncate(self, fs: FileRequests, size: int) -> None:
         raise NotPermitted("only chunk files and scratch files can be truncated")
 
     async def delete(self, name: str) -> None:
@@ -398,12 +389,11 @@ class ChunkFile(Node):
         stat = await self.stat()
         return Entry(name, self, stat.size, stat.mtime_ns)
 
-    async def open(self, requests: FileRequests, inode: int, flags: int, pid: int | None
-                   ) -> int:
-        return await requests.open_chunk(self, inode, flags, pid)
+    async def open(self, fs: FileRequests, inode: int, flags: int, pid: int | None) -> int:
+        return await fs.open_chunk(self, inode, flags, pid)
 
-    async def truncate(self, requests: FileRequests, size: int) -> None:
-        await requests.truncate_chunk(self, size)
+    async def truncate(self, fs: FileRequests, size: int) -> None:
+        await fs.truncate_chunk(self, size)
 
     async def delete(self, name: str) -> None:
         await self.array.files.delete(self.coords)
@@ -458,12 +448,11 @@ class ScratchFile(Node):
     async def stat(self) -> Stat:
         raise NotFound(f"scratch file {self.name!r} is gone")  # the area holds it while not
 
-    async def open(self, requests: FileRequests, inode: int, flags: int, pid: int | None
-                   ) -> int:
-        return requests.open_scratch(self, flags)
+    async def open(self, fs: FileRequests, inode: int, flags: int, pid: int | None) -> int:
+        return fs.open_scratch(self, flags)
 
-    async def truncate(self, requests: FileRequests, size: int) -> None:
-        await requests.truncate_scratch(self, size)
+    async def truncate(self, fs: FileRequests, size: int) -> None:
+        await fs.truncate_scratch(self, size)
 
 
 @dataclass(frozen=True)
@@ -481,9 +470,8 @@ class ImageFile(Node):
     async def stat(self) -> Stat:
         return Stat(self.image.size, self.image.metadata_time_ns)
 
-    async def open(self, requests: FileRequests, inode: int, flags: int, pid: int | None
-                   ) -> int:
-        return requests.open_image(self, flags)
+    async def open(self, fs: FileRequests, inode: int, flags: int, pid: int | None) -> int:
+        return fs.open_image(self, flags)
 
 
 @dataclass(frozen=True)
@@ -507,9 +495,8 @@ class MetadataFile(Node):
     def entry(self) -> Entry:
         return Entry(self.name, self, len(self.data))
 
-    async def open(self, requests: FileRequests, inode: int, flags: int, pid: int | None
-                   ) -> int:
-        return requests.open_document(self, flags)
+    async def open(self, fs: FileRequests, inode: int, flags: int, pid: int | None) -> int:
+        return fs.open_document(self, flags)
 
 
 def _image_entry(image: WholeImage) -> Entry:
