@@ -68,38 +68,30 @@ def survey_views(source: str, storage_options: dict[str, Any] | None) -> list[Vi
 
 async def _walk(namespace: Any, node: Any, prefix: str, survey: ViewSurvey) -> None:
     """Count the files under ``node`` (arrays by arithmetic) and find the first."""
-    from zarrfuse.filesystem.tree.nodes import (  # noqa: PLC0415  (with the mount code)
-        DIRECTORY_NODES,
-        ArrayRoot,
-        MetadataFile,
-    )
-
-    if isinstance(node, ArrayRoot):
-        array = node.array
+    array = node.in_array()
+    if array is not None:  # an array's root: the walk reaches no directory below it
         survey.files += math.prod(array.tree.grid) if array.tree.has_chunks else 0
         survey.exact = survey.exact and array.rendered is not None
         if survey.first is None:
-            survey.first = await _first_file(namespace, node, prefix, DIRECTORY_NODES)
+            survey.first = await _first_file(namespace, node, prefix)
         return
     for entry in await namespace.list(node):
         path = f"{prefix}{entry.name}"
-        if isinstance(entry.node, DIRECTORY_NODES):
+        if entry.node.is_dir:
             await _walk(namespace, entry.node, f"{path}/", survey)
-        elif not isinstance(entry.node, MetadataFile):
+        elif entry.node != node.document_named(entry.name):
             survey.files += 1
             survey.first = survey.first or path
 
 
-async def _first_file(namespace: Any, node: Any, prefix: str, directories: Any) -> str | None:
+async def _first_file(namespace: Any, node: Any, prefix: str) -> str | None:
     """The path of the first chunk file in listing order (None: no chunk stored)."""
-    from zarrfuse.filesystem.tree.nodes import MetadataFile  # noqa: PLC0415
-
     while True:
         entries = [e for e in await namespace.list(node)
-                   if not isinstance(e.node, MetadataFile)]
+                   if e.node != node.document_named(e.name)]
         if not entries:
             return None
         entry = entries[0]
-        if not isinstance(entry.node, directories):
+        if not entry.node.is_dir:
             return f"{prefix}{entry.name}"
         node, prefix = entry.node, f"{prefix}{entry.name}/"

@@ -1,48 +1,49 @@
-"""Opening a chunk file on a writable mount by the page-cache rule (``page_cache``): which
-inode a handle may join, sending an opener to a fresh inode of its name, and the writer's
-or reader's record the handle gets. A part of
-:class:`~zarrfuse.filesystem.reading.FileSystemBase`, whose state it uses."""
+"""Opening a chunk file by the page-cache rule (``page_cache``): which inode a handle may
+join, sending an opener to a fresh inode of its name, and the writer's or reader's record
+the handle gets."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from zarrfuse.errors import ZarrFuseError
-from zarrfuse.filesystem.handles import ChunkReader, OpenFile
+from zarrfuse.filesystem.handles import ChunkReader, OpenHandles
+from zarrfuse.filesystem.page_cache import PageCacheUsers
+from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import ChunkFile, Node
-from zarrfuse.filesystem.writes.commits import ChunkWriter
+from zarrfuse.filesystem.writes.commits import ChunkWriter, OpenWriters
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
-
-if TYPE_CHECKING:
-    from zarrfuse.filesystem.page_cache import PageCacheUsers
-    from zarrfuse.filesystem.tree.namespace import Namespace
-    from zarrfuse.filesystem.writes.commits import OpenWriters
 
 __all__ = ["ChunkOpening"]
 
 
+@dataclass
 class ChunkOpening:
-    """Chunk-file opens under the page-cache rule, over the filesystem it is part of."""
+    """Chunk-file opens and creates under the page-cache rule."""
 
     namespace: Namespace
     writers: OpenWriters
     page_cache: PageCacheUsers
-    _handles: Iterator[int]
-    _files: dict[int, OpenFile]
+    handles: OpenHandles
 
-    async def _committed_bytes(self, node: ChunkFile) -> bytes:
-        raise NotImplementedError
-
-    def _fresh(self, node: Node) -> int:
+    def fresh(self, node: Node) -> int:
+        """A fresh inode for ``node``'s name."""
         self.namespace.retire(node)
         return self.namespace.inode_of(node)
 
-    async def _open_chunk(
-        self, inode: int, node: ChunkFile, flags: int, writing: bool, pid: int | None,
-        retry: bool,
+    async def open(self, inode: int, node: ChunkFile, flags: int, pid: int | None) -> int:
+        retry = await self.page_cache.arrive(node, pid)
+        try:
+            return await self._open(inode, node, flags, pid, retry)
+        finally:
+            if retry:
+                self.page_cache.settled(node, pid)
+
+    async def _open(
+        self, inode: int, node: ChunkFile, flags: int, pid: int | None, retry: bool
     ) -> int:
+        writing = bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
         if writing:  # sent away before its chunk is read; a reader is decided after its open
             self._check_sharing(inode, node, writing, pid, retry)
         opened: ChunkReader | ChunkWriter
@@ -53,7 +54,7 @@ class ChunkOpening:
             truncate = bool(flags & os.O_TRUNC)
             # Each writer starts from the committed chunk, never from another writer's
             # uncommitted bytes: committing those would store a mix of two writers.
-            data = b"" if truncate else await self._committed_bytes(node)
+            data = b"" if truncate else await node.array.files.committed_bytes(node.coords)
             opened = writer = self.writers.open(node, WriteBuffer(data), emptied=truncate)
         else:
             current = await node.array.files.open_version(node.coords)
@@ -63,28 +64,32 @@ class ChunkOpening:
         except ZarrFuseError:
             opened.discard()
             raise
-        handle = self._admit_chunk(opened, inode, flags, writer=writer, version=version,
-                                   size=size, crowded=crowded)
+        handle = self._admit(opened, writer, inode, flags, version=version, size=size,
+                             crowded=crowded)
         if writing:  # a writer's inode is its own: new opens of the name go elsewhere
-            self._retire_if_current(node, inode)
+            self.retire_if_current(node, inode)
         return handle
 
-    def _admit_chunk(
-        self, opened: OpenFile, inode: int, flags: int, *, writer: ChunkWriter | None,
-        version: object = None, size: int | None = None, crowded: bool = False,
+    def create(self, chunk: ChunkFile, flags: int) -> int:
+        """A writer of a new chunk file, alone on its inode (a fresh one if the name's has
+        handles: see ``page_cache``)."""
+        inode = self.namespace.known_inode(chunk)
+        users = self.page_cache.users(inode) if inode is not None else None
+        if users is not None and not users.empty():
+            self.namespace.retire(chunk)
+        writer = self.writers.open(chunk, WriteBuffer(), emptied=True)
+        return self._admit(writer, writer, self.namespace.inode_of(chunk), flags)
+
+    def _admit(
+        self, opened: ChunkReader | ChunkWriter, writer: ChunkWriter | None, inode: int,
+        flags: int, *, version: object = None, size: int | None = None, crowded: bool = False,
     ) -> int:
-        """A handle number for ``opened`` (which is ``writer``, if it writes) on ``inode``,
-        recorded by the page-cache rule."""
-        handle = next(self._handles)
-        self._files[handle] = opened
         if writer is not None:
             writer.inode, writer.synced = inode, bool(flags & os.O_DSYNC)  # O_SYNC has it
-        self.page_cache.admit(inode, handle, writer=writer is not None, version=version,
-                              size=size, read_write=flags & os.O_ACCMODE == os.O_RDWR,
-                              retry=crowded)
-        return handle
+        return self.handles.admit_chunk(opened, inode, flags, writing=writer is not None,
+                                        version=version, size=size, crowded=crowded)
 
-    def _retire_if_current(self, node: ChunkFile, inode: int) -> None:
+    def retire_if_current(self, node: ChunkFile, inode: int) -> None:
         if self.namespace.known_inode(node) == inode:
             self.namespace.retire(node)
 

@@ -2,19 +2,22 @@
 
 Everything here is testable without a kernel in the loop; ``fuse.operations`` only translates
 pyfuse3's calls and types to these methods. Errors are raised as ``ZarrFuseError`` with the
-errno the caller should see. The read side (attributes, directories, open files, reads) is
-``reading.FileSystemBase``; this module adds the requests that change the tree: truncate,
-write, flush, create, unlink, rename, mkdir and rmdir. How written chunks are stored is
-``commits``' job; commit errors are returned by ``close()``/``fsync()``, and ``release`` only
-cleans up.
+errno the caller should see. The filesystem is a few collaborators handed to each other:
+the namespace (inodes, nodes), the open handles (``handles.OpenHandles``), what stat shows
+(``attributes.ShownAttributes``), directory handles (``listing.Listings``), chunk opens
+(``chunk_opening.ChunkOpening``), writers and commits (``writes.commits``) and the scratch
+area. Each node kind answers for itself (``tree.nodes``); the requests on a file's bytes
+that differ by kind are this class's ``FileRequests`` methods, which the kind calls. Commit
+errors are returned by ``close()``/``fsync()``, and ``release`` only cleans up.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
 import trio
@@ -27,28 +30,54 @@ from zarrfuse.errors import (
     NotADirectory,
     NotFound,
     NotPermitted,
+    NotShownNow,
+    ReadOnlyError,
+    Stale,
     ZarrFuseError,
 )
-from zarrfuse.filesystem.attributes import Attributes, check_name
-from zarrfuse.filesystem.handles import DocumentWriter, ScratchHandle
-from zarrfuse.filesystem.reading import FileSystemBase
+from zarrfuse.filesystem.attributes import (
+    Attributes,
+    Ownership,
+    ShownAttributes,
+    StatFs,
+    check_name,
+)
+from zarrfuse.filesystem.chunk_opening import ChunkOpening
+from zarrfuse.filesystem.handles import (
+    DocumentWriter,
+    ImageReader,
+    MetadataReader,
+    OpenHandles,
+    ScratchHandle,
+)
+from zarrfuse.filesystem.listing import Listings
+from zarrfuse.filesystem.page_cache import PageCacheUsers
+from zarrfuse.filesystem.store_changes import StoreChanges
+from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import (
-    DIRECTORY_NODES,
-    ArrayRoot,
     ChunkFile,
-    GroupDir,
+    Entry,
+    ImageFile,
     MetadataFile,
     Node,
     ScratchFile,
 )
-from zarrfuse.filesystem.writes.commits import ChunkWriter
-from zarrfuse.filesystem.writes.document_writes import check_identical
-from zarrfuse.filesystem.writes.scratch import is_scratch_name, is_vim_probe
+from zarrfuse.filesystem.writes.commits import ChunkWriter, Committer, OpenWriters, WriteOptions
+from zarrfuse.filesystem.writes.document_writes import Replacements, check_identical
+from zarrfuse.filesystem.writes.scratch import (
+    ScratchArea,
+    ScratchData,
+    is_scratch_name,
+    is_vim_probe,
+)
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
+from zarrfuse.storage.store_watch import WatchState
 
 __all__ = ["FileSystem"]
 
 log = logging.getLogger(__name__)
+
+BLOCK_SIZE = 4096
 
 STOP_WAIT = 5.0
 """Seconds a stopping mount (SIGTERM) serves on for files open for writing to be closed:
@@ -58,10 +87,130 @@ RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 
 
-class FileSystem(FileSystemBase):
-    """The mounted tree's behaviour; every stored answer comes from the namespace."""
+class FileSystem:
+    """The mounted tree's behaviour; every stored answer comes from the nodes."""
 
-    # --- attributes: truncate, times -----------------------------------------------------
+    def __init__(
+        self,
+        namespace: Namespace,
+        *,
+        read_only: bool = True,
+        write_options: WriteOptions | None = None,
+        ownership: Ownership | None = None,
+        following: WatchState | None = None,
+    ) -> None:
+        """``following``: the store watch's state, where one runs."""
+        self.namespace = namespace
+        self.following = following
+        if following is not None:
+            following.when_ended(self._unfollowed)
+        self.read_only = read_only
+        self.options = write_options or WriteOptions()
+        self.page_cache = PageCacheUsers()
+        self.handles = OpenHandles(self.page_cache, read_only=read_only)
+        self.committer = Committer(namespace, self.options,
+                                   unused=lambda inode: self.page_cache.users(inode) is None,
+                                   committed=self._time_ends)
+        self.writers = OpenWriters(self.committer)
+        self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
+        self.shown = ShownAttributes(namespace, read_only, ownership or Ownership.of_process(),
+                                     following, self.writers, self.scratch, self.handles)
+        self.listings = Listings(namespace, self.writers, self.scratch, self.handles,
+                                 self.shown)
+        self.opening = ChunkOpening(namespace, self.writers, self.page_cache, self.handles)
+        self.replacements = Replacements()
+
+    async def apply_store_changes(self, keys: set[str]) -> None:
+        """Store keys changed another way (another program, seen by ``storage.store_watch``):
+        the files that show them are read anew (``store_changes``)."""
+        await StoreChanges(self.namespace, self.committer).apply(keys)
+
+    @property
+    def drops(self) -> int:
+        """Nodes whose kernel caches were dropped so far (``Committer.drop_cache``)."""
+        return self.committer.drops
+
+    async def _unfollowed(self) -> None:
+        """The store watch stopped: the kernel kept chunk files for long, trusting it to say
+        what changed; now each it holds is read anew, as after a change."""
+        for node in self.namespace.known_nodes(ChunkFile):
+            await self.committer.drop_cache(node)
+
+    def set_invalidators(
+        self,
+        inode: Callable[[int, bool], Awaitable[None]],
+        entry: Callable[[int, str], Awaitable[None]],
+    ) -> None:
+        """How to drop the kernel's cache of an inode (its attributes only, or its pages
+        too), or of a name (from the FUSE adapter)."""
+        self.committer.set_invalidators(inode, entry)
+
+    def _time_ends(self, node: Node) -> None:
+        """A commit stores the node anew: a time set on it is shown no longer."""
+        self.shown.times.pop(node, None)
+
+    # --- names and attributes ------------------------------------------------------------
+
+    async def _entry(self, parent: Node, name: str, pid: int | None = None) -> Entry:
+        """The entry ``name`` in ``parent``, including scratch files and unstored new chunks;
+        as process ``pid`` sees it (a document it unlinked is absent for it a moment)."""
+        check_name(name)
+        if not parent.is_dir:
+            raise NotADirectory("not a directory")
+        scratch_node = ScratchFile(parent, name)
+        if self.scratch.get(scratch_node) is not None:
+            return await self.shown.entry(name, scratch_node)
+        try:
+            entry = await self.namespace.lookup(parent, name)
+        except NotShownNow:
+            raise
+        except NotFound:
+            chunk = self._chunk_named(parent, name)
+            if chunk is not None and self.writers.size(chunk) is not None:
+                return await self.shown.entry(name, chunk)
+            raise
+        document = parent.document_named(name)
+        if document is not None and self.replacements.hides(document, pid):
+            raise NotShownNow(f"{name!r} is being replaced by process {pid}")
+        return entry
+
+    @staticmethod
+    def _chunk_named(parent: Node, name: str) -> ChunkFile | None:
+        try:
+            return parent.chunk_named(name)
+        except NotAChunk:
+            return None
+
+    async def lookup(self, parent_inode: int, name: str, pid: int | None = None) -> Attributes:
+        entry = await self._entry(self.namespace.node(parent_inode), name, pid)
+        attributes = self.shown.of(entry.node, entry.size, entry.mtime_ns)
+        # An opener sent to a fresh inode (only chunk files are) gets its own inode.
+        claimed = self.page_cache.claim(entry.node, pid, lambda: self.opening.fresh(entry.node),
+                                        lambda inode: self.namespace.known(inode) is not None)
+        if claimed is not None:
+            attributes = dataclasses.replace(attributes, inode=claimed)
+        self.namespace.remember(attributes.inode)
+        return attributes
+
+    async def getattr(self, inode: int) -> Attributes:
+        node = self.namespace.node(inode)
+        try:
+            stat = await self.shown.stat(node, inode)
+        except NotFound as e:
+            raise _stale(node, e) from e
+        return self.shown.of(node, stat.size, stat.mtime_ns)
+
+    def forget(self, inode: int, count: int) -> None:
+        self.namespace.forget(inode, count)
+        if self.namespace.known(inode) is None:
+            self.page_cache.forget(inode)
+
+    def remember(self, inode: int) -> None:
+        """A readdir entry was accepted by the kernel: it now counts as looked up."""
+        self.namespace.remember(inode)
+
+    def statfs(self) -> StatFs:
+        return StatFs(block_size=BLOCK_SIZE, blocks=0, files=self.namespace.inode_count)
 
     async def setattr(
         self, inode: int, *, size: int | None, mtime_ns: int | None, handle: int | None
@@ -71,7 +220,9 @@ class FileSystem(FileSystemBase):
         node = self.namespace.node(inode)
         if size is not None:
             self._check_writable(node)
-            await self._truncate(node, size, handle)
+            opened = self.handles.get(handle)
+            if opened is None or not await opened.truncate(size):  # else the handle's bytes
+                await node.truncate(self, size)
         if mtime_ns is not None and self._writable(node):
             await self._set_time(node, mtime_ns)
         return await self.getattr(inode)
@@ -88,39 +239,102 @@ class FileSystem(FileSystemBase):
         keep one (local: every part's mtime); else, and for directories, metadata files and
         rendered chunks, shown until the node's own time changes (a commit, a listing that
         shows another time) or the unmount."""
-        if isinstance(node, ScratchFile):
-            scratch = self._scratch(node)
+        scratch = self.scratch.get(node)
+        if scratch is not None:
             scratch.mtime_ns, scratch.time_set = mtime_ns, True
             return
-        if (
-            isinstance(node, ChunkFile)
-            and not self.writers.dirty(node)  # its commit will set the time anew
-            and await node.array.files.set_time(node.coords, mtime_ns)
-        ):
-            self._times.pop(node, None)
+        # A dirty chunk's commit will set the time anew.
+        if not self.writers.dirty(node) and await node.set_stored_time(mtime_ns):
+            self.shown.times.pop(node, None)
             return
-        own = (await self._stat(node)).mtime_ns
-        self._times[node] = (mtime_ns, own)
+        own = (await self.shown.stat(node)).mtime_ns
+        self.shown.times[node] = (mtime_ns, own)
 
-    async def _truncate(self, node: Node, size: int, handle: int | None) -> None:
-        if isinstance(node, ScratchFile):
-            scratch = self._scratch(node)
-            self.scratch.reserve(len(scratch.data), size)
-            scratch.data.truncate(size)
-            scratch.mtime_ns, scratch.time_set = time.time_ns(), False  # as any change
-            return
-        opened = self._files.get(handle) if handle is not None else None
-        if opened is not None and await opened.truncate(size):  # the handle's own bytes
-            return
-        if not isinstance(node, ChunkFile):
-            raise NotPermitted("only chunk files and scratch files can be truncated")
+    # --- opening, reading, writing, releasing --------------------------------------------
+
+    def _check_writable(self, node: Node | None = None) -> None:
+        """EROFS on a read-only mount, and for the files and directories of an array that
+        cannot be written: refused when a file is opened for writing, never at close()."""
+        if self.read_only:
+            raise ReadOnlyError("the mount is read-only")
+        array = None if node is None else node.in_array()
+        if array is not None and array.unwritable is not None:
+            raise ReadOnlyError(
+                f"array {array.path or '/'} cannot be written: {array.unwritable}"
+            )
+
+    def _scratch(self, node: ScratchFile) -> ScratchData:
+        scratch = self.scratch.get(node)
+        if scratch is None:
+            raise NotFound(f"scratch file {node.name!r} is gone")
+        return scratch
+
+    async def open(self, inode: int, flags: int, pid: int | None = None) -> int:
+        """A handle of the file; readers read the version they opened until they close.
+        ``pid``: the opener (see ``page_cache``: an open may be sent to a fresh inode)."""
+        node = self.namespace.node(inode)
+        try:
+            if _writing(flags):
+                self._check_writable(node)
+            return await node.open(self, inode, flags, pid)
+        except NotFound as e:
+            raise _stale(node, e) from e
+
+    # FileRequests: the part of a request on a file's bytes that differs by kind.
+
+    async def open_chunk(self, node: ChunkFile, inode: int, flags: int, pid: int | None
+                         ) -> int:
+        return await self.opening.open(inode, node, flags, pid)
+
+    def open_document(self, node: MetadataFile, flags: int) -> int:
+        if _writing(flags):  # checked at close: only the same bytes are accepted
+            data = b"" if flags & os.O_TRUNC else node.data
+            return self.handles.register(DocumentWriter(node, WriteBuffer(data)), direct=True)
+        return self.handles.register(MetadataReader(node), direct=not self.read_only)
+
+    def open_image(self, node: ImageFile, flags: int) -> int:
+        if _writing(flags):
+            raise ReadOnlyError(f"{node.image.name}: whole-image files are read-only")
+        # Whole images keep the page cache to be mapped (READ_AHEAD_GAP spares the tiles).
+        return self.handles.register(ImageReader(node), direct=False)
+
+    def open_scratch(self, node: ScratchFile, flags: int) -> int:
+        scratch = self._scratch(node)
+        if flags & os.O_TRUNC:
+            scratch.data.truncate(0)
+        return self.handles.register(ScratchHandle(node, self.scratch), direct=True)
+
+    async def truncate_chunk(self, node: ChunkFile, size: int) -> None:
+        """truncate(2) on a path: takes effect at once, like on any filesystem."""
         self.committer.check_size(node, size)
-        # truncate(2) on a path: takes effect at once, like on any filesystem.
-        data = WriteBuffer(await self._committed_bytes(node))
+        data = WriteBuffer(await node.array.files.committed_bytes(node.coords))
         data.truncate(size)
-        await self._commit(node, data, durable=False)
+        await self.committer.commit(node, data, durable=False)
 
-    # --- directories ---------------------------------------------------------------------
+    async def truncate_scratch(self, node: ScratchFile, size: int) -> None:
+        scratch = self._scratch(node)
+        self.scratch.reserve(len(scratch.data), size)
+        scratch.data.truncate(size)
+        scratch.mtime_ns, scratch.time_set = time.time_ns(), False  # as any change
+
+    async def read_into(self, handle: int, offset: int, out: memoryview) -> int:
+        """Fill ``out`` with the file's bytes from ``offset``; returns how many there were."""
+        return await self.handles.opened(handle).read_into(offset, out)
+
+    async def write(self, handle: int, offset: int, data: bytes) -> int:
+        return await self.handles.opened(handle).write(offset, data)
+
+    async def flush(self, handle: int, *, durable: bool = False) -> None:
+        """Commit a written chunk, check a written document (close and fsync). Errors
+        reach the caller's close()."""
+        opened = self.handles.get(handle)
+        if opened is not None:
+            await opened.flush(durable=durable)
+
+    async def release(self, handle: int) -> None:
+        await self.handles.release(handle)
+
+    # --- changing the tree ---------------------------------------------------------------
 
     async def mkdir(self, parent_inode: int, name: str) -> Attributes:
         """Grid directories always exist (EEXIST); nothing else can be made (EPERM)."""
@@ -131,43 +345,28 @@ class FileSystem(FileSystemBase):
             entry = await self._entry(parent, name)
         except NotFound:
             raise NotPermitted(f"{name!r}: only the chunk grid's directories exist") from None
-        raise Exists(f"{name!r} exists" if isinstance(entry.node, DIRECTORY_NODES) else name)
+        raise Exists(f"{name!r} exists" if entry.node.is_dir else name)
 
     async def rmdir(self, parent_inode: int, name: str) -> None:
         self._check_writable()
         entry = await self._entry(self.namespace.node(parent_inode), name)
-        if not isinstance(entry.node, DIRECTORY_NODES):
+        if not entry.node.is_dir:
             raise NotADirectory(f"{name!r} is not a directory")
         raise NotPermitted(f"{name!r}: the chunk grid's directories cannot be removed")
-
-    # --- writing, creating, removing, renaming -------------------------------------------
-
-    async def write(self, handle: int, offset: int, data: bytes) -> int:
-        return await self._opened(handle).write(offset, data)
-
-    async def _commit(self, node: ChunkFile, data: WriteBuffer, *, durable: bool) -> None:
-        await self.committer.commit(node, data, durable=durable)
-
-    async def flush(self, handle: int, *, durable: bool = False) -> None:
-        """Commit a written chunk, check a written document (close and fsync). Errors
-        reach the caller's close()."""
-        opened = self._files.get(handle)
-        if opened is not None:
-            await opened.flush(durable=durable)
 
     async def create(self, parent_inode: int, name: str, flags: int) -> tuple[int, Attributes]:
         """A new chunk file at a grid position, or a scratch file with a temp-file name."""
         parent = self.namespace.node(parent_inode)
         self._check_writable(parent)
         check_name(name)
-        if not isinstance(parent, DIRECTORY_NODES):
+        if not parent.is_dir:
             raise NotADirectory("not a directory")
-        document = _document_named(parent, name)
+        document = parent.document_named(name)
         exclusive = bool(flags & os.O_EXCL)
         chunk = None
         if document is None:
             try:
-                chunk = self.namespace.chunk_named(parent, name)  # NotAChunk: EPERM
+                chunk = parent.chunk_named(name)  # NotAChunk: EPERM
             except NotAChunk:
                 if exclusive and is_vim_probe(name):
                     raise ExpectedRefusal(f"{name!r}: vim's write probe, refused: vim then "
@@ -175,13 +374,13 @@ class FileSystem(FileSystemBase):
                 raise
         if document is not None:  # recreated after an unlink (tar x): checked at close
             self.replacements.end(document)
-            handle = self._register(DocumentWriter(document, WriteBuffer()), direct=True)
+            handle = self.handles.register(DocumentWriter(document, WriteBuffer()), direct=True)
         elif chunk is not None:
-            handle = self._create_chunk(chunk, flags)
+            handle = self.opening.create(chunk, flags)
         elif is_scratch_name(name, exclusive=exclusive) and self.scratch.enabled:
             node = ScratchFile(parent, name)
             self.scratch.create(node, time.time_ns())
-            handle = self._register(ScratchHandle(node, self.scratch), direct=True)
+            handle = self.handles.register(ScratchHandle(node, self.scratch), direct=True)
         elif exclusive and is_vim_probe(name):
             raise ExpectedRefusal(f"{name!r}: vim's write probe, refused: vim then saves "
                                   "by overwriting the file in place")
@@ -189,40 +388,27 @@ class FileSystem(FileSystemBase):
             raise NotPermitted(
                 f"{name!r} is not a chunk of the grid here, nor a temporary file name"
             )
-        attributes = await self.getattr(self.namespace.inode_of(self._files[handle].node))
+        attributes = await self.getattr(self.namespace.inode_of(self.handles.opened(handle).node))
         self.namespace.remember(attributes.inode)
         if chunk is not None:  # a writer's inode is its own (see page_cache)
-            self._retire_if_current(chunk, attributes.inode)
+            self.opening.retire_if_current(chunk, attributes.inode)
         return handle, attributes
-
-    def _create_chunk(self, chunk: ChunkFile, flags: int) -> int:
-        """A writer of a new chunk file, alone on its inode (a fresh one if the name's has
-        handles: see ``page_cache``)."""
-        inode = self.namespace.known_inode(chunk)
-        users = self.page_cache.users(inode) if inode is not None else None
-        if users is not None and not users.empty():
-            self.namespace.retire(chunk)
-        writer = self.writers.open(chunk, WriteBuffer(), emptied=True)
-        return self._admit_chunk(writer, self.namespace.inode_of(chunk), flags, writer=writer)
 
     async def unlink(self, parent_inode: int, name: str, pid: int | None = None) -> None:
         """Remove a chunk or scratch file. A document is kept: its unlink is accepted as the
         first step of a replace (see ``document_writes``)."""
         parent = self.namespace.node(parent_inode)
         self._check_writable(parent)
-        entry = await self._entry(parent, name, pid)
-        if isinstance(entry.node, MetadataFile) and pid is not None:
-            self.replacements.start(entry.node, pid)
-        elif isinstance(entry.node, ScratchFile):
-            self.scratch.remove(entry.node)
-        elif isinstance(entry.node, ChunkFile):
-            await entry.node.array.files.delete(entry.node.coords)
-            self.namespace.retire(entry.node)  # its readers keep the old inode
-            self._times.pop(entry.node, None)
-        elif isinstance(entry.node, DIRECTORY_NODES):
-            raise NotPermitted(f"{name!r} is a directory")
+        node = (await self._entry(parent, name, pid)).node
+        document, scratch = parent.document_named(name), ScratchFile(parent, name)
+        if node == scratch:
+            self.scratch.remove(scratch)
+        elif document is not None and node == document and pid is not None:
+            self.replacements.start(document, pid)
         else:
-            raise NotPermitted(f"{name!r} is shown by the mount and cannot be removed")
+            await node.delete(name)
+            self.namespace.retire(node)  # its readers keep the old inode
+            self.shown.times.pop(node, None)
 
     async def rename(
         self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int
@@ -235,8 +421,8 @@ class FileSystem(FileSystemBase):
         check_name(new_name)
         if flags & RENAME_EXCHANGE:
             raise InvalidArgument("RENAME_EXCHANGE is not supported")
-        entry = await self._entry(source_dir, old_name)
-        if not isinstance(entry.node, ScratchFile):
+        source = ScratchFile(source_dir, old_name)
+        if (await self._entry(source_dir, old_name)).node != source:
             # Tools that rename the original to a backup name (mogrify, vim, emacs) copy it
             # instead when this is refused.
             raise ExpectedRefusal(f"{old_name!r}: only temporary files can be renamed")
@@ -247,34 +433,32 @@ class FileSystem(FileSystemBase):
                 pass
             else:
                 raise Exists(f"{new_name!r} exists")
-        inode = self.namespace.inode_of(entry.node)
-        document = _document_named(target_dir, new_name)
+        inode = self.namespace.inode_of(source)
+        document = target_dir.document_named(new_name)
         if document is not None:  # rsync's temp file onto a document: the same bytes only
-            scratch = self._scratch(entry.node)
+            scratch = self._scratch(source)
             check_identical(document, scratch.data.read(0, len(scratch.data)))
-            self.scratch.remove(entry.node)
+            self.scratch.remove(source)
             self.replacements.end(document)
             self.namespace.rebind(inode, document)
             if scratch.time_set:
                 await self._set_time(document, scratch.mtime_ns)
             return
-        chunk = self.namespace.chunk_named(target_dir, new_name)
+        chunk = target_dir.chunk_named(new_name)
         if chunk is not None:
-            scratch = self._scratch(entry.node)
+            scratch = self._scratch(source)
             await self.committer.commit(chunk, scratch.data, durable=False, renaming=True)
-            self.scratch.remove(entry.node)
+            self.scratch.remove(source)
             self.namespace.rebind(inode, chunk)
             if scratch.time_set:  # rsync set the source's time on its temp file: keep it
                 await self._set_time(chunk, scratch.mtime_ns)
             return
         # The bytes are a scratch file's already: a template name needs no O_EXCL here.
-        if not is_scratch_name(new_name, exclusive=True) or not isinstance(
-            target_dir, DIRECTORY_NODES
-        ):
+        if not is_scratch_name(new_name, exclusive=True) or not target_dir.is_dir:
             raise NotPermitted(f"{new_name!r} is not a chunk of the grid nor a temp file name")
         target = ScratchFile(target_dir, new_name)
         self.scratch.remove(target)
-        self.scratch.move(entry.node, target)
+        self.scratch.move(source, target)
         self.namespace.rebind(inode, target)
 
     async def refuse_link(self, parent_inode: int, name: str, what: str) -> NoReturn:
@@ -284,6 +468,8 @@ class FileSystem(FileSystemBase):
         self._check_writable(self.namespace.node(parent_inode))
         check_name(name)
         raise ExpectedRefusal(f"{name!r}: {what} cannot be made in the mount")
+
+    # --- stopping ------------------------------------------------------------------------
 
     async def stop_once_closed(self, stop: Callable[[], None]) -> None:
         """A stopping mount serves on until no chunk file is open for writing (at most
@@ -300,7 +486,7 @@ class FileSystem(FileSystemBase):
     def drop_open_writers(self) -> None:
         """Stopped with chunk files open for writing: what they hold is not stored (their
         close() fails), one line for each written one."""
-        for opened in self._files.values():
+        for opened in self.handles.all():
             if isinstance(opened, ChunkWriter) and opened.dirty:
                 log.warning("chunk %s of %s was still open for writing when the mount "
                             "stopped: its writes are not stored (its close() fails)",
@@ -311,19 +497,23 @@ class FileSystem(FileSystemBase):
         tool that died before renaming its temp file, a backup an editor kept)."""
         for key in self.scratch.names():
             scratch = self.scratch.get(key)
-            if isinstance(key, ScratchFile) and scratch is not None:
-                where = self.namespace.directory_path(key.directory)
+            if scratch is not None:
                 log.warning(
                     "scratch file %s (%d bytes) was never renamed onto a chunk and is "
                     "dropped at unmount, unstored",
-                    "/".join(p for p in (where, key.name) if p), len(scratch.data),
+                    "/".join(p for p in (key.directory.path(), key.name) if p),
+                    len(scratch.data),
                 )
 
 
-def _document_named(directory: Node, name: str) -> MetadataFile | None:
-    """The metadata document ``name`` that ``directory`` shows, if it shows one."""
-    if isinstance(directory, GroupDir) and name in directory.group.documents:
-        return MetadataFile(directory.group, name)
-    if isinstance(directory, ArrayRoot) and name in directory.array.documents:
-        return MetadataFile(directory.array, name)
-    return None
+def _writing(flags: int) -> bool:
+    return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
+
+
+def _stale(node: Node, gone: NotFound) -> ZarrFuseError:
+    """A file the kernel still holds an inode of, gone since it looked the name up (another
+    writer removed it, a refused new file was released): ESTALE makes the kernel look the
+    name up again, and then say ENOENT or create it (``open(O_CREAT)``)."""
+    if node.comes_and_goes:
+        return Stale(f"{gone}: the name is looked up again")
+    return gone

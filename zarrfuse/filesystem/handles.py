@@ -1,4 +1,5 @@
-"""What an open file handle of the mount holds, and what it does: one kind per kind of open.
+"""What an open file handle of the mount holds, and what it does: one kind per kind of open;
+and the table of them (:class:`OpenHandles`).
 
 :class:`~zarrfuse.filesystem.fs.FileSystem` keeps one per handle number it gives the kernel
 and forwards each request to it, never asking which kind it is: a handle reads its own bytes
@@ -10,11 +11,14 @@ fsync) and its release commit or check. A chunk opened for writing is
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from dataclasses import dataclass
 from typing import Protocol
 
 from zarrfuse.errors import BadHandle, NotFound
+from zarrfuse.filesystem.page_cache import PageCacheUsers
 from zarrfuse.filesystem.tree.chunk_files import OpenedVersion
 from zarrfuse.filesystem.tree.nodes import ChunkFile, ImageFile, MetadataFile, Node, ScratchFile
 from zarrfuse.filesystem.writes.document_writes import check_fits, check_identical
@@ -27,6 +31,7 @@ __all__ = [
     "ImageReader",
     "MetadataReader",
     "OpenFile",
+    "OpenHandles",
     "ScratchHandle",
 ]
 
@@ -180,3 +185,74 @@ class ScratchHandle(_ReadsOnly):
         scratch.data.write(offset, data)
         scratch.mtime_ns, scratch.time_set = time.time_ns(), False  # as a file's would
         return len(data)
+
+
+class OpenHandles:
+    """The handle numbers given to the kernel, and the open file behind each, recorded by the
+    page-cache rule (``page_cache``) as it is handed out."""
+
+    def __init__(self, page_cache: PageCacheUsers, *, read_only: bool) -> None:
+        self.page_cache = page_cache
+        self.read_only = read_only
+        self._numbers = itertools.count(1)
+        self._files: dict[int, OpenFile] = {}
+
+    def number(self) -> int:
+        """A new handle number (directory handles draw from the same numbers)."""
+        return next(self._numbers)
+
+    def register(self, opened: OpenFile, *, direct: bool) -> int:
+        """A handle number for ``opened``, a file outside the page-cache rule."""
+        handle = self.number()
+        self._files[handle] = opened
+        if direct:
+            self.page_cache.admit_direct(handle)
+        elif self.read_only:
+            self.page_cache.admit_kept(handle)
+        return handle
+
+    def admit_chunk(
+        self, opened: OpenFile, inode: int, flags: int, *, writing: bool,
+        version: object = None, size: int | None = None, crowded: bool = False,
+    ) -> int:
+        """A handle number for a chunk file ``opened`` on ``inode``, recorded by the
+        page-cache rule."""
+        handle = self.number()
+        self._files[handle] = opened
+        self.page_cache.admit(inode, handle, writer=writing, version=version, size=size,
+                              read_write=flags & os.O_ACCMODE == os.O_RDWR, retry=crowded)
+        return handle
+
+    def get(self, handle: int | None) -> OpenFile | None:
+        return None if handle is None else self._files.get(handle)
+
+    def opened(self, handle: int) -> OpenFile:
+        try:
+            return self._files[handle]
+        except KeyError:
+            raise BadHandle(f"file handle {handle} is not open") from None
+
+    def all(self) -> list[OpenFile]:
+        return list(self._files.values())
+
+    async def release(self, handle: int) -> None:
+        """Forget a handle; it lets go of what it holds (a writer commits what reached it
+        after its last close, or drops a refused commit's changes: ``ChunkWriter``)."""
+        opened = self._files.pop(handle, None)
+        if opened is None:
+            return
+        self.page_cache.release(handle)
+        await opened.release()
+
+    def shown_size(self, inode: int | None) -> int | None:
+        """The size an inode with open handles shows: its writer's, or its readers'
+        version's (the kernel holds one size per inode, and cuts or pads their reads at
+        it). None: the stored size. A writer closed unwritten after O_TRUNC has no size:
+        its 0 would cut the next opener's reads to nothing."""
+        users = self.page_cache.users(inode) if inode is not None else None
+        if users is None:
+            return None
+        if users.writer is not None:
+            opened = self._files.get(users.writer)
+            return None if opened is None else opened.shown_size()
+        return users.size if users.readers else None

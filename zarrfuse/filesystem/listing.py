@@ -1,47 +1,39 @@
 """Directory handles: what ``ls`` sees of a directory, new chunks and scratch files
-included. A part of :class:`~zarrfuse.filesystem.reading.FileSystemBase`, whose state
-(namespace, open writers, scratch area, attributes) it reads."""
+included."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from zarrfuse.errors import BadHandle, NotADirectory
-from zarrfuse.filesystem.attributes import Attributes
-from zarrfuse.filesystem.tree.nodes import DIRECTORY_NODES, Entry, Node, ScratchFile
+from zarrfuse.filesystem.attributes import Attributes, ShownAttributes
+from zarrfuse.filesystem.handles import OpenHandles
+from zarrfuse.filesystem.tree.namespace import Namespace
+from zarrfuse.filesystem.tree.nodes import Entry, Node
+from zarrfuse.filesystem.writes.commits import OpenWriters
+from zarrfuse.filesystem.writes.scratch import ScratchArea
 
-if TYPE_CHECKING:
-    from zarrfuse.filesystem.tree.namespace import Namespace
-    from zarrfuse.filesystem.writes.commits import OpenWriters
-    from zarrfuse.filesystem.writes.scratch import ScratchArea
-
-__all__ = ["Listing"]
+__all__ = ["Listings"]
 
 
-class Listing:
-    """opendir, readdir and releasedir over the state of the filesystem it is part of."""
+@dataclass
+class Listings:
+    """The open directory handles (opendir, readdir, releasedir), each with its listing."""
 
     namespace: Namespace
     writers: OpenWriters
     scratch: ScratchArea
-    _handles: Iterator[int]
-    _dirs: dict[int, tuple[Node, list[Entry] | None]]
-
-    async def _entry_of(self, name: str, node: Node) -> Entry:
-        raise NotImplementedError
-
-    def _attributes(self, node: Node, size: int, mtime_ns: int | None) -> Attributes:
-        raise NotImplementedError
-
-    # --- directories ---------------------------------------------------------------------
+    handles: OpenHandles
+    shown: ShownAttributes
+    _dirs: dict[int, tuple[Node, list[Entry] | None]] = field(default_factory=dict)
 
     async def opendir(self, inode: int) -> int:
         node = self.namespace.node(inode)
-        if not isinstance(node, DIRECTORY_NODES):
+        if not node.is_dir:
             raise NotADirectory(f"inode {inode} is not a directory")
-        handle = next(self._handles)
+        handle = self.handles.number()
         self._dirs[handle] = (node, None)
         return handle
 
@@ -49,14 +41,14 @@ class Listing:
         entries = await self.namespace.list(directory)
         known = {e.name for e in entries}
         for chunk in self.writers.chunks():  # a new chunk shows, and the directories to it
-            for parent, name, node in self.namespace.path_of(chunk):
+            for parent, name, node in chunk.steps():
                 if parent == directory and name not in known:
-                    entry = await self._entry_of(name, chunk) if node == chunk else None
+                    entry = await self.shown.entry(name, chunk) if node == chunk else None
                     entries.append(entry or Entry(name, node))
                     known.add(name)
         for key in self.scratch.names():
-            if isinstance(key, ScratchFile) and key.directory == directory:
-                entries.append(await self._entry_of(key.name, key))
+            if key.directory == directory:
+                entries.append(await self.shown.entry(key.name, key))
         return entries
 
     async def readdir(self, handle: int, start_id: int) -> Iterator[tuple[str, Attributes, int]]:
@@ -74,7 +66,7 @@ class Listing:
             entries = await self._list(node)
             self._dirs[handle] = (node, entries)
         return (
-            (entry.name, self._attributes(entry.node, entry.size, entry.mtime_ns), index + 1)
+            (entry.name, self.shown.of(entry.node, entry.size, entry.mtime_ns), index + 1)
             for index, entry in itertools.islice(enumerate(entries), start_id, None)
         )
 

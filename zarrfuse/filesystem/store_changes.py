@@ -18,7 +18,8 @@ from zarrfuse.filesystem.images.whole_image_file import WholeImage
 from zarrfuse.filesystem.tree.inodes import ROOT_INODE
 from zarrfuse.filesystem.tree.mounted import ArrayView
 from zarrfuse.filesystem.tree.namespace import Namespace
-from zarrfuse.filesystem.tree.nodes import ArrayRoot, ChunkFile, ImageDir, ImageFile
+from zarrfuse.filesystem.tree.nodes import ChunkFile, ImageFile
+from zarrfuse.filesystem.writes.commits import Committer
 from zarrfuse.storage.store_watch import WHOLE_DIRECTORY
 
 __all__ = ["StoreChanges"]
@@ -27,22 +28,20 @@ __all__ = ["StoreChanges"]
 class StoreChanges:
     """Applies changed store keys to the views the mount has opened."""
 
-    def __init__(self, namespace: Namespace, drop_cache: Callable[..., Awaitable[None]]):
-        """``drop_cache``: the committer's, which drops a node's kernel caches as after a
-        commit (a used chunk inode is retired: its readers keep their version), and a
-        chunk's name (``by_another``: the kernel may remember it absent)."""
+    def __init__(self, namespace: Namespace, committer: Committer):
+        """``committer``: drops a chunk's kernel caches as after a commit (a used chunk
+        inode is retired: its readers keep their version), and its name (``by_another``:
+        the kernel may remember it absent); and a whole image's version's pages."""
         self._namespace = namespace
-        self._drop_cache = drop_cache
+        self._drop_cache = committer.drop_cache
+        self._drop_pages = committer.drop_pages
 
     def _views(self) -> list[ArrayView | WholeImage]:
         root = self._namespace.node(ROOT_INODE)
         views = [view for view in self._namespace.catalog.cached_views()
                  if isinstance(view, ArrayView | WholeImage)]
-        if isinstance(root, ArrayRoot):
-            views.append(root.array)
-        elif isinstance(root, ImageDir):
-            views.append(root.image)
-        return views
+        shown = root.view()
+        return views if shown is None else [*views, shown]
 
     async def apply(self, keys: set[str]) -> None:
         for view in self._views():
@@ -69,7 +68,7 @@ class StoreChanges:
 
     def _dropper(self, image: WholeImage) -> Callable[[int], Awaitable[None]]:
         """Drops the kernel's pages of a version of ``image``."""
-        return lambda version: self._drop_cache(ImageFile(image, version))
+        return lambda version: self._drop_pages(ImageFile(image, version))
 
     @staticmethod
     async def _went(stored: StoredChunks, keys: set[str]) -> list[str]:

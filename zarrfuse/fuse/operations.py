@@ -144,7 +144,7 @@ class FuseOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
-        handle = await self.fs.opendir(inode)
+        handle = await self.fs.listings.opendir(inode)
         self._dir_inodes[handle] = inode
         return handle
 
@@ -159,7 +159,7 @@ class FuseOperations(pyfuse3.Operations):
             for index in range(start_id, len(DOTS)):
                 if not pyfuse3.readdir_reply(token, DOTS[index], here, index + 1):
                     return
-        listed = await self.fs.readdir(fh, max(0, start_id - len(DOTS)))
+        listed = await self.fs.listings.readdir(fh, max(0, start_id - len(DOTS)))
         settled = self._settled(drops)
         for name, attributes, next_id in listed:
             entry = self._entry(attributes, settled=settled)
@@ -170,19 +170,19 @@ class FuseOperations(pyfuse3.Operations):
     @fuse_errors
     async def releasedir(self, fh: int) -> None:
         self._dir_inodes.pop(fh, None)
-        self.fs.releasedir(fh)
+        self.fs.listings.releasedir(fh)
 
     def _file_info(self, handle: int) -> pyfuse3.FileInfo:
-        if self.fs.direct_io(handle):
+        if self.fs.page_cache.direct(handle):
             return pyfuse3.FileInfo(fh=handle, direct_io=True, keep_cache=False)
         # Read-only mounts keep pages across opens unless told not to (--metadata-ttl).
-        keep = self.fs.keep_cache(handle) and (self.keep_cache or not self.fs.read_only)
+        keep = self.fs.page_cache.keep_cache(handle) and (self.keep_cache or not self.fs.read_only)
         return pyfuse3.FileInfo(fh=handle, keep_cache=keep)
 
     @fuse_errors
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         handle = await self.fs.open(inode, flags, ctx.pid)
-        if self.fs.owns_pages(handle):
+        if self.fs.page_cache.owns_pages(handle):
             # The kernel reads the owner's pages up to the size it holds, which may be another
             # handle's (an unwritten writer's, kept for the attribute timeout): cut short, the
             # new owner would read part of its chunk. Forgotten before the open returns, the

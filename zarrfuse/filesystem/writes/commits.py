@@ -148,7 +148,7 @@ class OpenWriters:
 
     def __init__(self, committer: Committer) -> None:
         self.committer = committer
-        self._by_chunk: dict[ChunkFile, list[ChunkWriter]] = {}
+        self._by_chunk: dict[Node, list[ChunkWriter]] = {}
         self._serials = itertools.count(1)
         self._none_open = trio.Event()  # set (and replaced) as the last writer closes
 
@@ -179,23 +179,23 @@ class OpenWriters:
                     self._none_open.set()
                     self._none_open = trio.Event()
 
-    def size(self, node: ChunkFile) -> int | None:
+    def size(self, node: Node) -> int | None:
         """The size the newest writer of ``node`` gave it; None if nobody writes it."""
         writers = [w for w in self._by_chunk.get(node, ()) if not w.closed_empty]
         if not writers:
             return None
         return len(max(writers, key=lambda w: w.serial).data)
 
-    def count(self, node: ChunkFile) -> int:
+    def count(self, node: Node) -> int:
         """How many writers of ``node`` are open."""
         return len(self._by_chunk.get(node, ()))
 
-    def dirty(self, node: ChunkFile) -> bool:
+    def dirty(self, node: Node) -> bool:
         """Whether a writer of ``node`` holds changes not yet committed."""
         return any(w.dirty for w in self._by_chunk.get(node, ()))
 
     def chunks(self) -> list[ChunkFile]:
-        return list(self._by_chunk)
+        return [writers[0].node for writers in self._by_chunk.values()]
 
     async def none_open(self) -> None:
         """Returns once no chunk file is open for writing."""
@@ -297,8 +297,16 @@ class Committer:
             raise refused
         await self.drop_cache(writer.node)
 
-    async def drop_cache(self, node: Node, *, renaming: bool = False, by_another: bool = False
-                         ) -> None:
+    async def drop_pages(self, node: Node) -> None:
+        """Drop the kernel's cached attributes and pages of a node that is not a chunk file
+        (a whole image's version, after the store changed)."""
+        self.drops += 1
+        inode = self.namespace.known_inode(node)
+        if inode is not None and self._invalidate is not None:
+            await self._invalidate(inode, False)
+
+    async def drop_cache(self, node: ChunkFile, *, renaming: bool = False,
+                         by_another: bool = False) -> None:
         """After a commit, or writes that were not committed: a chunk's name gets a fresh
         inode, so new opens read the stored chunk, while handles of the old inode keep
         their version and its pages (see ``page_cache``); the kernel forgets only the old
@@ -306,21 +314,21 @@ class Committer:
         would show the old inode's size until it times out (a writable mount's chunk files
         last long while the store watch runs). A name's inode that holds nothing (no handle,
         no pages kept) stays: it may be the one an opener sent to a fresh inode is just
-        opening. Other nodes' cached attributes and pages are dropped. ``renaming``: inside
+        opening. ``renaming``: inside
         a rename, which holds the directory's lock and replaces the name's entry itself.
         ``by_another``: another program changed the chunk; its name goes too, which the
         kernel may hold as absent though it keeps the inode this mount knows."""
         self.drops += 1
         inode = self.namespace.known_inode(node)
         if inode is None:
-            if isinstance(node, ChunkFile) and not renaming:
+            if not renaming:
                 await self._forget_absence(node)
             return
         moved, entry = False, None
-        if isinstance(node, ChunkFile) and not self._unused(inode):
+        if not self._unused(inode):
             moved, entry = True, None if renaming else self._known_entry(node)
             self.namespace.retire(node)
-        elif isinstance(node, ChunkFile) and by_another:
+        elif by_another:
             entry = self._known_entry(node)
         if self._invalidate is not None:
             await self._invalidate(inode, moved)
@@ -334,7 +342,7 @@ class Committer:
         the directory it knows."""
         if self._invalidate_entry is None:
             return
-        for directory, name, step in self.namespace.path_of(node):
+        for directory, name, step in node.steps():
             if self.namespace.known_inode(step) is None:
                 parent = self.namespace.known_inode(directory)
                 if parent is not None:
@@ -343,7 +351,7 @@ class Committer:
 
     def _known_entry(self, node: ChunkFile) -> tuple[int, str] | None:
         """The kernel's entry of ``node``: its directory's inode and its name, if known."""
-        parent, name = self.namespace.parent_of(node)
+        parent, name = node.parent()
         parent_inode = self.namespace.known_inode(parent)
         return None if parent_inode is None else (parent_inode, name)
 

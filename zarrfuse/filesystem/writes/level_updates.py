@@ -17,7 +17,7 @@ from zarrfuse.api.pyramid import Pyramid
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.tree.mounted import ArrayView
 from zarrfuse.filesystem.tree.namespace import Namespace
-from zarrfuse.filesystem.tree.nodes import ChunkFile, Node
+from zarrfuse.filesystem.tree.nodes import ChunkFile
 
 __all__ = ["LevelUpdates"]
 
@@ -28,7 +28,7 @@ class LevelUpdates:
     """The lower levels' updates of one mount's commits (``drop_cache``: the committer's)."""
 
     def __init__(self, namespace: Namespace,
-                 drop_cache: Callable[[Node], Awaitable[None]]) -> None:
+                 drop_cache: Callable[[ChunkFile], Awaitable[None]]) -> None:
         self._namespace = namespace
         self._drop_cache = drop_cache
         self._stale_told: weakref.WeakSet[Pyramid] = weakref.WeakSet()

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from zarrfuse.errors import FileTooBig, NoSpace
+from zarrfuse.filesystem.tree.nodes import Node, ScratchFile
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = ["NoSpace", "ScratchArea", "is_scratch_name", "is_vim_probe"]
@@ -67,11 +68,11 @@ class ScratchData:
 
 
 class ScratchArea:
-    """In-memory scratch files keyed by any hashable file identity, bounded in bytes."""
+    """In-memory scratch files, bounded in bytes."""
 
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
-        self._files: dict[object, ScratchData] = {}
+        self._files: dict[ScratchFile, ScratchData] = {}
 
     @property
     def used_bytes(self) -> int:
@@ -81,23 +82,24 @@ class ScratchArea:
     def enabled(self) -> bool:
         return self.limit_bytes > 0
 
-    def get(self, key: object) -> ScratchData | None:
-        return self._files.get(key)
+    def get(self, node: Node) -> ScratchData | None:
+        """The bytes of ``node`` if it is a scratch file held here."""
+        return self._files.get(node)  # type: ignore[call-overload]  # any node: None
 
-    def create(self, key: object, mtime_ns: int) -> ScratchData:
+    def create(self, key: ScratchFile, mtime_ns: int) -> ScratchData:
         scratch = self._files[key] = ScratchData(mtime_ns=mtime_ns)
         return scratch
 
-    def remove(self, key: object) -> None:
+    def remove(self, key: ScratchFile) -> None:
         removed = self._files.pop(key, None)
         if removed is not None and len(removed.data) >= GIVE_BACK_BYTES:
             del removed
             _give_back_freed_memory()
 
-    def move(self, old: object, new: object) -> None:
+    def move(self, old: ScratchFile, new: ScratchFile) -> None:
         self._files[new] = self._files.pop(old)
 
-    def names(self) -> list[object]:
+    def names(self) -> list[ScratchFile]:
         """The keys of every scratch file, as a list (files may come and go meanwhile)."""
         return list(self._files)
 
