@@ -249,3 +249,33 @@ def test_a_large_image_previews_its_smallest_level_that_fits(tmp_path):
         np.testing.assert_array_equal(
             gdk_pixbuf(preview, 512, tmp_path),
             composite(levels[2], [rgb_of(n) for n in ("red", "green", "blue")], WINDOWS))
+
+
+def test_every_well_of_a_plate_has_a_preview_the_thumbnailer_shows_in_colour(tmp_path):
+    """An HCS plate (OME-Zarr 0.4) of two wells, one field each: A/1 stained in its first
+    channel (red), B/2 in its second (green); each field's preview is thumbnailed in its
+    colour, pixel for pixel the composite."""
+    root = tmp_path / "plate.ome.zarr"
+    plate = zarr.open_group(root, mode="w", zarr_format=2)
+    wells = {"A/1": 0, "B/2": 1}
+    plate.attrs.update({"plate": {"version": "0.4", "field_count": 1,
+                                  "rows": [{"name": "A"}, {"name": "B"}],
+                                  "columns": [{"name": "1"}, {"name": "2"}],
+                                  "wells": [{"path": p, "rowIndex": i, "columnIndex": i}
+                                            for i, p in enumerate(wells)]}})
+    expected = {}
+    names = ("red", "green", "blue")
+    for path, stained in wells.items():
+        zarr.open_group(root / path.split("/")[0], mode="w", zarr_format=2)  # the row
+        zarr.open_group(root / path, mode="w", zarr_format=2).attrs.update(
+            {"well": {"version": "0.4", "images": [{"path": "0"}]}})
+        data = cells((64, 80), seed=stained).copy()
+        data[[c for c in range(3) if c != stained]] //= 64  # dim: under the windows
+        ome_zarr(root / path / "0", [data], omero(names), version="0.4")
+        expected[path] = composite(data, [rgb_of(n) for n in names], WINDOWS)
+    with mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
+        for path, stained in wells.items():
+            thumbnail = gdk_pixbuf(mnt / path / "0.preview.png", 80, tmp_path)
+            np.testing.assert_array_equal(thumbnail, expected[path])
+            means = thumbnail.reshape(-1, 3).mean(axis=0)
+            assert means.argmax() == stained  # the well's own colour dominates
