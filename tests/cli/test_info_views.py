@@ -31,7 +31,7 @@ def test_a_sharded_image_shows_its_axes_shards_and_every_views_files(tmp_path):
                              "first": "planes/y000/y000-x000.tiff"}
     assert views["npy"]["first"] == "c/0/000/0/000.npy" and views["npy"]["files"] == 20
     assert views["raw"]["exact"] is False and views["raw"]["first"] == "c/0/000/0/000"
-    assert views["ome-tiff"] == {"format": "ome-tiff", "files": 2, "exact": True,
+    assert views["ome-tiff"] == {"format": "ome-tiff", "files": 3, "exact": True,
                                  "first": "img.ome.tif"}
     text = describe(str(source))
     assert "  axes y 100, x 300" in text

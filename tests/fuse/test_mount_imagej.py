@@ -73,7 +73,8 @@ def test_imagej_opens_a_five_axis_image_as_its_hyperstack_with_every_pixel(tmp_p
     root = tmp_path / "cells.ome.zarr"
     _ome_zarr_v04(root, data, TCZYX, (1, 1, 1, 32, 32), CHANNELS)
     with mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
-        assert sorted(p.name for p in mnt.iterdir()) == ["cells.imagej.tif", "cells.ome.tif"]
+        assert sorted(p.name for p in mnt.iterdir()) == [
+            "cells.composite.tif", "cells.imagej.tif", "cells.ome.tif", "cells.preview.png"]
         dims, raw = imagej_raw(mnt / "cells.imagej.tif", tmp_path)
     assert dims == [56, 40, 2, 3, 2, 16]  # width, height, channels, slices, frames, bits
     # ImageJ's planes: channel fastest, then z, then time (the array is t, c, z).

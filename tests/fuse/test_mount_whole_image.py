@@ -41,7 +41,7 @@ def test_an_array_is_one_ome_tiff_equal_to_it(tmp_path):
     data = np.arange(300 * 250, dtype="u2").reshape(300, 250) * 3
     _array(tmp_path / "plane.zarr", data, (64, 64))
     with mounted(tmp_path / "plane.zarr", tmp_path / "mnt", "--format", "ome-tiff") as mnt:
-        assert _files(mnt) == ["plane.imagej.tif", "plane.ome.tif"]
+        assert _files(mnt) == ["plane.imagej.tif", "plane.ome.tif", "plane.preview.png"]
         path = mnt / "plane.ome.tif"
         with tifffile.TiffFile(path) as tif:
             assert tif.is_ome
@@ -97,8 +97,9 @@ def test_a_group_shows_a_file_per_array_and_one_per_ome_image(tmp_path):
     line[:] = 1
     image = ome_image(root / "cells.ome.zarr", "0.5")
     with mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
-        assert _files(mnt) == ["cells.imagej.tif", "cells.ome.tif", "sub",
-                               "sub/plane.imagej.tif", "sub/plane.ome.tif"]
+        assert _files(mnt) == ["cells.imagej.tif", "cells.ome.tif", "cells.preview.png",
+                               "sub", "sub/plane.imagej.tif", "sub/plane.ome.tif",
+                               "sub/plane.preview.png"]
         np.testing.assert_array_equal(tifffile.imread(mnt / "sub" / "plane.ome.tif"), plane)
         with tifffile.TiffFile(mnt / "cells.ome.tif") as tif:
             levels = tif.series[0].levels
@@ -113,7 +114,7 @@ def test_an_ome_zarr_image_is_one_pyramidal_file(tmp_path, version):
 
     image = ome_image(tmp_path / "img.ome.zarr", version)
     with mounted(image.root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
-        assert _files(mnt) == ["img.imagej.tif", "img.ome.tif"]
+        assert _files(mnt) == ["img.imagej.tif", "img.ome.tif", "img.preview.png"]
         with tifffile.TiffFile(mnt / "img.ome.tif") as tif:
             assert tif.is_ome
             assert len(tif.pages) == 1  # lower levels are SubIFDs, not pages
@@ -198,8 +199,8 @@ def test_xarray_and_v2_data_show_their_images_and_leave_out_the_rest(tmp_path):
     v2 = np.arange(30 * 40, dtype=">i4").reshape(30, 40)  # big-endian, as v2 allows
     zarr.create_array(tmp_path / "ds.zarr" / "legacy", data=v2, chunks=(16, 16), zarr_format=2)
     with mounted(data.root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
-        assert _files(mnt) == ["legacy.imagej.tif", "legacy.ome.tif", "temp.imagej.tif",
-                               "temp.ome.tif"]
+        assert _files(mnt) == ["legacy.imagej.tif", "legacy.ome.tif", "legacy.preview.png",
+                               "temp.imagej.tif", "temp.ome.tif", "temp.preview.png"]
         np.testing.assert_array_equal(tifffile.imread(mnt / "temp.ome.tif"), data.arrays["temp"])
         np.testing.assert_array_equal(tifffile.imread(mnt / "legacy.ome.tif"), v2)
 

@@ -52,9 +52,8 @@ class StoreChanges:
                 if lost:
                     view.forget_decoded()
                 if view.changed(keys) or lost:
-                    for image in (view, view.sibling):
-                        if image is not None:
-                            await image.settle(self._dropper(image))
+                    for image in (view, *view.siblings):
+                        await image.settle(self._dropper(image))
                 continue
             appeared = [key for key in keys if key.endswith(WHOLE_DIRECTORY)]
             went = [key + "/" for key in await self._went(view.stored, keys)]

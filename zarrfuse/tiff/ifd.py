@@ -16,6 +16,7 @@ import numpy as np
 __all__ = [
     "ASCII",
     "BIGTIFF",
+    "BYTE",
     "CLASSIC",
     "IFD",
     "IFD8",
@@ -28,9 +29,9 @@ __all__ = [
     "write_ifd",
 ]
 
-SHORT, LONG, ASCII, LONG8 = 3, 4, 2, 16  # TIFF field types
+BYTE, SHORT, LONG, ASCII, LONG8 = 1, 3, 4, 2, 16  # TIFF field types
 IFD, IFD8 = 13, 18  # offsets of IFDs (SubIFDs): LONG and LONG8 that readers follow as IFDs
-_TYPE_SIZES = {SHORT: 2, LONG: 4, ASCII: 1, LONG8: 8, IFD: 4, IFD8: 8}
+_TYPE_SIZES = {BYTE: 1, SHORT: 2, LONG: 4, ASCII: 1, LONG8: 8, IFD: 4, IFD8: 8}
 _TYPE_CODES = {SHORT: "H", LONG: "I", LONG8: "Q", IFD: "I", IFD8: "Q"}
 SAMPLE_FORMATS = {"u": 1, "i": 2, "f": 3}
 
@@ -57,7 +58,7 @@ def _pad_even(n: int) -> int:
 
 
 def _value_bytes(typ: int, values: Any, order: str) -> bytes:
-    if typ == ASCII:
+    if typ in (ASCII, BYTE):
         return bytes(values)
     if isinstance(values, np.ndarray):  # 100,000s of tile offsets: struct.pack is 10x slower
         return values.astype(order + _TYPE_CODES[typ], copy=False).tobytes()

@@ -75,6 +75,8 @@ class Multiscales:
     """``omero`` says the channels are one colour picture (see :func:`means_colour`)."""
     method: str | None = None
     """How the lower levels were made (the multiscale's ``type``: ``gaussian``, ...)."""
+    omero_channels: tuple[Mapping[str, Any], ...] = ()
+    """``omero.channels`` as written (colours, windows, active: the composite's look)."""
 
     def leading_roles(self) -> list[str | None]:
         """ome_xml's ``roles``: those of the axes before the last two (y, x)."""
@@ -196,4 +198,10 @@ def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
         channel_colors=colors,
         means_colour=means_colour(source) or means_colour(attributes),
         method=None if method is None else str(method),
+        omero_channels=_omero_channels(source) or _omero_channels(attributes),
     )
+
+
+def _omero_channels(attributes: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    channels = (attributes.get("omero") or {}).get("channels") or []
+    return tuple(channels) if all(isinstance(c, Mapping) for c in channels) else ()

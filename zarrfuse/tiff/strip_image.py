@@ -11,18 +11,21 @@ are in ImageJ's order (channel fastest, then z, then time), whatever the array's
 
 The geometry is :class:`~zarrfuse.tiff.whole_image.WholeImagePlan`'s with a "tile" of one
 row by the image's width; only the tags differ (StripOffsets, RowsPerStrip,
-StripByteCounts instead of the tile tags). Pure code, no I/O.
+StripByteCounts instead of the tile tags). A multichannel image also carries each channel's
+colour as an ImageJ LUT (and its display range, where known) in ImageJ's own tags, written
+by tifffile's ``imagej_metadata_tag``, and opens in composite mode. Pure code, no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from tifffile import imagej_metadata_tag
 
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.tiff.ifd import LONG, Flavour
+from zarrfuse.tiff.ifd import BYTE, LONG, Flavour
 from zarrfuse.tiff.whole_image import ImageLevel, WholeImagePlan
 
 __all__ = ["StripImagePlan", "imagej_description", "imagej_pages"]
@@ -36,9 +39,15 @@ class StripImagePlan(WholeImagePlan):
     BigTIFF): ConfigurationError when the file would not fit in 4 GiB."""
 
     def __init__(
-        self, shape: tuple[int, ...], dtype: np.dtype, *, samples: int, description: str
+        self, shape: tuple[int, ...], dtype: np.dtype, *, samples: int, description: str,
+        ij_metadata: Mapping[str, Any] | None = None,
     ) -> None:
+        """``ij_metadata``: tifffile's IJMetadata keys (``LUTs``, ``Ranges``) for page 0."""
         width = shape[-2] if samples > 1 else shape[-1]
+        self._ij_tags = [(tag, BYTE if typ == 1 else LONG,
+                          value if typ == 1 else np.frombuffer(value, "<u4"))
+                         for tag, typ, _, value, _ in imagej_metadata_tag(dict(ij_metadata), "<")
+                         ] if ij_metadata else []
         super().__init__([ImageLevel(shape, (1, width))], dtype, samples=samples,
                          description=description, bigtiff=False)
 
@@ -55,6 +64,7 @@ class StripImagePlan(WholeImagePlan):
             (273, flavour.offset_type, offsets),  # StripOffsets
             (278, LONG, [1]),  # RowsPerStrip
             (279, LONG, self._counts(level)),  # StripByteCounts
+            *(self._ij_tags if page == 0 else []),
         ]
         return sorted(entries, key=lambda e: e[0])
 
@@ -73,9 +83,10 @@ def imagej_pages(
     return order, {str(roles[d]): int(sizes[d]) for d in order}
 
 
-def imagej_description(pages: int, dims: dict[str, int] | None) -> str:
+def imagej_description(pages: int, dims: dict[str, int] | None, composite: bool = False
+                       ) -> str:
     """ImageJ's own ImageDescription: a hyperstack of channels, slices and frames when the
-    roles are known, else a stack of ``pages`` slices."""
+    roles are known, else a stack of ``pages`` slices; ``composite``: channels coloured."""
     lines = ["ImageJ=1.11a", f"images={pages}"]
     if dims is None:
         if pages > 1:
@@ -85,5 +96,5 @@ def imagej_description(pages: int, dims: dict[str, int] | None) -> str:
                   "frames": dims.get("t", 1)}
         lines += [f"{key}={n}" for key, n in counts.items() if n > 1]
         if counts["channels"] > 1 or sum(n > 1 for n in counts.values()) > 1:
-            lines += ["hyperstack=true", "mode=grayscale"]
+            lines += ["hyperstack=true", f"mode={'composite' if composite else 'grayscale'}"]
     return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +21,9 @@ import numpy as np
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.images.colour_axis import ColourAxis, colour_axis
-from zarrfuse.filesystem.images.image_names import strips_file_name
-from zarrfuse.filesystem.images.whole_image_file import LevelChunks, WholeImage
+from zarrfuse.filesystem.images.composite import Look, look_of
+from zarrfuse.filesystem.images.image_names import sibling_name
+from zarrfuse.filesystem.images.whole_image_file import LevelChunks, Preview, WholeImage
 from zarrfuse.tiff.ome_xml import image_description
 from zarrfuse.tiff.ome_zarr import Multiscales
 from zarrfuse.tiff.strip_image import StripImagePlan, imagej_description, imagej_pages
@@ -65,6 +66,21 @@ class _Plane:
 
     leading: int
     samples: int
+
+
+PREVIEW_SIDE = 768
+"""The preview's longest side at most: 768 x 768 RGB, uncompressed, is 1.8 MB, under the
+2 MB over which file managers (pcmanfm) make no thumbnail."""
+PREVIEW_STEPS = 8
+"""A level more than this many times PREVIEW_SIDE gets no preview (it would be read whole)."""
+
+
+def _picture(shape: Sequence[int], order: tuple[int, ...] | None, axis: bool
+             ) -> tuple[int, ...]:
+    """The composite's shape ``[..., Y, X, 3]`` of an array of ``shape`` whose channel axis
+    (if ``axis``) moves last by ``order``."""
+    ordered = [int(shape[d]) for d in order] if order else [int(n) for n in shape]
+    return (*(ordered[:-1] if axis else ordered), 3)
 
 
 def _plane(path: str, shape: Sequence[int], samples: int) -> _Plane:
@@ -131,7 +147,7 @@ class ImageBuilder:
             samples=samples,
             description=_description(name, level.shape, plane, level.dtype, roles),
         )
-        return self._with_strips(WholeImage(
+        return self._with_siblings(WholeImage(
             path, name, [level], layout, cache=self._cache, metadata_time_ns=time_ns
         ), roles, None)
 
@@ -143,6 +159,7 @@ class ImageBuilder:
         colour: ColourAxis,
         roles: Sequence[str | None],
         time_ns: int,
+        omero: Sequence[Mapping[str, Any]] = (),
         **ome: Any,
     ) -> WholeImage:
         """The image with ``colour``'s axis as its RGB(A) samples: one colour page per
@@ -159,16 +176,75 @@ class ImageBuilder:
             description=_description(name, shape, plane, first.dtype,
                                      colour.leading(roles), **ome),  # type: ignore[arg-type]
         )
-        return self._with_strips(WholeImage(path, name, levels, layout, cache=self._cache,
-                                            metadata_time_ns=time_ns, order=colour.order),
-                                 roles, colour)
+        return self._with_siblings(WholeImage(path, name, levels, layout, cache=self._cache,
+                                              metadata_time_ns=time_ns, order=colour.order),
+                                   roles, colour, omero, **ome)
 
-    def _with_strips(
-        self, image: WholeImage, roles: Sequence[str | None], colour: ColourAxis | None
+    def _with_siblings(
+        self, image: WholeImage, roles: Sequence[str | None], colour: ColourAxis | None,
+        omero: Sequence[Mapping[str, Any]] = (), **ome: Any,
     ) -> WholeImage:
-        """``image`` with its strip-organised sibling for ImageJ 1.x (``tiff.strip_image``):
-        its full resolution, pages in ImageJ's order; none when it would not fit in 4 GiB.
-        ``roles``: OME roles of the array's dimensions before y and x."""
+        """``image`` with its siblings: the strip-organised file for ImageJ 1.x, the colour
+        composite of two or more grey channels, the preview (``composite``). ``roles``: OME
+        roles of the array's dimensions before y and x; ``omero``: its channels' look."""
+        level = image.levels[0]
+        dtype, samples = level.dtype, image.layout.samples
+        channels = [d for d, r in enumerate(roles) if r == "c"]
+        axis = channels[0] if len(channels) == 1 and level.shape[channels[0]] > 1 else None
+        if samples > 1 and colour is None:
+            look = look_of(samples, dtype, rgb=True) if dtype.kind == "u" else None
+        elif dtype.kind not in "uif":
+            look = None
+        elif axis is None:
+            look = look_of(1, dtype, axis=False)
+        else:
+            look = look_of(level.shape[axis], dtype, omero, rgb=colour is not None)
+        self._with_strips(image, roles, colour, look if axis is not None else None)
+        if look is None:
+            return image
+        order = None if axis is None else (*(d for d in range(len(level.shape)) if d != axis),
+                                           axis)
+        shapes = [_picture(lv.shape, order, look.axis) for lv in image.levels]
+        plane = _Plane(len(shapes[0]) - 3, 3)
+        siblings = self._preview(image, shapes, order, look)
+        if axis is not None:
+            layout = WholeImagePlan(
+                [ImageLevel(sh, _tile(sh, _picture(lv.chunks, order, True), plane))
+                 for sh, lv in zip(shapes, image.levels, strict=True)],
+                np.dtype("u1"), samples=3,
+                description=_description(image.name, shapes[0], plane, np.dtype("u1"),
+                                         [r for d, r in enumerate(roles) if d != axis], **ome))
+            siblings.insert(0, WholeImage(
+                image.path, sibling_name(image.name, ".composite.tif"), image.levels, layout,
+                cache=self._cache, metadata_time_ns=image.metadata_time_ns, order=order,
+                look=look))
+        image.siblings += siblings
+        return image
+
+    def _preview(self, image: WholeImage, shapes: Sequence[tuple[int, ...]],
+                 order: tuple[int, ...] | None, look: Look) -> list[WholeImage]:
+        """The preview: the composite of the first page of the largest level that fits in
+        PREVIEW_SIDE (else of the smallest, every step-th pixel), as a PNG."""
+        index = next((i for i, sh in enumerate(shapes) if max(sh[-3:-1]) <= PREVIEW_SIDE),
+                     len(shapes) - 1)
+        shape = shapes[index]
+        step = -(-max(shape[-3:-1]) // PREVIEW_SIDE)
+        if step > PREVIEW_STEPS:
+            log.info("%s: no preview: its smallest level is %s", image.path or "/", shape)
+            return []
+        height, width = (-(-n // 16) * 16 for n in shape[-3:-1])
+        layout = WholeImagePlan([ImageLevel(shape, (height, width))], np.dtype("u1"),
+                                samples=3, description="")
+        return [Preview(image.path, sibling_name(image.name, ".preview.png"),
+                        [image.levels[index]], layout, cache=self._cache,
+                        metadata_time_ns=image.metadata_time_ns, order=order, look=look,
+                        step=step)]
+
+    def _with_strips(self, image: WholeImage, roles: Sequence[str | None],
+                     colour: ColourAxis | None, look: Look | None) -> None:
+        """The strip-organised sibling for ImageJ 1.x (``tiff.strip_image``): its full
+        resolution, pages in ImageJ's order, channels coloured by ``look``'s LUTs in
+        composite mode; none when it would not fit in 4 GiB."""
         level = image.levels[0]
         ndim, samples = len(level.shape), image.layout.samples
         plane = ndim - (3 if samples > 1 and colour is None else 2)
@@ -179,17 +255,18 @@ class ImageBuilder:
         order = tuple([lead[i] for i in ranked] + tail)
         shape = tuple(level.shape[d] for d in order)
         pages = math.prod(shape[: len(lead)])
+        luts = None if look is None else look.imagej()
         try:
             plan = StripImagePlan(shape, level.dtype, samples=samples,
-                                  description=imagej_description(pages, dims))
+                                  description=imagej_description(pages, dims, luts is not None),
+                                  ij_metadata=luts)
         except ConfigurationError as e:
             log.info("%s: no strip-organised copy for ImageJ: %s", image.path or "/", e)
-            return image
-        image.sibling = WholeImage(
-            image.path, strips_file_name(image.name), [level], plan, cache=self._cache,
-            metadata_time_ns=image.metadata_time_ns,
-            order=None if order == tuple(range(ndim)) else order)
-        return image
+            return
+        image.siblings.append(WholeImage(
+            image.path, sibling_name(image.name, ".imagej.tif"), [level], plan,
+            cache=self._cache, metadata_time_ns=image.metadata_time_ns,
+            order=None if order == tuple(range(ndim)) else order))
 
     def from_multiscales(
         self,
@@ -230,6 +307,7 @@ class ImageBuilder:
                              means_colour=multiscales.means_colour)
         if colour is not None and len(roles) == len(first.shape) - 2:
             return self._coloured(path, name, opened, colour, roles, time_ns,
+                                  multiscales.omero_channels,
                                   physical_sizes=multiscales.physical_sizes())
         plane = _plane(path, first.shape, 1)
         layout = WholeImagePlan(
@@ -243,6 +321,7 @@ class ImageBuilder:
                 channel_colors=multiscales.channel_colors,
             ),
         )
-        return self._with_strips(WholeImage(
+        return self._with_siblings(WholeImage(
             path, name, opened, layout, cache=self._cache, metadata_time_ns=time_ns
-        ), roles, None)
+        ), roles, None, multiscales.omero_channels,
+            physical_sizes=multiscales.physical_sizes())

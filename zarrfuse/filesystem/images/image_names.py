@@ -1,5 +1,6 @@
 """File names of whole images: ``NAME.ome.tif``, NAME from the array's (or OME-Zarr image
-group's) own name.
+group's) own name, and its siblings' (``NAME.imagej.tif``, ``NAME.composite.tif``,
+``NAME.preview.png``).
 
 A trailing ``.zarr``, and then a trailing ``.ome``, are left out of NAME: ``cells.ome.zarr``
 shows as ``cells.ome.tif``, not ``cells.ome.zarr.ome.tif``. A name that would become empty
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
 
-__all__ = ["IMAGE_SUFFIX", "image_file_name", "image_node_names", "strips_file_name"]
+__all__ = ["IMAGE_SUFFIX", "SIBLING_SUFFIXES", "image_file_name", "image_node_names",
+           "sibling_name"]
 
 IMAGE_SUFFIX = WHOLE_IMAGE_FORMATS["ome-tiff"]
-STRIPS_SUFFIX = ".imagej.tif"
-"""The strip-organised sibling of each image (``tiff.strip_image``), for ImageJ 1.x."""
+SIBLING_SUFFIXES = (".imagej.tif", ".composite.tif", ".preview.png")
+"""The strip-organised sibling for ImageJ 1.x (``tiff.strip_image``), the colour composite
+and the small preview (``composite``)."""
 
 
 def _stem(node_name: str) -> str:
@@ -31,15 +34,15 @@ def image_file_name(node_name: str) -> str:
     return _stem(node_name.rstrip("/").rpartition("/")[2] or "image") + IMAGE_SUFFIX
 
 
-def strips_file_name(image_name: str) -> str:
-    """The strip-organised sibling of the image file ``image_name``."""
-    return image_name[: -len(IMAGE_SUFFIX)] + STRIPS_SUFFIX
+def sibling_name(image_name: str, suffix: str) -> str:
+    """The sibling (``suffix``, one of SIBLING_SUFFIXES) of the image file ``image_name``."""
+    return image_name[: -len(IMAGE_SUFFIX)] + suffix
 
 
 def image_node_names(file_name: str) -> list[str]:
-    """The node names ``file_name`` (an image file or its strip sibling) may show, most
-    likely first (none if it is not an image file name)."""
-    suffix = next((s for s in (IMAGE_SUFFIX, STRIPS_SUFFIX)
+    """The node names ``file_name`` (an image file or a sibling) may show, most likely
+    first (none if it is not an image file name)."""
+    suffix = next((s for s in (IMAGE_SUFFIX, *SIBLING_SUFFIXES)
                    if file_name.endswith(s) and file_name != s), None)
     if suffix is None:
         return []

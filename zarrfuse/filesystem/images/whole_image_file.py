@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import trio
@@ -20,11 +21,13 @@ import trio
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
+from zarrfuse.filesystem.images.composite import MEASURED_BYTES, Look
 from zarrfuse.filesystem.images.image_versions import ChunkKey, ImageVersions
+from zarrfuse.filesystem.images.render import encode, encoded_size
 from zarrfuse.request_deadline import waited
 from zarrfuse.tiff.whole_image import TileSpan, WholeImagePlan, tile_array
 
-__all__ = ["LevelChunks", "WholeImage"]
+__all__ = ["LevelChunks", "Preview", "WholeImage"]
 
 Coords = tuple[int, ...]
 Decode = Callable[[Sequence[Coords]], Awaitable[list[np.ndarray]]]
@@ -76,13 +79,17 @@ class WholeImage:
         cache: DecodedChunks,
         metadata_time_ns: int = 0,
         order: tuple[int, ...] | None = None,
+        look: Look | None = None,
     ) -> None:
         """``order``: the levels' dimensions in the layout's order, where they differ (a
-        colour axis moved last to be the samples: ``colour_axis``)."""
+        colour axis moved last to be the samples: ``colour_axis``). ``look``: the file
+        shows the channels' colour composite (``composite``), not the values."""
         self.path = path
         self.order = order
-        self.sibling: WholeImage | None = None
-        """The same image strip by strip for readers of no tiles (``tiff.strip_image``)."""
+        self.look = look
+        self.siblings: list[WholeImage] = []
+        """The same image strip by strip for readers of no tiles (``tiff.strip_image``), its
+        colour composite and its preview."""
         self.name = name
         self.levels = list(levels)
         self.layout = layout
@@ -118,7 +125,8 @@ class WholeImage:
         """Whether any of the store ``keys`` (changed by another program) is a chunk of a
         level; if so, what was learnt of those chunks is forgotten, and the image (and its
         strip sibling) gets a new version: reads of it decode them anew, handles open
-        keep what they were shown (``image_versions``)."""
+        keep what they were shown (``image_versions``); measured windows are measured
+        again."""
         changed: set[ChunkKey] = set()
         for index, level in enumerate(self.levels):
             if level.stored is None:
@@ -126,9 +134,10 @@ class WholeImage:
             for coords in {c for key in keys if (c := level.stored.coords_of(key)) is not None}:
                 level.stored.drop_cached(coords)
                 changed.add((index, coords))
-        for image in (self, self.sibling) if changed else ():
-            if image is not None:
-                image.versions.change(changed, image._cached)
+        for image in (self, *self.siblings) if changed else ():
+            image.versions.change(changed, image._cached)
+            if image.look is not None:
+                image.look.forget()
         return bool(changed)
 
     def _cached(self, key: ChunkKey, generation: int) -> np.ndarray | None:
@@ -137,10 +146,11 @@ class WholeImage:
     def forget_decoded(self) -> None:
         """Every decoded tile is decoded anew (here and in the strip sibling), and the
         handles open follow the store."""
-        for image in (self, self.sibling):
-            if image is not None:
-                image._token = next(_IMAGES)
-                image.versions.forget()
+        for image in (self, *self.siblings):
+            image._token = next(_IMAGES)
+            image.versions.forget()
+            if image.look is not None:
+                image.look.forget()
 
     async def settle(self, drop: Callable[[int], Awaitable[None]]) -> None:
         """After a change: ``drop(version)`` drops the kernel's pages of a version."""
@@ -232,6 +242,8 @@ class WholeImage:
     async def _tiles(
         self, tiles: Iterable[TileKey], version: int | None = None
     ) -> dict[TileKey, np.ndarray]:
+        if self.look is not None and self.look.windows is None:
+            await self._measure(self.look)
         regions = {tile: self._region(tile) for tile in tiles}
         wanted = {tile: self._chunks_under(tile[0], r) for tile, r in regions.items()}
         needed = {(tile[0], c) for tile, chunks in wanted.items() for c in chunks}
@@ -242,6 +254,20 @@ class WholeImage:
             for tile, chunks in wanted.items()
         }
 
+    async def _measure(self, look: Look) -> None:
+        """Default windows (``composite``): each channel's minimum and maximum on the
+        smallest level, read whole (the data type's range where it is too big)."""
+        index = len(self.levels) - 1
+        level = self.levels[index]
+        if int(np.prod(level.shape)) * level.dtype.itemsize > MEASURED_BYTES:
+            look.measure(None)
+            return
+        region = tuple(slice(0, n) for n in level.shape)
+        chunks = self._chunks_under(index, region)
+        decoded = await self._decoded({(index, c) for c in chunks})
+        block = self._block(index, region, chunks, decoded)
+        look.measure(block if self.order is None else np.transpose(block, self.order))
+
     def _assemble(
         self,
         tile: TileKey,
@@ -250,26 +276,38 @@ class WholeImage:
         decoded: dict[ChunkKey, np.ndarray],
     ) -> np.ndarray:
         """A tile's data (``tile_array``) from the decoded chunks its region overlaps."""
-        level = self.levels[tile[0]]
+        block = self._block(tile[0], region, chunks, decoded)
+        if self.order is not None:
+            block = np.transpose(block, self.order)
+        if self.look is not None:
+            block = self.look(block)
+        return tile_array(block, self.layout, tile[0])
+
+    def _block(
+        self,
+        index: int,
+        region: tuple[slice, ...],
+        chunks: list[Coords],
+        decoded: dict[ChunkKey, np.ndarray],
+    ) -> np.ndarray:
+        """The values of ``region`` of level ``index``, from the decoded chunks it overlaps."""
+        level = self.levels[index]
         if len(chunks) == 1:  # the common case: the tile is (part of) one chunk
             origin = chunk_region(chunks[0], level.chunks, level.shape)
-            block = decoded[(tile[0], chunks[0])][
+            return decoded[(index, chunks[0])][
                 tuple(slice(r.start - o.start, r.stop - o.start) for r, o in zip(
                     region, origin, strict=True))
             ]
-        else:
-            block = np.empty([r.stop - r.start for r in region], dtype=level.dtype)
-            for coords in chunks:
-                origin = chunk_region(coords, level.chunks, level.shape)
-                lo = [max(r.start, o.start) for r, o in zip(region, origin, strict=True)]
-                hi = [min(r.stop, o.stop) for r, o in zip(region, origin, strict=True)]
-                block[tuple(slice(a - r.start, b - r.start) for a, b, r in zip(
-                    lo, hi, region, strict=True))] = decoded[(tile[0], coords)][
-                    tuple(slice(a - o.start, b - o.start) for a, b, o in zip(
-                        lo, hi, origin, strict=True))]
-        if self.order is not None:
-            block = np.transpose(block, self.order)
-        return tile_array(block, self.layout, tile[0])
+        block = np.empty([r.stop - r.start for r in region], dtype=level.dtype)
+        for coords in chunks:
+            origin = chunk_region(coords, level.chunks, level.shape)
+            lo = [max(r.start, o.start) for r, o in zip(region, origin, strict=True)]
+            hi = [min(r.stop, o.stop) for r, o in zip(region, origin, strict=True)]
+            block[tuple(slice(a - r.start, b - r.start) for a, b, r in zip(
+                lo, hi, region, strict=True))] = decoded[(index, coords)][
+                tuple(slice(a - o.start, b - o.start) for a, b, o in zip(
+                    lo, hi, origin, strict=True))]
+        return block
 
     async def _decoded(self, needed: set[ChunkKey]) -> dict[ChunkKey, np.ndarray]:
         """Every chunk in ``needed``, decoded: from the cache, from a decode already under
@@ -315,3 +353,31 @@ class WholeImage:
 
 def _tile_key(span: TileSpan) -> TileKey:
     return (span.level, span.page, span.row, span.col)
+
+
+class Preview(WholeImage):
+    """``NAME.preview.png``: the composite of the first page of one small level, every
+    ``step``-th pixel, as a PNG stored uncompressed (its size known from its shape, as
+    the chunk views' PNGs). Its layout is that level as one tile; a read renders it whole
+    (under 2 MB) and copies the bytes asked for."""
+
+    def __init__(self, *args: Any, step: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.step = step
+        height, width = self.layout.levels[0].shape[-3:-1]
+        self._crop = (-(-height // step), -(-width // step))
+
+    @property
+    def size(self) -> int:
+        return encoded_size("png", (*self._crop, 3), "|u1")
+
+    async def read_into(self, offset: int, out: memoryview, version: int | None = None) -> int:
+        if offset >= self.size:
+            return 0
+        key = (0, 0, 0, 0)
+        tile = (await self._tiles([key], version))[key]
+        step, (height, width) = self.step, self._crop
+        data = encode("png", np.ascontiguousarray(tile[::step, ::step][:height, :width]))
+        piece = data[offset : offset + len(out)]
+        out[: len(piece)] = piece
+        return len(piece)

@@ -505,9 +505,8 @@ def _image_entry(image: WholeImage) -> Entry:
 
 
 def _image_entries(image: WholeImage) -> list[Entry]:
-    """The files that show one image: the OME-TIFF, and its strip sibling if it has one."""
-    files = [image] if image.sibling is None else [image, image.sibling]
-    return [_image_entry(f) for f in files]
+    """The files that show one image: the OME-TIFF, and its siblings."""
+    return [_image_entry(f) for f in (image, *image.siblings)]
 
 
 def _image_named(image: WholeImage, name: str) -> Entry | None:

@@ -1,0 +1,143 @@
+"""The colour composite of a multichannel image, as Fiji shows it in composite mode.
+
+Fluorescence data is 2-6 grey channels; only Fiji colours them (from OME's channel colours).
+``NAME.composite.tif`` and ``NAME.preview.png`` show every program the picture Fiji shows:
+each channel mapped to 8 bits through its display window, tinted by its colour, the tints
+added (each of R, G, B capped at 255). Colours, windows and which channels are on come from
+OME-Zarr's ``omero`` channels; where a file has none, Fiji's defaults: ImageJ's colours by
+channel index and each channel's own minimum and maximum (Bio-Formats' autoscale), measured
+on the smallest level of the pyramid. ``docs/views.md`` gives the exact formula. Pure code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["IMAGEJ_COLOURS", "Look", "look_of"]
+
+IMAGEJ_COLOURS = ((255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255), (0, 255, 255),
+                  (255, 0, 255), (255, 255, 0), (255, 255, 255))
+"""ImageJ's channel colours by index (``CompositeImage.colors``): red, green, blue, grey,
+cyan, magenta, yellow, grey; every channel of an image of more than 8 is grey."""
+MEASURED_BYTES = 256 << 20
+"""The most of the smallest level read to measure default windows; over it, the data type's
+range (floats: 0 to 1)."""
+
+
+def _colour(text: object) -> tuple[int, int, int] | None:
+    hex6 = str(text).strip().lstrip("#")[:6]
+    try:
+        return (int(hex6[0:2], 16), int(hex6[2:4], 16), int(hex6[4:6], 16)) \
+            if len(hex6) == 6 else None
+    except ValueError:
+        return None
+
+
+def _window(channel: Mapping[str, object]) -> tuple[float, float] | None:
+    window = channel.get("window")
+    if not isinstance(window, Mapping):
+        return None
+    try:
+        return float(window["start"]), float(window["end"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class Look:
+    """How each channel shows: its colour (RGB, black when off) and display window."""
+
+    def __init__(self, colours: Sequence[tuple[int, int, int]], dtype: np.dtype,
+                 windows: Sequence[tuple[float, float]] | None, *, axis: bool) -> None:
+        """``axis``: the image has a channel axis (blocks end in it); else one grey channel."""
+        self.colours = np.array(colours, dtype=np.uint32).reshape(-1, 3)
+        self.dtype = np.dtype(dtype)
+        self.given = windows is not None
+        self.windows = None if windows is None else np.array(windows, dtype=np.float64)
+        self.axis = axis
+        self._tables: list[np.ndarray] | None = None
+
+    def levels(self, values: np.ndarray, channel: int) -> np.ndarray:
+        """The 8-bit grey of ``values`` of a channel through its window (ImageJ's mapping:
+        integers as ImageJ maps 16 bits, floats as it maps 32)."""
+        assert self.windows is not None
+        start, end = (float(v) for v in self.windows[channel])
+        span = max(end - start, 0.0)
+        scaled = (values.astype(np.float64) - start) * (
+            256 / (span + 1) if self.dtype.kind in "ui" else 255 / max(span, 1e-300))
+        return np.clip(np.nan_to_num(np.floor(scaled + 0.5)), 0, 255).astype(np.uint32)
+
+    def _tinted(self, values: np.ndarray, channel: int) -> np.ndarray:
+        if self._tables is None and self.dtype.kind in "ui" and self.dtype.itemsize <= 2:
+            low = np.iinfo(self.dtype).min
+            grey = [self.levels(np.arange(low, low + (1 << 8 * self.dtype.itemsize)), c)
+                    for c in range(len(self.colours))]
+            self._tables = [(g[:, None] * k // 255).astype(np.uint16)
+                            for g, k in zip(grey, self.colours, strict=True)]
+        if self._tables is not None:
+            index = values.astype(np.int64) - np.iinfo(self.dtype).min if (
+                self.dtype.kind == "i") else values
+            return np.take(self._tables[channel], index, axis=0)
+        return (self.levels(values, channel)[..., None] * self.colours[channel] // 255)
+
+    def __call__(self, block: np.ndarray) -> np.ndarray:
+        """The 8-bit RGB of a block ``[..., Y, X, C]`` (``[..., Y, X]`` without a channel
+        axis): per channel ``levels`` times its colour over 255, summed, capped at 255."""
+        if not self.axis:
+            block = block[..., None]
+        out = np.zeros((*block.shape[:-1], 3), dtype=np.uint32)
+        for c in range(block.shape[-1]):
+            if self.colours[c].any():
+                out += self._tinted(block[..., c], c)
+        return np.minimum(out, 255).astype(np.uint8)
+
+    def measure(self, values: np.ndarray | None) -> None:
+        """Default windows: each channel's minimum and maximum in ``values`` (``[..., C]``,
+        the smallest level), or, given None, the data type's range."""
+        if values is None or values.size == 0:
+            info = np.iinfo(self.dtype) if self.dtype.kind in "ui" else None
+            window = (0.0, 1.0) if info is None else (float(info.min), float(info.max))
+            self.windows = np.array([window] * len(self.colours))
+        else:
+            flat = values.reshape(-1, values.shape[-1] if self.axis else 1)
+            self.windows = np.nan_to_num(np.stack(
+                [np.nanmin(flat, axis=0), np.nanmax(flat, axis=0)], axis=1).astype(np.float64))
+        self._tables = None
+
+    def forget(self) -> None:
+        """The data changed: measured windows are measured again."""
+        if not self.given:
+            self.windows, self._tables = None, None
+
+    def imagej(self) -> dict[str, object]:
+        """ImageJ's LUTs (a ramp from black to each colour, as ``LUT.createLutFromColor``)
+        and, when the file gives them, display ranges: tifffile's IJMetadata keys."""
+        ramp = np.arange(256, dtype=np.uint32)
+        luts = [(k[:, None] * ramp[None, :] // 255).astype(np.uint8) for k in self.colours]
+        ranges = {} if not self.given or self.windows is None else {
+            "Ranges": [float(v) for v in self.windows.ravel()]}
+        return {"LUTs": luts, **ranges}
+
+
+def look_of(channels: int, dtype: np.dtype, omero: Sequence[Mapping[str, object]] = (),
+            *, axis: bool = True, rgb: bool = False) -> Look:
+    """The look of an image of ``channels`` channels whose ``omero`` channels are given (or
+    not: then Fiji's defaults). ``rgb``: the channels are red, green, blue (and alpha) of
+    one picture: what ``omero`` does not give shows them as they are, over the data type's
+    range."""
+    omero = omero if len(omero) == channels else ()
+    defaults = (*IMAGEJ_COLOURS[:3], (0, 0, 0)) if rgb else IMAGEJ_COLOURS if (
+        channels <= len(IMAGEJ_COLOURS)) else ((255, 255, 255),)
+    colours = []
+    for c in range(channels):
+        given = _colour(omero[c].get("color")) if omero else None
+        colour = given or defaults[min(c, len(defaults) - 1)]
+        colours.append((0, 0, 0) if omero and omero[c].get("active") is False else colour)
+    if channels == 1 and not omero:
+        colours = [(255, 255, 255)]
+    known = [w for w in map(_window, omero) if w is not None]
+    if rgb and len(known) < channels:
+        info = np.iinfo(dtype)
+        known = [(info.min, info.max)] * channels
+    return Look(colours, dtype, known if len(known) == channels else None, axis=axis)
