@@ -29,4 +29,5 @@ SCENARIOS: dict[str, tuple[str, dict[str, object]]] = {
     "rendered-writes": ("rendered_writes", {}),
     "torture": ("torture", {}),
     "hostile": ("hostile", {}),
+    "composite": ("composite", {}),
 }
