@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import os
 import threading
-import time
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,14 +24,8 @@ import pytest
 import trio
 
 from zarrfuse.filesystem.attributes import Attributes
-from zarrfuse.filesystem.chunks import (
-    chunk_caches,
-    chunk_listings,
-    recently_used,
-    stored_index,
-)
 from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.filesystem.tree import catalog
+from zarrfuse.fuse.cache_times import TTL_CLOCK_READERS, ClockAhead
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mount import build_filesystem, build_operations
 from zarrfuse.fuse.operations import FuseOperations
@@ -46,21 +39,15 @@ MODE = 0o644
 
 class TtlClock:
     """The monotonic clock every TTL of an in-process mount reads (documents, listings,
-    sizes, open chunks), moved on by the test (``ahead``): what the mount learnt outlives
-    its TTL when the test says, not after a sleep. ``TtlClock(monkeypatch)``."""
-
-    MODULES = (catalog, recently_used, chunk_listings, chunk_caches, stored_index)
+    sizes, open chunks, the watch's settling: ``TTL_CLOCK_READERS``), moved on by the test
+    (``ahead``): what the mount learnt outlives its TTL when the test says, not after a
+    sleep. ``TtlClock(monkeypatch)``."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ahead = 0.0
-        for module in self.MODULES:
-            monkeypatch.setattr(module, "time", self)
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.ahead
-
-    def __getattr__(self, name: str) -> object:  # the rest of the time module, as it is
-        return getattr(time, name)
+        clock = ClockAhead(lambda: self.ahead)
+        for module in TTL_CLOCK_READERS:
+            monkeypatch.setattr(module, "time", clock)
 
 
 def _attributes(entry: pyfuse3.EntryAttributes) -> Attributes:
