@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ import trio
 
 from zarrfuse.filesystem.attributes import Attributes
 from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.fuse.cache_times import TTL_CLOCK_READERS, ClockAhead
+from zarrfuse.fuse.cache_times import TTL_CLOCK_READERS
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mount import build_filesystem, build_operations
 from zarrfuse.fuse.operations import FuseOperations
@@ -45,7 +46,7 @@ class TtlClock:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ahead = 0.0
-        clock = ClockAhead(lambda: self.ahead)
+        clock = types.SimpleNamespace(monotonic=lambda: time.monotonic() + self.ahead)
         for module in TTL_CLOCK_READERS:
             monkeypatch.setattr(module, "time", clock)
 

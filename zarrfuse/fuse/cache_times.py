@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
 
 from zarrfuse.filesystem.chunks import chunk_caches, chunk_listings, recently_used, stored_index
 from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache, descriptors_to_keep_open
@@ -19,7 +18,7 @@ from zarrfuse.storage.store_watch import WatchState
 
 __all__ = [
     "READ_ONLY_TIMEOUT", "TEST_CLOCK", "TTL_CLOCK_READERS", "WATCH_SET_UP_WAIT",
-    "WRITABLE_TIMEOUT", "ClockAhead", "followed", "kernel_timeout", "metadata_ttl",
+    "WRITABLE_TIMEOUT", "followed", "kernel_timeout", "metadata_ttl",
     "open_chunks", "start_test_clock", "store_watch",
 ]
 
@@ -96,22 +95,8 @@ test lets a TTL run out by writing a bigger number, not by sleeping (``kernel_ti
 
 TTL_CLOCK_READERS = (catalog, recently_used, chunk_listings, chunk_caches, stored_index,
                      watching)
-"""The modules whose ``time.monotonic()`` stamps and ages what a mount learnt of its store
-(documents, listings, sizes, open chunks, the watch's settling)."""
-
-
-class ClockAhead:
-    """The ``time`` module as ``TTL_CLOCK_READERS`` see it under a test clock: ``monotonic()``
-    is ``ahead()`` seconds on; the rest is ``time``'s own."""
-
-    def __init__(self, ahead: Callable[[], float]) -> None:
-        self.ahead = ahead
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.ahead()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
+"""The modules whose ``time.monotonic()`` (their only use of ``time``) stamps and ages what a
+mount learnt of its store (documents, listings, sizes, open chunks, the watch's settling)."""
 
 
 def start_test_clock() -> None:
@@ -126,5 +111,6 @@ def start_test_clock() -> None:
         except (OSError, ValueError):
             return 0.0
 
+    clock = SimpleNamespace(monotonic=lambda: time.monotonic() + ahead())
     for module in TTL_CLOCK_READERS:
-        module.time = ClockAhead(ahead)  # type: ignore[attr-defined]
+        module.time = clock  # type: ignore[attr-defined]
