@@ -25,14 +25,8 @@ import pytest
 import trio
 
 from zarrfuse.filesystem.attributes import Attributes
-from zarrfuse.filesystem.chunks import (
-    chunk_caches,
-    chunk_listings,
-    recently_used,
-    stored_index,
-)
 from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.filesystem.tree import catalog
+from zarrfuse.fuse.cache_times import TTL_CLOCK_READERS
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mount import build_filesystem, build_operations
 from zarrfuse.fuse.operations import FuseOperations
@@ -46,21 +40,15 @@ MODE = 0o644
 
 class TtlClock:
     """The monotonic clock every TTL of an in-process mount reads (documents, listings,
-    sizes, open chunks), moved on by the test (``ahead``): what the mount learnt outlives
-    its TTL when the test says, not after a sleep. ``TtlClock(monkeypatch)``."""
-
-    MODULES = (catalog, recently_used, chunk_listings, chunk_caches, stored_index)
+    sizes, open chunks, the watch's settling: ``TTL_CLOCK_READERS``), moved on by the test
+    (``ahead``): what the mount learnt outlives its TTL when the test says, not after a
+    sleep. ``TtlClock(monkeypatch)``."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ahead = 0.0
-        for module in self.MODULES:
-            monkeypatch.setattr(module, "time", self)
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.ahead
-
-    def __getattr__(self, name: str) -> object:  # the rest of the time module, as it is
-        return getattr(time, name)
+        clock = types.SimpleNamespace(monotonic=lambda: time.monotonic() + self.ahead)
+        for module in TTL_CLOCK_READERS:
+            monkeypatch.setattr(module, "time", clock)
 
 
 def _attributes(entry: pyfuse3.EntryAttributes) -> Attributes:
@@ -84,15 +72,17 @@ class InProcess:
         self._inodes: dict[int, int] = {}  # handle -> inode, as the kernel knows them
         self._no_flush = False  # the mount answered a flush with ENOSYS
 
-    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        async def call() -> Any:
-            try:
-                return await fn(*args)
-            except pyfuse3.FUSEError as e:
-                why = e.__context__  # the wrapper's ``from None`` keeps it as the context
-                raise OSError(e.errno, str(why) if why else os.strerror(e.errno)) from None
+    @staticmethod
+    async def _ask(fn: Callable[..., Any], *args: Any) -> Any:
+        """One request, in the trio thread; a FUSE error as the OSError the caller gets."""
+        try:
+            return await fn(*args)
+        except pyfuse3.FUSEError as e:
+            why = e.__context__  # the wrapper's ``from None`` keeps it as the context
+            raise OSError(e.errno, str(why) if why else os.strerror(e.errno)) from None
 
-        return trio.from_thread.run(call, trio_token=self._token)
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._trip(self._ask, fn, *args)
 
     def watch_starts(self) -> None:
         """The store watch is up, set up before the first request as a fresh mount's is
@@ -111,21 +101,32 @@ class InProcess:
         assert self.fs.following is not None
         trio.from_thread.run(self.fs.following.end, trio_token=self._token)
 
-    def _lookup(self, parent: int, name: str) -> pyfuse3.EntryAttributes:
-        entry = self._call(self.ops.lookup, parent, os.fsencode(name), CTX)
-        if entry.st_ino == 0:  # a negative entry: the kernel answers ENOENT
-            raise OSError(errno.ENOENT, f"{name!r}: no such file or directory")
-        return entry
-
-    def inode(self, path: str) -> int:
+    async def _walk(self, path: str) -> int:
+        """The inode at ``path``, looked up name by name from the root, as the kernel does
+        with no cached entry."""
         inode = ROOT
         for name in [p for p in path.split("/") if p]:
-            inode = self._lookup(inode, name).st_ino
+            entry = await self._ask(self.ops.lookup, inode, os.fsencode(name), CTX)
+            if entry.st_ino == 0:  # a negative entry: the kernel answers ENOENT
+                raise OSError(errno.ENOENT, f"{name!r}: no such file or directory")
+            inode = entry.st_ino
         return inode
 
+    def _trip(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in the trio thread: the requests a path-level call makes go in one
+        trip (a trip per request made the in-process tests a third slower, more on a busy
+        machine, where each trip waits for the other thread to be scheduled)."""
+        return trio.from_thread.run(fn, *args, trio_token=self._token)
+
+    def inode(self, path: str) -> int:
+        return int(self._trip(self._walk, path))
+
     def exists(self, path: str) -> bool:
+        return bool(self._trip(self._exists, path))
+
+    async def _exists(self, path: str) -> bool:
         try:
-            self.inode(path)
+            await self._walk(path)
         except OSError as e:
             if e.errno == errno.ENOENT:
                 return False
@@ -151,7 +152,11 @@ class InProcess:
 
     def stat(self, path: str) -> Any:
         """The node's ``Attributes`` (mode, size, time_ns...), as ``stat(2)`` would show."""
-        return _attributes(self._call(self.ops.getattr, self.inode(path), CTX))
+
+        async def stat() -> Any:
+            return await self._ask(self.ops.getattr, await self._walk(path), CTX)
+
+        return _attributes(self._trip(stat))
 
     def walk(self, path: str = "") -> set[str]:
         """Every file under ``path``, relative to it, as ``find -type f`` lists them."""
@@ -178,20 +183,23 @@ class InProcess:
 
     def open(self, path: str, flags: int) -> int:
         """A handle, as ``open(2)`` gives: created when ``O_CREAT`` and absent."""
+        return int(self._trip(self._open, path, flags))
+
+    async def _open(self, path: str, flags: int) -> int:
         parent, _, name = path.rpartition("/")
-        if flags & os.O_CREAT and not self.exists(path):
-            info, entry = self._call(self.ops.create, self.inode(parent), os.fsencode(name),
-                                     MODE, flags, CTX)
+        if flags & os.O_CREAT and not await self._exists(path):
+            info, entry = await self._ask(self.ops.create, await self._walk(parent),
+                                          os.fsencode(name), MODE, flags, CTX)
             self._inodes[info.fh] = entry.st_ino
             return int(info.fh)
-        inode = self.inode(path)
+        inode = await self._walk(path)
         try:
-            info = self._call(self.ops.open, inode, flags, CTX)
+            info = await self._ask(self.ops.open, inode, flags, CTX)
         except OSError as e:  # sent to a fresh inode: the kernel looks up again, once
             if e.errno != errno.ESTALE:
                 raise
-            inode = self.inode(path)
-            info = self._call(self.ops.open, inode, flags, CTX)
+            inode = await self._walk(path)
+            info = await self._ask(self.ops.open, inode, flags, CTX)
         self._inodes[info.fh] = inode
         return int(info.fh)
 
@@ -214,36 +222,45 @@ class InProcess:
     def close(self, handle: int) -> None:
         """``close(2)``: flush (which reports a refused commit), then release. A flush
         answered ENOSYS is not sent again, and is no error, as in the kernel."""
+        self._trip(self._close, handle)
+
+    async def _close(self, handle: int) -> None:
         try:
             if not self._no_flush:
-                self._call(self.ops.flush, handle)
+                await self._ask(self.ops.flush, handle)
         except OSError as e:
             if e.errno != errno.ENOSYS:
                 raise
             self._no_flush = True
         finally:
             self._inodes.pop(handle, None)
-            self._call(self.ops.release, handle)
+            await self._ask(self.ops.release, handle)
 
     def read(self, path: str) -> bytes:
-        handle = self.open(path, os.O_RDONLY)
-        try:
-            out, offset = [], 0
-            while chunk := self.pread(handle, 1 << 20, offset):
-                out.append(chunk)
-                offset += len(chunk)
-            return b"".join(out)
-        finally:
-            self.close(handle)
+        async def read() -> bytes:
+            handle = await self._open(path, os.O_RDONLY)
+            try:
+                out, offset = [], 0
+                while chunk := bytes(await self._ask(self.ops.read, handle, offset, 1 << 20)):
+                    out.append(chunk)
+                    offset += len(chunk)
+                return b"".join(out)
+            finally:
+                await self._close(handle)
+
+        return bytes(self._trip(read))
 
     def write(self, path: str, data: bytes) -> None:
-        handle = self.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        try:
-            self.pwrite(handle, data, 0)
-        except BaseException:
-            self._call(self.ops.release, handle)
-            raise
-        self.close(handle)
+        async def write() -> None:
+            handle = await self._open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                await self._ask(self.ops.write, handle, 0, data)
+            except BaseException:
+                await self._ask(self.ops.release, handle)
+                raise
+            await self._close(handle)
+
+        self._trip(write)
 
     def unlink(self, path: str) -> None:
         parent, _, name = path.rpartition("/")

@@ -23,8 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from zarrfuse.fuse.cache_times import TEST_CLOCK
+
 __all__ = [
     "ZARRFUSE",
+    "MountClock",
     "daemon_pid",
     "daemon_pids",
     "force_unmount",
@@ -128,6 +131,26 @@ def wait_for(condition, timeout: float, interval: float = 0.05) -> bool:
             return False
         time.sleep(interval)
     return True
+
+
+class MountClock:
+    """The clock every TTL of the mounts a test starts from now on reads (the test seam
+    ``ZARRFUSE_TEST_CLOCK``, docs/contributing.md): what a mount learnt outlives its TTL when
+    the test moves the clock on (``ahead``), not after a sleep. Their kernels keep nothing
+    for a TTL (their timeouts are 0), so what the mount then answers is what shows."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        self.path = tmp_path / "mount-clock"
+        self.seconds = 0.0
+        self.path.write_text("0")
+        monkeypatch.setenv(TEST_CLOCK, str(self.path))
+
+    def ahead(self, seconds: float) -> None:
+        """Move the mounts' clock ``seconds`` on, at once (one rename: never half written)."""
+        self.seconds += seconds
+        temp = self.path.with_name(self.path.name + ".new")
+        temp.write_text(repr(self.seconds))
+        os.replace(temp, self.path)
 
 
 def wait_unmounted(path: str | os.PathLike[str], timeout: float = 10) -> bool:

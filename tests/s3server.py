@@ -65,6 +65,8 @@ class S3Server:
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
         self._bodies_in_flight = 0
+        self._handling = 0
+        """Requests counted whose effect moto has not applied yet."""
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -86,11 +88,13 @@ class S3Server:
     def snapshot(self, settle: float = 5.0) -> tuple[Counter[str], int]:
         """The request counts and body bytes sent so far.
 
-        A client may hold a body's last piece before the server thread counts it; waiting (up
-        to ``settle`` seconds) for bodies in flight to finish makes the count what was sent.
+        A client may hold a body's last piece before the server thread counts it, and a
+        request is counted as it arrives, before moto applies it; waiting (up to ``settle``
+        seconds) for both makes the count what was sent, and the store what they did.
         """
         with self._settled:
-            self._settled.wait_for(lambda: self._bodies_in_flight == 0, timeout=settle)
+            self._settled.wait_for(lambda: self._bodies_in_flight == self._handling == 0,
+                                   timeout=settle)
             return Counter(self.counts), self.bytes_sent
 
     def _counted(self, body: Iterable[bytes]) -> Iterator[bytes]:
@@ -124,7 +128,14 @@ class S3Server:
         with self._lock:
             self.counts[kind] += 1
             self.per_key[kind, key] += 1
-        return self._counted(self._app(environ, start_response))
+            self._handling += 1
+        try:
+            answer = self._app(environ, start_response)
+        finally:
+            with self._settled:
+                self._handling -= 1
+                self._settled.notify_all()
+        return self._counted(answer)
 
     # --- serving -------------------------------------------------------------------------
 

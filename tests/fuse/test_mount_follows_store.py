@@ -18,7 +18,7 @@ import tifffile
 import zarr
 
 from tests.cli.operating import count, stats
-from tests.mounting import mounted, wait_for
+from tests.mounting import MountClock, mounted, wait_for
 from tests.picture_paths import tile_path
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
@@ -111,15 +111,19 @@ def test_a_chunk_stored_where_a_read_only_mount_said_absent_shows(tmp_path):
         assert _within(lambda: chunk.exists() and chunk.read_bytes() == bytes([3]) * 8)
 
 
-def test_without_watching_a_read_only_mount_keeps_what_it_read(tmp_path):
+def test_without_watching_a_read_only_mount_keeps_what_it_read(tmp_path, monkeypatch):
+    """No watch runs (nothing will tell the mount), and a day on the mount's clock later
+    it still shows what it read."""
+    clock = MountClock(monkeypatch, tmp_path)
     zarr.create_array(tmp_path / "a", data=np.ones((8, 8), "u1"), chunks=(4, 4),
                       compressors=None)
     with mounted(tmp_path / "a", tmp_path / "mnt", "--read-only", "--no-watch") as mnt:
         chunk = mnt / "c/0/000/0/001"
         assert chunk.read_bytes() == bytes([1]) * 16
         zarr.open_array(tmp_path / "a", mode="r+")[:4, 4:] = 9
-        time.sleep(1.5)
+        clock.ahead(86400)
         assert chunk.read_bytes() == bytes([1]) * 16
+        assert stats(mnt)["watching"] is None
 
 
 # --- a writable mount while it watches the store (issue 35, point 1) ----------------------
@@ -130,65 +134,72 @@ def _watching(mnt: Path) -> bool:
     return stats(mnt)["watching"] is True
 
 
-def _read(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
+def _read(path: Path | str, dir_fd: int | None = None) -> bytes:
+    fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
     try:
         return os.read(fd, 1 << 20)
     finally:
         os.close(fd)
 
 
-def test_a_writable_mount_keeps_unchanged_chunk_files_while_it_watches(tmp_path):
-    """A second look at unchanged files, past the writable mount's one-second timeout: the
+def test_a_writable_mount_keeps_unchanged_chunk_files_while_it_watches(tmp_path, monkeypatch):
+    """A second look at unchanged files, past the writable mount's one-second timeout (the
+    mount's clock moved on; the kernel was told to keep for 0 s what it keeps for that TTL): the
     kernel still knows every name and size, and each chunk is still open, so the daemon
     sees one open per file and nothing else (before: a lookup per file, and every chunk
     opened again). Read with open, read and close only: a writable mount's reads make the
     kernel ask for the access time again at the next fstat, on any FUSE filesystem."""
+    clock = MountClock(monkeypatch, tmp_path)
     data = np.arange(8 * 64, dtype="u1").reshape(8, 64)
     zarr.create_array(tmp_path / "a", data=data, chunks=(1, 64), compressors=None)
     with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
         assert wait_for(lambda: _watching(mnt), BOUND)
         files = [mnt / f"c/0/00{row}/0/000" for row in range(8)]
         assert [f.read_bytes() for f in files] == [bytes(row) for row in data]
-        time.sleep(1.5)  # past the timeout of a writable mount that does not watch
-        before = stats(mnt)["counters"]
-        assert [_read(f) for f in files] == [bytes(row) for row in data]
-        after = stats(mnt)["counters"]
+        clock.ahead(2)  # past the TTL of a writable mount that does not watch
+        with _below(mnt / "c/0") as below:
+            before = stats(mnt)["counters"]
+            assert [_read(f"00{row}/0/000", below) for row in range(8)] == [
+                bytes(row) for row in data]
+            after = stats(mnt)["counters"]
     asked = {name: count(after, "requests", name) - count(before, "requests", name)
              for name in ("lookup", "getattr", "open")}
-    # The one getattr: the mount's root, whose attributes stay short-lived (a rewritten
-    # zarr.json changes them).
-    assert asked["lookup"] == 0 and asked["getattr"] <= 1 and asked["open"] == 8, asked
+    assert asked["lookup"] == 0 and asked["getattr"] == 0 and asked["open"] == 8, asked
     opened = count(after, "store_requests", "open") - count(before, "store_requests", "open")
     assert opened == 0
 
 
-def test_a_fresh_writable_mount_keeps_the_files_it_reads_first(tmp_path):
+def test_a_fresh_writable_mount_keeps_the_files_it_reads_first(tmp_path, monkeypatch):
     """The watch is set up before the mount answers its first request, so it counts from
     that request on: files read at once are kept as long as later ones (before: the first
     second's files got one-second timeouts, and a second pass looked them up again)."""
+    clock = MountClock(monkeypatch, tmp_path)
     data = np.arange(8 * 64, dtype="u1").reshape(8, 64)
     zarr.create_array(tmp_path / "a", data=data, chunks=(1, 64), compressors=None)
     with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
         files = [mnt / f"c/0/00{row}/0/000" for row in range(8)]
         assert [_read(f) for f in files] == [bytes(row) for row in data]
         assert _watching(mnt)
-        time.sleep(1.5)  # past the timeout of a writable mount that does not watch
-        before = stats(mnt)["counters"]
-        assert [_read(f) for f in files] == [bytes(row) for row in data]
-        after = stats(mnt)["counters"]
+        clock.ahead(2)  # past the TTL of a writable mount that does not watch
+        with _below(mnt / "c/0") as below:
+            before = stats(mnt)["counters"]
+            assert [_read(f"00{row}/0/000", below) for row in range(8)] == [
+                bytes(row) for row in data]
+            after = stats(mnt)["counters"]
     asked = {name: count(after, "requests", name) - count(before, "requests", name)
              for name in ("lookup", "getattr")}
-    assert asked["lookup"] == 0 and asked["getattr"] <= 1, asked
+    assert asked["lookup"] == 0 and asked["getattr"] == 0, asked
 
 
 @pytest.mark.parametrize("ttl", [(), ("--metadata-ttl", "1")], ids=["watched", "ttl-given"])
-def test_a_writable_mount_keeps_its_listings_and_still_shows_new_chunks(tmp_path, ttl):
+def test_a_writable_mount_keeps_its_listings_and_still_shows_new_chunks(tmp_path, ttl,
+                                                                        monkeypatch):
     """Its store watch set up before it served, a writable mount keeps what it listed past
     its one-second TTL (a second listing asks the store nothing: ``find`` over a big tree
     listed each store directory again every second), and a chunk another program stores
     where none was still shows within about a second. ``--metadata-ttl`` says how long to
     trust a listing: the mount then lists again past it."""
+    clock = MountClock(monkeypatch, tmp_path)
     zarr.create_array(tmp_path / "a", data=np.ones((8, 64), "u1"), chunks=(1, 64),
                       fill_value=0, compressors=None)
     array = zarr.open_array(tmp_path / "a", mode="r+")
@@ -199,7 +210,7 @@ def test_a_writable_mount_keeps_its_listings_and_still_shows_new_chunks(tmp_path
         first = sorted(p.name for p in directory.iterdir())
         chunk = directory / "003" / "0" / "000"
         assert not chunk.exists() or chunk.read_bytes() in (b"", bytes(64))
-        time.sleep(1.5)  # past the writable listing TTL
+        clock.ahead(2)  # past the writable listing TTL
         before = stats(mnt)["counters"]
         assert sorted(p.name for p in directory.iterdir()) == first
         after = stats(mnt)["counters"]
@@ -302,6 +313,18 @@ PACES = (0.0, 0.01, 0.05, 0.1, 0.15, 0.3)
 """Seconds between one cycle's new version and the next removal: the watch then reports
 the removal alone, both in one round, or the new version alone (a round's edge falls in
 between)."""
+
+
+@contextmanager
+def _below(directory: Path) -> Iterator[int]:
+    """A descriptor of ``directory``, to open files below it by a path that does not start
+    at the mount's root: the root's attributes are short-lived (a rewritten zarr.json changes
+    them), and with a TTL of 0 every walk from the root would ask for them again."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 @contextmanager

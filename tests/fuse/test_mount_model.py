@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from zarr.codecs import BytesCodec
 
 import zarrfuse
-from tests.mounting import daemon_pids, mounted, run_with_timeout, wait_unmounted
+from tests.mounting import daemon_pids, mounted, run_with_timeout, wait_for, wait_unmounted
 from tests.write_model import CHUNKS, HEADER, PARTS, OsFiles, write_model
 
 pytestmark = [pytest.mark.fuse]
@@ -61,6 +60,11 @@ while True:
 """
 
 
+def _first_byte(path) -> int:
+    with open(path, "rb") as f:
+        return f.read(1)[0]
+
+
 @pytest.mark.timeout(180)
 def test_kill_minus_nine_mid_write_leaves_complete_parts(tmp_path):
     store = tmp_path / "arr"
@@ -75,7 +79,9 @@ def test_kill_minus_nine_mid_write_leaves_complete_parts(tmp_path):
         writer = subprocess.Popen([sys.executable, "-c", WRITER, str(size), *paths],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            time.sleep(1.5)
+            # Once a commit has landed, the writer is surely mid-write (it never pauses).
+            assert wait_for(lambda: any(_first_byte(store / f"c/{i}/0") != 255
+                                        for i in range(8)), 60), "no write landed"
             (pid,) = daemon_pids(mounted_at)
             os.kill(pid, signal.SIGKILL)
             writer.wait(30)  # its writes fail once the daemon is gone

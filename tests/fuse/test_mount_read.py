@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -283,26 +282,20 @@ def test_concurrent_readers(array_2d, tmp_path):
 
 @pytest.mark.timeout(60)
 def test_huge_grid_mounts_fast(tmp_path):
-    """Mounting does not depend on the grid: 10**8 possible chunks, ready in under a second."""
+    """Mounting does not depend on the grid: 10**8 possible chunks, and the mount is ready
+    long before anything that visits each of them could be (a deadline, not a figure: a
+    Python loop over 10**8 chunks alone takes longer)."""
     path = tmp_path / "arr"
     a = zarr.create_array(path, shape=(10**8,), chunks=(1,), dtype="u1", compressors=None)
     a[12_345_678] = 7
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     ready = threading.Event()
-    started = time.monotonic()
-    elapsed: list[float] = []
-
-    def on_ready() -> None:
-        elapsed.append(time.monotonic() - started)
-        ready.set()
-
     config = MountConfig(source=str(path), mountpoint=str(mnt), read_only=True)
-    server = threading.Thread(target=serve, args=(config, on_ready), daemon=True)
+    server = threading.Thread(target=serve, args=(config, ready.set), daemon=True)
     server.start()
     try:
-        assert ready.wait(30)
-        assert elapsed[0] < 1.0, elapsed
+        assert ready.wait(10)
         # Read through another process: a client thread of the daemon's own process would
         # deadlock (CPython's open() calls fstat holding the GIL the daemon needs).
         got = run_with_timeout(["od", "-An", "-tu1", str(mnt / "c/2/012/345/678")], 30)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ import tifffile
 import zarr
 from zarr.codecs import ZstdCodec
 
-from tests.mounting import mounted
+from tests.mounting import mounted, wait_for
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
@@ -235,7 +234,10 @@ def test_many_readers_and_two_writers_only_ever_read_whole_versions(tmp_path):
         threads += [threading.Thread(target=read) for _ in range(32)]
         for t in threads:
             t.start()
-        time.sleep(6)
+        # A workload, not a wait: until every kind has run many times over (a deadline
+        # only against a hang; the asserts below then fail).
+        wait_for(lambda: counts["writes"] >= 60 and counts["reads"] >= 600
+                 and counts["read-write"] >= 60, 60)
         stop.set()
         for t in threads:
             t.join(30)

@@ -18,7 +18,7 @@ import tifffile
 import zarr
 
 from tests.http_servers import MisbehavingServer, nginx
-from tests.mounting import ZARRFUSE, mounted, run_with_timeout
+from tests.mounting import ZARRFUSE, MountClock, mounted, run_with_timeout
 from tests.picture_paths import tile_path
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding
 
@@ -146,7 +146,8 @@ def bad_server(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["500", "loop", "truncate", "long-length"])
-def test_a_misbehaving_server_gives_eio_then_recovers(bad_server, tmp_path, mode):
+def test_a_misbehaving_server_gives_eio_then_recovers(bad_server, tmp_path, mode, monkeypatch):
+    clock = MountClock(monkeypatch, tmp_path)
     root, server = bad_server
     log = tmp_path / "mount.log"
     key = "a.zarr/c/1/2"
@@ -166,7 +167,7 @@ def test_a_misbehaving_server_gives_eio_then_recovers(bad_server, tmp_path, mode
         assert 1 <= len(said) <= 2 and len(said) == len(lines), lines
         assert all("c/1/2" in line for line in said), said
         server.modes.pop(key)
-        time.sleep(0.6)  # past the listing time
+        clock.ahead(1)  # past the listing time
         assert Path(path).read_bytes() == good
 
 

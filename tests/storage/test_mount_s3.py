@@ -10,7 +10,6 @@ import errno
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 import zarr
 
 import zarrfuse
-from tests.mounting import daemon_pids, mounted, requires_fuse, run_with_timeout
+from tests.mounting import MountClock, daemon_pids, mounted, requires_fuse, run_with_timeout
 from tests.s3server import CREDENTIALS, S3Server, aws_environment
 from zarrfuse.api import arrays as api
 from zarrfuse.errors import ConfigurationError, SourceError
@@ -250,7 +249,8 @@ def test_concat_parts_array_on_s3(s3, tmp_path):
     )
 
 
-def test_metadata_ttl_shows_objects_written_elsewhere(s3, tmp_path):
+def test_metadata_ttl_shows_objects_written_elsewhere(s3, tmp_path, monkeypatch):
+    clock = MountClock(monkeypatch, tmp_path)
     random_array(s3, "ttl/a", (4,), (1,))
     client(s3).delete_object(Bucket=BUCKET, Key="ttl/a/c/3")
     with mounted(f"s3://{BUCKET}/ttl/a", tmp_path / "mnt", "--read-only", "--metadata-ttl=0.5",
@@ -263,7 +263,7 @@ def test_metadata_ttl_shows_objects_written_elsewhere(s3, tmp_path):
         # Another machine adds a chunk and replaces one.
         client(s3).put_object(Bucket=BUCKET, Key="ttl/a/c/3", Body=b"\x05")
         client(s3).put_object(Bucket=BUCKET, Key="ttl/a/c/0", Body=b"\x07")
-        time.sleep(0.6)
+        clock.ahead(1)
         files = chunk_files(mnt)
         assert len(files) == 4 and files[3].read_bytes() == b"\x05"
         assert files[0].read_bytes() == b"\x07"

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import zarrfuse
-from tests.mounting import ZARRFUSE, mounted, run_with_timeout
+from tests.mounting import ZARRFUSE, MountClock, mounted, run_with_timeout
 from tests.s3server import CREDENTIALS, S3Server, aws_environment
 from tests.stall_proxy import StallProxy
 
@@ -47,7 +47,9 @@ def _timed(fn) -> tuple[float, OSError | None]:
     return time.monotonic() - started, None
 
 
-def test_a_hung_store_gets_eio_within_the_timeout_and_the_mount_recovers(proxy, tmp_path):
+def test_a_hung_store_gets_eio_within_the_timeout_and_the_mount_recovers(proxy, tmp_path,
+                                                                          monkeypatch):
+    clock = MountClock(monkeypatch, tmp_path)
     url = f"s3://{BUCKET}/a"
     data = np.random.default_rng(9).integers(0, 255, (4, 4, 1024), dtype="u1")
     zarrfuse.create_array(url, data=data, chunks=(1, 1, 1024), compressors=None,
@@ -57,7 +59,7 @@ def test_a_hung_store_gets_eio_within_the_timeout_and_the_mount_recovers(proxy, 
                  "--storage-option", f"endpoint_url={proxy.url}") as mnt:
         first = mnt / "c" / "0" / "0" / "0"
         assert first.read_bytes() == data[0, 0].tobytes()
-        time.sleep(0.3)  # past the listing TTL: the next lookups ask the store
+        clock.ahead(1)  # past the listing TTL: the next lookups ask the store
         proxy.stall()
         try:
             for attempt in (
@@ -72,16 +74,17 @@ def test_a_hung_store_gets_eio_within_the_timeout_and_the_mount_recovers(proxy, 
             assert run_with_timeout(["stat", mnt], timeout=TIMEOUT + MARGIN).returncode == 0
         finally:
             proxy.resume()
-        time.sleep(0.3)
+        clock.ahead(1)
         for i, j, k in ((1, 1, 0), (2, 3, 0), (3, 2, 0)):  # nothing wrong was kept
             assert (mnt / "c" / str(i) / str(j) / str(k)).read_bytes() == data[i, j].tobytes()
         assert sorted(os.listdir(mnt / "c" / "2")) == ["0", "1", "2", "3"]
 
 
-def test_a_stalled_store_fails_a_tools_next_calls_fast(proxy, tmp_path):
+def test_a_stalled_store_fails_a_tools_next_calls_fast(proxy, tmp_path, monkeypatch):
     """Issue 34 point 5: a ``cp`` during a freeze waited 90 s, three lookups of 30 s each.
     After one request found no answer within the timeout, the next ones that need the store
     answer EIO within a second, until the store answers again."""
+    clock = MountClock(monkeypatch, tmp_path)
     timeout = 6.0
     url = f"s3://{BUCKET}/b"
     data = np.random.default_rng(3).integers(0, 255, (4, 1024), dtype="u1")
@@ -90,7 +93,7 @@ def test_a_stalled_store_fails_a_tools_next_calls_fast(proxy, tmp_path):
     with mounted(url, tmp_path / "mnt", "--read-only", "--store-timeout", str(timeout),
                  "--metadata-ttl", "0.2", "--layout", "source",
                  "--storage-option", f"endpoint_url={proxy.url}") as mnt:
-        time.sleep(0.3)
+        clock.ahead(1)
         proxy.stall()
         try:
             took = [_timed(lambda i=i: (mnt / "c" / str(i) / "0").read_bytes())
@@ -100,7 +103,7 @@ def test_a_stalled_store_fails_a_tools_next_calls_fast(proxy, tmp_path):
         assert all(error is not None and error.errno == errno.EIO for _, error in took)
         assert took[0][0] >= timeout - 0.5
         assert all(seconds < 1.0 + 2.5 for seconds, _ in took[1:]), took
-        time.sleep(0.3)
+        clock.ahead(1)
         assert (mnt / "c" / "2" / "0").read_bytes() == data[2].tobytes()  # answered again
 
 

@@ -4,13 +4,22 @@ or, while the store watch tells them every change, as long as read-only ones."""
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from zarrfuse.filesystem.chunks import chunk_caches, chunk_listings, recently_used, stored_index
 from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache, descriptors_to_keep_open
+from zarrfuse.filesystem.tree import catalog
 from zarrfuse.fuse.config import MountConfig
+from zarrfuse.storage import store_watch as watching
 from zarrfuse.storage.store_watch import WatchState
 
 __all__ = [
-    "READ_ONLY_TIMEOUT", "WATCH_SET_UP_WAIT", "WRITABLE_TIMEOUT", "followed", "metadata_ttl",
-    "open_chunks", "store_watch",
+    "READ_ONLY_TIMEOUT", "TEST_CLOCK", "TTL_CLOCK_READERS", "WATCH_SET_UP_WAIT",
+    "WRITABLE_TIMEOUT", "followed", "kernel_timeout", "metadata_ttl",
+    "open_chunks", "start_test_clock", "store_watch",
 ]
 
 # Read-only mounts let the kernel cache names, attributes and pages for long: `ls -lR` of
@@ -33,6 +42,16 @@ def metadata_ttl(config: MountConfig) -> float | None:
     if config.metadata_ttl is not None:
         return config.metadata_ttl
     return None if config.read_only else WRITABLE_TIMEOUT
+
+
+def kernel_timeout(config: MountConfig) -> float:
+    """The kernel's entry and attribute timeout (``followed`` nodes aside): the metadata TTL,
+    or a read-only mount's hour. 0 under the test clock (``TEST_CLOCK``), whose TTLs end
+    when the test says: the kernel, whose clock no test moves, then keeps nothing for a TTL."""
+    ttl = metadata_ttl(config)
+    if ttl is None:
+        return READ_ONLY_TIMEOUT
+    return 0.0 if os.environ.get(TEST_CLOCK) else ttl
 
 
 def followed(config: MountConfig) -> bool:
@@ -65,3 +84,33 @@ def open_chunks(config: MountConfig, following: WatchState | None) -> OpenChunkC
 
     following.when_ended(emptied)
     return cache
+
+
+# --- the test seam (docs/contributing.md) ----------------------------------------------------
+
+TEST_CLOCK = "ZARRFUSE_TEST_CLOCK"
+"""For tests only: the path of a file holding a number of seconds. Set when a mount starts,
+every TTL of the mount reads a clock that many seconds ahead of the monotonic one, so a
+test lets a TTL run out by writing a bigger number, not by sleeping (``kernel_timeout``)."""
+
+TTL_CLOCK_READERS = (catalog, recently_used, chunk_listings, chunk_caches, stored_index,
+                     watching)
+"""The modules whose ``time.monotonic()`` (their only use of ``time``) stamps and ages what a
+mount learnt of its store (documents, listings, sizes, open chunks, the watch's settling)."""
+
+
+def start_test_clock() -> None:
+    """Under ``TEST_CLOCK``, give the TTLs of this process's mount the test's clock."""
+    path = os.environ.get(TEST_CLOCK)
+    if not path:
+        return
+
+    def ahead() -> float:  # read at each look: the test moves it at any time
+        try:
+            return float(Path(path).read_text() or 0)
+        except (OSError, ValueError):
+            return 0.0
+
+    clock = SimpleNamespace(monotonic=lambda: time.monotonic() + ahead())
+    for module in TTL_CLOCK_READERS:
+        module.time = clock  # type: ignore[attr-defined]

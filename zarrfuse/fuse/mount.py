@@ -37,8 +37,10 @@ from zarrfuse.fuse.cache_times import (
     READ_ONLY_TIMEOUT,
     WATCH_SET_UP_WAIT,
     followed,
+    kernel_timeout,
     metadata_ttl,
     open_chunks,
+    start_test_clock,
     store_watch,
 )
 from zarrfuse.fuse.config import MountConfig
@@ -114,11 +116,9 @@ def build_operations(
     fs: FileSystem, config: MountConfig, counters: Counters | None = None
 ) -> FuseOperations:
     """The pyfuse3 adapter over ``fs`` with the timeouts and cache rule ``config`` asks."""
-    kernel_timeout = metadata_ttl(config)
-    if kernel_timeout is None:
-        kernel_timeout = READ_ONLY_TIMEOUT
+    timeout = kernel_timeout(config)
     return FuseOperations(
-        fs, entry_timeout=kernel_timeout, attr_timeout=kernel_timeout, counters=counters,
+        fs, entry_timeout=timeout, attr_timeout=timeout, counters=counters,
         # With a TTL, files may change behind a read-only mount: each open reads them anew.
         keep_cache=config.read_only and config.metadata_ttl is None,
         store_timeout=config.store_timeout,
@@ -341,6 +341,7 @@ def serve(
     ``fusermount3 -u``, SIGINT or SIGTERM.
     """
     counters = Counters()
+    start_test_clock()
     _raise_open_file_limit()
     _keep_freed_memory()
     fs, kind = build_filesystem(config, counters)
