@@ -92,11 +92,11 @@ def test_commit_and_delete_through_the_source_update_cached_answers(tmp_path):
         assert await source.listings.index.stored_values(()) == [5]
         assert await source.listings.index.stored_values((5,)) == [7]
         lists = source.counters.store["list"]
-        await source.commit((123_456, 9), [memoryview(b"y")], durable=False)
+        await source.writes.commit((123_456, 9), [memoryview(b"y")], durable=False)
         assert await source.listings.index.stored_values(()) == [5, 123_456]
         assert await source.listings.index.stored_values((5,)) == [7]
         assert source.counters.store["list"] == lists  # learnt from the commit, not re-listed
-        await source.delete((5, 7))
+        await source.writes.delete((5, 7))
         assert await source.listings.index.stored_values((5,)) == []
 
     trio.run(check)

@@ -46,9 +46,9 @@ KNOWN_SIZES = 65536
 FOLLOWING_CHUNKS = 8  # chunks after one read to its end fetched or warmed ahead
 
 
-class StoredChunks(StoredWrites):
-    """The stored chunks of one array, read (and, through ``StoredWrites``, written)
-    through a backend."""
+class StoredChunks:
+    """The stored chunks of one array, read (and, through ``writes``, written) through a
+    backend."""
 
     def __init__(
         self,
@@ -83,7 +83,7 @@ class StoredChunks(StoredWrites):
         # it while the store watch tells every change).
         self._sizes = KnownSizes(KNOWN_SIZES, trust)
         self.shard_indexes = ShardIndexes(trust)
-        self._locks = ChunkLocks()
+        self.locks = ChunkLocks()
         self._open_cache, self._tag = open_chunks, object()  # kept under self._tag
         self._writable = open_chunks is None or open_chunks.beside_writers
         # Bytes fetched ahead (remote stores) must not outlive a write of the chunk: read-only
@@ -111,13 +111,15 @@ class StoredChunks(StoredWrites):
             counters=self.counters,
         )
         """What the store's listings say: which chunks exist, their sizes (and ``index``)."""
+        self.writes = StoredWrites(self)
+        """Commits, updates, deletes and times of these chunks."""
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """A read in a worker thread, abandoned (nothing cached) if its request is cut."""
         run = trio.to_thread.run_sync(fn, *args, limiter=self._limiter, abandon_on_cancel=True)
         return await waited(run)
 
-    async def _run_to_end(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run_to_end(self, fn: Callable[..., T], *args: Any) -> T:
         """A change to the store in a worker thread: never abandoned halfway."""
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
@@ -151,9 +153,9 @@ class StoredChunks(StoredWrites):
 
     async def _stat_one(self, coords: tuple[int, ...]) -> Stat | None:
         """The chunk's logical stat, its parts asked in a worker thread."""
-        return logical_stat(await self._run(self._stat_parts, self.part_keys(coords)))
+        return logical_stat(await self._run(self.stat_parts, self.part_keys(coords)))
 
-    def _stat_parts(self, keys: Sequence[str]) -> list[Stat | None]:
+    def stat_parts(self, keys: Sequence[str]) -> list[Stat | None]:
         return [self.backend.stat(k) for k in keys]
 
     async def open(self, coords: tuple[int, ...]) -> OpenChunk | None:
@@ -168,13 +170,13 @@ class StoredChunks(StoredWrites):
                 self.counters.cache["open_hit"] += 1
                 return cached
         ticket = 0 if self._open_cache is None else self._open_cache.ticket()
-        async with self._locks.held(coords):
-            opened = await self._open_locked(coords)
+        async with self.locks.held(coords):
+            opened = await self.open_locked(coords)
         if opened is not None and self._open_cache is not None:
             self._open_cache.adopt((self._tag, coords), opened, ticket)
         return opened
 
-    async def _open_locked(self, coords: tuple[int, ...]) -> OpenChunk | None:
+    async def open_locked(self, coords: tuple[int, ...]) -> OpenChunk | None:
         chunk = self.keys_of(coords)
         listed = await self.listings.listed_stats(chunk.parts)
         # Paths the kernel has cached open here, in microseconds (``part_opening``).
@@ -195,9 +197,9 @@ class StoredChunks(StoredWrites):
 
     async def read_all(self, coords: tuple[int, ...]) -> bytes | None:
         """The whole chunk (its parts joined), None if it is absent."""
-        return await self._read_whole(await self.open(coords))
+        return await self.read_whole(await self.open(coords))
 
-    async def _read_whole(self, opened: OpenChunk | None) -> bytes | None:
+    async def read_whole(self, opened: OpenChunk | None) -> bytes | None:
         if opened is None:
             return None
         try:
@@ -235,12 +237,12 @@ class StoredChunks(StoredWrites):
         if not self._writable:  # no commit can run meanwhile
             yield
             return
-        async with self._locks.all_held(coords):
+        async with self.locks.all_held(coords):
             yield
 
-    # --- what was learnt, after a change (writes are ``StoredWrites``) -------------------
+    # --- what was learnt, after a change (``writes`` makes them) --------------------------
 
-    def _remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
+    def remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
         if self._open_cache is not None:  # new opens read the chunk just stored
             self._open_cache.drop((self._tag, coords))
         self._sizes.put(coords, logical_stat(stats))

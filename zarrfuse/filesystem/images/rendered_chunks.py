@@ -301,7 +301,7 @@ class RenderedChunks:
         """Store a written file as new bytes of the stored objects (chunks, or shards) it
         lies in, through the chunk source, as a chunk file's commit is: an object the file
         covers whole is encoded from it alone; another is read, changed and stored under
-        its chunk lock (``StoredChunks.update``), one rendered write per object at a time."""
+        its chunk lock (``StoredWrites.update``), one rendered write per object at a time."""
         assert self._encoder is not None
         encoder, stored = self._encoder, self._decoder.stored
         value = await trio.to_thread.run_sync(self._decoded_file, coords, data,
@@ -314,9 +314,9 @@ class RenderedChunks:
             if part.shape == encoder.chunk_shape:  # the whole object: nothing to read
                 encoded = await trio.to_thread.run_sync(
                     encoder.encode_over, None, within, part, limiter=self._limiter)
-                await stored.commit(obj, [memoryview(encoded)], durable=durable)
+                await stored.writes.commit(obj, [memoryview(encoded)], durable=durable)
             else:
-                await stored.update(obj, functools.partial(encoder.encode_over,
+                await stored.writes.update(obj, functools.partial(encoder.encode_over,
                                                            within=within, values=part),
                                     limit=encoder.stored_limit, durable=durable)
 
