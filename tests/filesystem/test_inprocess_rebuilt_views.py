@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import gc
 import io
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
 import tifffile
-import trio
 import zarr
 
 from tests.inprocess import TtlClock, in_process
-from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
-from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.mount_context import MountContext
+from zarrfuse.filesystem.chunks.recently_used import FOR_EVER
 from zarrfuse.filesystem.images.rendered_chunks import RenderedChunks
 
 
@@ -57,20 +57,19 @@ def test_sources_never_share_cache_keys_even_at_a_reused_address():
     """The defect itself: CPython gives a new source a freed one's address (``id()``), so
     keys made of ``id()`` would hand the new source the old one's renderings."""
     array = zarr.create_array({}, shape=(8, 8), chunks=(8, 8), dtype="u1", fill_value=0)
+    context = MountContext(None, FOR_EVER)  # type: ignore[arg-type]  (nothing is read)
     addresses, keys = set(), set()
     made = 0
     with _young_heap_only():
         # Until an address was reused (the case the keys must survive), at least 50 made:
         # whether and when the allocator reuses one is its own business.
         while made < 50 or (len(addresses) == made and made < 2000):
-            limiter = trio.CapacityLimiter(1)
-            decoder = ChunkDecoder(array, None, limiter=limiter, counters=Counters())  # type: ignore[arg-type]
-            source = RenderedChunks(array, "tiff", limiter=limiter,
-                                    cache=RenderCache(1 << 20), decoder=decoder)
+            stored = types.SimpleNamespace(context=context)  # nothing is read
+            source = RenderedChunks(array, "tiff", decoder=ChunkDecoder(array, stored))  # type: ignore[arg-type]
             addresses.add(id(source))
             keys.add(source.cache_key((0, 0)))
             made += 1
-            del source, decoder
+            del source
             gc.collect()
     assert len(addresses) < made, made  # an address was reused
     assert len(keys) == made

@@ -23,6 +23,7 @@ from tests.extensions.encodings import (
 )
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding, encode_chunk_key
 from zarrfuse.extensions.transformers import ConcatParts, Part
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.chunks.stored_index import KeyShape
@@ -47,10 +48,8 @@ def brute_values(stored, done):  # type: ignore[no-untyped-def]
 
 
 def source_for(root: Path, encoding, grid, parts=None) -> StoredChunks:  # type: ignore[no-untyped-def]
-    return StoredChunks(
-        LocalBackend(root), array_path="arr", encoding=encoding, parts=parts,
-        limiter=trio.CapacityLimiter(2), trust=Trust(60.0), grid=grid,
-    )
+    return StoredChunks(MountContext(LocalBackend(root), Trust(60.0)), array_path="arr",
+                        encoding=encoding, parts=parts, grid=grid)
 
 
 def store(root: Path, encoding, coords, suffixes=("",)) -> None:  # type: ignore[no-untyped-def]

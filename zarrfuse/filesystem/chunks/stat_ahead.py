@@ -11,6 +11,7 @@ asks for it there): nothing is learnt that a write through the mount could make 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -21,6 +22,8 @@ from zarrfuse.request_deadline import waited
 from zarrfuse.storage.base import Stat
 
 __all__ = ["STAT_AHEAD", "StatAhead"]
+
+log = logging.getLogger(__name__)
 
 STAT_AHEAD = 8
 """Chunks after the one asked whose sizes are asked with it."""
@@ -36,8 +39,11 @@ class StatAhead:
         grid: Coords,
         sizes: KnownSizes,
         stat: Callable[[Coords], Awaitable[Stat | None]],
+        start_soon: Callable[..., None],
     ) -> None:
+        """``start_soon``: runs an ask in the mount's nursery (``MountContext``)."""
         self._grid = grid
+        self._start_soon = start_soon
         self._sizes = sizes
         self._stat = stat
         self._asking: dict[Coords, trio.Event] = {}
@@ -54,13 +60,13 @@ class StatAhead:
             if following in self._asking or self._sizes.get(following) is not None:
                 continue
             self._asking[following] = trio.Event()
-            trio.lowlevel.spawn_system_task(self._ask, following)
+            self._start_soon(self._ask, following)
 
     async def _ask(self, coords: Coords) -> None:
         try:
             asked = self._sizes.asking()
             self._sizes.put(coords, await self._stat(coords), asked=asked)
-        except Exception:  # noqa: BLE001  (a guess: the lookup itself asks again, and says why)
-            pass
+        except Exception as e:  # noqa: BLE001  (a guess: the lookup itself asks again, and says why)
+            log.debug("size of chunk %s asked ahead: %s", coords, e)
         finally:
             self._asking.pop(coords).set()

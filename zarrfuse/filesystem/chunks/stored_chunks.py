@@ -20,19 +20,18 @@ from zarrfuse.extensions.byte_ranges import pieces_for_span
 from zarrfuse.extensions.chunk_finishers import ChunkFinisher
 from zarrfuse.extensions.transformers import ConcatParts, Part
 from zarrfuse.filesystem.chunks.array_keys import ArrayKeys
-from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
+from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk
 from zarrfuse.filesystem.chunks.chunk_listings import LISTABLE_KEYS, ChunkListings, logical_stat
 from zarrfuse.filesystem.chunks.chunk_locks import ChunkLocks
-from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.grid_order import after
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.part_opening import NotCached, PartOpening, read_parts
-from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.shard_indexes import ShardIndexes
 from zarrfuse.filesystem.chunks.stat_ahead import StatAhead
 from zarrfuse.filesystem.chunks.stored_writes import StoredWrites
 from zarrfuse.filesystem.chunks.whole_chunks import WholeChunks
 from zarrfuse.request_deadline import waited
-from zarrfuse.storage.base import Backend, Stat
+from zarrfuse.storage.base import Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
 __all__ = ["StoredChunks"]
@@ -52,23 +51,20 @@ class StoredChunks:
 
     def __init__(
         self,
-        backend: Backend,
+        context: MountContext,
         *,
         array_path: str,
         encoding: ChunkKeyEncoding,
         keys_per_directory: int | None = None,
         parts: ConcatParts | None,
-        limiter: trio.CapacityLimiter,
-        trust: Trust,
-        counters: Counters | None = None,
-        open_chunks: OpenChunkCache | None = None,
         shard_format: ChunkFinisher | None = None,
         grid: tuple[int, ...] = (),
     ) -> None:
-        self.backend = backend
+        self.context = context
+        self.backend = backend = context.backend
         self.shard_format = shard_format
         self._grid = grid
-        self.counters = counters or Counters()
+        self.counters = context.counters
         self.encoding = encoding
         self.parts = parts or SINGLE_PART
         self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
@@ -78,11 +74,11 @@ class StoredChunks:
         self.chunk_key, self.keys_of = keys.chunk_key, keys.keys_of
         self.part_keys, self.coords_of = keys.part_keys, keys.coords_of
         self.on_chunk_path = keys.on_chunk_path
-        self._limiter = limiter
+        trust, open_chunks = context.trust, context.open_chunks
         # What is learnt of the store, believed as ``trust`` says (the mount's TTL, and past
         # it while the store watch tells every change).
         self._sizes = KnownSizes(KNOWN_SIZES, trust)
-        self.shard_indexes = ShardIndexes(trust)
+        self.shard_indexes = ShardIndexes(trust, context.spans)
         self.locks = ChunkLocks()
         self._open_cache, self._tag = open_chunks, object()  # kept under self._tag
         self._writable = open_chunks is None or open_chunks.beside_writers
@@ -93,10 +89,10 @@ class StoredChunks:
         self._prefetch = None if self._writable else can.prefetch_objects
         self._warm_after = can.warm_after
         self._stat_ahead = None if self._prefetch is None or can.can_list else StatAhead(
-            grid, self._sizes, self._stat_one)
+            grid, self._sizes, self._stat_one, context.start_soon)
         """Read-only mounts of stores that cannot list: the next chunks' sizes asked ahead."""
         self._opening = PartOpening(backend, self.parts, self.counters)
-        self._whole = WholeChunks(backend, self.parts, self._opening, self.keys_of, self.counters)
+        self._whole = WholeChunks(context, self.parts, self._opening, self.keys_of)
         self.listings = ChunkListings(
             backend,
             prefix=self._prefix,
@@ -116,12 +112,12 @@ class StoredChunks:
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """A read in a worker thread, abandoned (nothing cached) if its request is cut."""
-        run = trio.to_thread.run_sync(fn, *args, limiter=self._limiter, abandon_on_cancel=True)
+        run = trio.to_thread.run_sync(fn, *args, limiter=self.context.io, abandon_on_cancel=True)
         return await waited(run)
 
     async def run_to_end(self, fn: Callable[..., T], *args: Any) -> T:
         """A change to the store in a worker thread: never abandoned halfway."""
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.context.io)
 
     async def size(self, coords: tuple[int, ...]) -> int | None:
         """Logical size of one chunk, None if it is not stored."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.images.colour_axis import ColourAxis, colour_axis
 from zarrfuse.filesystem.images.image_names import strips_file_name
 from zarrfuse.filesystem.images.whole_image_file import LevelChunks, WholeImage
@@ -105,11 +105,11 @@ class ImageBuilder:
     """Builds the whole image of an array or of an OME-Zarr image group."""
 
     def __init__(
-        self, open_level: LevelOpener, cache: DecodedChunks, *, colour: str = "auto"
+        self, open_level: LevelOpener, context: MountContext, *, colour: str = "auto"
     ) -> None:
         """``colour``: ``--colour`` (see ``colour_axis``)."""
         self._open_level = open_level
-        self._cache = cache
+        self._context = context
         self._colour = colour
 
     def from_array(
@@ -132,7 +132,7 @@ class ImageBuilder:
             description=_description(name, level.shape, plane, level.dtype, roles),
         )
         return self._with_strips(WholeImage(
-            path, name, [level], layout, cache=self._cache, metadata_time_ns=time_ns
+            path, name, [level], layout, context=self._context, metadata_time_ns=time_ns
         ), roles, None)
 
     def _coloured(
@@ -159,7 +159,7 @@ class ImageBuilder:
             description=_description(name, shape, plane, first.dtype,
                                      colour.leading(roles), **ome),  # type: ignore[arg-type]
         )
-        return self._with_strips(WholeImage(path, name, levels, layout, cache=self._cache,
+        return self._with_strips(WholeImage(path, name, levels, layout, context=self._context,
                                             metadata_time_ns=time_ns, order=colour.order),
                                  roles, colour)
 
@@ -186,7 +186,7 @@ class ImageBuilder:
             log.info("%s: no strip-organised copy for ImageJ: %s", image.path or "/", e)
             return image
         image.sibling = WholeImage(
-            image.path, strips_file_name(image.name), [level], plan, cache=self._cache,
+            image.path, strips_file_name(image.name), [level], plan, context=self._context,
             metadata_time_ns=image.metadata_time_ns,
             order=None if order == tuple(range(ndim)) else order)
         return image
@@ -244,5 +244,5 @@ class ImageBuilder:
             ),
         )
         return self._with_strips(WholeImage(
-            path, name, opened, layout, cache=self._cache, metadata_time_ns=time_ns
+            path, name, opened, layout, context=self._context, metadata_time_ns=time_ns
         ), roles, None)

@@ -11,9 +11,9 @@ chunk source as any chunk file's write is.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
+import logging
 import math
 from collections.abc import Callable, Sequence
 
@@ -24,7 +24,6 @@ import zarr
 from zarrfuse.api.chunk_encoding import ChunkEncoder
 from zarrfuse.api.regions import chunk_region, overlap
 from zarrfuse.errors import ReadOnlyError
-from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.images.planes import plane_chunks
 from zarrfuse.filesystem.images.render import decode, encode, encoded_size
@@ -32,13 +31,10 @@ from zarrfuse.request_deadline import waited
 
 __all__ = ["READ_AHEAD_CHUNKS", "RenderedChunks"]
 
+log = logging.getLogger(__name__)
+
 READ_AHEAD_CHUNKS = 16
 """Chunks of a directory rendered ahead per batch (one or two batches kept ahead)."""
-
-_SOURCES = itertools.count()
-"""Each source's own number in the shared render cache's keys. Never ``id()``: the catalog
-rebuilds a view when its array changes, and a new source may get a freed one's address,
-whose cached renderings would then be served as its own."""
 
 
 class RenderedChunks:
@@ -49,8 +45,6 @@ class RenderedChunks:
         array: zarr.Array,
         fmt: str,
         *,
-        limiter: trio.CapacityLimiter,
-        cache: RenderCache,
         decoder: ChunkDecoder,
         encoder: ChunkEncoder | None = None,
         colour: int | None = None,
@@ -89,9 +83,14 @@ class RenderedChunks:
         self._ahead_dim = max((d for d, n in enumerate(self.grid) if n > 1), default=None)
         """The dimension along which the files of a directory follow each other: the last
         of extent > 1 (rendered views leave extent-1 dimensions out of the path)."""
-        self._limiter = limiter
-        self._cache = cache
-        self._token = next(_SOURCES)
+        context = decoder.stored.context
+        self._limiter = context.cpu
+        self._cache = context.rendered
+        self._start_soon = context.start_soon
+        self._token = next(context.numbers)
+        """This source's own number in the render cache's keys. Never ``id()``: the catalog
+        rebuilds a view when its array changes, and a new source may get a freed one's
+        address, whose cached renderings would then be served as its own."""
         self._decoder = decoder
         self._encoder = encoder
         self._running: dict[tuple[int, ...], trio.Event] = {}
@@ -266,11 +265,13 @@ class RenderedChunks:
         ]
         self._ahead_until = (line, stop)
         if batch:
-            trio.lowlevel.spawn_system_task(self._render_ahead, batch)
+            self._start_soon(self._render_ahead, batch)
 
     async def _render_ahead(self, batch: list[tuple[int, ...]]) -> None:
-        with contextlib.suppress(Exception):  # a guess; the real read of them reports errors
+        try:
             await self._render_batch(batch)
+        except Exception as e:  # noqa: BLE001  (a guess; the real read of them says why)
+            log.debug("%s: chunks rendered ahead: %s", self.array.path or "/", e)
 
     def _overlap(self, region: Sequence[slice], read: tuple[int, ...],
                  shape: Sequence[int] | None = None,

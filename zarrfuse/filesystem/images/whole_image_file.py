@@ -11,6 +11,7 @@ Each handle reads the version of the image it opened (``image_versions``).
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ import numpy as np
 import trio
 
 from zarrfuse.api.regions import chunk_region
-from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.image_versions import ChunkKey, ImageVersions
 from zarrfuse.request_deadline import waited
@@ -26,11 +27,12 @@ from zarrfuse.tiff.whole_image import TileSpan, WholeImagePlan, tile_array
 
 __all__ = ["LevelChunks", "WholeImage"]
 
+log = logging.getLogger(__name__)
+
 Coords = tuple[int, ...]
 Decode = Callable[[Sequence[Coords]], Awaitable[list[np.ndarray]]]
 
 
-_IMAGES = itertools.count()
 """Each whole image's own number in the shared decoded-chunk cache's keys."""
 
 
@@ -73,7 +75,7 @@ class WholeImage:
         levels: Sequence[LevelChunks],
         layout: WholeImagePlan,
         *,
-        cache: DecodedChunks,
+        context: MountContext,
         metadata_time_ns: int = 0,
         order: tuple[int, ...] | None = None,
     ) -> None:
@@ -87,8 +89,9 @@ class WholeImage:
         self.levels = list(levels)
         self.layout = layout
         self.metadata_time_ns = metadata_time_ns
-        self._cache = cache
-        self._token = next(_IMAGES)  # never id(): a rebuilt image may reuse a freed address
+        self._context = context
+        self._cache = context.decoded
+        self._token = next(context.numbers)  # never id(): a rebuilt image may reuse an address
         self._running: dict[tuple[int, ChunkKey, int], trio.Event] = {}
         self.versions = ImageVersions(name, self._stored_key)
         self._reach = 0
@@ -139,7 +142,7 @@ class WholeImage:
         handles open follow the store."""
         for image in (self, self.sibling):
             if image is not None:
-                image._token = next(_IMAGES)
+                image._token = next(self._context.numbers)
                 image.versions.forget()
 
     async def settle(self, drop: Callable[[int], Awaitable[None]]) -> None:
@@ -190,7 +193,7 @@ class WholeImage:
         while start < horizon:
             end = min(start + window, self.layout.size)
             tiles = {_tile_key(s) for s in self.layout.spans(start, end)}
-            trio.lowlevel.spawn_system_task(self._decode_ahead, tiles)
+            self._context.start_soon(self._decode_ahead, tiles)
             start = end
         self._ahead_until = max(start, stop)
 
@@ -204,8 +207,8 @@ class WholeImage:
                 (t[0], c) for t in tiles for c in self._chunks_under(t[0], self._region(t))
             }
             await self._decoded(needed)
-        except Exception:  # noqa: BLE001  (a guess; the real read of these tiles reports errors)
-            pass
+        except Exception as e:  # noqa: BLE001  (a guess; the real read of these tiles says why)
+            log.debug("%s: tiles decoded ahead: %s", self.name, e)
 
     # --- tiles ---------------------------------------------------------------------------
 

@@ -11,10 +11,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-import trio
-
 from zarrfuse.api.pyramid import Pyramid
-from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.chunks.write_check import ChunkCheck, checker_for_document
 from zarrfuse.filesystem.images.image_dims import ShownDims
@@ -73,12 +70,11 @@ class ArrayView:
 
 @dataclass(frozen=True)
 class Rendering:
-    """How a rendered view draws its arrays: format, CPU bound, cache (its chunks are read
-    through the mount's backend, as the raw view's are)."""
+    """How a rendered view draws its arrays (in the mount's CPU threads, into its caches:
+    ``MountContext``; its chunks are read through the mount's backend, as the raw view's
+    are)."""
 
     fmt: str
-    limiter: trio.CapacityLimiter
-    cache: RenderCache
     max_chunk_bytes: int = 2 << 30
     """Arrays whose decoded chunks are larger are left out (one log line): a rendered file
     is a chunk in memory (``--max-chunk-bytes``, default 2 GiB)."""
