@@ -105,7 +105,10 @@ class MountContext:
         self._nursery.start_soon(work, *args)
 
     def close(self) -> None:
-        """At unmount: the fetch pool's queued reads are dropped, the backend closed."""
+        """At unmount: the chunks kept open are closed, the fetch pool's queued reads
+        dropped, the backend closed."""
+        if self.open_chunks is not None:
+            self.open_chunks.clear()
         with self._lock:
             fetches, self._fetches = self._fetches, None
         if fetches is not None:

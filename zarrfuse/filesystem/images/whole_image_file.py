@@ -113,6 +113,13 @@ class WholeImage:
         """The stored chunks of the levels read from a store."""
         return [level.stored for level in self.levels if level.stored is not None]
 
+    def release(self) -> None:
+        """Replaced by a rebuilt image: the chunks its levels keep open are closed, what
+        they learnt and its decoded tiles are dropped."""
+        for source in self.sources():
+            source.forget_listed()
+        self._cache.drop_where(lambda key: isinstance(key, tuple) and key[0] == self._token)
+
     def _stored_key(self, key: ChunkKey) -> ChunkKey:
         stored_coords = self.levels[key[0]].stored_coords
         return key if stored_coords is None else (key[0], stored_coords(key[1]))

@@ -313,6 +313,8 @@ class Catalog:
             except ZarrFuseError as e:
                 log.warning("skipping %s: %s", path, e)
                 self.skipped[path] = e
+        if cached is not None and cached.view is not None:
+            cached.view.release()  # the kernel may hold its inodes until it forgets them
         self._children[path] = _ChildView(raw, view, now)
         return view
 

@@ -171,7 +171,8 @@ class RawChunkFiles:
             if checker.inline:
                 checker.check(coords, views)
             else:
-                await trio.to_thread.run_sync(checker.check, coords, views)
+                await trio.to_thread.run_sync(checker.check, coords, views,
+                                              limiter=self._source.context.cpu)
         await self._source.writes.commit(coords, views, durable=durable)
 
     async def delete(self, coords: Coords) -> None:

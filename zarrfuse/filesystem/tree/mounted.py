@@ -67,6 +67,13 @@ class ArrayView:
         """How a written chunk is checked before it is stored; built on the first commit."""
         return checker_for_document(self.metadata)
 
+    def release(self) -> None:
+        """Replaced by a rebuilt view: the chunks it keeps open are closed, what it learnt
+        and rendered is dropped (handles open on it keep reading what they opened)."""
+        self.stored.forget_listed()
+        if self.rendered is not None:
+            self.rendered.forget_where(lambda _: True)
+
 
 @dataclass(frozen=True)
 class Rendering:
@@ -90,3 +97,6 @@ class GroupView:
     documents: Documents
     metadata_time_ns: int = 0
     """The time of the stored metadata (the newest document), which the group shows."""
+
+    def release(self) -> None:
+        """Replaced by a rebuilt view: a group holds nothing to let go of."""
