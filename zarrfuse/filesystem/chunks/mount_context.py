@@ -4,9 +4,9 @@ counters, the bounds on worker threads, the caches, and the nursery of its backg
 
 Nothing of it is a module global: two mounts in one process share no pool, cache, bound or
 counter, so one mount's stalled store or full cache is never the other's. Every thread the
-mount's work runs in belongs to one of its bounds (``io``, ``cpu``, the fetch pool) or to
-its backend; every task it leaves running (reading ahead) is in its nursery (``running``),
-cancelled at unmount.
+mount's work runs in belongs to one of its bounds (``io``, ``cpu``, ``waits``, the fetch
+pool) or to its backend; every task it leaves running (reading ahead) is in its nursery
+(``running``), cancelled at unmount.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.shard_indexes import KeptSpans, kept_spans
 from zarrfuse.storage.base import Backend
 
-__all__ = ["FETCH_THREADS", "IO_THREADS", "MountContext"]
+__all__ = ["FETCH_THREADS", "IO_THREADS", "WAITING_THREADS", "MountContext"]
 
 log = logging.getLogger(__name__)
 
@@ -54,22 +54,19 @@ class MountContext:
     """Chunks kept open (read-only mounts, and writable ones while the watch runs)."""
     cache_bytes: int = 256 << 20
     """The budget of each cache of decoded or rendered chunks (``--cache-mb``)."""
-    io: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(IO_THREADS))
-    cpu: trio.CapacityLimiter = field(
-        default_factory=lambda: trio.CapacityLimiter(os.cpu_count() or 1))
-    """Decoding, encoding and rendering: one thread per core."""
-    waits: trio.CapacityLimiter = field(
-        default_factory=lambda: trio.CapacityLimiter(WAITING_THREADS))
-    """Threads that wait for a batch's fetches (the fetch pool's, or batched requests)."""
-    spans: KeptSpans = field(default_factory=kept_spans)
-    """Whole shards kept until their chunks are taken (``shard_indexes``)."""
-    numbers: itertools.count[int] = field(default_factory=itertools.count)
-    """Numbers for cache keys of sources and images (never ``id()``: a rebuilt one may reuse
-    a freed address)."""
 
     def __post_init__(self) -> None:
+        self.io = trio.CapacityLimiter(IO_THREADS)
+        self.cpu = trio.CapacityLimiter(os.cpu_count() or 1)
+        """Decoding, encoding and rendering: a thread per core."""
+        self.waits = trio.CapacityLimiter(WAITING_THREADS)
+        """Threads that wait on a batch's fetches (the fetch pool's, or batched requests)."""
         self.rendered = RenderCache(self.cache_bytes)
         self.decoded = DecodedChunks(self.cache_bytes)
+        self.spans: KeptSpans = kept_spans()  # whole shards until their chunks are taken
+        self.numbers = itertools.count()
+        """Cache keys of sources and images (never ``id()``: a rebuilt one may reuse a freed
+        address)."""
         self._lock = threading.Lock()
         self._fetches: ThreadPoolExecutor | None = None
         self._nursery: trio.Nursery | None = None
@@ -97,12 +94,21 @@ class MountContext:
                 nursery.cancel_scope.cancel()
 
     def start_soon(self, work: Callable[..., Awaitable[Any]], *args: Any) -> None:
-        """Run ``work(*args)`` in the mount's nursery: a guess made ahead of a read (the
-        read itself asks again, and says why). Outside ``running`` it is not started."""
+        """Run ``work(*args)`` in the mount's nursery: a guess made ahead of a read, whose
+        failure is logged at debug (the read itself asks again, and says why). Outside
+        ``running`` it is not started."""
+        name = getattr(work, "__qualname__", work)
+
+        async def guess() -> None:
+            try:
+                await work(*args)
+            except Exception as e:  # noqa: BLE001  (a guess: the read that needs it reports)
+                log.debug("%s, ahead of a read: %s", name, e)
+
         if self._nursery is None:
-            log.debug("not serving: %s not started", getattr(work, "__name__", work))
+            log.debug("not serving: %s not started", name)
             return
-        self._nursery.start_soon(work, *args)
+        self._nursery.start_soon(guess)
 
     def close(self) -> None:
         """At unmount: the chunks kept open are closed, the fetch pool's queued reads

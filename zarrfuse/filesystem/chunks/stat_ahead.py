@@ -11,7 +11,6 @@ asks for it there): nothing is learnt that a write through the mount could make 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -22,8 +21,6 @@ from zarrfuse.request_deadline import waited
 from zarrfuse.storage.base import Stat
 
 __all__ = ["STAT_AHEAD", "StatAhead"]
-
-log = logging.getLogger(__name__)
 
 STAT_AHEAD = 8
 """Chunks after the one asked whose sizes are asked with it."""
@@ -63,10 +60,8 @@ class StatAhead:
             self._start_soon(self._ask, following)
 
     async def _ask(self, coords: Coords) -> None:
-        try:
+        try:  # a failure is the mount's to log: the lookup itself asks again, and says why
             asked = self._sizes.asking()
             self._sizes.put(coords, await self._stat(coords), asked=asked)
-        except Exception as e:  # noqa: BLE001  (a guess: the lookup itself asks again, and says why)
-            log.debug("size of chunk %s asked ahead: %s", coords, e)
         finally:
             self._asking.pop(coords).set()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import logging
 import math
 from collections.abc import Callable, Sequence
 
@@ -30,8 +29,6 @@ from zarrfuse.filesystem.images.render import decode, encode, encoded_size
 from zarrfuse.request_deadline import waited
 
 __all__ = ["READ_AHEAD_CHUNKS", "RenderedChunks"]
-
-log = logging.getLogger(__name__)
 
 READ_AHEAD_CHUNKS = 16
 """Chunks of a directory rendered ahead per batch (one or two batches kept ahead)."""
@@ -265,13 +262,7 @@ class RenderedChunks:
         ]
         self._ahead_until = (line, stop)
         if batch:
-            self._start_soon(self._render_ahead, batch)
-
-    async def _render_ahead(self, batch: list[tuple[int, ...]]) -> None:
-        try:
-            await self._render_batch(batch)
-        except Exception as e:  # noqa: BLE001  (a guess; the real read of them says why)
-            log.debug("%s: chunks rendered ahead: %s", self.array.path or "/", e)
+            self._start_soon(self._render_batch, batch)
 
     def _overlap(self, region: Sequence[slice], read: tuple[int, ...],
                  shape: Sequence[int] | None = None,

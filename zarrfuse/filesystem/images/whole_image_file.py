@@ -11,7 +11,6 @@ Each handle reads the version of the image it opened (``image_versions``).
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -26,8 +25,6 @@ from zarrfuse.request_deadline import waited
 from zarrfuse.tiff.whole_image import TileSpan, WholeImagePlan, tile_array
 
 __all__ = ["LevelChunks", "WholeImage"]
-
-log = logging.getLogger(__name__)
 
 Coords = tuple[int, ...]
 Decode = Callable[[Sequence[Coords]], Awaitable[list[np.ndarray]]]
@@ -209,13 +206,8 @@ class WholeImage:
         return max(READ_AHEAD_BYTES, 2 * self.layout.tile_nbytes(0))
 
     async def _decode_ahead(self, tiles: set[TileKey]) -> None:
-        try:
-            needed = {
-                (t[0], c) for t in tiles for c in self._chunks_under(t[0], self._region(t))
-            }
-            await self._decoded(needed)
-        except Exception as e:  # noqa: BLE001  (a guess; the real read of these tiles says why)
-            log.debug("%s: tiles decoded ahead: %s", self.name, e)
+        await self._decoded({
+            (t[0], c) for t in tiles for c in self._chunks_under(t[0], self._region(t))})
 
     # --- tiles ---------------------------------------------------------------------------
 
