@@ -296,11 +296,16 @@ def in_process(source: str, **options: Any) -> Iterator[InProcess]:
     async def main() -> None:
         counters = Counters()  # one set for the mount, as ``zarrfuse mount`` keeps them
         fs, _ = build_filesystem(config, counters)
-        ops = build_operations(fs, config, counters)
-        box["driver"] = InProcess(ops, trio.lowlevel.current_trio_token())
-        box["stop"] = trio.Event()
-        started.set()
-        await box["stop"].wait()
+        context = fs.namespace.catalog.context
+        try:
+            async with context.running():  # its work ahead, as a mount's, in its nursery
+                box["driver"] = InProcess(build_operations(fs, config, counters),
+                                          trio.lowlevel.current_trio_token())
+                box["stop"] = trio.Event()
+                started.set()
+                await box["stop"].wait()
+        finally:
+            context.close()
 
     def run() -> None:
         try:

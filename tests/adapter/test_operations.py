@@ -68,7 +68,8 @@ def drive(source: Path, body: Callable[[FuseOperations], Awaitable[None]], **opt
     async def main() -> None:
         config = MountConfig(source=str(source), mountpoint="/nonexistent", **options)
         fs, _ = build_filesystem(config)
-        await body(FuseOperations(fs, entry_timeout=ENTRY_TIMEOUT, attr_timeout=1.0))
+        async with fs.namespace.catalog.context.running():
+            await body(FuseOperations(fs, entry_timeout=ENTRY_TIMEOUT, attr_timeout=1.0))
 
     trio.run(main)
 

@@ -71,8 +71,9 @@ def drive(source: Path, body: Callable[[FuseOperations], Awaitable[None]], **opt
         config = MountConfig(source=str(source), mountpoint="/nonexistent", **options)
         counters = Counters()
         fs, _ = build_filesystem(config, counters)
-        await body(FuseOperations(fs, entry_timeout=ENTRY_TIMEOUT, attr_timeout=1.0,
-                                  counters=counters))
+        async with fs.namespace.catalog.context.running():
+            await body(FuseOperations(fs, entry_timeout=ENTRY_TIMEOUT, attr_timeout=1.0,
+                                      counters=counters))
 
     trio.run(main)
 

@@ -59,7 +59,7 @@ def _lock_users(ops: FuseOperations, coords: tuple[int, ...]) -> int:
     """How many tasks hold or wait for chunk ``coords`` of level 1's lock."""
     view = ops.fs.namespace.catalog.cached_views()
     (level,) = [v for v in view if getattr(v, "path", None) == "1"]
-    entry = level.stored._locks._locks.get(coords)
+    entry = level.stored.locks._locks.get(coords)
     return 0 if entry is None else entry.users
 
 

@@ -4,20 +4,22 @@ predecessor rendered: the shared render caches key each source by its own number
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
+import os
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
 import tifffile
-import trio
 import zarr
 
 from tests.inprocess import TtlClock, in_process
-from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
-from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.mount_context import MountContext
+from zarrfuse.filesystem.chunks.recently_used import FOR_EVER
 from zarrfuse.filesystem.images.rendered_chunks import RenderedChunks
 
 
@@ -57,20 +59,51 @@ def test_sources_never_share_cache_keys_even_at_a_reused_address():
     """The defect itself: CPython gives a new source a freed one's address (``id()``), so
     keys made of ``id()`` would hand the new source the old one's renderings."""
     array = zarr.create_array({}, shape=(8, 8), chunks=(8, 8), dtype="u1", fill_value=0)
+    context = MountContext(None, FOR_EVER)  # type: ignore[arg-type]  (nothing is read)
     addresses, keys = set(), set()
     made = 0
     with _young_heap_only():
         # Until an address was reused (the case the keys must survive), at least 50 made:
         # whether and when the allocator reuses one is its own business.
         while made < 50 or (len(addresses) == made and made < 2000):
-            limiter = trio.CapacityLimiter(1)
-            decoder = ChunkDecoder(array, None, limiter=limiter, counters=Counters())  # type: ignore[arg-type]
-            source = RenderedChunks(array, "tiff", limiter=limiter,
-                                    cache=RenderCache(1 << 20), decoder=decoder)
+            stored = types.SimpleNamespace(context=context)  # nothing is read
+            source = RenderedChunks(array, "tiff", decoder=ChunkDecoder(array, stored))  # type: ignore[arg-type]
             addresses.add(id(source))
             keys.add(source.cache_key((0, 0)))
             made += 1
-            del source, decoder
+            del source
             gc.collect()
     assert len(addresses) < made, made  # an address was reused
     assert len(keys) == made
+
+
+def _deleted_files_open(under: str) -> list[str]:
+    """This process's descriptors of files under ``under`` that were deleted since."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(under) and target.endswith(" (deleted)"):
+                found.append(target)
+    return found
+
+
+def test_a_rebuilt_view_lets_go_of_the_chunks_its_predecessor_kept_open(tmp_path, monkeypatch):
+    """The view a rebuild replaces closes the chunks it kept open: the store's replaced
+    files are not held (their disk space with them) until they leave a cache or the mount
+    ends (issue 53 point 5)."""
+    clock = TtlClock(monkeypatch)
+    zarr.create_group(tmp_path)
+    path = tmp_path / "arr"
+    for fmt in ("raw", "tiff"):
+        zarr.create_array(path, shape=(8, 8), chunks=(4, 4), dtype="u1", fill_value=0,
+                          overwrite=True)[...] = 1
+        with in_process(str(tmp_path), format=fmt, read_only=True, metadata_ttl=1.0) as fs:
+            before = {f: fs.read(f"arr/{f}") for f in fs.walk("arr") if "zarr.json" not in f}
+            assert before
+            zarr.create_array(path, shape=(8, 12), chunks=(4, 4), dtype="u1", fill_value=0,
+                              overwrite=True)[...] = 2  # every chunk file replaced, one more
+            clock.ahead += 2.0  # past the metadata TTL: the view is rebuilt
+            after = {f: fs.read(f"arr/{f}") for f in fs.walk("arr") if "zarr.json" not in f}
+            assert len(after) > len(before) and all(after[f] != before[f] for f in before)
+            assert _deleted_files_open(str(path)) == [], fmt

@@ -23,6 +23,7 @@ from tests.extensions.encodings import (
 )
 from zarrfuse.extensions.chunk_keys import FanoutChunkKeyEncoding, encode_chunk_key
 from zarrfuse.extensions.transformers import ConcatParts, Part
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.chunks.stored_index import KeyShape
@@ -47,10 +48,8 @@ def brute_values(stored, done):  # type: ignore[no-untyped-def]
 
 
 def source_for(root: Path, encoding, grid, parts=None) -> StoredChunks:  # type: ignore[no-untyped-def]
-    return StoredChunks(
-        LocalBackend(root), array_path="arr", encoding=encoding, parts=parts,
-        limiter=trio.CapacityLimiter(2), trust=Trust(60.0), grid=grid,
-    )
+    return StoredChunks(MountContext(LocalBackend(root), Trust(60.0)), array_path="arr",
+                        encoding=encoding, parts=parts, grid=grid)
 
 
 def store(root: Path, encoding, coords, suffixes=("",)) -> None:  # type: ignore[no-untyped-def]
@@ -92,11 +91,11 @@ def test_commit_and_delete_through_the_source_update_cached_answers(tmp_path):
         assert await source.listings.index.stored_values(()) == [5]
         assert await source.listings.index.stored_values((5,)) == [7]
         lists = source.counters.store["list"]
-        await source.commit((123_456, 9), [memoryview(b"y")], durable=False)
+        await source.writes.commit((123_456, 9), [memoryview(b"y")], durable=False)
         assert await source.listings.index.stored_values(()) == [5, 123_456]
         assert await source.listings.index.stored_values((5,)) == [7]
         assert source.counters.store["list"] == lists  # learnt from the commit, not re-listed
-        await source.delete((5, 7))
+        await source.writes.delete((5, 7))
         assert await source.listings.index.stored_values((5,)) == []
 
     trio.run(check)

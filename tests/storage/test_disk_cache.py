@@ -26,7 +26,6 @@ from tests.arrays import CRC_PARTS
 from tests.inprocess import in_process
 from tests.mounting import mounted, run_with_timeout
 from tests.s3server import S3Server, server_with_bucket
-from zarrfuse.filesystem.chunks import fetch_pool
 from zarrfuse.storage.cached_backend import CachingBackend
 from zarrfuse.storage.disk_cache import BLOCK_SIZE, DiskCache
 from zarrfuse.storage.objects import ObjectBackend
@@ -366,7 +365,6 @@ def test_a_batch_through_the_cache_has_every_get_in_flight_and_no_thread_each(
                           storage_options=options)
     config = {"format": "ome-tiff", "read_only": True, "cache_dir": str(tmp_path / "cache"),
               "storage_options": options}
-    monkeypatch.setattr(fetch_pool, "_pool", [])  # a pool made by this test starts threads
     gate = HeldGets(server._app)
     with in_process(url, **config) as fs, ThreadPoolExecutor(1) as reader:
         monkeypatch.setattr(server, "_app", gate)
@@ -379,8 +377,6 @@ def test_a_batch_through_the_cache_has_every_get_in_flight_and_no_thread_each(
         finally:
             gate.released.set()
         np.testing.assert_array_equal(tifffile.imread(io.BytesIO(image.result(60))), data)
-    for pool in fetch_pool._pool:
-        pool.shutdown()
     assert not [name for name in started if name.startswith("zarrfuse-fetch")], started
     server.reset()
     with in_process(url, **config) as fs:

@@ -213,8 +213,11 @@ class ControlServer:
         except Exception as e:  # noqa: BLE001  (a failed answer must not end the mount)
             log.debug("control socket: client went away: %s", e)
         finally:
-            with trio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await stream.aclose()  # a client gone away: nothing to tell it
+            with trio.CancelScope(shield=True):
+                try:
+                    await stream.aclose()
+                except Exception as e:  # noqa: BLE001  (a client gone away: nothing to tell it)
+                    log.debug("control socket: closing: %s", e)
 
 
 def _remove_if_ours(path: str, inode: int) -> None:

@@ -23,11 +23,12 @@ from zarr.abc.store import Store
 from zarrfuse.api.arrays import open_store_path
 from zarrfuse.errors import MountError, SourceError
 from zarrfuse.filesystem.attributes import Ownership
-from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.counters import Counters
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.fs import FileSystem
 from zarrfuse.filesystem.images.whole_image_file import WholeImage
+from zarrfuse.filesystem.tree.array_builder import ArrayBuilder
 from zarrfuse.filesystem.tree.catalog import Catalog
 from zarrfuse.filesystem.tree.mounted import ArrayView, Rendering
 from zarrfuse.filesystem.tree.namespace import Namespace
@@ -59,8 +60,6 @@ __all__ = ["MountInfo", "MountServices", "serve"]
 
 log = logging.getLogger(__name__)
 
-# Worker threads for store I/O: storage calls block, trio must not.
-IO_THREADS = 16
 # The kernel's default readahead (128 KiB) makes every sequential MiB cost 8 FUSE requests;
 # 1 MiB matches the largest request the kernel sends (256 pages).
 READ_AHEAD_KB = 1024
@@ -146,28 +145,23 @@ def build_filesystem(
     following = store_watch(config, local=backend.capabilities.watched_root is not None)
     if config.cache_dir:
         backend = _with_disk_cache(backend, store_path.store, config)
-    catalog = Catalog(
+    context = MountContext(
         backend,
-        suffix=config.suffix,
-        max_children=config.max_children,
-        limiter=trio.CapacityLimiter(IO_THREADS),
-        trust=Trust(metadata_ttl(config),
-                    following.tells_all if following is not None and followed(config) else None),
-        counters=counters,
+        Trust(metadata_ttl(config),
+              following.tells_all if following is not None and followed(config) else None),
+        counters or Counters(),
         open_chunks=open_chunks(config, following),
-        layout=config.layout,
+        cache_bytes=config.cache_mb << 20,
+    )
+    catalog = Catalog(ArrayBuilder(
+        context, suffix=config.suffix, max_children=config.max_children, layout=config.layout,
         update_pyramid=config.update_pyramid and not config.read_only,
-        rendering=None
-        if config.format == "raw"
-        else Rendering(
-            fmt=config.format,
-            limiter=trio.CapacityLimiter(os.cpu_count() or 1),
-            cache=RenderCache(config.cache_mb << 20),
-            colour=config.colour,
+        rendering=None if config.format == "raw" else Rendering(
+            fmt=config.format, colour=config.colour,
             **({} if config.max_chunk_bytes is None
                else {"max_chunk_bytes": config.max_chunk_bytes}),
         ),
-    )
+    ))
     loaded = catalog.load(store_path.path)  # one read of the documents: node and time
     if loaded is None:
         raise SourceError(
@@ -254,7 +248,7 @@ async def _run(
     ``fs``: at a signal, stops once its writers have closed (a second signal: at once).
     ``follow``: runs beside the mount (the store watch, whose state is ``watch``)."""
     reason = "unmounted from outside (umount or fusermount3 -u)"
-    async with trio.open_nursery() as nursery:
+    async with fs.namespace.catalog.context.running(), trio.open_nursery() as nursery:
 
         async def stop_on_signals() -> None:
             nonlocal reason
@@ -388,5 +382,5 @@ def serve(
         if services is not None:
             services.stopping(f"unmounting {config.mountpoint}")
         pyfuse3.close(unmount=True)
-        fs.namespace.catalog.backend.close()
+        fs.namespace.catalog.context.close()
         log.info("unmounted %s (%s)", config.mountpoint, reason)

@@ -23,7 +23,7 @@ import os
 import stat
 from typing import Final
 
-__all__ = ["NotRegular", "OutsideRoot", "Root", "warn_once"]
+__all__ = ["NotRegular", "OutsideRoot", "Root"]
 
 log = logging.getLogger(__name__)
 
@@ -81,16 +81,7 @@ class _OpenHow(ctypes.Structure):
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall_number = _SYS_OPENAT2.get(os.uname().machine)
-_warned: set[str] = set()
-
-
 _WARNED_AT_MOST = 4096  # a hostile store with millions of bad links must not grow memory
-
-
-def warn_once(key: str, message: str, *args: object) -> None:
-    if key not in _warned and len(_warned) < _WARNED_AT_MOST:
-        _warned.add(key)
-        log.warning(message, *args)
 
 
 RACE_RETRIES: Final = 64
@@ -128,6 +119,7 @@ class Root:
 
     def __init__(self, path: str) -> None:
         self.path = os.path.realpath(path)
+        self._warned: set[str] = set()
         self._fd = os.open(self.path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         self._use_openat2 = _syscall_number is not None
         if self._use_openat2:
@@ -146,8 +138,8 @@ class Root:
         network filesystem even an open of a cached path may ask the server (NFS's
         close-to-open check), so there every open may wait."""
         if not self._use_openat2:
-            warn_once("no-openat2", "%s: the kernel has no openat2; symlinks are checked "
-                       "with realpath (racy if the store changes meanwhile)", self.path)
+            self.warn_once("no-openat2", "%s: the kernel has no openat2; symlinks are checked "
+                           "with realpath (racy if the store changes meanwhile)", self.path)
 
     def _kernel_resolves_cached(self) -> bool:
         """Whether the kernel knows ``RESOLVE_CACHED`` (Linux 5.12+; EINVAL before)."""
@@ -162,8 +154,14 @@ class Root:
     def close(self) -> None:
         os.close(self._fd)
 
+    def warn_once(self, key: str, message: str, *args: object) -> None:
+        """One WARNING per ``key`` for this store (each mount's own, not the process's)."""
+        if key not in self._warned and len(self._warned) < _WARNED_AT_MOST:
+            self._warned.add(key)
+            log.warning(message, *args)
+
     def _refused(self, key: str) -> OutsideRoot:
-        warn_once(key, "%s: refused: it resolves outside the store root %s", key, self.path)
+        self.warn_once(key, "%s: refused: it resolves outside the store root %s", key, self.path)
         return OutsideRoot(errno.EACCES, "resolves outside the store root", key)
 
     def open_path(self, key: str, *, directory: bool = False, cached_only: bool = False) -> int:
@@ -243,8 +241,8 @@ class Root:
                 return None  # a directory where a file is asked for: no such file
             if not stat.S_ISREG(mode):
                 if not quiet:
-                    warn_once(f"special:{key}", "%s: not a regular file (%s); never opened",
-                              key, _kind(mode))
+                    self.warn_once(f"special:{key}", "%s: not a regular file (%s); never "
+                                   "opened", key, _kind(mode))
                 raise NotRegular(errno.EIO, f"not a regular file ({_kind(mode)})", key)
             return os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_CLOEXEC)
         finally:

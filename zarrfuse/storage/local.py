@@ -20,7 +20,7 @@ from pathlib import Path
 from zarrfuse.errors import ConfigurationError, UnfitDocument
 from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.storage.base import Capabilities, Document, PartReader, Stat, child_key
-from zarrfuse.storage.beneath import NotRegular, Root, warn_once
+from zarrfuse.storage.beneath import NotRegular, Root
 from zarrfuse.storage.file_writes import write_all
 from zarrfuse.storage.local_files import LocalPartReader, open_regular_or_eio, read_to_end
 from zarrfuse.storage.local_journal import CommitJournal
@@ -103,8 +103,8 @@ class LocalBackend:
         }
         loops = any(here == target or here.startswith(target + os.sep) for here in chain)
         if loops:
-            warn_once(f"loop:{prefix}/{name}", "%s/%s: a symlink to a directory it is inside "
-                      "(a loop): not shown", prefix, name)
+            self._beneath.warn_once(f"loop:{prefix}/{name}", "%s/%s: a symlink to a directory "
+                                    "it is inside (a loop): not shown", prefix, name)
         return loops
 
     def list_stats(self, prefix: str) -> dict[str, Stat]:

@@ -27,8 +27,6 @@ from zarrfuse.api.chunk_decoding import SyncChunkDecoder
 from zarrfuse.api.regions import chunk_region
 from zarrfuse.api.shard_index import ShardGeometry
 from zarrfuse.errors import CorruptChunk, ZarrFuseError
-from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
 from zarrfuse.filesystem.chunks.shard_reads import ShardReads
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.request_deadline import waited
@@ -50,12 +48,11 @@ class ChunkDecoder:
         self,
         array: zarr.Array,
         stored: StoredChunks,
-        *,
-        limiter: trio.CapacityLimiter,
-        counters: Counters,
     ) -> None:
+        """Reads through ``stored``, in its mount's threads (``MountContext``)."""
         self.array = array
         self.stored = stored
+        context = stored.context
         self.shape = tuple(array.shape)
         self.chunks = tuple(array.chunks)
         self.dtype = np.dtype(array.dtype)
@@ -64,12 +61,14 @@ class ChunkDecoder:
         self._sync = SyncChunkDecoder.for_array(array)
         geometry = ShardGeometry.for_array(array)
         self._shards = None if geometry is None else (
-            ShardReads(stored, geometry, self.per_stored, counters))
+            ShardReads(stored, geometry, self.per_stored, context.counters))
         """Sharded arrays whose inner chunks decode on their own, read by byte ranges."""
         self._objects = self._sync or SyncChunkDecoder.for_stored_objects(array.metadata)
         """The decoder of whole stored objects: chunks, or shards read whole."""
-        self._limiter = limiter
-        self._counters = counters
+        self._limiter = context.cpu
+        self._waits = context.waits
+        self._fetch_pool = context.fetch_pool
+        self._counters = context.counters
 
     def stored_coords(self, coords: Coords) -> Coords:
         """The stored chunk (the shard, for sharded arrays) that holds chunk ``coords``."""
@@ -129,7 +128,8 @@ class ChunkDecoder:
                 # Waiting on the network holds no CPU slot: every batch's fetches in flight
                 # together (the fetch pool bounds them), then decoded on every core.
                 fetched = await waited(
-                    trio.to_thread.run_sync(read, objects, abandon_on_cancel=True))
+                    trio.to_thread.run_sync(read, objects, limiter=self._waits,
+                                                    abandon_on_cancel=True))
                 decoded = await self._in_threads(decode,
                                                  list(zip(objects, fetched, strict=True)))
             else:  # each thread reads its share and decodes it: one hop per thread and batch
@@ -161,7 +161,7 @@ class ChunkDecoder:
 
         def fetch(some: list[tuple[Coords, list[Coords]]]) -> list[tuple[Coords, Stored]]:
             remote = self.stored.backend.capabilities.remote
-            reads = fetch_pool().map if remote and len(some) > 1 else map
+            reads = self._fetch_pool().map if remote and len(some) > 1 else map
             out: list[tuple[Coords, Stored]] = []
             for pieces in reads(lambda job: shards.fetch(job[0], job[1], stats[job[0]]), some):
                 out.extend(pieces.items())
@@ -175,7 +175,8 @@ class ChunkDecoder:
                 return await self._in_threads(lambda some: decode(fetch(some)), jobs)
             # Waiting on the network holds no CPU slot: every batch's requests in flight
             # together (the fetch pool bounds them), then decoded on every core.
-            fetched = await waited(trio.to_thread.run_sync(fetch, jobs, abandon_on_cancel=True))
+            fetched = await waited(trio.to_thread.run_sync(fetch, jobs, limiter=self._waits,
+                                                           abandon_on_cancel=True))
         return await self._in_threads(decode, fetched)
 
     async def _listed(self, shard: Coords) -> list[Stat | None] | None:

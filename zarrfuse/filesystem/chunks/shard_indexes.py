@@ -7,7 +7,7 @@ mount without one: until unmount), and only for the stored object it was read fr
 listing gives the shard's size and time, what was read from another version is not used.
 Any change to the array that this mount makes or sees (a commit, the store watch) drops
 the shard's, and what was read while such a change ran is not kept. Whole shards share one
-budget across the process and leave once every chunk they hold has been taken.
+budget across the mount and leave once every chunk they hold has been taken.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["KeptIndex", "KeptSpan", "ShardIndexes"]
 INDEX_BYTES_KEPT = 16 << 20
 """Bytes of index tables kept per array (16 per inner chunk: a million inner chunks)."""
 WHOLE_SHARD_BYTES_KEPT = 128 << 20
-"""Bytes of shards kept, for the whole process, until their chunks are taken."""
+"""Bytes of shards kept, for the whole mount, until their chunks are taken."""
 
 
 class KeptIndex(NamedTuple):
@@ -51,21 +51,28 @@ class KeptSpan(NamedTuple):
 WHOLE_SHARD_SECONDS = 30.0
 """A kept span serves the windows of one read, not later reads: it leaves after this."""
 
-_SPANS: RecentlyUsed[tuple[object, tuple[int, ...]], KeptSpan] = RecentlyUsed(
-    WHOLE_SHARD_BYTES_KEPT, trust=Trust(WHOLE_SHARD_SECONDS), weigh=lambda kept: len(kept.data))
+KeptSpans = RecentlyUsed[tuple[object, tuple[int, ...]], KeptSpan]
+"""A mount's kept spans, of all its arrays (``MountContext.spans``)."""
+
+
+def kept_spans() -> KeptSpans:
+    """An empty store of spans, with the budget a mount's spans share."""
+    return RecentlyUsed(WHOLE_SHARD_BYTES_KEPT, trust=Trust(WHOLE_SHARD_SECONDS),
+                        weigh=lambda kept: len(kept.data))
 
 
 class ShardIndexes:
     """One array's kept shard indexes (and spans of shards), by shard coordinates."""
 
-    def __init__(self, trust: Trust) -> None:
+    def __init__(self, trust: Trust, spans: KeptSpans | None = None) -> None:
         self._kept: RecentlyUsed[tuple[int, ...], KeptIndex] = RecentlyUsed(
             INDEX_BYTES_KEPT, trust=trust, weigh=lambda kept: int(kept.table.nbytes))
         self._trust = trust
         self._changes = 0
+        self._spans = kept_spans() if spans is None else spans
         self._lock = threading.Lock()
-        self._fetching: dict[tuple[int, ...], tuple[threading.Lock, list[int]]] = {}
-        """Shards being fetched: their lock and how many readers hold or wait for it."""
+        self._fetching: dict[tuple[int, ...], threading.Event] = {}
+        """Shards being fetched, each set once its fetch ends."""
         self._tag = object()
 
     @property
@@ -75,19 +82,23 @@ class ShardIndexes:
 
     @contextlib.contextmanager
     def fetching(self, shard: tuple[int, ...]) -> Iterator[None]:
-        """Held while ``shard``'s index or a span of it is fetched: a second reader of the
-        same shard waits for it rather than ask the store again."""
+        """Around a fetch of ``shard``'s index or a span of it: a second reader of the same
+        shard waits for that fetch to end, then finds what it kept, rather than ask the
+        store again. No lock is held while the store answers (a stalled fetch holds none)."""
         with self._lock:
-            lock, users = self._fetching.setdefault(shard, (threading.Lock(), [0]))
-            users[0] += 1
+            running = self._fetching.get(shard)
+            if running is None:
+                mine = self._fetching[shard] = threading.Event()
+        if running is not None:
+            running.wait()
+            yield
+            return
         try:
-            with lock:
-                yield
+            yield
         finally:
             with self._lock:
-                users[0] -= 1
-                if users[0] == 0:
-                    del self._fetching[shard]
+                del self._fetching[shard]
+            mine.set()
 
     def get(self, shard: tuple[int, ...], stat: Stat | None) -> np.ndarray | None:
         """The kept index of ``shard``, if it was read from the version ``stat`` names
@@ -113,19 +124,19 @@ class ShardIndexes:
         ((row, start, stop)), those rows marked taken (it leaves once all are)."""
         key = (self._tag, shard)
         with self._lock:
-            entry = _SPANS.entry(key)
+            entry = self._spans.entry(key)
             if entry is None:
                 return None
             at, kept = entry
             if _other_version(stat, kept.stat) or self._trust.outlived(at):
-                _SPANS.drop(key)
+                self._spans.drop(key)
                 return None
             end = kept.start + len(kept.data)
             if any(start < kept.start or stop > end for _, start, stop in ranges):
                 return None
             kept.untaken.difference_update(row for row, _, _ in ranges)
             if not kept.untaken:
-                _SPANS.drop(key)
+                self._spans.drop(key)
             return kept.start, kept.data
 
     def keep(self, shard: tuple[int, ...], table: np.ndarray, stat: Stat | None,
@@ -147,21 +158,21 @@ class ShardIndexes:
             if kept is not None:
                 kept.fetched.update(rows)
             if span is not None and untaken:
-                _SPANS.put((self._tag, shard), KeptSpan(span[0], span[1], (
+                self._spans.put((self._tag, shard), KeptSpan(span[0], span[1], (
                     None if kept is None else kept.stat), set(untaken)))
 
     def drop(self, shard: tuple[int, ...]) -> None:
         with self._lock:
             self._changes += 1
             self._kept.drop(shard)
-            _SPANS.drop((self._tag, shard))
+            self._spans.drop((self._tag, shard))
 
     def clear(self) -> None:
         """Every shard is read anew (a store directory went away with an unknown set)."""
         with self._lock:
             self._changes += 1
             self._kept.clear()
-            _SPANS.drop_where(lambda key: key[0] is self._tag)
+            self._spans.drop_where(lambda key: key[0] is self._tag)
 
 
 def _other_version(listed: Stat | None, kept: Stat | None) -> bool:

@@ -36,8 +36,11 @@ class StatAhead:
         grid: Coords,
         sizes: KnownSizes,
         stat: Callable[[Coords], Awaitable[Stat | None]],
+        start_soon: Callable[..., None],
     ) -> None:
+        """``start_soon``: runs an ask in the mount's nursery (``MountContext``)."""
         self._grid = grid
+        self._start_soon = start_soon
         self._sizes = sizes
         self._stat = stat
         self._asking: dict[Coords, trio.Event] = {}
@@ -54,13 +57,11 @@ class StatAhead:
             if following in self._asking or self._sizes.get(following) is not None:
                 continue
             self._asking[following] = trio.Event()
-            trio.lowlevel.spawn_system_task(self._ask, following)
+            self._start_soon(self._ask, following)
 
     async def _ask(self, coords: Coords) -> None:
-        try:
+        try:  # a failure is the mount's to log: the lookup itself asks again, and says why
             asked = self._sizes.asking()
             self._sizes.put(coords, await self._stat(coords), asked=asked)
-        except Exception:  # noqa: BLE001  (a guess: the lookup itself asks again, and says why)
-            pass
         finally:
             self._asking.pop(coords).set()

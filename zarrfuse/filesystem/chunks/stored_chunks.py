@@ -6,6 +6,7 @@ exist, with their sizes and times, is learnt by listing the store directory that
 once per directory (cached, ``chunk_listings``), never with a request per chunk.
 Backend calls block, so they run in worker threads; the trio thread never waits on storage.
 The per-chunk caches (sizes learnt one by one, chunks kept open) are ``chunk_caches``.
+Writes (commits, read-change-writes, deletes, times) are its ``StoredWrites``.
 """
 
 from __future__ import annotations
@@ -16,26 +17,25 @@ from typing import Any, TypeVar
 
 import trio
 
-from zarrfuse.extensions.byte_ranges import pieces_for_span
+from zarrfuse.errors import WriteRefusedError
+from zarrfuse.extensions.byte_ranges import pieces_for_span, slice_views
 from zarrfuse.extensions.chunk_finishers import ChunkFinisher
 from zarrfuse.extensions.transformers import ConcatParts, Part
 from zarrfuse.filesystem.chunks.array_keys import ArrayKeys
-from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk, OpenChunkCache
+from zarrfuse.filesystem.chunks.chunk_caches import KnownSizes, OpenChunk
 from zarrfuse.filesystem.chunks.chunk_listings import LISTABLE_KEYS, ChunkListings, logical_stat
 from zarrfuse.filesystem.chunks.chunk_locks import ChunkLocks
-from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.grid_order import after
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.part_opening import NotCached, PartOpening, read_parts
-from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.shard_indexes import ShardIndexes
 from zarrfuse.filesystem.chunks.stat_ahead import StatAhead
-from zarrfuse.filesystem.chunks.stored_writes import StoredWrites
 from zarrfuse.filesystem.chunks.whole_chunks import WholeChunks
 from zarrfuse.request_deadline import waited
-from zarrfuse.storage.base import Backend, Stat
+from zarrfuse.storage.base import Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
-__all__ = ["StoredChunks"]
+__all__ = ["StoredChunks", "StoredWrites"]
 
 T = TypeVar("T")
 L = TypeVar("L")
@@ -46,29 +46,26 @@ KNOWN_SIZES = 65536
 FOLLOWING_CHUNKS = 8  # chunks after one read to its end fetched or warmed ahead
 
 
-class StoredChunks(StoredWrites):
-    """The stored chunks of one array, read (and, through ``StoredWrites``, written)
-    through a backend."""
+class StoredChunks:
+    """The stored chunks of one array, read (and, through ``writes``, written) through a
+    backend."""
 
     def __init__(
         self,
-        backend: Backend,
+        context: MountContext,
         *,
         array_path: str,
         encoding: ChunkKeyEncoding,
         keys_per_directory: int | None = None,
         parts: ConcatParts | None,
-        limiter: trio.CapacityLimiter,
-        trust: Trust,
-        counters: Counters | None = None,
-        open_chunks: OpenChunkCache | None = None,
         shard_format: ChunkFinisher | None = None,
         grid: tuple[int, ...] = (),
     ) -> None:
-        self.backend = backend
+        self.context = context
+        self.backend = backend = context.backend
         self.shard_format = shard_format
         self._grid = grid
-        self.counters = counters or Counters()
+        self.counters = context.counters
         self.encoding = encoding
         self.parts = parts or SINGLE_PART
         self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
@@ -78,12 +75,12 @@ class StoredChunks(StoredWrites):
         self.chunk_key, self.keys_of = keys.chunk_key, keys.keys_of
         self.part_keys, self.coords_of = keys.part_keys, keys.coords_of
         self.on_chunk_path = keys.on_chunk_path
-        self._limiter = limiter
+        trust, open_chunks = context.trust, context.open_chunks
         # What is learnt of the store, believed as ``trust`` says (the mount's TTL, and past
         # it while the store watch tells every change).
         self._sizes = KnownSizes(KNOWN_SIZES, trust)
-        self.shard_indexes = ShardIndexes(trust)
-        self._locks = ChunkLocks()
+        self.shard_indexes = ShardIndexes(trust, context.spans)
+        self.locks = ChunkLocks()
         self._open_cache, self._tag = open_chunks, object()  # kept under self._tag
         self._writable = open_chunks is None or open_chunks.beside_writers
         # Bytes fetched ahead (remote stores) must not outlive a write of the chunk: read-only
@@ -93,10 +90,10 @@ class StoredChunks(StoredWrites):
         self._prefetch = None if self._writable else can.prefetch_objects
         self._warm_after = can.warm_after
         self._stat_ahead = None if self._prefetch is None or can.can_list else StatAhead(
-            grid, self._sizes, self._stat_one)
+            grid, self._sizes, self._stat_one, context.start_soon)
         """Read-only mounts of stores that cannot list: the next chunks' sizes asked ahead."""
         self._opening = PartOpening(backend, self.parts, self.counters)
-        self._whole = WholeChunks(backend, self.parts, self._opening, self.keys_of, self.counters)
+        self._whole = WholeChunks(context, self.parts, self._opening, self.keys_of)
         self.listings = ChunkListings(
             backend,
             prefix=self._prefix,
@@ -111,15 +108,17 @@ class StoredChunks(StoredWrites):
             counters=self.counters,
         )
         """What the store's listings say: which chunks exist, their sizes (and ``index``)."""
+        self.writes = StoredWrites(self)
+        """Commits, updates, deletes and times of these chunks."""
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """A read in a worker thread, abandoned (nothing cached) if its request is cut."""
-        run = trio.to_thread.run_sync(fn, *args, limiter=self._limiter, abandon_on_cancel=True)
+        run = trio.to_thread.run_sync(fn, *args, limiter=self.context.io, abandon_on_cancel=True)
         return await waited(run)
 
-    async def _run_to_end(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run_to_end(self, fn: Callable[..., T], *args: Any) -> T:
         """A change to the store in a worker thread: never abandoned halfway."""
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.context.io)
 
     async def size(self, coords: tuple[int, ...]) -> int | None:
         """Logical size of one chunk, None if it is not stored."""
@@ -151,9 +150,9 @@ class StoredChunks(StoredWrites):
 
     async def _stat_one(self, coords: tuple[int, ...]) -> Stat | None:
         """The chunk's logical stat, its parts asked in a worker thread."""
-        return logical_stat(await self._run(self._stat_parts, self.part_keys(coords)))
+        return logical_stat(await self._run(self.stat_parts, self.part_keys(coords)))
 
-    def _stat_parts(self, keys: Sequence[str]) -> list[Stat | None]:
+    def stat_parts(self, keys: Sequence[str]) -> list[Stat | None]:
         return [self.backend.stat(k) for k in keys]
 
     async def open(self, coords: tuple[int, ...]) -> OpenChunk | None:
@@ -168,13 +167,13 @@ class StoredChunks(StoredWrites):
                 self.counters.cache["open_hit"] += 1
                 return cached
         ticket = 0 if self._open_cache is None else self._open_cache.ticket()
-        async with self._locks.held(coords):
-            opened = await self._open_locked(coords)
+        async with self.locks.held(coords):
+            opened = await self.open_locked(coords)
         if opened is not None and self._open_cache is not None:
             self._open_cache.adopt((self._tag, coords), opened, ticket)
         return opened
 
-    async def _open_locked(self, coords: tuple[int, ...]) -> OpenChunk | None:
+    async def open_locked(self, coords: tuple[int, ...]) -> OpenChunk | None:
         chunk = self.keys_of(coords)
         listed = await self.listings.listed_stats(chunk.parts)
         # Paths the kernel has cached open here, in microseconds (``part_opening``).
@@ -195,9 +194,9 @@ class StoredChunks(StoredWrites):
 
     async def read_all(self, coords: tuple[int, ...]) -> bytes | None:
         """The whole chunk (its parts joined), None if it is absent."""
-        return await self._read_whole(await self.open(coords))
+        return await self.read_whole(await self.open(coords))
 
-    async def _read_whole(self, opened: OpenChunk | None) -> bytes | None:
+    async def read_whole(self, opened: OpenChunk | None) -> bytes | None:
         if opened is None:
             return None
         try:
@@ -235,12 +234,12 @@ class StoredChunks(StoredWrites):
         if not self._writable:  # no commit can run meanwhile
             yield
             return
-        async with self._locks.all_held(coords):
+        async with self.locks.all_held(coords):
             yield
 
-    # --- what was learnt, after a change (writes are ``StoredWrites``) -------------------
+    # --- what was learnt, after a change (``writes`` makes them) --------------------------
 
-    def _remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
+    def remember(self, coords: tuple[int, ...], stats: Sequence[Stat | None]) -> None:
         if self._open_cache is not None:  # new opens read the chunk just stored
             self._open_cache.drop((self._tag, coords))
         self._sizes.put(coords, logical_stat(stats))
@@ -321,3 +320,91 @@ class StoredChunks(StoredWrites):
             self.counters.cache["page_cache_hit"] += 1
         return max(stop - start, 0)
 
+
+class StoredWrites:
+    """Commits, updates, deletes and times of the chunks of one ``StoredChunks`` (its
+    ``writes``), each under the chunk's lock, using its reads, locks and caches: a commit is
+    split into the chunk's parts and written as one (a crash leaves the old or the new
+    chunk)."""
+
+    def __init__(self, chunks: StoredChunks) -> None:
+        self._chunks = chunks
+        self._locks = chunks.locks
+
+    def _write_parts(
+        self,
+        keys: Sequence[str],
+        views: Sequence[memoryview],
+        spans: Sequence[tuple[int, int]],
+        durable: bool,
+    ) -> list[Stat | None]:
+        # All parts as one (a journal on local stores): a crash leaves the old or the new chunk.
+        mtimes = self._chunks.backend.write_parts(
+            [(key, slice_views(views, a, b)) for key, (a, b) in zip(keys, spans, strict=True)],
+            durable=durable,
+        )
+        return [Stat(b - a, m) for (a, b), m in zip(spans, mtimes, strict=True)]
+
+    async def commit(
+        self, coords: tuple[int, ...], views: Sequence[memoryview], *, durable: bool
+    ) -> None:
+        """Store the bytes of ``views`` (laid end to end) as the chunk: split into its parts,
+        each replaced atomically. The views must not change until this returns.
+
+        A value that cannot be split, or that the shard layout refuses, is refused
+        (WriteRefusedError) before anything is written.
+        """
+        async with self._locks.held(coords):
+            await self._commit_locked(coords, views, durable)
+
+    async def update(self, coords: tuple[int, ...], change: Callable[[bytes | None], bytes],
+                     limit: int, *, durable: bool) -> None:
+        """Store ``change(the chunk as stored, or None)`` (in a thread) as the chunk, no other
+        commit of it between the read and the write (a rendered plane, a tile of a shard). A
+        stored chunk over ``limit`` bytes (more than its codecs make) is refused unread."""
+        async with self._locks.held(coords):
+            opened = await self._chunks.open_locked(coords)
+            if opened is not None and (size := sum(opened.sizes)) > limit:
+                opened.close()
+                raise WriteRefusedError(f"chunk {coords} is stored as {size} bytes, more than "
+                                        f"its codecs make ({limit}); nothing was written")
+            current = await self._chunks.read_whole(opened)
+            value = await self._chunks.run_to_end(change, current)
+            await self._commit_locked(coords, [memoryview(value)], durable)
+
+    async def _commit_locked(
+        self, coords: tuple[int, ...], views: Sequence[memoryview], durable: bool
+    ) -> None:
+        chunks = self._chunks
+        if chunks.shard_format is not None:  # CPU work that grows with pages x tiles: a thread
+            views = await chunks.run_to_end(chunks.shard_format.shard_with_header, coords, views)
+        spans = chunks.parts.split(sum(len(v) for v in views))
+        keys = chunks.part_keys(coords)
+        chunks.counters.store["write"] += len(keys)
+        chunks.counters.store_bytes_written += spans[-1][1] if spans else 0
+        stats = await chunks.run_to_end(self._write_parts, keys, views, spans, durable)
+        chunks.remember(coords, stats)
+
+    async def delete(self, coords: tuple[int, ...]) -> None:
+        """Remove every part of the chunk."""
+        self._chunks.counters.store["delete"] += len(self._chunks.parts.parts)
+        async with self._locks.held(coords):
+            await self._chunks.run_to_end(lambda keys: [*map(self._chunks.backend.delete, keys)],
+                                   self._chunks.part_keys(coords))
+            self._chunks.remember(coords, [None] * len(self._chunks.parts.parts))
+
+    def _set_part_times(self, keys: Sequence[str], mtime_ns: int) -> list[Stat | None] | None:
+        if not all(self._chunks.backend.set_mtime(key, mtime_ns) for key in keys):
+            return None
+        return self._chunks.stat_parts(keys)
+
+    async def set_time(self, coords: tuple[int, ...], mtime_ns: int) -> bool:
+        """Store ``mtime_ns`` as the time of every part of a stored chunk (``touch``, or
+        ``rsync`` keeping the source's time); False where the store cannot keep a time."""
+        keys = self._chunks.part_keys(coords)
+        async with self._locks.held(coords):
+            stats = await self._chunks.run_to_end(self._set_part_times, keys, mtime_ns)
+            if stats is None:
+                return False
+            self._chunks.remember(coords, stats)
+        return True

@@ -5,7 +5,7 @@ On a remote store the chunks of one call are fetched at once: one after another,
 wait a whole round trip, and a whole image's tiles or a rendered batch are many chunks. A
 backend that sends requests without a thread each (``read_many``: obstore's, and a
 ``--cache-dir`` over it) gets every GET of the call at once, one thread waiting for them all;
-others go through the fetch pool (``FETCH_THREADS`` in flight).
+others go through the mount's fetch pool (``FETCH_THREADS`` in flight).
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from zarrfuse.extensions.transformers import ConcatParts
-from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.filesystem.chunks.fetch_pool import fetch_pool
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.part_opening import ChunkKeys, PartOpening, read_span
-from zarrfuse.storage.base import Backend, Stat
+from zarrfuse.storage.base import Stat
 
 __all__ = ["WholeChunks"]
 
@@ -28,14 +27,15 @@ class WholeChunks:
     """Reads one array's chunks whole through its backend."""
 
     def __init__(
-        self, backend: Backend, parts: ConcatParts, opening: PartOpening,
-        keys_of: Callable[[tuple[int, ...]], ChunkKeys], counters: Counters,
+        self, context: MountContext, parts: ConcatParts, opening: PartOpening,
+        keys_of: Callable[[tuple[int, ...]], ChunkKeys],
     ) -> None:
-        self.backend = backend
+        self.backend = context.backend
         self.parts = parts
         self._opening = opening
         self._keys_of = keys_of
-        self.counters = counters
+        self.counters = context.counters
+        self._fetch_pool = context.fetch_pool
         self._one_object = len(parts.parts) == 1 and parts.parts[0].size is None
         """One part of any size: the chunk is one object, read in one request, unchecked."""
 
@@ -55,7 +55,7 @@ class WholeChunks:
             self.counters.store["read"] += len(asked)
             self.counters.store_bytes_read += sum(len(d or b"") for d in fetched)
         else:
-            fetched = list(fetch_pool().map(self._read_one, [coords[i] for i in asked],
+            fetched = list(self._fetch_pool().map(self._read_one, [coords[i] for i in asked],
                                             [listed[i] for i in asked]))
         for i, data in zip(asked, fetched, strict=True):
             out[i] = data

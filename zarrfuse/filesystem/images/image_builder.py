@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.images.colour_axis import ColourAxis, colour_axis
 from zarrfuse.filesystem.images.composite import Look, look_of
 from zarrfuse.filesystem.images.image_names import sibling_name
@@ -121,11 +121,11 @@ class ImageBuilder:
     """Builds the whole image of an array or of an OME-Zarr image group."""
 
     def __init__(
-        self, open_level: LevelOpener, cache: DecodedChunks, *, colour: str = "auto"
+        self, open_level: LevelOpener, context: MountContext, *, colour: str = "auto"
     ) -> None:
         """``colour``: ``--colour`` (see ``colour_axis``)."""
         self._open_level = open_level
-        self._cache = cache
+        self._context = context
         self._colour = colour
 
     def from_array(
@@ -148,7 +148,7 @@ class ImageBuilder:
             description=_description(name, level.shape, plane, level.dtype, roles),
         )
         return self._with_siblings(WholeImage(
-            path, name, [level], layout, cache=self._cache, metadata_time_ns=time_ns
+            path, name, [level], layout, context=self._context, metadata_time_ns=time_ns
         ), roles, None)
 
     def _coloured(
@@ -176,7 +176,7 @@ class ImageBuilder:
             description=_description(name, shape, plane, first.dtype,
                                      colour.leading(roles), **ome),  # type: ignore[arg-type]
         )
-        return self._with_siblings(WholeImage(path, name, levels, layout, cache=self._cache,
+        return self._with_siblings(WholeImage(path, name, levels, layout, context=self._context,
                                               metadata_time_ns=time_ns, order=colour.order),
                                    roles, colour, omero, **ome)
 
@@ -216,7 +216,7 @@ class ImageBuilder:
                                          [r for d, r in enumerate(roles) if d != axis], **ome))
             siblings.insert(0, WholeImage(
                 image.path, sibling_name(image.name, ".composite.tif"), image.levels, layout,
-                cache=self._cache, metadata_time_ns=image.metadata_time_ns, order=order,
+                context=self._context, metadata_time_ns=image.metadata_time_ns, order=order,
                 look=look))
         image.siblings += siblings
         return image
@@ -236,7 +236,7 @@ class ImageBuilder:
         layout = WholeImagePlan([ImageLevel(shape, (height, width))], np.dtype("u1"),
                                 samples=3, description="")
         return [Preview(image.path, sibling_name(image.name, ".preview.png"),
-                        [image.levels[index]], layout, cache=self._cache,
+                        [image.levels[index]], layout, context=self._context,
                         metadata_time_ns=image.metadata_time_ns, order=order, look=look,
                         step=step)]
 
@@ -265,7 +265,7 @@ class ImageBuilder:
             return
         image.siblings.append(WholeImage(
             image.path, sibling_name(image.name, ".imagej.tif"), [level], plan,
-            cache=self._cache, metadata_time_ns=image.metadata_time_ns,
+            context=self._context, metadata_time_ns=image.metadata_time_ns,
             order=None if order == tuple(range(ndim)) else order))
 
     def from_multiscales(
@@ -322,6 +322,6 @@ class ImageBuilder:
             ),
         )
         return self._with_siblings(WholeImage(
-            path, name, opened, layout, cache=self._cache, metadata_time_ns=time_ns
+            path, name, opened, layout, context=self._context, metadata_time_ns=time_ns
         ), roles, None, multiscales.omero_channels,
             physical_sizes=multiscales.physical_sizes())

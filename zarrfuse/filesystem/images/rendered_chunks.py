@@ -11,7 +11,6 @@ chunk source as any chunk file's write is.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import math
@@ -24,7 +23,6 @@ import zarr
 from zarrfuse.api.chunk_encoding import ChunkEncoder
 from zarrfuse.api.regions import chunk_region, overlap
 from zarrfuse.errors import ReadOnlyError
-from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
 from zarrfuse.filesystem.images.planes import plane_chunks
 from zarrfuse.filesystem.images.render import decode, encode, encoded_size
@@ -35,11 +33,6 @@ __all__ = ["READ_AHEAD_CHUNKS", "RenderedChunks"]
 READ_AHEAD_CHUNKS = 16
 """Chunks of a directory rendered ahead per batch (one or two batches kept ahead)."""
 
-_SOURCES = itertools.count()
-"""Each source's own number in the shared render cache's keys. Never ``id()``: the catalog
-rebuilds a view when its array changes, and a new source may get a freed one's address,
-whose cached renderings would then be served as its own."""
-
 
 class RenderedChunks:
     """Chunks of one zarr array as files of one format."""
@@ -49,8 +42,6 @@ class RenderedChunks:
         array: zarr.Array,
         fmt: str,
         *,
-        limiter: trio.CapacityLimiter,
-        cache: RenderCache,
         decoder: ChunkDecoder,
         encoder: ChunkEncoder | None = None,
         colour: int | None = None,
@@ -89,9 +80,14 @@ class RenderedChunks:
         self._ahead_dim = max((d for d, n in enumerate(self.grid) if n > 1), default=None)
         """The dimension along which the files of a directory follow each other: the last
         of extent > 1 (rendered views leave extent-1 dimensions out of the path)."""
-        self._limiter = limiter
-        self._cache = cache
-        self._token = next(_SOURCES)
+        context = decoder.stored.context
+        self._limiter = context.cpu
+        self._cache = context.rendered
+        self._start_soon = context.start_soon
+        self._token = next(context.numbers)
+        """This source's own number in the render cache's keys. Never ``id()``: the catalog
+        rebuilds a view when its array changes, and a new source may get a freed one's
+        address, whose cached renderings would then be served as its own."""
         self._decoder = decoder
         self._encoder = encoder
         self._running: dict[tuple[int, ...], trio.Event] = {}
@@ -269,11 +265,7 @@ class RenderedChunks:
         ]
         self._ahead_until = (line, stop)
         if batch:
-            trio.lowlevel.spawn_system_task(self._render_ahead, batch)
-
-    async def _render_ahead(self, batch: list[tuple[int, ...]]) -> None:
-        with contextlib.suppress(Exception):  # a guess; the real read of them reports errors
-            await self._render_batch(batch)
+            self._start_soon(self._render_batch, batch)
 
     def _overlap(self, region: Sequence[slice], read: tuple[int, ...],
                  shape: Sequence[int] | None = None,
@@ -304,7 +296,7 @@ class RenderedChunks:
         """Store a written file as new bytes of the stored objects (chunks, or shards) it
         lies in, through the chunk source, as a chunk file's commit is: an object the file
         covers whole is encoded from it alone; another is read, changed and stored under
-        its chunk lock (``StoredChunks.update``), one rendered write per object at a time."""
+        its chunk lock (``StoredWrites.update``), one rendered write per object at a time."""
         assert self._encoder is not None
         encoder, stored = self._encoder, self._decoder.stored
         value = await trio.to_thread.run_sync(self._decoded_file, coords, data,
@@ -317,9 +309,9 @@ class RenderedChunks:
             if part.shape == encoder.chunk_shape:  # the whole object: nothing to read
                 encoded = await trio.to_thread.run_sync(
                     encoder.encode_over, None, within, part, limiter=self._limiter)
-                await stored.commit(obj, [memoryview(encoded)], durable=durable)
+                await stored.writes.commit(obj, [memoryview(encoded)], durable=durable)
             else:
-                await stored.update(obj, functools.partial(encoder.encode_over,
+                await stored.writes.update(obj, functools.partial(encoder.encode_over,
                                                            within=within, values=part),
                                     limit=encoder.stored_limit, durable=durable)
 

@@ -19,7 +19,7 @@ import numpy as np
 import trio
 
 from zarrfuse.api.regions import chunk_region
-from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.composite import MEASURED_BYTES, Look
 from zarrfuse.filesystem.images.image_versions import ChunkKey, ImageVersions
@@ -33,7 +33,6 @@ Coords = tuple[int, ...]
 Decode = Callable[[Sequence[Coords]], Awaitable[list[np.ndarray]]]
 
 
-_IMAGES = itertools.count()
 """Each whole image's own number in the shared decoded-chunk cache's keys."""
 
 
@@ -76,7 +75,7 @@ class WholeImage:
         levels: Sequence[LevelChunks],
         layout: WholeImagePlan,
         *,
-        cache: DecodedChunks,
+        context: MountContext,
         metadata_time_ns: int = 0,
         order: tuple[int, ...] | None = None,
         look: Look | None = None,
@@ -94,8 +93,9 @@ class WholeImage:
         self.levels = list(levels)
         self.layout = layout
         self.metadata_time_ns = metadata_time_ns
-        self._cache = cache
-        self._token = next(_IMAGES)  # never id(): a rebuilt image may reuse a freed address
+        self._context = context
+        self._cache = context.decoded
+        self._token = next(context.numbers)  # never id(): a rebuilt image may reuse an address
         self._running: dict[tuple[int, ChunkKey, int], trio.Event] = {}
         self.versions = ImageVersions(name, self._stored_key)
         self._reach = 0
@@ -116,6 +116,14 @@ class WholeImage:
     def sources(self) -> list[StoredChunks]:
         """The stored chunks of the levels read from a store."""
         return [level.stored for level in self.levels if level.stored is not None]
+
+    def release(self) -> None:
+        """Replaced by a rebuilt image: the chunks its levels keep open are closed, what
+        they learnt and its decoded tiles are dropped."""
+        for source in self.sources():
+            source.forget_listed()
+        tokens = {image._token for image in (self, *self.siblings)}
+        self._cache.drop_where(lambda key: isinstance(key, tuple) and key[0] in tokens)
 
     def _stored_key(self, key: ChunkKey) -> ChunkKey:
         stored_coords = self.levels[key[0]].stored_coords
@@ -147,7 +155,7 @@ class WholeImage:
         """Every decoded tile is decoded anew (here and in the strip sibling), and the
         handles open follow the store."""
         for image in (self, *self.siblings):
-            image._token = next(_IMAGES)
+            image._token = next(self._context.numbers)
             image.versions.forget()
             if image.look is not None:
                 image.look.forget()
@@ -200,7 +208,7 @@ class WholeImage:
         while start < horizon:
             end = min(start + window, self.layout.size)
             tiles = {_tile_key(s) for s in self.layout.spans(start, end)}
-            trio.lowlevel.spawn_system_task(self._decode_ahead, tiles)
+            self._context.start_soon(self._decode_ahead, tiles)
             start = end
         self._ahead_until = max(start, stop)
 
@@ -209,13 +217,8 @@ class WholeImage:
         return max(READ_AHEAD_BYTES, 2 * self.layout.tile_nbytes(0))
 
     async def _decode_ahead(self, tiles: set[TileKey]) -> None:
-        try:
-            needed = {
-                (t[0], c) for t in tiles for c in self._chunks_under(t[0], self._region(t))
-            }
-            await self._decoded(needed)
-        except Exception:  # noqa: BLE001  (a guess; the real read of these tiles reports errors)
-            pass
+        await self._decoded({
+            (t[0], c) for t in tiles for c in self._chunks_under(t[0], self._region(t))})
 
     # --- tiles ---------------------------------------------------------------------------
 

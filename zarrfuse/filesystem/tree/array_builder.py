@@ -10,7 +10,6 @@ import math
 from typing import Any
 
 import numpy as np
-import trio
 import zarr
 from zarr.abc.store import Store
 from zarr.storage import StorePath
@@ -28,10 +27,8 @@ from zarrfuse.extensions.chunk_keys import (
     parse_encoding,
 )
 from zarrfuse.extensions.transformers import parse_storage_transformers
-from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache
 from zarrfuse.filesystem.chunks.chunk_decoder import ChunkDecoder
-from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.filesystem.chunks.recently_used import Trust
+from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.colour_axis import colour_axis
 from zarrfuse.filesystem.images.image_builder import roles_of
@@ -46,7 +43,6 @@ from zarrfuse.filesystem.tree.fanout_tree import DEFAULT_MAX_CHILDREN, FanoutTre
 from zarrfuse.filesystem.tree.mounted import ArrayView, Rendering
 from zarrfuse.filesystem.tree.ome_levels import OmeLevel
 from zarrfuse.filesystem.tree.source_keys import SourceKeys
-from zarrfuse.storage.base import Backend
 from zarrfuse.tiff.metadata import shard_format_for
 from zarrfuse.zarr_compat import ArrayV3Metadata, AsyncArray, stored_chunk_shape
 
@@ -60,37 +56,28 @@ class ArrayBuilder:
 
     def __init__(
         self,
-        backend: Backend,
+        context: MountContext,
         *,
-        suffix: str | None,
-        max_children: int | None,
-        limiter: trio.CapacityLimiter,
-        trust: Trust,
-        counters: Counters,
-        rendering: Rendering | None,
-        open_chunks: OpenChunkCache | None,
-        layout: Layout,
+        suffix: str | None = None,
+        max_children: int | None = None,
+        rendering: Rendering | None = None,
+        layout: Layout = "fanout",
         update_pyramid: bool = False,
     ) -> None:
         """``update_pyramid``: a write to an OME-Zarr image's full resolution updates the
-        levels below it (writable mounts, ``api.pyramid``). ``trust``: how long what the
-        arrays learn of the store is believed."""
-        self.backend = backend
+        levels below it (writable mounts, ``api.pyramid``)."""
+        self.context = context
         self.update_pyramid = update_pyramid
         self.layout: Layout = layout
-        self.counters = counters
-        self._rendering = rendering
-        self._open_chunks = open_chunks
+        self.rendering = rendering
         self._suffix = suffix
         self._max_children = max_children
-        self._limiter = limiter
-        self._trust = trust
 
     def shown_encoding(self, path: str, node: StoredNode) -> dict[str, Any]:
         own = parse_encoding(node.metadata.get("chunk_key_encoding", "default"))
         suffix = self._suffix
-        if self._rendering is not None and suffix is None:
-            suffix = FORMATS[self._rendering.fmt]
+        if self.rendering is not None and suffix is None:
+            suffix = FORMATS[self.rendering.fmt]
         if self.layout == "source":
             return own.to_dict()
         return view_encoding(own, suffix, self._max_children).to_dict()
@@ -121,7 +108,7 @@ class ArrayBuilder:
         source = self.chunk_source(path, metadata)
         rendered = (
             self._rendered(path, metadata, parsed, source, writable=unwritable is None, ome=ome)
-            if self._rendering
+            if self.rendering
             else None
         )
         shown_encoding = parse_encoding(self.shown_encoding(path, node))
@@ -135,7 +122,7 @@ class ArrayBuilder:
             keys = SourceKeys(stored_grid, shown_encoding)
             fanout, suffix = FanoutChunkKeyEncoding(DEFAULT_MAX_CHILDREN), ""
         mismatch = suffix_mismatch(
-            self._suffix, self._rendering.fmt if self._rendering else "raw", metadata
+            self._suffix, self.rendering.fmt if self.rendering else "raw", metadata
         )
         if mismatch is not None:
             log.warning("--suffix %s on %s: %s", self._suffix, path or "/", mismatch)
@@ -169,15 +156,11 @@ class ArrayBuilder:
         encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
         stored_grid = chunk_grid_shape(metadata)
         return StoredChunks(
-            self.backend,
+            self.context,
             array_path=path,
             encoding=encoding,
             keys_per_directory=keys_per_directory(encoding, stored_grid),
             parts=parse_storage_transformers(metadata.get("storage_transformers")),
-            limiter=self._limiter,
-            trust=self._trust,
-            counters=self.counters,
-            open_chunks=self._open_chunks,
             shard_format=shard_format_for(metadata),
             grid=stored_grid,
         )
@@ -206,13 +189,8 @@ class ArrayBuilder:
 
     def open_level(self, path: str, metadata: dict[str, Any]) -> LevelChunks:
         """An array of a whole image: its geometry and the source of its decoded chunks."""
-        rendering = self._rendering
-        assert rendering is not None
         array = self.zarr_array(path, parse_array_metadata(path, metadata))
-        decoder = ChunkDecoder(
-            array, self.chunk_source(path, metadata),
-            limiter=rendering.limiter, counters=self.counters,
-        )
+        decoder = ChunkDecoder(array, self.chunk_source(path, metadata))
         return LevelChunks(
             tuple(array.shape), tuple(array.chunks), np.dtype(array.dtype), decoder.decode,
             decoder.stored, decoder.stored_coords,
@@ -229,7 +207,7 @@ class ArrayBuilder:
         ome: OmeLevel | None = None,
     ) -> RenderedChunks:
         """The array rendered in the mount's format."""
-        rendering = self._rendering
+        rendering = self.rendering
         assert rendering is not None
         array = self.zarr_array(path, parsed)
         colour = self._colour(metadata, np.dtype(array.dtype), ome)
@@ -245,13 +223,9 @@ class ArrayBuilder:
                 f"{path or '/'}: chunks of {chunk_bytes} bytes decoded are too large to render "
                 f"(over --max-chunk-bytes {rendering.max_chunk_bytes}); mount it raw"
             )
-        decoder = ChunkDecoder(
-            array, source, limiter=rendering.limiter, counters=self.counters
-        )
         return RenderedChunks(
-            array, rendering.fmt, limiter=rendering.limiter, cache=rendering.cache,
-            decoder=decoder, encoder=ChunkEncoder.for_array(array) if writable else None,
-            colour=colour,
+            array, rendering.fmt, decoder=ChunkDecoder(array, source),
+            encoder=ChunkEncoder.for_array(array) if writable else None, colour=colour,
         )
 
     def _colour(self, metadata: dict[str, Any], dtype: np.dtype,
@@ -259,7 +233,7 @@ class ArrayBuilder:
         """The axis a rendered view shows as each tile's colours (``colour_axis``): by the
         OME-Zarr axes and ``omero``, or ``dimension_names`` with ``--colour always``. PNG
         holds 8-bit colour only."""
-        rendering = self._rendering
+        rendering = self.rendering
         assert rendering is not None
         shape = tuple(metadata["shape"])
         if ome is not None and len(ome.multiscales.axes) == len(shape):

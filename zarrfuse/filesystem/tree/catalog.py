@@ -16,9 +16,6 @@ import trio
 
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
 from zarrfuse.errors import ZarrFuseError
-from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
-from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache
-from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
 from zarrfuse.filesystem.images.image_builder import ImageBuilder
@@ -32,10 +29,10 @@ from zarrfuse.filesystem.tree.documents import (
     group_documents,
     member_paths,
 )
-from zarrfuse.filesystem.tree.mounted import ArrayView, GroupView, Rendering
+from zarrfuse.filesystem.tree.mounted import ArrayView, GroupView
 from zarrfuse.filesystem.tree.ome_levels import OmeLevel, find_ome_level
 from zarrfuse.request_deadline import waited
-from zarrfuse.storage.base import Backend, Document
+from zarrfuse.storage.base import Document
 from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
 
 __all__ = ["Catalog"]
@@ -85,46 +82,28 @@ class _Loaded:
 class Catalog:
     """Builds and caches views; reads ``zarr.json`` documents through the backend."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        *,
-        suffix: str | None,
-        max_children: int | None,
-        limiter: trio.CapacityLimiter,
-        trust: Trust,
-        counters: Counters | None = None,
-        rendering: Rendering | None = None,
-        open_chunks: OpenChunkCache | None = None,
-        layout: Layout = "fanout",
-        update_pyramid: bool = False,
-    ) -> None:
-        """``update_pyramid``: a write to an OME-Zarr image's full resolution updates the
-        levels below it (writable mounts). ``trust``: how long the arrays' chunk
-        listings and sizes are believed; documents keep ``trust.ttl`` alone (the store
-        watch follows no document)."""
-        self.backend = backend
-        self.layout: Layout = layout
-        self.counters = counters or Counters()
-        self._rendering = rendering
-        self._limiter = limiter
-        self._ttl = trust.ttl
+    def __init__(self, arrays: ArrayBuilder) -> None:
+        """``arrays``: builds the arrays, with the mount's options and its ``MountContext``.
+        What the context trusts for the arrays' chunk listings and sizes, documents keep
+        for its TTL alone (the store watch follows no document)."""
+        context = arrays.context
+        self.arrays = arrays
+        self.context = context
+        self.backend = context.backend
+        self.layout: Layout = arrays.layout
+        self.counters = context.counters
+        self._rendering = rendering = arrays.rendering
+        self._ttl = context.trust.ttl
         self._children: dict[str, _ChildView] = {}
         self._unlistable: set[str] = set()
         self._ancestors: RecentlyUsed[str, tuple[StoredNode, int] | None] = RecentlyUsed(
-            256, trust=Trust(trust.ttl))
+            256, trust=Trust(self._ttl))
         """The groups above arrays (an OME-Zarr image's), as ``_ome_level`` read them: an
         image's levels share them, so they are read once per metadata TTL, not per array."""
         self.skipped: dict[str, ZarrFuseError] = {}
         """Group members left out of the view, and why (the last reason per path)."""
-        self.arrays = ArrayBuilder(
-            backend, suffix=suffix, max_children=max_children, limiter=limiter,
-            trust=trust, counters=self.counters, rendering=rendering,
-            open_chunks=open_chunks, layout=layout, update_pyramid=update_pyramid,
-        )
         self._images = (
-            ImageBuilder(self.arrays.open_level, DecodedChunks(rendering.cache.limit),
-                         colour=rendering.colour)
+            ImageBuilder(arrays.open_level, context, colour=rendering.colour)
             if rendering is not None and rendering.fmt in WHOLE_IMAGE_FORMATS
             else None
         )
@@ -315,7 +294,7 @@ class Catalog:
         self.counters.store["read"] += 1
         try:
             loaded = await waited(trio.to_thread.run_sync(
-                self.load, path, limiter=self._limiter, abandon_on_cancel=True
+                self.load, path, limiter=self.context.io, abandon_on_cancel=True
             ))
         except ZarrFuseError as e:
             log.warning("skipping %s: %s", path, e)
@@ -334,6 +313,8 @@ class Catalog:
             except ZarrFuseError as e:
                 log.warning("skipping %s: %s", path, e)
                 self.skipped[path] = e
+        if cached is not None and cached.view is not None:
+            cached.view.release()  # the kernel may hold its inodes until it forgets them
         self._children[path] = _ChildView(raw, view, now)
         return view
 
@@ -346,7 +327,7 @@ class Catalog:
         self.counters.store["list"] += 1
         names = await waited(trio.to_thread.run_sync(
             self.backend.list_subdirs if self.backend.capabilities.can_list else self._member_names,
-            group_path, limiter=self._limiter, abandon_on_cancel=True,
+            group_path, limiter=self.context.io, abandon_on_cancel=True,
         ))
         children = []
         for name in sorted(names):

@@ -171,14 +171,15 @@ class RawChunkFiles:
             if checker.inline:
                 checker.check(coords, views)
             else:
-                await trio.to_thread.run_sync(checker.check, coords, views)
-        await self._source.commit(coords, views, durable=durable)
+                await trio.to_thread.run_sync(checker.check, coords, views,
+                                              limiter=self._source.context.cpu)
+        await self._source.writes.commit(coords, views, durable=durable)
 
     async def delete(self, coords: Coords) -> None:
-        await self._source.delete(coords)
+        await self._source.writes.delete(coords)
 
     async def set_time(self, coords: Coords, mtime_ns: int) -> bool:
-        return await self._source.set_time(coords, mtime_ns)
+        return await self._source.writes.set_time(coords, mtime_ns)
 
 
 class RenderedChunkFiles:

@@ -11,10 +11,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-import trio
-
 from zarrfuse.api.pyramid import Pyramid
-from zarrfuse.filesystem.chunks.byte_cache import RenderCache
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.chunks.write_check import ChunkCheck, checker_for_document
 from zarrfuse.filesystem.images.image_dims import ShownDims
@@ -70,15 +67,21 @@ class ArrayView:
         """How a written chunk is checked before it is stored; built on the first commit."""
         return checker_for_document(self.metadata)
 
+    def release(self) -> None:
+        """Replaced by a rebuilt view: the chunks it keeps open are closed, what it learnt
+        and rendered is dropped (handles open on it keep reading what they opened)."""
+        self.stored.forget_listed()
+        if self.rendered is not None:
+            self.rendered.forget_where(lambda _: True)
+
 
 @dataclass(frozen=True)
 class Rendering:
-    """How a rendered view draws its arrays: format, CPU bound, cache (its chunks are read
-    through the mount's backend, as the raw view's are)."""
+    """How a rendered view draws its arrays (in the mount's CPU threads, into its caches:
+    ``MountContext``; its chunks are read through the mount's backend, as the raw view's
+    are)."""
 
     fmt: str
-    limiter: trio.CapacityLimiter
-    cache: RenderCache
     max_chunk_bytes: int = 2 << 30
     """Arrays whose decoded chunks are larger are left out (one log line): a rendered file
     is a chunk in memory (``--max-chunk-bytes``, default 2 GiB)."""
@@ -94,3 +97,6 @@ class GroupView:
     documents: Documents
     metadata_time_ns: int = 0
     """The time of the stored metadata (the newest document), which the group shows."""
+
+    def release(self) -> None:
+        """Replaced by a rebuilt view: a group holds nothing to let go of."""

@@ -1,6 +1,6 @@
 """An OME-Zarr pyramid's lower levels after a commit to its full resolution, stored as a
 chunk file's commit is (``api.pyramid`` computes them): each lower object (chunk, shard) is
-read, changed and written under its chunk lock (``StoredChunks.update``: parts, journal)
+read, changed and written under its chunk lock (``StoredWrites.update``: parts, journal)
 while the objects of the level above it is made from are held by theirs, so no commit of
 either lands in between; then the level's files are read anew (kernel, renderings).
 """
@@ -72,7 +72,7 @@ class LevelUpdates:
                 raise ZarrFuseError(f"level {level.path} is not an array the mount shows")
             for coords, sources, made in pyramid.steps(above, level, below):
                 async with view.stored.reading(sources) as read:
-                    await lower.stored.update(coords, functools.partial(made, read),
+                    await lower.stored.writes.update(coords, functools.partial(made, read),
                                               limit=level.encoder.stored_limit,
                                               durable=durable)
                 for shown in lower.files.changed(coords):
