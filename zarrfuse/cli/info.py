@@ -14,12 +14,12 @@ from typing import Any
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import open_store_path, read_node
+from zarrfuse.api.ome_zarr import Multiscales, read_multiscales
 from zarrfuse.api.pyramid import method_of
 from zarrfuse.cli.info_views import ViewSurvey, survey_views
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.tiff.compression import TIFF_COMPRESSION
 from zarrfuse.tiff.metadata import tiff_layout
-from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
 from zarrfuse.tiff.shard_format import TiffShardFormat
 from zarrfuse.zarr_compat import sync
 

@@ -5,8 +5,7 @@ every shard written through the concat-parts store its TIFF header. The public f
 are importable from here.
 
 Also here, for ``--format ome-tiff`` (one whole-image OME-TIFF per array): ``whole_image``
-(the file's byte plan), ``ome_xml`` (its OME-XML) and ``ome_zarr`` (reading OME-Zarr
-multiscales metadata); import them from their modules.
+(the file's byte plan) and ``ome_xml`` (its OME-XML); import them from their modules.
 """
 
 from zarrfuse.extensions.chunk_finishers import register_chunk_finisher

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from zarrfuse.api.ome_zarr import Multiscales
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.images.colour_axis import ColourAxis, colour_axis
@@ -25,7 +26,6 @@ from zarrfuse.filesystem.images.composite import Look, look_of
 from zarrfuse.filesystem.images.image_names import sibling_name
 from zarrfuse.filesystem.images.whole_image_file import LevelChunks, Preview, WholeImage
 from zarrfuse.tiff.ome_xml import image_description
-from zarrfuse.tiff.ome_zarr import Multiscales
 from zarrfuse.tiff.strip_image import StripImagePlan, imagej_description, imagej_pages
 from zarrfuse.tiff.tiles import image_dtype_check, tile_size_for
 from zarrfuse.tiff.whole_image import ImageLevel, WholeImagePlan

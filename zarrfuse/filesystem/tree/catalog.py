@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import trio
 
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
+from zarrfuse.api.ome_zarr import Multiscales, read_multiscales
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache
@@ -36,7 +37,6 @@ from zarrfuse.filesystem.tree.mounted import ArrayView, GroupView, Rendering
 from zarrfuse.filesystem.tree.ome_levels import OmeLevel, find_ome_level
 from zarrfuse.request_deadline import waited
 from zarrfuse.storage.base import Backend, Document
-from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
 
 __all__ = ["Catalog"]
 
