@@ -12,8 +12,8 @@ from zarrfuse.extensions.chunk_finishers import register_chunk_finisher
 from zarrfuse.tiff.arrays import (
     convert_to_tiff_array,
     create_tiff_array,
-    layout_of,
     repair_tiff_headers,
+    shard_format_of,
 )
 from zarrfuse.tiff.metadata import shard_format_for
 
@@ -21,4 +21,4 @@ from zarrfuse.tiff.metadata import shard_format_for
 # concat-parts store writes them (the mount's chunk writes ask shard_format_for themselves).
 register_chunk_finisher(shard_format_for)
 
-__all__ = ["convert_to_tiff_array", "create_tiff_array", "layout_of", "repair_tiff_headers"]
+__all__ = ["convert_to_tiff_array", "create_tiff_array", "repair_tiff_headers", "shard_format_of"]

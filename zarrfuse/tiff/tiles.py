@@ -44,7 +44,7 @@ def tile_size_for(chunk_len: int) -> int:
 
 
 def image_dtype_check(dtype: Any) -> None:
-    """ConfigurationError unless TIFF (and this layout) can store ``dtype``: unsigned and
+    """ConfigurationError unless a whole-image TIFF can store ``dtype``: unsigned and
     signed integers of 8 to 64 bits, floats of 16, 32 and 64 bits."""
     dt = np.dtype(dtype)
     if dt.fields is not None or dt.kind not in _ITEMSIZES or dt.itemsize not in _ITEMSIZES[

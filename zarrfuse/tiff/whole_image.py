@@ -6,7 +6,7 @@ so the file size, every tile's offset and the whole header follow from the geome
 this module computes them without I/O and without materialising the header of a file with
 many pages (a range of header bytes builds only the IFD blocks it overlaps).
 
-File layout (little-endian, classic TIFF when the file fits in 4 GiB, else BigTIFF)::
+The file, in order (little-endian, classic TIFF when the file fits in 4 GiB, else BigTIFF)::
 
     file header (8 or 16 bytes)
     page 0 block: level-0 IFD (entries, next pointer, out-of-line values, the description)
@@ -113,7 +113,7 @@ class _Level:
 
 
 class WholeImagePlan:
-    """The byte layout of one whole-image tiled TIFF: pages over the leading dims, SubIFD
+    """The byte plan of one whole-image tiled TIFF: pages over the leading dims, SubIFD
     pyramid levels, uncompressed full-size tiles. See the module docstring for the order.
 
     ``description`` goes into page 0's ImageDescription (the OME-XML); non-ASCII characters
@@ -381,17 +381,17 @@ class WholeImagePlan:
         return b"".join(parts)
 
 
-def tile_array(block: np.ndarray, layout: WholeImagePlan, level: int) -> np.ndarray:
+def tile_array(block: np.ndarray, plan: WholeImagePlan, level: int) -> np.ndarray:
     """A tile from the data of its :meth:`~WholeImagePlan.tile_region` (cropped at the
     image's edges): C-contiguous, little-endian, zero-padded to the full tile; its bytes are
     the tile's in the file. A full tile of a chunk is the chunk's own memory (no copy)."""
-    full = layout.tile_shape(level)
+    full = plan.tile_shape(level)
     data = np.asarray(block)
     data = data.reshape(data.shape[data.ndim - len(full) :]) if data.ndim > len(full) else data
     if data.ndim != len(full) or any(d > f for d, f in zip(data.shape, full, strict=True)):
         raise ValueError(f"block of shape {data.shape} is no region of a {full} tile")
     if data.shape == full:
-        return np.ascontiguousarray(data, dtype=layout.dtype)
-    tile = np.zeros(full, dtype=layout.dtype)
+        return np.ascontiguousarray(data, dtype=plan.dtype)
+    tile = np.zeros(full, dtype=plan.dtype)
     tile[tuple(slice(0, n) for n in data.shape)] = data
     return tile

@@ -141,14 +141,14 @@ class ImageBuilder:
             roles, level.shape, level.dtype, policy=self._colour)
         if colour is not None:
             return self._coloured(path, name, [level], colour, roles, time_ns)
-        layout = WholeImagePlan(
+        plan = WholeImagePlan(
             [ImageLevel(level.shape, _tile(level.shape, level.chunks, plane))],
             level.dtype,
             samples=samples,
             description=_description(name, level.shape, plane, level.dtype, roles),
         )
         return self._with_siblings(WholeImage(
-            path, name, [level], layout, cache=self._cache, metadata_time_ns=time_ns
+            path, name, [level], plan, cache=self._cache, metadata_time_ns=time_ns
         ), roles, None)
 
     def _coloured(
@@ -167,7 +167,7 @@ class ImageBuilder:
         first = levels[0]
         shape = colour.image_shape(first.shape)
         plane = _Plane(len(shape) - 3, colour.samples)
-        layout = WholeImagePlan(
+        plan = WholeImagePlan(
             [ImageLevel(colour.image_shape(lv.shape),
                         _tile(colour.image_shape(lv.shape),
                               colour.image_shape(lv.chunks), plane)) for lv in levels],
@@ -176,7 +176,7 @@ class ImageBuilder:
             description=_description(name, shape, plane, first.dtype,
                                      colour.leading(roles), **ome),  # type: ignore[arg-type]
         )
-        return self._with_siblings(WholeImage(path, name, levels, layout, cache=self._cache,
+        return self._with_siblings(WholeImage(path, name, levels, plan, cache=self._cache,
                                               metadata_time_ns=time_ns, order=colour.order),
                                    roles, colour, omero, **ome)
 
@@ -188,7 +188,7 @@ class ImageBuilder:
         composite of two or more grey channels, the preview (``composite``). ``roles``: OME
         roles of the array's dimensions before y and x; ``omero``: its channels' look."""
         level = image.levels[0]
-        dtype, samples = level.dtype, image.layout.samples
+        dtype, samples = level.dtype, image.plan.samples
         channels = [d for d, r in enumerate(roles) if r == "c"]
         axis = channels[0] if len(channels) == 1 and level.shape[channels[0]] > 1 else None
         if samples > 1 and colour is None:
@@ -208,14 +208,14 @@ class ImageBuilder:
         plane = _Plane(len(shapes[0]) - 3, 3)
         siblings = self._preview(image, shapes, order, look)
         if axis is not None:
-            layout = WholeImagePlan(
+            plan = WholeImagePlan(
                 [ImageLevel(sh, _tile(sh, _picture(lv.chunks, order, True), plane))
                  for sh, lv in zip(shapes, image.levels, strict=True)],
                 np.dtype("u1"), samples=3,
                 description=_description(image.name, shapes[0], plane, np.dtype("u1"),
                                          [r for d, r in enumerate(roles) if d != axis], **ome))
             siblings.insert(0, WholeImage(
-                image.path, sibling_name(image.name, ".composite.tif"), image.levels, layout,
+                image.path, sibling_name(image.name, ".composite.tif"), image.levels, plan,
                 cache=self._cache, metadata_time_ns=image.metadata_time_ns, order=order,
                 look=look))
         image.siblings += siblings
@@ -233,10 +233,10 @@ class ImageBuilder:
             log.info("%s: no preview: its smallest level is %s", image.path or "/", shape)
             return []
         height, width = (-(-n // 16) * 16 for n in shape[-3:-1])
-        layout = WholeImagePlan([ImageLevel(shape, (height, width))], np.dtype("u1"),
+        plan = WholeImagePlan([ImageLevel(shape, (height, width))], np.dtype("u1"),
                                 samples=3, description="")
         return [Preview(image.path, sibling_name(image.name, ".preview.png"),
-                        [image.levels[index]], layout, cache=self._cache,
+                        [image.levels[index]], plan, cache=self._cache,
                         metadata_time_ns=image.metadata_time_ns, order=order, look=look,
                         step=step)]
 
@@ -246,7 +246,7 @@ class ImageBuilder:
         resolution, pages in ImageJ's order, channels coloured by ``look``'s LUTs in
         composite mode; none when it would not fit in 4 GiB."""
         level = image.levels[0]
-        ndim, samples = len(level.shape), image.layout.samples
+        ndim, samples = len(level.shape), image.plan.samples
         plane = ndim - (3 if samples > 1 and colour is None else 2)
         lead = [d for d in range(plane) if colour is None or d != colour.axis]
         ranked, dims = imagej_pages([roles[d] if d < len(roles) else None for d in lead],
@@ -310,7 +310,7 @@ class ImageBuilder:
                                   multiscales.omero_channels,
                                   physical_sizes=multiscales.physical_sizes())
         plane = _plane(path, first.shape, 1)
-        layout = WholeImagePlan(
+        plan = WholeImagePlan(
             [ImageLevel(lv.shape, _tile(lv.shape, lv.chunks, plane)) for lv in opened],
             first.dtype,
             samples=1,
@@ -322,6 +322,6 @@ class ImageBuilder:
             ),
         )
         return self._with_siblings(WholeImage(
-            path, name, opened, layout, cache=self._cache, metadata_time_ns=time_ns
+            path, name, opened, plan, cache=self._cache, metadata_time_ns=time_ns
         ), roles, None, multiscales.omero_channels,
             physical_sizes=multiscales.physical_sizes())
