@@ -26,10 +26,10 @@ from zarrfuse.api.arrays import create_array, open_array, open_store_path, read_
 from zarrfuse.errors import ConfigurationError, Exists, ZarrFuseError
 from zarrfuse.progress import progress_bar
 from zarrfuse.tiff.compression import COMPRESSIONS, DEFAULT_COMPRESSION, Compression, compressors
+from zarrfuse.tiff.ifd import TILE_MULTIPLE
 from zarrfuse.tiff.metadata import ATTRIBUTE, TIFF_SUFFIXES, read_shard_format
 from zarrfuse.tiff.shard_format import (
     CLASSIC_LIMIT,
-    TILE_MULTIPLE,
     TiffShardFormat,
     bigtiff_needed,
     check_geometry,

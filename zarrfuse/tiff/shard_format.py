@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -42,7 +41,9 @@ from zarrfuse.tiff.ifd import (
     LONG,
     SAMPLE_FORMATS,
     SHORT,
+    TILE_MULTIPLE,
     Flavour,
+    file_header,
     ifd_length,
     write_ifd,
 )
@@ -50,7 +51,6 @@ from zarrfuse.tiff.ifd import (
 __all__ = [
     "CLASSIC_LIMIT",
     "EMPTY",
-    "TILE_MULTIPLE",
     "TiffShardFormat",
     "bigtiff_needed",
     "check_geometry",
@@ -58,7 +58,6 @@ __all__ = [
 
 EMPTY = 2**64 - 1
 """Offset and length of an inner chunk absent from a shard (the sharding spec's marker)."""
-TILE_MULTIPLE = 16  # the TIFF spec: tile width and length are multiples of 16
 CLASSIC_LIMIT = 2**32 - 1
 
 
@@ -213,11 +212,7 @@ class TiffShardFormat:
         extent = self._image_extent(coords)
         flavour = self._flavour
         order = self.byteorder
-        out = bytearray(b"II" if order == "<" else b"MM")
-        if self.bigtiff:
-            out += struct.pack(order + "HHHQ", 43, 8, 0, 16)
-        else:
-            out += struct.pack(order + "HI", 42, 8)
+        out = bytearray(file_header(flavour, order))
         pages = list(self._page_tiles(extent, index))
         for page, tiles in enumerate(pages):
             present = tiles[:, 0] != EMPTY

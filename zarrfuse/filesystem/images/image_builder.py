@@ -27,8 +27,7 @@ from zarrfuse.filesystem.images.image_names import sibling_name
 from zarrfuse.filesystem.images.whole_image_file import LevelChunks, Preview, WholeImage
 from zarrfuse.tiff.ome_xml import image_description
 from zarrfuse.tiff.strip_image import StripImagePlan, imagej_description, imagej_pages
-from zarrfuse.tiff.tiles import image_dtype_check, tile_size_for
-from zarrfuse.tiff.whole_image import ImageLevel, WholeImagePlan
+from zarrfuse.tiff.whole_image import ImageLevel, WholeImagePlan, image_dtype_check, tile_size_for
 
 __all__ = ["ImageBuilder", "LevelOpener", "roles_of", "samples_of"]
 
