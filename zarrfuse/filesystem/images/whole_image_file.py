@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import trio
 
-from zarrfuse.api.regions import chunk_region
+from zarrfuse.api.regions import chunk_region, overlap
 from zarrfuse.filesystem.chunks.byte_cache import DecodedChunks
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.composite import MEASURED_BYTES, Look
@@ -292,21 +292,14 @@ class WholeImage:
     ) -> np.ndarray:
         """The values of ``region`` of level ``index``, from the decoded chunks it overlaps."""
         level = self.levels[index]
-        if len(chunks) == 1:  # the common case: the tile is (part of) one chunk
-            origin = chunk_region(chunks[0], level.chunks, level.shape)
-            return decoded[(index, chunks[0])][
-                tuple(slice(r.start - o.start, r.stop - o.start) for r, o in zip(
-                    region, origin, strict=True))
-            ]
+        parts = [(overlap(region, chunk_region(c, level.chunks, level.shape)),
+                  decoded[(index, c)]) for c in chunks]
+        if len(parts) == 1:  # the common case: the tile is (part of) one chunk, no copy
+            (_, within), chunk = parts[0]
+            return chunk[within]
         block = np.empty([r.stop - r.start for r in region], dtype=level.dtype)
-        for coords in chunks:
-            origin = chunk_region(coords, level.chunks, level.shape)
-            lo = [max(r.start, o.start) for r, o in zip(region, origin, strict=True)]
-            hi = [min(r.stop, o.stop) for r, o in zip(region, origin, strict=True)]
-            block[tuple(slice(a - r.start, b - r.start) for a, b, r in zip(
-                lo, hi, region, strict=True))] = decoded[(index, coords)][
-                tuple(slice(a - o.start, b - o.start) for a, b, o in zip(
-                    lo, hi, origin, strict=True))]
+        for (inside, within), chunk in parts:
+            block[inside] = chunk[within]
         return block
 
     async def _decoded(self, needed: set[ChunkKey]) -> dict[ChunkKey, np.ndarray]:
