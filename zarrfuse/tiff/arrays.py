@@ -152,10 +152,24 @@ def create_tiff_array(
         bigtiff = bigtiff_needed(shard_format, bigtiff_threshold)
     shard_format = dataclasses.replace(shard_format, bigtiff=bigtiff)
     attributes = {**(attributes or {}), ATTRIBUTE: {"samples": samples, "bigtiff": bigtiff}}
+    fanout = {"name": "fanout", "configuration": {"max_children": max_children}}
     try:
-        return create_array(
+        return create_array(  # TIFF-readable tile codecs, .tiff keys, the index in its part
             store,
-            **_array_arguments(shard_format, endian, suffix, max_children),
+            shape=shard_format.shape,
+            dtype=shard_format.dtype,
+            chunks=shard_format.tile_shape,
+            shards=shard_format.shard_shape,
+            fill_value=0,
+            serializer=BytesCodec(endian=endian),
+            compressors=compressors(shard_format.compression),
+            filters=None,
+            chunk_key_encoding={
+                "name": "suffix", "configuration": {"suffix": suffix, "base_encoding": fanout}
+            },
+            storage_transformers=[
+                {"name": "concat-parts", "configuration": {"parts": shard_format.parts}}
+            ],
             attributes=attributes,
             dimension_names=dimension_names,
             overwrite=overwrite,
@@ -168,31 +182,6 @@ def create_tiff_array(
         ) from e
 
 
-def _array_arguments(
-    shard_format: TiffShardFormat, endian: Literal["little", "big"], suffix: str, max_children: int
-) -> dict[str, Any]:
-    """``create_array`` arguments for the shard format: TIFF-readable tile codecs, ``.tiff`` keys
-    over fanout, and the index (and maybe the header) in parts of their own."""
-    fanout = {"name": "fanout", "configuration": {"max_children": max_children}}
-    return {
-        "shape": shard_format.shape,
-        "dtype": shard_format.dtype,
-        "chunks": shard_format.tile_shape,
-        "shards": shard_format.shard_shape,
-        "fill_value": 0,
-        "serializer": BytesCodec(endian=endian),
-        "compressors": compressors(shard_format.compression),
-        "filters": None,
-        "chunk_key_encoding": {
-            "name": "suffix",
-            "configuration": {"suffix": suffix, "base_encoding": fanout},
-        },
-        "storage_transformers": [
-            {"name": "concat-parts", "configuration": {"parts": shard_format.parts}}
-        ],
-    }
-
-
 def shard_grid(shard_format: TiffShardFormat) -> Iterator[tuple[int, ...]]:
     """Every shard's grid coordinates, in C order."""
     shape, shards = shard_format.shape, shard_format.shard_shape
@@ -200,19 +189,12 @@ def shard_grid(shard_format: TiffShardFormat) -> Iterator[tuple[int, ...]]:
     return itertools.product(*(range(c) for c in counts))
 
 
-def _is_tiff_file(source: Any) -> bool:
-    return (
-        isinstance(source, str | os.PathLike)
-        and os.fspath(source).lower().endswith(TIFF_SUFFIXES)
-        and os.path.isfile(source)
-    )
-
-
 @contextlib.contextmanager
 def open_source(source: Any) -> Iterator[tuple[zarr.Array, bool | None]]:
     """A readable array for ``source`` (a TIFF file or anything zarrfuse opens) and whether
     its last axis holds samples (known for TIFF files, None otherwise)."""
-    if not _is_tiff_file(source):
+    if not (isinstance(source, str | os.PathLike)
+            and os.fspath(source).lower().endswith(TIFF_SUFFIXES) and os.path.isfile(source)):
         yield open_array(source), None
         return
     try:

@@ -25,12 +25,6 @@ ATTRIBUTE = "zarrfuse.tiff_shards"  # a name stored in zarr.json: never renamed 
 TIFF_SUFFIXES = (".tif", ".tiff")
 
 
-def _only(items: list[Any], what: str) -> Any:
-    if len(items) != 1:
-        raise ConfigurationError(f"{what}: expected exactly one, found {len(items)}")
-    return items[0]
-
-
 def _named(codec: Any) -> tuple[str, dict[str, Any]]:
     if isinstance(codec, str):
         return codec, {}
@@ -77,8 +71,10 @@ def _header_part(metadata: dict[str, Any], shard_format: TiffShardFormat) -> boo
     """Which of the two arrangements of parts the array uses (header in its own part or not);
     ConfigurationError for any other."""
     transformers = metadata.get("storage_transformers") or []
-    entry = _only([t for t in transformers if t.get("name") == "concat-parts"], "concat-parts")
-    parts = entry.get("configuration", {}).get("parts", [])
+    entries = [t for t in transformers if t.get("name") == "concat-parts"]
+    if len(entries) != 1:
+        raise ConfigurationError(f"concat-parts: expected exactly one, found {len(entries)}")
+    parts = entries[0].get("configuration", {}).get("parts", [])
     got = [(p.get("key_suffix"), p.get("size")) for p in parts]
     known = {}
     for header_part in (False, True):

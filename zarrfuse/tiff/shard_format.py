@@ -11,10 +11,8 @@ TIFF readers ignore what follows the tiles; zarr's sharding codec reads the inde
 and never looks at the header.
 
 zarr writes a shard as inner chunks from offset 0 followed by the index; :meth:`TiffShardFormat.
-shard_with_header` turns that into the shard above (prepend the header, shift every index
-offset by its size). This module knows nothing about FUSE or stores: it maps bytes to bytes.
-The IFD bytes themselves are written by ``ifd``; recognising a dual-access array from its
-``zarr.json`` (and registering the chunk finisher) is ``metadata``.
+shard_with_header` prepends the header and shifts every index offset by its size. Bytes to
+bytes: no FUSE, no store.
 """
 
 from __future__ import annotations
@@ -82,8 +80,6 @@ class TiffShardFormat:
     header_part: bool = False
     """The header is stored in its own ``.header`` part, not in the shard's own file."""
 
-    # --- geometry ------------------------------------------------------------------------
-
     @property
     def chunks_per_shard(self) -> tuple[int, ...]:
         return tuple(s // c for s, c in zip(self.shard_shape, self.tile_shape, strict=True))
@@ -125,8 +121,6 @@ class TiffShardFormat:
 
     def _image_extent(self, coords: Sequence[int]) -> tuple[int, ...]:
         return tuple(r.stop - r.start for r in self.region(coords))
-
-    # --- the header ----------------------------------------------------------------------
 
     def _pages(self, extent: Sequence[int]) -> int:
         return math.prod(extent[: self._nlead])
@@ -231,8 +225,6 @@ class TiffShardFormat:
         if len(out) > self.header_size:
             raise AssertionError(f"TIFF header of {len(out)} bytes over {self.header_size}")
         return bytes(out) + bytes(self.header_size - len(out))
-
-    # --- the write hook ------------------------------------------------------------------
 
     def _decode_index(self, raw: bytes, coords: Sequence[int]) -> np.ndarray:
         body, crc = raw[:-4], raw[-4:]
