@@ -16,7 +16,7 @@ from zarr.codecs import ZstdCodec
 import zarrfuse
 from bench.data import image_data
 from bench.harness import MB, Context, Row, at_least, seconds
-from zarrfuse.tiff.arrays import convert_to_tiff_array, layout_of, shard_grid
+from zarrfuse.tiff.arrays import convert_to_tiff_array, shard_format_of, shard_grid
 
 ISSUE = "6"
 TILE, SHARD = (256, 256), (1024, 1024)
@@ -42,7 +42,7 @@ def measure(ctx: Context) -> list[Row]:
                                                compressors=[ZstdCodec()]))
 
     def read_tiffs() -> float:
-        layout = layout_of(dual)
+        layout = shard_format_of(dual)
         array = zarrfuse.open_array(dual)
         files = [(c, dual / array.metadata.encode_chunk_key(c)) for c in shard_grid(layout)]
         took = seconds(lambda: [tifffile.imread(p) for _, p in files])

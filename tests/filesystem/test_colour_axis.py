@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from zarrfuse.api.ome_zarr import means_colour
 from zarrfuse.filesystem.images.colour_axis import colour_axis
-from zarrfuse.tiff.ome_zarr import means_colour
 
 
 def _channels(*colours: str | None) -> dict:

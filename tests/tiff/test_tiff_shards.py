@@ -30,8 +30,8 @@ from zarrfuse.errors import ConfigurationError, Exists, FileTooBig, WriteRefused
 from zarrfuse.tiff import shard_format as tiff_shards
 from zarrfuse.tiff.arrays import (
     create_tiff_array,
-    layout_of,
     repair_tiff_headers,
+    shard_format_of,
 )
 from zarrfuse.tiff.shard_format import CLASSIC_LIMIT, bigtiff_needed
 
@@ -45,7 +45,7 @@ def test_every_shard_file_on_disk_is_the_tiff_of_its_region(
     tmp_path, case, compression, header_part
 ):
     array, data = make(tmp_path / "a", case, compression, header_part=header_part)
-    layout = layout_of(tmp_path / "a")
+    layout = shard_format_of(tmp_path / "a")
     assert layout.header_part is header_part
     assert check_shards(tmp_path / "a", array, layout, data) > 0
     np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
@@ -104,7 +104,7 @@ def test_absent_tiles_point_at_one_stored_fill_tile(tmp_path, header_part):
     array[...] = data
     key = array.metadata.encode_chunk_key((0, 0))
     shard = tmp_path / "a" / key
-    layout = layout_of(tmp_path / "a")
+    layout = shard_format_of(tmp_path / "a")
     with tifffile.TiffFile(tiff_file(tmp_path / "a", key, layout)) as tif:
         offsets = tif.pages[0].dataoffsets
     assert len(set(offsets)) == 2  # the one stored tile, and the shared fill tile
@@ -117,7 +117,7 @@ def test_absent_tiles_point_at_one_stored_fill_tile(tmp_path, header_part):
 @HEADER_PART
 def test_rebuilding_is_idempotent_and_refuses_what_is_no_shard(tmp_path, header_part):
     array, data = make(tmp_path / "a", "2d-uint16", "zstd", header_part=header_part)
-    layout = layout_of(tmp_path / "a")
+    layout = shard_format_of(tmp_path / "a")
     key = array.metadata.encode_chunk_key((1, 1))
     stored = stored_bytes(tmp_path / "a", key, layout)
     assert _with_header(layout, (1, 1), stored) == stored
@@ -139,16 +139,16 @@ def test_rebuilding_is_idempotent_and_refuses_what_is_no_shard(tmp_path, header_
 
 def test_bigtiff_is_chosen_by_size_and_readable(tmp_path):
     array, data = make(tmp_path / "big", "2d-uint16", "zstd", bigtiff_threshold=10_000)
-    layout = layout_of(tmp_path / "big")
+    layout = shard_format_of(tmp_path / "big")
     assert layout.bigtiff
     with tifffile.TiffFile(tmp_path / "big" / array.metadata.encode_chunk_key((0, 0))) as tif:
         assert tif.is_bigtiff
     check_shards(tmp_path / "big", array, layout, data)
     _small, _ = make(tmp_path / "small", "2d-uint16", "zstd")
-    assert not layout_of(tmp_path / "small").bigtiff
+    assert not shard_format_of(tmp_path / "small").bigtiff
     # The decision without writing 4 GiB: 64k x 64k uint8 tiles reach 4 GiB, 32k x 32k not.
     for side, expected in ((65536, True), (32768, False)):
-        huge = layout_of(tmp_path / "small").__class__(
+        huge = shard_format_of(tmp_path / "small").__class__(
             shape=(side, side), shard_shape=(side, side), tile_shape=(256, 256),
             dtype=np.dtype("uint8"), byteorder="<", compression="zstd", samples=False,
             bigtiff=False)
@@ -163,14 +163,14 @@ def test_writes_through_open_array_keep_every_shard_a_tiff(tmp_path, header_part
     again[1:4, 10:35, 5:60] = -5
     data[0] = 0  # whole pages become fill value
     again[0] = 0
-    check_shards(tmp_path / "a", array, layout_of(tmp_path / "a"), data)
+    check_shards(tmp_path / "a", array, shard_format_of(tmp_path / "a"), data)
     np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)
 
 
 @HEADER_PART
 def test_repair_rebuilds_headers_left_stale_by_other_writers_and_resizes(tmp_path, header_part):
     array, data = make(tmp_path / "a", "2d-uint16", "none", header_part=header_part)
-    layout = layout_of(tmp_path / "a")
+    layout = shard_format_of(tmp_path / "a")
     key = array.metadata.encode_chunk_key((0, 0))
     # Another Zarr implementation with concat-parts writes zarr's layout, split into parts:
     # the data stays valid for zarr; the TIFF view is garbage.
@@ -197,7 +197,7 @@ def test_repair_rebuilds_headers_left_stale_by_other_writers_and_resizes(tmp_pat
     grown[:, :200] = data
     _checked, rewritten, unreadable = repair_tiff_headers(tmp_path / "a")
     assert rewritten == 3 and unreadable == []
-    check_shards(tmp_path / "a", array, layout_of(tmp_path / "a"), grown)
+    check_shards(tmp_path / "a", array, shard_format_of(tmp_path / "a"), grown)
 
 
 def test_repair_reports_a_corrupt_shard_and_checks_the_others(tmp_path):
@@ -221,7 +221,7 @@ def test_a_classic_tiff_shard_over_the_limit_is_efbig(tmp_path, monkeypatch):
     """Classic TIFF offsets end at 4 GiB; a shard past them is 'too big' (EFBIG), shown
     here with the limit lowered to 100 bytes rather than a 4 GiB shard."""
     array, _ = make(tmp_path / "a", "2d-uint16", "none")
-    layout = layout_of(tmp_path / "a")
+    layout = shard_format_of(tmp_path / "a")
     key = array.metadata.encode_chunk_key((0, 0))
     shard = stored_bytes(tmp_path / "a", key, layout)
     monkeypatch.setattr(tiff_shards, "CLASSIC_LIMIT", 100)

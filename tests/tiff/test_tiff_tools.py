@@ -23,7 +23,7 @@ from tests.tiff.shards import (
 )
 from zarrfuse.tiff.arrays import (
     convert_to_tiff_array,
-    layout_of,
+    shard_format_of,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -81,19 +81,19 @@ def test_cli_converts_an_array_and_a_tiff_file(tmp_path, array_v3):
                       "--tile", "16,32", "--compression", "none"])
     converted = zarrfuse.open_array(tmp_path / "dst")
     np.testing.assert_array_equal(converted[...], data)
-    check_shards(tmp_path / "dst", converted, layout_of(tmp_path / "dst"), data)
+    check_shards(tmp_path / "dst", converted, shard_format_of(tmp_path / "dst"), data)
     rgb = sample((60, 90, 3), "uint8", seed=4)
     tifffile.imwrite(tmp_path / "photo.tif", rgb, photometric="rgb")
     run_with_timeout([*ZARRFUSE, "convert-tiff", tmp_path / "photo.tif", tmp_path / "photo",
                       "--tile", "32,32"])
     photo = zarrfuse.open_array(tmp_path / "photo")
-    layout = layout_of(tmp_path / "photo")
+    layout = shard_format_of(tmp_path / "photo")
     assert layout.samples and layout.compression == "deflate"  # the default
     check_shards(tmp_path / "photo", photo, layout, rgb)
     run_with_timeout([*ZARRFUSE, "convert-tiff", tmp_path / "photo.tif", tmp_path / "parts",
                       "--tile", "32,32", "--shard-shape", "32,64,3", "--header-part"])
     parts = zarrfuse.open_array(tmp_path / "parts")
-    layout = layout_of(tmp_path / "parts")
+    layout = shard_format_of(tmp_path / "parts")
     assert layout.header_part and layout.samples
     assert len(list((tmp_path / "parts").rglob("*.tiff.header"))) == 4  # edge shards too
     check_shards(tmp_path / "parts", parts, layout, rgb)
@@ -112,7 +112,7 @@ def test_api_converts_with_progress_off(tmp_path):
     converted = convert_to_tiff_array(tmp_path / "src", tmp_path / "dst", tile_shape=(16, 16),
                                       progress=False)
     np.testing.assert_array_equal(converted[...], source[...])
-    assert layout_of(tmp_path / "dst").compression == "deflate"  # the API's default too
+    assert shard_format_of(tmp_path / "dst").compression == "deflate"  # the API's default too
 
 
 @pytest.mark.fuse
@@ -120,7 +120,7 @@ def test_api_converts_with_progress_off(tmp_path):
 def test_through_the_raw_mount_shards_read_as_tiffs_and_writes_keep_them(tmp_path, header_part):
     array, data = make(tmp_path / "a", "2d-uint16", "zstd", header_part=header_part)
     other, other_data = make(tmp_path / "b", "2d-uint16", "zstd", seed=1, header_part=header_part)
-    layout = layout_of(tmp_path / "a")
+    layout = shard_format_of(tmp_path / "a")
     with mounted(tmp_path / "a", tmp_path / "mnt") as mnt:
         shown = zarr.open_array(mnt, mode="r")
         np.testing.assert_array_equal(shown[...], data)
@@ -161,7 +161,7 @@ def test_the_raw_mount_of_a_zip_store_shows_the_shards_as_tiffs(tmp_path, header
     zipped = shutil.make_archive(str(tmp_path / "image"), "zip", tmp_path / "a")
     with mounted(zipped, tmp_path / "mnt") as mnt:
         shown = zarr.open_array(mnt, mode="r")
-        assert check_shards(mnt, shown, layout_of(tmp_path / "a"), data, mount=True) == 4
+        assert check_shards(mnt, shown, shard_format_of(tmp_path / "a"), data, mount=True) == 4
         np.testing.assert_array_equal(shown[...], data)
 
 
@@ -177,5 +177,5 @@ def test_writes_through_a_rendered_view_keep_the_shards_tiffs(tmp_path, header_p
         assert tifffile.imread(chunk).shape == (16, 16)
         tifffile.imwrite(chunk, np.full((16, 16), 77, "uint16"))
     data[16:32, 32:48] = 77
-    check_shards(tmp_path / "a", array, layout_of(tmp_path / "a"), data)
+    check_shards(tmp_path / "a", array, shard_format_of(tmp_path / "a"), data)
     np.testing.assert_array_equal(zarrfuse.open_array(tmp_path / "a")[...], data)

@@ -15,8 +15,14 @@ import tifffile
 from tests.tiff import whole_image_readers as readers
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.tiff.ome_xml import NAMESPACE, image_description, ome_xml
-from zarrfuse.tiff.tiles import MAX_TILE_SIDE, image_dtype_check, tile_size_for
-from zarrfuse.tiff.whole_image import ImageLevel, TileSpan, WholeImagePlan
+from zarrfuse.tiff.whole_image import (
+    MAX_TILE_SIDE,
+    ImageLevel,
+    TileSpan,
+    WholeImagePlan,
+    image_dtype_check,
+    tile_size_for,
+)
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -14,12 +14,12 @@ from typing import Any
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import open_store_path, read_node
+from zarrfuse.api.ome_zarr import Multiscales, read_multiscales
 from zarrfuse.api.pyramid import method_of
 from zarrfuse.cli.info_views import ViewSurvey, survey_views
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.tiff.compression import TIFF_COMPRESSION
-from zarrfuse.tiff.metadata import tiff_layout
-from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
+from zarrfuse.tiff.metadata import read_shard_format
 from zarrfuse.tiff.shard_format import TiffShardFormat
 from zarrfuse.zarr_compat import sync
 
@@ -29,7 +29,7 @@ __all__ = ["describe", "describe_json", "dual_access_line"]
 def dual_access_line(metadata: dict[str, Any]) -> str:
     """One line: whether the array is dual-access, with its TIFF layout or the reason not."""
     try:
-        layout = tiff_layout(metadata)
+        layout = read_shard_format(metadata)
     except (ZarrFuseError, KeyError, TypeError, ValueError, AttributeError) as e:
         hint = "zarrfuse convert-tiff makes a dual-access copy"
         return f"dual-access (shards are TIFF files): no: {e} ({hint})"

@@ -5,16 +5,15 @@ every shard written through the concat-parts store its TIFF header. The public f
 are importable from here.
 
 Also here, for ``--format ome-tiff`` (one whole-image OME-TIFF per array): ``whole_image``
-(the file's byte plan), ``ome_xml`` (its OME-XML) and ``ome_zarr`` (reading OME-Zarr
-multiscales metadata); import them from their modules.
+(the file's byte plan) and ``ome_xml`` (its OME-XML); import them from their modules.
 """
 
 from zarrfuse.extensions.chunk_finishers import register_chunk_finisher
 from zarrfuse.tiff.arrays import (
     convert_to_tiff_array,
     create_tiff_array,
-    layout_of,
     repair_tiff_headers,
+    shard_format_of,
 )
 from zarrfuse.tiff.metadata import shard_format_for
 
@@ -22,4 +21,4 @@ from zarrfuse.tiff.metadata import shard_format_for
 # concat-parts store writes them (the mount's chunk writes ask shard_format_for themselves).
 register_chunk_finisher(shard_format_for)
 
-__all__ = ["convert_to_tiff_array", "create_tiff_array", "layout_of", "repair_tiff_headers"]
+__all__ = ["convert_to_tiff_array", "create_tiff_array", "repair_tiff_headers", "shard_format_of"]

@@ -1,8 +1,8 @@
 """Creating, converting to and repairing dual-access arrays (shards that are TIFF files).
 
-The layout itself (headers, index shifting) is ``layout`` and ``metadata``; this module
-makes the ``zarr.json`` that declares it, copies data in shard by shard, and rewrites stale
-headers.
+The shard format itself (headers, index shifting) is ``shard_format`` and ``metadata``; this
+module makes the ``zarr.json`` that declares it, copies data in shard by shard, and rewrites
+stale headers.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from zarrfuse.api.arrays import create_array, open_array, open_store_path, read_
 from zarrfuse.errors import ConfigurationError, Exists, ZarrFuseError
 from zarrfuse.progress import progress_bar
 from zarrfuse.tiff.compression import COMPRESSIONS, DEFAULT_COMPRESSION, Compression, compressors
-from zarrfuse.tiff.metadata import ATTRIBUTE, TIFF_SUFFIXES, tiff_layout
+from zarrfuse.tiff.ifd import TILE_MULTIPLE
+from zarrfuse.tiff.metadata import ATTRIBUTE, TIFF_SUFFIXES, read_shard_format
 from zarrfuse.tiff.shard_format import (
     CLASSIC_LIMIT,
-    TILE_MULTIPLE,
     TiffShardFormat,
     bigtiff_needed,
     check_geometry,
@@ -39,9 +39,9 @@ from zarrfuse.zarr_compat import default_buffer_prototype, sync
 __all__ = [
     "convert_to_tiff_array",
     "create_tiff_array",
-    "layout_of",
     "open_source",
     "repair_tiff_headers",
+    "shard_format_of",
     "shard_grid",
 ]
 
@@ -136,7 +136,7 @@ def create_tiff_array(
         raise ConfigurationError(f"tile_shape must be (Y, X), got {tuple(tile_shape)}")
     chunks, shards = _shapes(shape, (int(tile_shape[0]), int(tile_shape[1])), shard_shape, samples)
     byteorder = "<" if endian == "little" or native.itemsize == 1 else ">"
-    layout = TiffShardFormat(
+    shard_format = TiffShardFormat(
         shape=shape,
         shard_shape=shards,
         tile_shape=chunks,
@@ -147,15 +147,29 @@ def create_tiff_array(
         bigtiff=False,
         header_part=header_part,
     )
-    check_geometry(layout)
+    check_geometry(shard_format)
     if bigtiff is None:
-        bigtiff = bigtiff_needed(layout, bigtiff_threshold)
-    layout = dataclasses.replace(layout, bigtiff=bigtiff)
+        bigtiff = bigtiff_needed(shard_format, bigtiff_threshold)
+    shard_format = dataclasses.replace(shard_format, bigtiff=bigtiff)
     attributes = {**(attributes or {}), ATTRIBUTE: {"samples": samples, "bigtiff": bigtiff}}
+    fanout = {"name": "fanout", "configuration": {"max_children": max_children}}
     try:
-        return create_array(
+        return create_array(  # TIFF-readable tile codecs, .tiff keys, the index in its part
             store,
-            **_array_arguments(layout, endian, suffix, max_children),
+            shape=shard_format.shape,
+            dtype=shard_format.dtype,
+            chunks=shard_format.tile_shape,
+            shards=shard_format.shard_shape,
+            fill_value=0,
+            serializer=BytesCodec(endian=endian),
+            compressors=compressors(shard_format.compression),
+            filters=None,
+            chunk_key_encoding={
+                "name": "suffix", "configuration": {"suffix": suffix, "base_encoding": fanout}
+            },
+            storage_transformers=[
+                {"name": "concat-parts", "configuration": {"parts": shard_format.parts}}
+            ],
             attributes=attributes,
             dimension_names=dimension_names,
             overwrite=overwrite,
@@ -168,50 +182,19 @@ def create_tiff_array(
         ) from e
 
 
-def _array_arguments(
-    layout: TiffShardFormat, endian: Literal["little", "big"], suffix: str, max_children: int
-) -> dict[str, Any]:
-    """``create_array`` arguments for the layout: TIFF-readable tile codecs, ``.tiff`` keys
-    over fanout, and the index (and maybe the header) in parts of their own."""
-    fanout = {"name": "fanout", "configuration": {"max_children": max_children}}
-    return {
-        "shape": layout.shape,
-        "dtype": layout.dtype,
-        "chunks": layout.tile_shape,
-        "shards": layout.shard_shape,
-        "fill_value": 0,
-        "serializer": BytesCodec(endian=endian),
-        "compressors": compressors(layout.compression),
-        "filters": None,
-        "chunk_key_encoding": {
-            "name": "suffix",
-            "configuration": {"suffix": suffix, "base_encoding": fanout},
-        },
-        "storage_transformers": [
-            {"name": "concat-parts", "configuration": {"parts": layout.parts}}
-        ],
-    }
-
-
-def shard_grid(layout: TiffShardFormat) -> Iterator[tuple[int, ...]]:
+def shard_grid(shard_format: TiffShardFormat) -> Iterator[tuple[int, ...]]:
     """Every shard's grid coordinates, in C order."""
-    counts = [math.ceil(n / s) for n, s in zip(layout.shape, layout.shard_shape, strict=True)]
+    shape, shards = shard_format.shape, shard_format.shard_shape
+    counts = [math.ceil(n / s) for n, s in zip(shape, shards, strict=True)]
     return itertools.product(*(range(c) for c in counts))
-
-
-def _is_tiff_file(source: Any) -> bool:
-    return (
-        isinstance(source, str | os.PathLike)
-        and os.fspath(source).lower().endswith(TIFF_SUFFIXES)
-        and os.path.isfile(source)
-    )
 
 
 @contextlib.contextmanager
 def open_source(source: Any) -> Iterator[tuple[zarr.Array, bool | None]]:
     """A readable array for ``source`` (a TIFF file or anything zarrfuse opens) and whether
     its last axis holds samples (known for TIFF files, None otherwise)."""
-    if not _is_tiff_file(source):
+    if not (isinstance(source, str | os.PathLike)
+            and os.fspath(source).lower().endswith(TIFF_SUFFIXES) and os.path.isfile(source)):
         yield open_array(source), None
         return
     try:
@@ -245,8 +228,8 @@ def convert_to_tiff_array(
         dest_array = create_tiff_array(
             dest, shape=src.shape, dtype=src.dtype, samples=use_samples, **create
         )
-        layout = layout_of(dest)
-        shards = list(shard_grid(layout))
+        shard_format = shard_format_of(dest)
+        shards = list(shard_grid(shard_format))
         with (
             progress_bar(
                 len(shards), unit="shard", description="converting", enabled=progress
@@ -255,7 +238,7 @@ def convert_to_tiff_array(
         ):
 
             def copy(coords: tuple[int, ...]) -> None:
-                region = layout.region(coords)
+                region = shard_format.region(coords)
                 dest_array[region] = src[region]
                 bar.update()
 
@@ -264,11 +247,11 @@ def convert_to_tiff_array(
     return dest_array
 
 
-def layout_of(source: Any, storage_options: dict[str, Any] | None = None) -> TiffShardFormat:
-    """The TIFF layout of the dual-access array at ``source``; ConfigurationError saying why
+def shard_format_of(source: Any, storage_options: dict[str, Any] | None = None) -> TiffShardFormat:
+    """The shard format of the dual-access array at ``source``; ConfigurationError saying why
     not when it is not one."""
     store_path = sync(open_store_path(source, storage_options=storage_options))
-    return tiff_layout(sync(read_node_metadata(store_path)))
+    return read_shard_format(sync(read_node_metadata(store_path)))
 
 
 class RepairResult(NamedTuple):
@@ -293,13 +276,13 @@ def repair_tiff_headers(
     stay where they are, except in shards written with tiles from offset 0, which are moved
     behind the header.
     """
-    layout = layout_of(source)  # says why when it is not dual-access
+    shard_format = shard_format_of(source)  # says why when it is not dual-access
     array = open_array(source, mode="r" if check_only else "r+")
     wrapper = array.store_path.store
     prototype = default_buffer_prototype()
     checked = rewritten = 0
     unreadable: list[str] = []
-    shards = list(shard_grid(layout))
+    shards = list(shard_grid(shard_format))
     with progress_bar(len(shards), unit="shard", description="checking", enabled=progress) as bar:
         for coords in shards:
             key = array.store_path.path + "/" if array.store_path.path else ""
@@ -310,7 +293,7 @@ def repair_tiff_headers(
                 if value is None:
                     continue
                 old = value.to_bytes()
-                if b"".join(layout.shard_with_header(coords, [memoryview(old)])) != old:
+                if b"".join(shard_format.shard_with_header(coords, [memoryview(old)])) != old:
                     if not check_only:
                         sync(wrapper.set(key, value))  # the store adds the header
                     rewritten += 1

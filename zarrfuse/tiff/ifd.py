@@ -24,7 +24,9 @@ __all__ = [
     "LONG8",
     "SAMPLE_FORMATS",
     "SHORT",
+    "TILE_MULTIPLE",
     "Flavour",
+    "file_header",
     "ifd_length",
     "write_ifd",
 ]
@@ -34,6 +36,7 @@ IFD, IFD8 = 13, 18  # offsets of IFDs (SubIFDs): LONG and LONG8 that readers fol
 _TYPE_SIZES = {BYTE: 1, SHORT: 2, LONG: 4, ASCII: 1, LONG8: 8, IFD: 4, IFD8: 8}
 _TYPE_CODES = {SHORT: "H", LONG: "I", LONG8: "Q", IFD: "I", IFD8: "Q"}
 SAMPLE_FORMATS = {"u": 1, "i": 2, "f": 3}
+TILE_MULTIPLE = 16  # the TIFF spec: tile width and length are multiples of 16
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,14 @@ class Flavour:
 
 CLASSIC = Flavour(False, file_header=8, entry=12, count_field=2, inline=4, offset_type=LONG)
 BIGTIFF = Flavour(True, file_header=16, entry=20, count_field=8, inline=8, offset_type=LONG8)
+
+
+def file_header(flavour: Flavour, order: str) -> bytes:
+    """The byte order mark, the version (42, or BigTIFF's 43) and the first IFD's offset."""
+    mark = b"II" if order == "<" else b"MM"
+    if flavour.bigtiff:
+        return mark + struct.pack(order + "HHHQ", 43, 8, 0, 16)
+    return mark + struct.pack(order + "HI", 42, 8)
 
 
 def _pad_even(n: int) -> int:

@@ -1,6 +1,6 @@
 """Recognising a dual-access array: from its ``zarr.json`` to its :class:`TiffShardFormat`.
 
-:func:`tiff_layout` says why an array is not dual-access (ConfigurationError), for the
+:func:`read_shard_format` says why an array is not dual-access (ConfigurationError), for the
 commands that create, convert and inspect arrays; :func:`shard_format_for` is the quiet
 variant the mount and the concat-parts store use (``zarrfuse/tiff/__init__.py`` registers it
 as the chunk finisher, so every shard written through the concat-parts store gets its header).
@@ -17,18 +17,12 @@ from zarrfuse.errors import ConfigurationError
 from zarrfuse.tiff.compression import CODEC_NAMES, Compression
 from zarrfuse.tiff.shard_format import TiffShardFormat, check_geometry
 
-__all__ = ["ATTRIBUTE", "TIFF_SUFFIXES", "shard_format_for", "tiff_layout"]
+__all__ = ["ATTRIBUTE", "TIFF_SUFFIXES", "read_shard_format", "shard_format_for"]
 
 ATTRIBUTE = "zarrfuse.tiff_shards"  # a name stored in zarr.json: never renamed with modules
 """The attribute that declares an array dual-access: ``{"samples": bool, "bigtiff": bool}``
 (``samples``: the last axis holds the samples of a pixel, e.g. RGB)."""
 TIFF_SUFFIXES = (".tif", ".tiff")
-
-
-def _only(items: list[Any], what: str) -> Any:
-    if len(items) != 1:
-        raise ConfigurationError(f"{what}: expected exactly one, found {len(items)}")
-    return items[0]
 
 
 def _named(codec: Any) -> tuple[str, dict[str, Any]]:
@@ -73,16 +67,18 @@ def _inner_codecs(
     return byteorder, CODEC_NAMES[names[1]] if len(names) == 2 else "none"
 
 
-def _header_part(metadata: dict[str, Any], layout: TiffShardFormat) -> bool:
-    """Which of the two parts layouts the array uses (header in its own part or not);
+def _header_part(metadata: dict[str, Any], shard_format: TiffShardFormat) -> bool:
+    """Which of the two arrangements of parts the array uses (header in its own part or not);
     ConfigurationError for any other."""
     transformers = metadata.get("storage_transformers") or []
-    entry = _only([t for t in transformers if t.get("name") == "concat-parts"], "concat-parts")
-    parts = entry.get("configuration", {}).get("parts", [])
+    entries = [t for t in transformers if t.get("name") == "concat-parts"]
+    if len(entries) != 1:
+        raise ConfigurationError(f"concat-parts: expected exactly one, found {len(entries)}")
+    parts = entries[0].get("configuration", {}).get("parts", [])
     got = [(p.get("key_suffix"), p.get("size")) for p in parts]
     known = {}
     for header_part in (False, True):
-        want = dataclasses.replace(layout, header_part=header_part).parts
+        want = dataclasses.replace(shard_format, header_part=header_part).parts
         known[header_part] = [(p["key_suffix"], p.get("size")) for p in want]
         if got == known[header_part]:
             return header_part
@@ -100,8 +96,8 @@ def _check_suffix(metadata: dict[str, Any]) -> None:
         )
 
 
-def tiff_layout(metadata: dict[str, Any]) -> TiffShardFormat:
-    """The TIFF layout of a dual-access array's ``zarr.json``; ConfigurationError saying why
+def read_shard_format(metadata: dict[str, Any]) -> TiffShardFormat:
+    """The shard format of a dual-access array's ``zarr.json``; ConfigurationError saying why
     the array is not dual-access otherwise."""
     if metadata.get("node_type") != "array":
         raise ConfigurationError("it is not an array")
@@ -121,7 +117,7 @@ def tiff_layout(metadata: dict[str, Any]) -> TiffShardFormat:
             "tiles as 0"
         )
     byteorder, compression = _inner_codecs(config, dtype)
-    layout = TiffShardFormat(
+    shard_format = TiffShardFormat(
         shape=tuple(metadata["shape"]),
         shard_shape=tuple(grid),
         tile_shape=tuple(config["chunk_shape"]),
@@ -131,14 +127,14 @@ def tiff_layout(metadata: dict[str, Any]) -> TiffShardFormat:
         samples=bool(declared.get("samples", False)),
         bigtiff=bool(declared.get("bigtiff", False)),
     )
-    check_geometry(layout)
-    return dataclasses.replace(layout, header_part=_header_part(metadata, layout))
+    check_geometry(shard_format)
+    return dataclasses.replace(shard_format, header_part=_header_part(metadata, shard_format))
 
 
 def shard_format_for(metadata: dict[str, Any]) -> TiffShardFormat | None:
-    """The layout if the array is dual-access, else None (the writes then need no header)."""
+    """The shard format if the array is dual-access, else None (the writes then need no header)."""
     try:
-        return tiff_layout(metadata)
+        return read_shard_format(metadata)
     except (ConfigurationError, KeyError, TypeError, ValueError, AttributeError):
         return None
 

@@ -1,7 +1,7 @@
 """Dual-access arrays: every shard is a Zarr shard and a complete TIFF file, on the same bytes.
 
 A shard is a TIFF header, the tiles, then the shard index. ``concat-parts`` stores it in one
-of two layouts. By default two parts: the shard's own key (``c/.../0.tiff``) holds header and
+in one of two ways. By default two parts: the shard's own key (``c/.../0.tiff``) holds header and
 tiles, a complete TIFF file on disk; ``.index`` holds the index. With ``header_part`` three:
 ``.header`` (fixed size), the shard's own key (pure tile bytes) and ``.index``; the shard is a
 TIFF only when its parts are assembled (a zarrfuse mount does that). The assembled bytes are
@@ -11,10 +11,8 @@ TIFF readers ignore what follows the tiles; zarr's sharding codec reads the inde
 and never looks at the header.
 
 zarr writes a shard as inner chunks from offset 0 followed by the index; :meth:`TiffShardFormat.
-shard_with_header` turns that into the layout above (prepend the header, shift every index
-offset by its size). This module knows nothing about FUSE or stores: it maps bytes to bytes.
-The IFD bytes themselves are written by ``ifd``; recognising a dual-access array from its
-``zarr.json`` (and registering the chunk finisher) is ``metadata``.
+shard_with_header` prepends the header and shifts every index offset by its size. Bytes to
+bytes: no FUSE, no store.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -42,7 +39,9 @@ from zarrfuse.tiff.ifd import (
     LONG,
     SAMPLE_FORMATS,
     SHORT,
+    TILE_MULTIPLE,
     Flavour,
+    file_header,
     ifd_length,
     write_ifd,
 )
@@ -50,7 +49,6 @@ from zarrfuse.tiff.ifd import (
 __all__ = [
     "CLASSIC_LIMIT",
     "EMPTY",
-    "TILE_MULTIPLE",
     "TiffShardFormat",
     "bigtiff_needed",
     "check_geometry",
@@ -58,7 +56,6 @@ __all__ = [
 
 EMPTY = 2**64 - 1
 """Offset and length of an inner chunk absent from a shard (the sharding spec's marker)."""
-TILE_MULTIPLE = 16  # the TIFF spec: tile width and length are multiples of 16
 CLASSIC_LIMIT = 2**32 - 1
 
 
@@ -83,8 +80,6 @@ class TiffShardFormat:
     header_part: bool = False
     """The header is stored in its own ``.header`` part, not in the shard's own file."""
 
-    # --- geometry ------------------------------------------------------------------------
-
     @property
     def chunks_per_shard(self) -> tuple[int, ...]:
         return tuple(s // c for s, c in zip(self.shard_shape, self.tile_shape, strict=True))
@@ -95,7 +90,7 @@ class TiffShardFormat:
 
     @property
     def parts(self) -> list[dict[str, Any]]:
-        """The ``concat-parts`` parts of this layout. The header part has a fixed size because
+        """The ``concat-parts`` parts of this shard format. The header part has a fixed size because
         every shard's header is padded to :attr:`header_size` (edge shards included)."""
         index = {"key_suffix": ".index", "size": self.index_size}
         if self.header_part:
@@ -126,8 +121,6 @@ class TiffShardFormat:
 
     def _image_extent(self, coords: Sequence[int]) -> tuple[int, ...]:
         return tuple(r.stop - r.start for r in self.region(coords))
-
-    # --- the header ----------------------------------------------------------------------
 
     def _pages(self, extent: Sequence[int]) -> int:
         return math.prod(extent[: self._nlead])
@@ -213,11 +206,7 @@ class TiffShardFormat:
         extent = self._image_extent(coords)
         flavour = self._flavour
         order = self.byteorder
-        out = bytearray(b"II" if order == "<" else b"MM")
-        if self.bigtiff:
-            out += struct.pack(order + "HHHQ", 43, 8, 0, 16)
-        else:
-            out += struct.pack(order + "HI", 42, 8)
+        out = bytearray(file_header(flavour, order))
         pages = list(self._page_tiles(extent, index))
         for page, tiles in enumerate(pages):
             present = tiles[:, 0] != EMPTY
@@ -237,8 +226,6 @@ class TiffShardFormat:
             raise AssertionError(f"TIFF header of {len(out)} bytes over {self.header_size}")
         return bytes(out) + bytes(self.header_size - len(out))
 
-    # --- the write hook ------------------------------------------------------------------
-
     def _decode_index(self, raw: bytes, coords: Sequence[int]) -> np.ndarray:
         body, crc = raw[:-4], raw[-4:]
         if google_crc32c.value(body) != int.from_bytes(crc, "little"):
@@ -256,10 +243,10 @@ class TiffShardFormat:
     def shard_with_header(
         self, coords: Sequence[int], views: Sequence[memoryview]
     ) -> list[memoryview]:
-        """The shard ``views`` (laid end to end) in dual-access layout, as views (no copy of
+        """The shard ``views`` (laid end to end) as a dual-access shard, as views (no copy of
         the tiles).
 
-        zarr's layout (tiles from offset 0): the header is prepended and the index shifted.
+        As zarr writes it (tiles from offset 0): the header is prepended and the index shifted.
         Tiles already clear of the header (a dual-access shard, maybe with a stale header):
         the header is rebuilt in place. A shard already right comes back unchanged, so
         applying this twice equals applying it once. A value that is no shard of this array
@@ -295,7 +282,7 @@ class TiffShardFormat:
                 *([] if has_fill else [memoryview(fill)]),
                 *slice_views(views, data_end, total),
             ]
-        # zarr's layout: tiles from offset 0. Move them behind the header.
+        # As zarr writes it: tiles from offset 0. Move them behind the header.
         shifted = index.copy()
         shifted[present] += np.array([header_size, 0], dtype=np.uint64)
         fill_at = header_size + data_end
@@ -307,38 +294,38 @@ class TiffShardFormat:
         ]
 
 
-def check_geometry(layout: TiffShardFormat) -> None:
+def check_geometry(shard_format: TiffShardFormat) -> None:
     """ConfigurationError unless TIFF can hold this geometry and data type."""
-    ndim = len(layout.shape)
-    need = 3 if layout.samples else 2
+    ndim = len(shard_format.shape)
+    need = 3 if shard_format.samples else 2
     if ndim < need:
         raise ConfigurationError(f"it has {ndim} dimensions; TIFF images need at least {need}")
-    if layout.dtype.kind not in SAMPLE_FORMATS:
-        raise ConfigurationError(f"its data type {layout.dtype} has no TIFF sample format")
-    nlead = layout._nlead
-    if any(t != 1 for t in layout.tile_shape[:nlead]):
+    if shard_format.dtype.kind not in SAMPLE_FORMATS:
+        raise ConfigurationError(f"its data type {shard_format.dtype} has no TIFF sample format")
+    nlead = shard_format._nlead
+    if any(t != 1 for t in shard_format.tile_shape[:nlead]):
         raise ConfigurationError(
-            f"its inner chunks {list(layout.tile_shape)} are not 1 along the leading axes "
+            f"its inner chunks {list(shard_format.tile_shape)} are not 1 along the leading axes "
             "(each TIFF tile is one 2-D plane)"
         )
     for axis in (nlead, nlead + 1):
-        if layout.tile_shape[axis] % TILE_MULTIPLE:
+        if shard_format.tile_shape[axis] % TILE_MULTIPLE:
             raise ConfigurationError(
-                f"its inner chunks {list(layout.tile_shape)}: TIFF tile sides must be "
+                f"its inner chunks {list(shard_format.tile_shape)}: TIFF tile sides must be "
                 f"multiples of {TILE_MULTIPLE}"
             )
-    if layout.samples and not (
-        layout.tile_shape[-1] == layout.shard_shape[-1] == layout.shape[-1]
+    if shard_format.samples and not (
+        shard_format.tile_shape[-1] == shard_format.shard_shape[-1] == shard_format.shape[-1]
     ):
         raise ConfigurationError("its samples axis is split over inner chunks or shards")
 
 
-def bigtiff_needed(layout: TiffShardFormat, threshold: int = CLASSIC_LIMIT) -> bool:
-    """Whether the largest possible shard of ``layout`` (as classic TIFF) can exceed
+def bigtiff_needed(shard_format: TiffShardFormat, threshold: int = CLASSIC_LIMIT) -> bool:
+    """Whether the largest possible shard of ``shard_format`` (as classic TIFF) can exceed
     ``threshold`` bytes: every tile stored, the codec's worst-case expansion included."""
-    tile = math.prod(layout.tile_shape) * layout.dtype.itemsize
+    tile = math.prod(shard_format.tile_shape) * shard_format.dtype.itemsize
     # Over both ZSTD_compressBound and zlib's compressBound (n + n/4096 + n/16384 + 13).
-    bound = tile if layout.compression == "none" else tile + (tile >> 8) + 1024
-    classic = dataclasses.replace(layout, bigtiff=False)
-    largest = classic.header_size + math.prod(layout.chunks_per_shard) * bound
+    bound = tile if shard_format.compression == "none" else tile + (tile >> 8) + 1024
+    classic = dataclasses.replace(shard_format, bigtiff=False)
+    largest = classic.header_size + math.prod(shard_format.chunks_per_shard) * bound
     return largest + classic.index_size > threshold

@@ -63,7 +63,7 @@ class StripImagePlan(WholeImagePlan):
         entries += [
             (273, flavour.offset_type, offsets),  # StripOffsets
             (278, LONG, [1]),  # RowsPerStrip
-            (279, LONG, self._counts(level)),  # StripByteCounts
+            (279, LONG, self._counts[level]),  # StripByteCounts
             *(self._ij_tags if page == 0 else []),
         ]
         return sorted(entries, key=lambda e: e[0])

@@ -1,4 +1,5 @@
-"""Every byte of a whole-image (OME-)TIFF except tile contents, from shape, tiles and dtype.
+"""Every byte of a whole-image (OME-)TIFF except tile contents, from shape, tiles and dtype;
+which tile sides and sample types such a file can have.
 
 ``--format ome-tiff`` shows an array as one tiled, uncompressed TIFF file whose tiles are
 rendered from the array's chunks only when read. Uncompressed tiles all have the same size,
@@ -6,7 +7,7 @@ so the file size, every tile's offset and the whole header follow from the geome
 this module computes them without I/O and without materialising the header of a file with
 many pages (a range of header bytes builds only the IFD blocks it overlaps).
 
-File layout (little-endian, classic TIFF when the file fits in 4 GiB, else BigTIFF)::
+The file, in order (little-endian, classic TIFF when the file fits in 4 GiB, else BigTIFF)::
 
     file header (8 or 16 bytes)
     page 0 block: level-0 IFD (entries, next pointer, out-of-line values, the description)
@@ -26,7 +27,6 @@ written. Every page block except page 0 has the same size, so any IFD's offset i
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -44,13 +44,15 @@ from zarrfuse.tiff.ifd import (
     LONG,
     SAMPLE_FORMATS,
     SHORT,
+    TILE_MULTIPLE,
     Flavour,
+    file_header,
     ifd_length,
     write_ifd,
 )
-from zarrfuse.tiff.tiles import TILE_MULTIPLE, image_dtype_check
 
-__all__ = ["ImageLevel", "TileSpan", "WholeImagePlan", "tile_array"]
+__all__ = ["MAX_TILE_SIDE", "ImageLevel", "TileSpan", "WholeImagePlan", "image_dtype_check",
+           "tile_array", "tile_size_for"]
 
 CLASSIC_LIMIT = 2**32  # classic TIFF offsets are 32-bit: the whole file must stay below
 DATA_ALIGNMENT = 4096
@@ -68,6 +70,44 @@ or around a page fault of a mapping, by at most its read-ahead window (128 KiB o
 mount; twice that once a sequential stream reads ahead asynchronously). The gap keeps that
 read-ahead off the tiles: reading or mapping the header decodes no chunk. Files with fewer
 tile bytes than this get a gap of their tile bytes only."""
+
+CHOSEN_MULTIPLE = 32  # tile sides zarrfuse chooses: tiles of a multiple of 1024 bytes
+MAX_TILE_SIDE = 4096
+"""Cap of :func:`tile_size_for`: a tile is what every reader buffers whole (and an
+unchunked 100k x 100k array would otherwise be one 20 GB tile, over TIFF's 32-bit byte
+counts); 4096 keeps a tile at most 4096**2 pixels (32 MiB of uint16, 512 MiB of RGBA
+float64)."""
+_ITEMSIZES = {"u": (1, 2, 4, 8), "i": (1, 2, 4, 8), "f": (2, 4, 8)}
+
+
+def tile_size_for(chunk_len: int) -> int:
+    """The TIFF tile side for chunks ``chunk_len`` long: the chunk's own length when it is a
+    multiple of 16 (TIFF's rule), else rounded up to a multiple of 32; at most
+    :data:`MAX_TILE_SIDE`. A tile need not match a chunk: whoever renders it assembles it
+    from every chunk it overlaps (:meth:`WholeImagePlan.tile_region`). Pass
+    ``min(chunk_len, image_len)``: a chunk longer than the image gives a longer tile.
+
+    Why 32 and not 16 for chunks off TIFF's grid: OpenSlide (libtiff read without mmap)
+    refuses uncompressed tiles whose byte size is not a multiple of 1024 ("Invalid tile byte
+    count"); sides that are multiples of 32 always give such tiles. A chunk already on the
+    16 grid keeps its size (one chunk per tile).
+    """
+    if chunk_len < 1:
+        raise ConfigurationError(f"chunk length {chunk_len}: must be at least 1")
+    if chunk_len % TILE_MULTIPLE == 0:
+        return min(chunk_len, MAX_TILE_SIDE)
+    return min(-(-chunk_len // CHOSEN_MULTIPLE) * CHOSEN_MULTIPLE, MAX_TILE_SIDE)
+
+
+def image_dtype_check(dtype: Any) -> None:
+    """ConfigurationError unless a whole-image TIFF can store ``dtype``."""
+    dt = np.dtype(dtype)
+    if dt.fields is not None or dt.itemsize not in _ITEMSIZES.get(dt.kind, ()):
+        raise ConfigurationError(
+            f"data type {dt} cannot be shown as TIFF: only uint8/16/32/64, int8/16/32/64 and "
+            "float16/32/64 have a TIFF sample format (bool, complex, strings and structured "
+            "types do not)"
+        )
 
 
 @dataclass(frozen=True)
@@ -113,7 +153,7 @@ class _Level:
 
 
 class WholeImagePlan:
-    """The byte layout of one whole-image tiled TIFF: pages over the leading dims, SubIFD
+    """The byte plan of one whole-image tiled TIFF: pages over the leading dims, SubIFD
     pyramid levels, uncompressed full-size tiles. See the module docstring for the order.
 
     ``description`` goes into page 0's ImageDescription (the OME-XML); non-ASCII characters
@@ -180,13 +220,12 @@ class WholeImagePlan:
         self._description = description.encode("ascii", "xmlcharrefreplace") + b"\x00"
         self.page_nbytes = sum(level.nbytes for level in self._levels)
         self._level_base = np.cumsum([0] + [lv.nbytes for lv in self._levels]).tolist()
-        if bigtiff is None:
-            bigtiff = self._size(CLASSIC) >= CLASSIC_LIMIT
-        elif not bigtiff and self._size(CLASSIC) >= CLASSIC_LIMIT:
+        self._set_geometry(CLASSIC)
+        if bigtiff is False and self.size >= CLASSIC_LIMIT:
             raise ConfigurationError(
-                f"the file would be {self._size(CLASSIC)} bytes: classic TIFF holds under 4 GiB"
+                f"the file would be {self.size} bytes: classic TIFF holds under 4 GiB"
             )
-        self.flavour: Flavour = BIGTIFF if bigtiff else CLASSIC
+        self.flavour: Flavour = BIGTIFF if bigtiff or self.size >= CLASSIC_LIMIT else CLASSIC
         self._set_geometry(self.flavour)
         self._block = lru_cache(maxsize=8)(self._build_block)
 
@@ -226,10 +265,6 @@ class WholeImagePlan:
         unread = header_read + min(READ_AHEAD_GAP, tiles)
         self.data_start: int = -(-unread // align) * align
         self.size: int = self.data_start + tiles
-
-    def _size(self, flavour: Flavour) -> int:
-        self._set_geometry(flavour)
-        return self.size
 
     # --- tiles ---------------------------------------------------------------------------
 
@@ -309,7 +344,7 @@ class WholeImagePlan:
             (322, LONG, [lv.tile_width]),
             (323, LONG, [lv.tile_length]),
             (324, flavour.offset_type, offsets),
-            (325, LONG, self._counts(level)),
+            (325, LONG, self._counts[level]),
         ]
         if level == 0 and len(self._levels) > 1:
             entries.append((330, IFD8 if flavour.bigtiff else IFD, subifds))
@@ -319,11 +354,9 @@ class WholeImagePlan:
         return entries
 
     @cached_property
-    def _counts_cache(self) -> list[np.ndarray]:
+    def _counts(self) -> list[np.ndarray]:
+        """Each level's TileByteCounts (every tile is stored full size)."""
         return [np.full(lv.tiles, lv.tile_nbytes, np.uint32) for lv in self._levels]
-
-    def _counts(self, level: int) -> np.ndarray:
-        return self._counts_cache[level]
 
     def _block_start(self, page: int) -> int:
         """Offset of page ``page``'s block (its level-0 IFD, then its SubIFDs)."""
@@ -351,11 +384,6 @@ class WholeImagePlan:
             write_ifd(out, entries, flavour, "<", at=self.ifd_offset(page, level), next_ifd=nxt)
         return bytes(out)
 
-    def _file_header(self) -> bytes:
-        if self.flavour.bigtiff:
-            return b"II" + struct.pack("<HHHQ", 43, 8, 0, 16)
-        return b"II" + struct.pack("<HI", 42, 8)
-
     def header_bytes(self, start: int, stop: int) -> bytes:
         """Bytes ``start:stop`` of the header (within ``[0, data_start)``), building only the
         page blocks the range overlaps (the last few are cached)."""
@@ -363,17 +391,15 @@ class WholeImagePlan:
             raise ValueError(f"range {start}:{stop} is not within the header 0:{self.data_start}")
         parts: list[bytes] = []
         at = start
-        file_header = self.flavour.file_header
+        first = self.flavour.file_header + self._first_block  # where page 1's block starts
         while at < stop:
-            if at < file_header:
-                piece, base = self._file_header(), 0
+            if at < self.flavour.file_header:
+                piece, base = file_header(self.flavour, "<"), 0
             elif at >= self.header_length:
                 parts.append(bytes(stop - at))
                 break
             else:
-                page = 0
-                if at >= file_header + self._first_block:
-                    page = 1 + (at - file_header - self._first_block) // self._other_block
+                page = 0 if at < first else 1 + (at - first) // self._other_block
                 piece, base = self._block(page), self._block_start(page)
             chunk = piece[at - base : stop - base]
             parts.append(chunk)
@@ -381,17 +407,17 @@ class WholeImagePlan:
         return b"".join(parts)
 
 
-def tile_array(block: np.ndarray, layout: WholeImagePlan, level: int) -> np.ndarray:
+def tile_array(block: np.ndarray, plan: WholeImagePlan, level: int) -> np.ndarray:
     """A tile from the data of its :meth:`~WholeImagePlan.tile_region` (cropped at the
     image's edges): C-contiguous, little-endian, zero-padded to the full tile; its bytes are
     the tile's in the file. A full tile of a chunk is the chunk's own memory (no copy)."""
-    full = layout.tile_shape(level)
+    full = plan.tile_shape(level)
     data = np.asarray(block)
     data = data.reshape(data.shape[data.ndim - len(full) :]) if data.ndim > len(full) else data
     if data.ndim != len(full) or any(d > f for d, f in zip(data.shape, full, strict=True)):
         raise ValueError(f"block of shape {data.shape} is no region of a {full} tile")
     if data.shape == full:
-        return np.ascontiguousarray(data, dtype=layout.dtype)
-    tile = np.zeros(full, dtype=layout.dtype)
+        return np.ascontiguousarray(data, dtype=plan.dtype)
+    tile = np.zeros(full, dtype=plan.dtype)
     tile[tuple(slice(0, n) for n in data.shape)] = data
     return tile

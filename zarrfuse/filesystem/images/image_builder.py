@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from zarrfuse.api.ome_zarr import Multiscales
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.images.colour_axis import ColourAxis, colour_axis
@@ -25,10 +25,8 @@ from zarrfuse.filesystem.images.composite import Look, look_of
 from zarrfuse.filesystem.images.image_names import sibling_name
 from zarrfuse.filesystem.images.whole_image_file import LevelChunks, Preview, WholeImage
 from zarrfuse.tiff.ome_xml import image_description
-from zarrfuse.tiff.ome_zarr import Multiscales
 from zarrfuse.tiff.strip_image import StripImagePlan, imagej_description, imagej_pages
-from zarrfuse.tiff.tiles import image_dtype_check, tile_size_for
-from zarrfuse.tiff.whole_image import ImageLevel, WholeImagePlan
+from zarrfuse.tiff.whole_image import ImageLevel, WholeImagePlan, image_dtype_check, tile_size_for
 
 __all__ = ["ImageBuilder", "LevelOpener", "roles_of", "samples_of"]
 
@@ -60,14 +58,6 @@ def samples_of(shape: Sequence[int], chunks: Sequence[int], dtype: np.dtype) -> 
     return 1
 
 
-@dataclass(frozen=True)
-class _Plane:
-    """Where the image plane sits in an array's dimensions."""
-
-    leading: int
-    samples: int
-
-
 PREVIEW_SIDE = 768
 """The preview's longest side at most: 768 x 768 RGB, uncompressed, is 1.8 MB, under the
 2 MB over which file managers (pcmanfm) make no thumbnail."""
@@ -83,38 +73,28 @@ def _picture(shape: Sequence[int], order: tuple[int, ...] | None, axis: bool
     return (*(ordered[:-1] if axis else ordered), 3)
 
 
-def _plane(path: str, shape: Sequence[int], samples: int) -> _Plane:
+def _leading(path: str, shape: Sequence[int], samples: int) -> int:
+    """How many dimensions come before the plane (y, x and maybe samples)."""
     leading = len(shape) - (3 if samples > 1 else 2)
     if leading < 0:
         raise ConfigurationError(
             f"{path or '/'}: a {len(shape)}-dimensional array is not an image (needs Y and X)"
         )
-    return _Plane(leading, samples)
+    return leading
 
 
-def _tile(shape: Sequence[int], chunks: Sequence[int], plane: _Plane) -> tuple[int, int]:
-    """Tile length and width: the chunk's (no longer than the image), by TIFF's rule."""
-    y = plane.leading
-    return (
-        tile_size_for(min(chunks[y], shape[y])),
-        tile_size_for(min(chunks[y + 1], shape[y + 1])),
-    )
-
-
-def _description(
-    name: str,
-    shape: tuple[int, ...],
-    plane: _Plane,
-    dtype: np.dtype,
-    roles: Sequence[str | None],
-    **ome: Any,
-) -> str:
-    """Page 0's ImageDescription: OME-XML (or, for types OME lacks, tifffile's shape)."""
-    return image_description(
-        shape=shape, dtype=dtype, name=name, roles=list(roles),
-        sizes=shape[: plane.leading], y=shape[plane.leading], x=shape[plane.leading + 1],
-        samples=plane.samples, **ome,
-    )
+def _plan(name: str, shapes: Sequence[tuple[int, ...]], chunks: Sequence[Sequence[int]],
+          dtype: np.dtype, samples: int, roles: Sequence[str | None], **ome: Any
+          ) -> WholeImagePlan:
+    """The plan of levels of ``shapes``: tiles the chunks' size (no longer than the image) by
+    TIFF's rule; page 0's description OME-XML (for types OME lacks, tifffile's shape)."""
+    shape, y = shapes[0], len(shapes[0]) - (3 if samples > 1 else 2)
+    levels = [ImageLevel(sh, (tile_size_for(min(ch[y], sh[y])),
+                              tile_size_for(min(ch[y + 1], sh[y + 1]))))
+              for sh, ch in zip(shapes, chunks, strict=True)]
+    return WholeImagePlan(levels, dtype, samples=samples, description=image_description(
+        shape=shape, dtype=dtype, name=name, roles=list(roles), sizes=shape[:y], y=shape[y],
+        x=shape[y + 1], samples=samples, **ome))
 
 
 class ImageBuilder:
@@ -134,51 +114,38 @@ class ImageBuilder:
         level = self._open_level(path, metadata)
         image_dtype_check(level.dtype)
         samples = samples_of(level.shape, level.chunks, level.dtype)
-        plane = _plane(path, level.shape, samples)
+        leading = _leading(path, level.shape, samples)
         names = metadata.get("dimension_names") or [None] * len(level.shape)
-        roles = roles_of(names[: plane.leading])
+        roles = roles_of(names[:leading])
         colour = None if samples > 1 else colour_axis(
             roles, level.shape, level.dtype, policy=self._colour)
-        if colour is not None:
-            return self._coloured(path, name, [level], colour, roles, time_ns)
-        layout = WholeImagePlan(
-            [ImageLevel(level.shape, _tile(level.shape, level.chunks, plane))],
-            level.dtype,
-            samples=samples,
-            description=_description(name, level.shape, plane, level.dtype, roles),
-        )
-        return self._with_siblings(WholeImage(
-            path, name, [level], layout, context=self._context, metadata_time_ns=time_ns
-        ), roles, None)
+        return self._image(path, name, [level], roles, time_ns, samples, colour)
 
-    def _coloured(
+    def _image(
         self,
         path: str,
         name: str,
         levels: Sequence[LevelChunks],
-        colour: ColourAxis,
         roles: Sequence[str | None],
         time_ns: int,
+        samples: int = 1,
+        colour: ColourAxis | None = None,
         omero: Sequence[Mapping[str, Any]] = (),
+        channels: Mapping[str, Any] | None = None,
         **ome: Any,
     ) -> WholeImage:
-        """The image with ``colour``'s axis as its RGB(A) samples: one colour page per
-        plane of the other axes, each tile made from the channels' chunks."""
-        first = levels[0]
-        shape = colour.image_shape(first.shape)
-        plane = _Plane(len(shape) - 3, colour.samples)
-        layout = WholeImagePlan(
-            [ImageLevel(colour.image_shape(lv.shape),
-                        _tile(colour.image_shape(lv.shape),
-                              colour.image_shape(lv.chunks), plane)) for lv in levels],
-            first.dtype,
-            samples=colour.samples,
-            description=_description(name, shape, plane, first.dtype,
-                                     colour.leading(roles), **ome),  # type: ignore[arg-type]
-        )
-        return self._with_siblings(WholeImage(path, name, levels, layout, context=self._context,
-                                              metadata_time_ns=time_ns, order=colour.order),
-                                   roles, colour, omero, **ome)
+        """The image of ``levels``, with its siblings. With ``colour``, that axis is its
+        RGB(A) samples: one colour page per plane of the other axes, each tile made from the
+        channels' chunks. ``channels``: OME-XML's channel names and colours (grey only)."""
+        shape_of = colour.image_shape if colour is not None else tuple
+        plan = _plan(name, [shape_of(lv.shape) for lv in levels],
+                     [shape_of(lv.chunks) for lv in levels], levels[0].dtype,
+                     colour.samples if colour is not None else samples,
+                     roles if colour is None else colour.leading(roles),  # type: ignore[arg-type]
+                     **ome, **(channels or {}))
+        image = WholeImage(path, name, levels, plan, context=self._context,
+                           metadata_time_ns=time_ns, order=None if colour is None else colour.order)
+        return self._with_siblings(image, roles, colour, omero, **ome)
 
     def _with_siblings(
         self, image: WholeImage, roles: Sequence[str | None], colour: ColourAxis | None,
@@ -188,7 +155,7 @@ class ImageBuilder:
         composite of two or more grey channels, the preview (``composite``). ``roles``: OME
         roles of the array's dimensions before y and x; ``omero``: its channels' look."""
         level = image.levels[0]
-        dtype, samples = level.dtype, image.layout.samples
+        dtype, samples = level.dtype, image.plan.samples
         channels = [d for d, r in enumerate(roles) if r == "c"]
         axis = channels[0] if len(channels) == 1 and level.shape[channels[0]] > 1 else None
         if samples > 1 and colour is None:
@@ -205,17 +172,13 @@ class ImageBuilder:
         order = None if axis is None else (*(d for d in range(len(level.shape)) if d != axis),
                                            axis)
         shapes = [_picture(lv.shape, order, look.axis) for lv in image.levels]
-        plane = _Plane(len(shapes[0]) - 3, 3)
         siblings = self._preview(image, shapes, order, look)
         if axis is not None:
-            layout = WholeImagePlan(
-                [ImageLevel(sh, _tile(sh, _picture(lv.chunks, order, True), plane))
-                 for sh, lv in zip(shapes, image.levels, strict=True)],
-                np.dtype("u1"), samples=3,
-                description=_description(image.name, shapes[0], plane, np.dtype("u1"),
-                                         [r for d, r in enumerate(roles) if d != axis], **ome))
+            plan = _plan(image.name, shapes, [_picture(lv.chunks, order, True)
+                                              for lv in image.levels],
+                         np.dtype("u1"), 3, [r for d, r in enumerate(roles) if d != axis], **ome)
             siblings.insert(0, WholeImage(
-                image.path, sibling_name(image.name, ".composite.tif"), image.levels, layout,
+                image.path, sibling_name(image.name, ".composite.tif"), image.levels, plan,
                 context=self._context, metadata_time_ns=image.metadata_time_ns, order=order,
                 look=look))
         image.siblings += siblings
@@ -233,10 +196,10 @@ class ImageBuilder:
             log.info("%s: no preview: its smallest level is %s", image.path or "/", shape)
             return []
         height, width = (-(-n // 16) * 16 for n in shape[-3:-1])
-        layout = WholeImagePlan([ImageLevel(shape, (height, width))], np.dtype("u1"),
+        plan = WholeImagePlan([ImageLevel(shape, (height, width))], np.dtype("u1"),
                                 samples=3, description="")
         return [Preview(image.path, sibling_name(image.name, ".preview.png"),
-                        [image.levels[index]], layout, context=self._context,
+                        [image.levels[index]], plan, context=self._context,
                         metadata_time_ns=image.metadata_time_ns, order=order, look=look,
                         step=step)]
 
@@ -246,7 +209,7 @@ class ImageBuilder:
         resolution, pages in ImageJ's order, channels coloured by ``look``'s LUTs in
         composite mode; none when it would not fit in 4 GiB."""
         level = image.levels[0]
-        ndim, samples = len(level.shape), image.layout.samples
+        ndim, samples = len(level.shape), image.plan.samples
         plane = ndim - (3 if samples > 1 and colour is None else 2)
         lead = [d for d in range(plane) if colour is None or d != colour.axis]
         ranked, dims = imagej_pages([roles[d] if d < len(roles) else None for d in lead],
@@ -305,23 +268,11 @@ class ImageBuilder:
         roles = multiscales.leading_roles()
         colour = colour_axis(roles, first.shape, first.dtype, policy=self._colour,
                              means_colour=multiscales.means_colour)
-        if colour is not None and len(roles) == len(first.shape) - 2:
-            return self._coloured(path, name, opened, colour, roles, time_ns,
-                                  multiscales.omero_channels,
-                                  physical_sizes=multiscales.physical_sizes())
-        plane = _plane(path, first.shape, 1)
-        layout = WholeImagePlan(
-            [ImageLevel(lv.shape, _tile(lv.shape, lv.chunks, plane)) for lv in opened],
-            first.dtype,
-            samples=1,
-            description=_description(
-                name, first.shape, plane, first.dtype, multiscales.leading_roles(),
-                physical_sizes=multiscales.physical_sizes(),
-                channel_names=multiscales.channel_names,
-                channel_colors=multiscales.channel_colors,
-            ),
-        )
-        return self._with_siblings(WholeImage(
-            path, name, opened, layout, context=self._context, metadata_time_ns=time_ns
-        ), roles, None, multiscales.omero_channels,
-            physical_sizes=multiscales.physical_sizes())
+        channels = None  # a colour image's channels are its samples: no names, no colours
+        if colour is None or len(roles) != len(first.shape) - 2:
+            _leading(path, first.shape, 1)
+            colour, channels = None, {"channel_names": multiscales.channel_names,
+                                      "channel_colors": multiscales.channel_colors}
+        return self._image(path, name, opened, roles, time_ns, 1, colour,
+                           multiscales.omero_channels, channels,
+                           physical_sizes=multiscales.physical_sizes())

@@ -72,9 +72,9 @@ def encode(fmt: str, data: np.ndarray) -> bytes:
     """
     if data.dtype.kind == "T":
         data = data.astype(f"<U{max(1, int(np.strings.str_len(data).max(initial=0)))}")
-    layout = _layout(fmt, data.shape, data.dtype.str)
-    if layout is not None:
-        prefix, suffix = layout
+    template = _template(fmt, data.shape, data.dtype.str)
+    if template is not None:
+        prefix, suffix = template
         return b"".join((prefix, np.ascontiguousarray(data).tobytes(), suffix))
     return _encode(fmt, data)
 
@@ -206,7 +206,7 @@ class _SizeSink(io.RawIOBase):
 
 
 @functools.lru_cache(maxsize=1024)
-def _layout(fmt: str, shape: tuple[int, ...], dtype: str) -> tuple[bytes, bytes] | None:
+def _template(fmt: str, shape: tuple[int, ...], dtype: str) -> tuple[bytes, bytes] | None:
     """(prefix, suffix) around the values in every file of this shape and dtype, or None.
 
     Found by writing two chunks whose every value byte differs (zeros, and 0xA5 bytes or

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import trio
 
-from zarrfuse.api.regions import chunk_region
+from zarrfuse.api.regions import chunk_region, overlap
 from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.composite import MEASURED_BYTES, Look
@@ -66,21 +66,21 @@ TileKey = tuple[int, int, int, int]  # level, page, row, col
 
 
 class WholeImage:
-    """The file ``name`` showing ``levels`` (level 0 the full resolution) by ``layout``."""
+    """The file ``name`` showing ``levels`` (level 0 the full resolution) by ``plan``."""
 
     def __init__(
         self,
         path: str,
         name: str,
         levels: Sequence[LevelChunks],
-        layout: WholeImagePlan,
+        plan: WholeImagePlan,
         *,
         context: MountContext,
         metadata_time_ns: int = 0,
         order: tuple[int, ...] | None = None,
         look: Look | None = None,
     ) -> None:
-        """``order``: the levels' dimensions in the layout's order, where they differ (a
+        """``order``: the levels' dimensions in the plan's order, where they differ (a
         colour axis moved last to be the samples: ``colour_axis``). ``look``: the file
         shows the channels' colour composite (``composite``), not the values."""
         self.path = path
@@ -91,7 +91,7 @@ class WholeImage:
         colour composite and its preview."""
         self.name = name
         self.levels = list(levels)
-        self.layout = layout
+        self.plan = plan
         self.metadata_time_ns = metadata_time_ns
         self._context = context
         self._cache = context.decoded
@@ -111,7 +111,7 @@ class WholeImage:
 
     @property
     def size(self) -> int:
-        return self.layout.size
+        return self.plan.size
 
     def sources(self) -> list[StoredChunks]:
         """The stored chunks of the levels read from a store."""
@@ -168,20 +168,20 @@ class WholeImage:
         """The file's bytes from ``offset`` written into ``out``, as ``version`` (default:
         the current one) shows them; how many (fewer at the end of the file). Tile bytes
         are copied once, from the decoded chunks into ``out``."""
-        layout = self.layout
-        stop = min(offset + len(out), layout.size)
+        plan = self.plan
+        stop = min(offset + len(out), plan.size)
         if offset >= stop:
             return 0
         at = 0
-        if offset < layout.data_start:
-            header = layout.header_bytes(offset, min(stop, layout.data_start))
+        if offset < plan.data_start:
+            header = plan.header_bytes(offset, min(stop, plan.data_start))
             out[: len(header)] = header
             at = len(header)
-        sequential = offset == layout.data_start or (
+        sequential = offset == plan.data_start or (
             self._reach - self._window() <= offset <= self._reach)
         self._reach = max(self._reach, stop) if sequential else stop
-        if stop > layout.data_start:
-            spans = layout.spans(max(offset, layout.data_start), stop)
+        if stop > plan.data_start:
+            spans = plan.spans(max(offset, plan.data_start), stop)
             tiles = await self._tiles({_tile_key(s) for s in spans}, version)
             if sequential:  # after the reader's own tiles: never ahead of them
                 self._read_ahead(stop)
@@ -201,20 +201,20 @@ class WholeImage:
         decodes nothing."""
         window = self._window()
         windows = self._windows_ahead
-        horizon = min(stop + windows * window, self.layout.size)
+        horizon = min(stop + windows * window, self.plan.size)
         start = self._ahead_until  # asked for up to here (at most one window more)
         if not stop <= start <= stop + (windows + 1) * window:  # the reader moved
             start = stop
         while start < horizon:
-            end = min(start + window, self.layout.size)
-            tiles = {_tile_key(s) for s in self.layout.spans(start, end)}
+            end = min(start + window, self.plan.size)
+            tiles = {_tile_key(s) for s in self.plan.spans(start, end)}
             self._context.start_soon(self._decode_ahead, tiles)
             start = end
         self._ahead_until = max(start, stop)
 
     def _window(self) -> int:
         """Bytes of tiles decoded ahead in one batch."""
-        return max(READ_AHEAD_BYTES, 2 * self.layout.tile_nbytes(0))
+        return max(READ_AHEAD_BYTES, 2 * self.plan.tile_nbytes(0))
 
     async def _decode_ahead(self, tiles: set[TileKey]) -> None:
         await self._decoded({
@@ -228,7 +228,7 @@ class WholeImage:
         shape = self.levels[tile[0]].shape
         order = self.order or tuple(range(len(shape)))
         region: list[slice] = [slice(0)] * len(shape)
-        for dim, r in zip(order, self.layout.tile_region(*tile), strict=True):
+        for dim, r in zip(order, self.plan.tile_region(*tile), strict=True):
             n = shape[dim]
             region[dim] = slice(*r.indices(n)[:2]) if isinstance(r, slice) else slice(r, r + 1)
         return tuple(region)
@@ -284,7 +284,7 @@ class WholeImage:
             block = np.transpose(block, self.order)
         if self.look is not None:
             block = self.look(block)
-        return tile_array(block, self.layout, tile[0])
+        return tile_array(block, self.plan, tile[0])
 
     def _block(
         self,
@@ -295,21 +295,14 @@ class WholeImage:
     ) -> np.ndarray:
         """The values of ``region`` of level ``index``, from the decoded chunks it overlaps."""
         level = self.levels[index]
-        if len(chunks) == 1:  # the common case: the tile is (part of) one chunk
-            origin = chunk_region(chunks[0], level.chunks, level.shape)
-            return decoded[(index, chunks[0])][
-                tuple(slice(r.start - o.start, r.stop - o.start) for r, o in zip(
-                    region, origin, strict=True))
-            ]
+        parts = [(overlap(region, chunk_region(c, level.chunks, level.shape)),
+                  decoded[(index, c)]) for c in chunks]
+        if len(parts) == 1:  # the common case: the tile is (part of) one chunk, no copy
+            (_, within), chunk = parts[0]
+            return chunk[within]
         block = np.empty([r.stop - r.start for r in region], dtype=level.dtype)
-        for coords in chunks:
-            origin = chunk_region(coords, level.chunks, level.shape)
-            lo = [max(r.start, o.start) for r, o in zip(region, origin, strict=True)]
-            hi = [min(r.stop, o.stop) for r, o in zip(region, origin, strict=True)]
-            block[tuple(slice(a - r.start, b - r.start) for a, b, r in zip(
-                lo, hi, region, strict=True))] = decoded[(index, coords)][
-                tuple(slice(a - o.start, b - o.start) for a, b, o in zip(
-                    lo, hi, origin, strict=True))]
+        for (inside, within), chunk in parts:
+            block[inside] = chunk[within]
         return block
 
     async def _decoded(self, needed: set[ChunkKey]) -> dict[ChunkKey, np.ndarray]:
@@ -361,13 +354,13 @@ def _tile_key(span: TileSpan) -> TileKey:
 class Preview(WholeImage):
     """``NAME.preview.png``: the composite of the first page of one small level, every
     ``step``-th pixel, as a PNG stored uncompressed (its size known from its shape, as
-    the chunk views' PNGs). Its layout is that level as one tile; a read renders it whole
+    the chunk views' PNGs). Its plan is that level as one tile; a read renders it whole
     (under 2 MB) and copies the bytes asked for."""
 
     def __init__(self, *args: Any, step: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.step = step
-        height, width = self.layout.levels[0].shape[-3:-1]
+        height, width = self.plan.levels[0].shape[-3:-1]
         self._crop = (-(-height // step), -(-width // step))
 
     @property

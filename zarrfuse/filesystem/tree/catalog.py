@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import trio
 
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
+from zarrfuse.api.ome_zarr import Multiscales, read_multiscales
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
@@ -33,7 +34,6 @@ from zarrfuse.filesystem.tree.mounted import ArrayView, GroupView
 from zarrfuse.filesystem.tree.ome_levels import OmeLevel, find_ome_level
 from zarrfuse.request_deadline import waited
 from zarrfuse.storage.base import Document
-from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
 
 __all__ = ["Catalog"]
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from zarrfuse.api.nodes import StoredNode
+from zarrfuse.api.ome_zarr import Multiscales, read_multiscales
 from zarrfuse.errors import ZarrFuseError
-from zarrfuse.tiff.ome_zarr import Multiscales, read_multiscales
 
 __all__ = ["OmeLevel", "find_ome_level"]
 

@@ -9,7 +9,7 @@ names. v0.4 keeps the metadata at the top of the attributes (``.zattrs``), v0.5 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,20 +18,16 @@ from zarrfuse.errors import ConfigurationError
 __all__ = ["Axis", "Multiscales", "ome_unit", "read_multiscales"]
 
 # NGFF unit names (UDUNITS-2 names the spec lists) and OME's symbols for them.
+_PREFIXES = dict(zip(
+    ["", "yotta", "zetta", "exa", "peta", "tera", "giga", "mega", "kilo", "hecto", "deci",
+     "centi", "milli", "micro", "nano", "pico", "femto", "atto", "zepto", "yocto"],
+    ["", *"YZEPTGMkhdcmµnpfazy"], strict=True))
 _UNITS = {
-    "angstrom": "Å", "attometer": "am", "centimeter": "cm", "decimeter": "dm",
-    "exameter": "Em", "femtometer": "fm", "foot": "ft", "gigameter": "Gm", "hectometer": "hm",
-    "inch": "in", "kilometer": "km", "megameter": "Mm", "meter": "m", "micrometer": "µm",
-    "mile": "mi", "millimeter": "mm", "nanometer": "nm", "parsec": "pc", "petameter": "Pm",
-    "picometer": "pm", "terameter": "Tm", "yard": "yd", "yoctometer": "ym", "yottameter": "Ym",
-    "zeptometer": "zm", "zettameter": "Zm",
-    "attosecond": "as", "centisecond": "cs", "day": "d", "decisecond": "ds", "exasecond": "Es",
-    "femtosecond": "fs", "gigasecond": "Gs", "hectosecond": "hs", "hour": "h",
-    "kilosecond": "ks", "megasecond": "Ms", "microsecond": "µs", "millisecond": "ms",
-    "minute": "min", "nanosecond": "ns", "petasecond": "Ps", "picosecond": "ps", "second": "s",
-    "terasecond": "Ts", "yoctosecond": "ys", "yottasecond": "Ys", "zeptosecond": "zs",
-    "zettasecond": "Zs",
-}
+    name + base: symbol + short
+    for base, short in (("meter", "m"), ("second", "s"))
+    for name, symbol in _PREFIXES.items()
+} | {"angstrom": "Å", "foot": "ft", "inch": "in", "mile": "mi", "parsec": "pc", "yard": "yd",
+     "day": "d", "hour": "h", "minute": "min"}
 
 
 def ome_unit(unit: str | None) -> str | None:
@@ -112,10 +108,18 @@ def _axes(raw: Any) -> tuple[Axis, ...]:
     return tuple(axes)
 
 
-def _channel_names(attributes: Mapping[str, Any]) -> tuple[str, ...]:
+def _omero_channels(attributes: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    """``omero.channels``; empty unless each is a mapping."""
     channels = (attributes.get("omero") or {}).get("channels") or []
-    labels = [c.get("label") if isinstance(c, Mapping) else None for c in channels]
-    return tuple(str(x) for x in labels) if all(x is not None for x in labels) else ()
+    return tuple(channels) if all(isinstance(c, Mapping) for c in channels) else ()
+
+
+def _each(channels: Sequence[Mapping[str, Any]], key: str, convert: Callable[[Any], Any]
+          ) -> tuple[Any, ...]:
+    """Every channel's ``key``, converted; none if a channel lacks it (OME-XML wants one
+    per channel)."""
+    values = [None if c.get(key) is None else convert(c.get(key)) for c in channels]
+    return tuple(values) if None not in values else ()
 
 
 def ome_color(hex_color: Any) -> int | None:
@@ -129,13 +133,6 @@ def ome_color(hex_color: Any) -> int | None:
     except ValueError:
         return None
     return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def _channel_colors(attributes: Mapping[str, Any]) -> tuple[int, ...]:
-    channels = (attributes.get("omero") or {}).get("channels") or []
-    colors = [ome_color(c.get("color")) if isinstance(c, Mapping) else None for c in channels]
-    return tuple(c for c in colors if c is not None) if all(
-        c is not None for c in colors) else ()
 
 
 RGB_HEX = ("ff0000", "00ff00", "0000ff")
@@ -187,8 +184,9 @@ def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
         raise ConfigurationError("OME-Zarr multiscales metadata lists no datasets")
     if scale is not None and not all(math.isfinite(v) for v in scale):
         scale = None
-    names = _channel_names(source) or _channel_names(attributes)
-    colors = _channel_colors(source) or _channel_colors(attributes)
+    both = (_omero_channels(source), _omero_channels(attributes))
+    names = _each(both[0], "label", str) or _each(both[1], "label", str)
+    colors = _each(both[0], "color", ome_color) or _each(both[1], "color", ome_color)
     return Multiscales(
         version=None if version is None else str(version),
         paths=paths,
@@ -198,10 +196,5 @@ def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
         channel_colors=colors,
         means_colour=means_colour(source) or means_colour(attributes),
         method=None if method is None else str(method),
-        omero_channels=_omero_channels(source) or _omero_channels(attributes),
+        omero_channels=both[0] or both[1],
     )
-
-
-def _omero_channels(attributes: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
-    channels = (attributes.get("omero") or {}).get("channels") or []
-    return tuple(channels) if all(isinstance(c, Mapping) for c in channels) else ()

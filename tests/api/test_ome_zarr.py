@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import zarr
 
+from zarrfuse.api.ome_zarr import Axis, ome_color, ome_unit, read_multiscales
 from zarrfuse.errors import ConfigurationError
-from zarrfuse.tiff.ome_zarr import Axis, ome_color, ome_unit, read_multiscales
 
 
 @pytest.mark.parametrize("version", ["0.4", "0.5"])
