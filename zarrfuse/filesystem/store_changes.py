@@ -15,9 +15,8 @@ from collections.abc import Awaitable, Callable
 
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.images.whole_image_file import WholeImage
-from zarrfuse.filesystem.tree.inodes import ROOT_INODE
 from zarrfuse.filesystem.tree.mounted import ArrayView
-from zarrfuse.filesystem.tree.namespace import Namespace
+from zarrfuse.filesystem.tree.namespace import ROOT_INODE, Namespace
 from zarrfuse.filesystem.tree.nodes import ChunkFile, ImageFile
 from zarrfuse.filesystem.writes.commits import Committer
 from zarrfuse.storage.store_watch import WHOLE_DIRECTORY
