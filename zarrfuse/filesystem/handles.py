@@ -1,12 +1,9 @@
-"""What an open file handle of the mount holds, and what it does: one kind per kind of open;
-and the table of them (:class:`OpenHandles`).
+"""Open file handles, one kind per kind of open, and the table of them (:class:`OpenHandles`).
 
-:class:`~zarrfuse.filesystem.fs.FileSystem` keeps one per handle number it gives the kernel
-and forwards each request to it, never asking which kind it is: a handle reads its own bytes
-(``read_into``), takes writes and truncation if it may, and knows what its flush (close,
-fsync) and its release commit or check. A chunk opened for writing is
-``writes.commits.ChunkWriter``; every other kind is here. Kinds that do not write refuse
-``write`` (EBADF, as a file opened read-only does) and leave ``truncate`` to the path.
+The filesystem forwards each request on a handle to it, never asking which kind it is. A
+chunk opened for writing is ``writes.commits.ChunkWriter``; every other kind is here. Kinds
+that do not write refuse ``write`` (EBADF, as a file opened read-only does) and leave
+``truncate`` to the path.
 """
 
 from __future__ import annotations
@@ -17,12 +14,12 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from zarrfuse.errors import BadHandle, NotFound
+from zarrfuse.errors import BadHandle
 from zarrfuse.filesystem.page_cache import PageCacheUsers
 from zarrfuse.filesystem.tree.chunk_files import OpenedVersion
 from zarrfuse.filesystem.tree.nodes import ChunkFile, ImageFile, MetadataFile, Node, ScratchFile
 from zarrfuse.filesystem.writes.document_writes import check_fits, check_identical
-from zarrfuse.filesystem.writes.scratch import ScratchArea, ScratchData
+from zarrfuse.filesystem.writes.scratch import ScratchArea
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = [
@@ -41,32 +38,21 @@ class OpenFile(Protocol):
 
     @property
     def node(self) -> Node: ...
-
     async def read_into(self, offset: int, out: memoryview) -> int: ...
-
     async def write(self, offset: int, data: bytes) -> int: ...
 
     async def truncate(self, size: int) -> bool:
         """Truncate what the handle holds; False: it holds nothing of its own (the path's
         file is truncated instead)."""
-        ...
 
     async def flush(self, *, durable: bool) -> None:
         """close() and fsync(): what must be stored or checked now; errors reach close()."""
-        ...
 
     async def release(self) -> None:
         """The kernel let go of the handle: what it held is let go of too."""
-        ...
 
     def shown_size(self) -> int | None:
         """The size the kernel must hold for the handle's inode; None: the stored one."""
-        ...
-
-
-def _copy_into(piece: bytes | memoryview, out: memoryview) -> int:
-    out[: len(piece)] = piece
-    return len(piece)
 
 
 class _ReadsOnly:
@@ -105,9 +91,7 @@ class ChunkReader(_ReadsOnly):
     def close(self) -> None:
         self.chunk.close()
 
-    def discard(self) -> None:
-        """Opened, but refused before the kernel got it."""
-        self.close()
+    discard = close  # opened, but refused before the kernel got it
 
 
 @dataclass
@@ -115,7 +99,9 @@ class MetadataReader(_ReadsOnly):
     node: MetadataFile
 
     async def read_into(self, offset: int, out: memoryview) -> int:
-        return _copy_into(self.node.data[offset : offset + len(out)], out)
+        piece = self.node.data[offset : offset + len(out)]
+        out[: len(piece)] = piece
+        return len(piece)
 
 
 @dataclass
@@ -169,17 +155,11 @@ class ScratchHandle(_ReadsOnly):
     node: ScratchFile
     area: ScratchArea
 
-    def _scratch(self) -> ScratchData:
-        scratch = self.area.get(self.node)
-        if scratch is None:
-            raise NotFound(f"scratch file {self.node.name!r} is gone")
-        return scratch
-
     async def read_into(self, offset: int, out: memoryview) -> int:
-        return self._scratch().data.read_into(offset, out)
+        return self.area.held(self.node).data.read_into(offset, out)
 
     async def write(self, offset: int, data: bytes) -> int:
-        scratch = self._scratch()
+        scratch = self.area.held(self.node)
         end = offset + len(data)
         self.area.reserve(len(scratch.data), max(end, len(scratch.data)))
         scratch.data.write(offset, data)

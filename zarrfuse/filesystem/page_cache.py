@@ -75,8 +75,7 @@ class InodeUsers:
 class PageCacheUsers:
     """The handles of each inode, and the decision for each new one (see the module)."""
 
-    def __init__(self, *, reserve_wait: float = RESERVE_WAIT) -> None:
-        self.reserve_wait = reserve_wait
+    def __init__(self) -> None:
         self._inodes: dict[int, InodeUsers] = {}
         self._handles: dict[int, int] = {}
         """Handle -> the inode it is open on (chunk handles only)."""
@@ -161,7 +160,7 @@ class PageCacheUsers:
                 if now - when >= RETRY_WINDOW:
                     del self._sent_away[key]
                     self._claims.pop(key, None)
-            self._reserved.setdefault(name, {})[pid] = (now + self.reserve_wait, trio.Event())
+            self._reserved.setdefault(name, {})[pid] = (now + RESERVE_WAIT, trio.Event())
         return Stale(f"{why}: opening it on a fresh inode")
 
     # --- opening -------------------------------------------------------------------------

@@ -206,19 +206,16 @@ class OpenWriters:
 class Committer:
     """Stores chunk files: checks, verification, parts; then drops the kernel's caches."""
 
-    def __init__(
-        self, namespace: Namespace, options: WriteOptions,
-        unused: Callable[[int], bool] = lambda inode: False,
-        committed: Callable[[ChunkFile], None] = lambda node: None,
-    ) -> None:
-        """``committed``: told each chunk file stored (a time set on it is shown no
-        longer)."""
+    def __init__(self, namespace: Namespace, options: WriteOptions,
+                 unused: Callable[[int], bool], committed: Callable[[ChunkFile], object]
+                 ) -> None:
+        """``unused``: whether an inode has no handle and no kept pages (``page_cache``);
+        ``committed``: told each chunk file stored (a time set on it is shown no longer)."""
         self.namespace = namespace
         self._committed = committed
         self.options = options
         self._levels = LevelUpdates(namespace, self.drop_cache)
         self._unused = unused
-        """Whether an inode has no handle and no kept pages (``page_cache``)."""
         self._invalidate: Callable[[int, bool], Awaitable[None]] | None = None
         self._invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
         self.drops = 0

@@ -23,7 +23,7 @@ import ctypes.util
 import re
 from dataclasses import dataclass, field
 
-from zarrfuse.errors import FileTooBig, NoSpace
+from zarrfuse.errors import FileTooBig, NoSpace, NotFound
 from zarrfuse.filesystem.tree.nodes import Node, ScratchFile
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
@@ -85,6 +85,13 @@ class ScratchArea:
     def get(self, node: Node) -> ScratchData | None:
         """The bytes of ``node`` if it is a scratch file held here."""
         return self._files.get(node)  # type: ignore[call-overload]  # any node: None
+
+    def held(self, node: ScratchFile) -> ScratchData:
+        """The bytes of scratch file ``node``; NotFound once it is gone (renamed, removed)."""
+        scratch = self._files.get(node)
+        if scratch is None:
+            raise NotFound(f"scratch file {node.name!r} is gone")
+        return scratch
 
     def create(self, key: ScratchFile, mtime_ns: int) -> ScratchData:
         scratch = self._files[key] = ScratchData(mtime_ns=mtime_ns)
