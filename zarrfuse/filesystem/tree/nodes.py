@@ -219,7 +219,10 @@ class ImageDir(_Directory):
         return _image_entries(self.image)
 
 
-class _ArrayDir(_Directory):
+@dataclass(frozen=True)
+class _OfArray(Node):
+    """A node of an array (its directories and chunk files), timed by its metadata."""
+
     array: ArrayView
 
     def in_array(self) -> ArrayView:
@@ -229,10 +232,12 @@ class _ArrayDir(_Directory):
         return self.array.metadata_time_ns
 
 
+class _ArrayDir(_OfArray, _Directory):
+    """A directory of an array: its root, a fanout or a key directory."""
+
+
 @dataclass(frozen=True)
 class ArrayRoot(_ArrayDir):
-    array: ArrayView
-
     def view(self) -> ArrayView:
         return self.array
 
@@ -257,7 +262,7 @@ class ArrayRoot(_ArrayDir):
         if document is not None:
             return document.entry()
         if array.keys is not None:
-            return await _lookup_key(array, (), name)
+            return await KeyDir(array, ()).lookup(name, catalog)
         if not array.tree.has_chunks:
             raise NotFound(f"{name!r}: the array has no chunks")
         chunk = self.chunk_named(name)
@@ -271,7 +276,7 @@ class ArrayRoot(_ArrayDir):
         array = self.array
         entries = _documents(array)  # none in rendered views: they are not Zarr arrays
         if array.keys is not None:
-            return entries + await _list_keys(array, ())
+            return entries + await KeyDir(array, ()).children(catalog)
         if array.tree.has_chunks and array.tree.grid:
             entries.append(Entry(array.tree.top, FanoutDir(array, array.tree.root)))
         elif array.tree.has_chunks:
@@ -283,7 +288,6 @@ class ArrayRoot(_ArrayDir):
 
 @dataclass(frozen=True)
 class FanoutDir(_ArrayDir):
-    array: ArrayView
     pos: DirPosition
     followed = True
 
@@ -349,9 +353,9 @@ class FanoutDir(_ArrayDir):
 
 @dataclass(frozen=True)
 class KeyDir(_ArrayDir):
-    """A directory of an array's own keys (source layout): the names below the array."""
+    """A directory of an array's own keys (source layout): the names below the array, as
+    the store lists them."""
 
-    array: ArrayView
     names: tuple[str, ...]
 
     def path(self) -> str:
@@ -363,24 +367,43 @@ class KeyDir(_ArrayDir):
         return None if coords is None else ChunkFile(self.array, coords)
 
     async def lookup(self, name: str, catalog: Catalog) -> Entry:
-        return await _lookup_key(self.array, self.names, name)
+        keys, path = self.array.keys, (*self.names, name)
+        assert keys is not None
+        if keys.is_directory(path):
+            return Entry(name, KeyDir(self.array, path))
+        try:
+            coords = keys.chunk_at(path)
+        except NotAChunk:
+            coords = None
+        if coords is None:
+            raise NotFound(f"{name!r}: not a chunk key of the array")
+        return await ChunkFile(self.array, coords).entry(name)
 
     async def children(self, catalog: Catalog) -> list[Entry]:
-        return await _list_keys(self.array, self.names)
+        array, names, keys = self.array, self.names, self.array.keys
+        assert keys is not None
+
+        def chunk_at(name: str) -> tuple[int, ...] | None:
+            try:
+                return keys.chunk_at((*names, name))
+            except NotAChunk:
+                return None
+
+        subdirs, chunks = await array.stored.listings.listed_keys("/".join(names), chunk_at)
+        entries = [Entry(name, KeyDir(array, (*names, name)))
+                   for name in subdirs if keys.is_directory((*names, name))]
+        entries += [
+            Entry(keys.path(coords)[-1], ChunkFile(array, coords), stat.size, stat.mtime_ns)
+            for coords, stat in chunks.items()
+        ]
+        return sorted(entries, key=lambda e: e.name)
 
 
 @dataclass(frozen=True)
-class ChunkFile(Node):
-    array: ArrayView
+class ChunkFile(_OfArray):
     coords: tuple[int, ...]
     followed = True
     comes_and_goes = True
-
-    def in_array(self) -> ArrayView:
-        return self.array
-
-    def fixed_time(self) -> int:
-        return self.array.metadata_time_ns
 
     async def stat(self) -> Stat:
         return await self.array.files.stat(self.coords)
@@ -416,7 +439,7 @@ class ChunkFile(Node):
             for depth, name in enumerate(names[:-1], start=1):
                 steps.append((parent, name, parent := KeyDir(array, names[:depth])))
             return [*steps, (parent, names[-1], self)]
-        shown = _shown(array, self.coords)
+        shown = self.coords if array.shown_dims is None else array.shown_dims.shown(self.coords)
         if not shown:
             return [(parent, _scalar_name(array), self)]
         _, *key = array.tree.encoding.encode_chunk_key(shown).split("/")
@@ -517,45 +540,6 @@ def _documents(owner: ArrayView | GroupView) -> list[Entry]:
     return [MetadataFile(owner, name).entry() for name in sorted(owner.documents)]
 
 
-async def _lookup_key(array: ArrayView, names: tuple[str, ...], name: str) -> Entry:
-    """``name`` in a directory of the array's own keys (source layout)."""
-    assert array.keys is not None
-    path = (*names, name)
-    if array.keys.is_directory(path):
-        return Entry(name, KeyDir(array, path))
-    try:
-        coords = array.keys.chunk_at(path)
-    except NotAChunk:
-        coords = None
-    if coords is None:
-        raise NotFound(f"{name!r}: not a chunk key of the array")
-    return await ChunkFile(array, coords).entry(name)
-
-
-async def _list_keys(array: ArrayView, names: tuple[str, ...]) -> list[Entry]:
-    """A directory of the array's own keys, as the store lists it."""
-    keys = array.keys
-    assert keys is not None
-
-    def chunk_at(name: str) -> tuple[int, ...] | None:
-        try:
-            return keys.chunk_at((*names, name))
-        except NotAChunk:
-            return None
-
-    subdirs, chunks = await array.stored.listings.listed_keys("/".join(names), chunk_at)
-    entries = [
-        Entry(name, KeyDir(array, (*names, name)))
-        for name in subdirs
-        if keys.is_directory((*names, name))
-    ]
-    entries += [
-        Entry(keys.path(coords)[-1], ChunkFile(array, coords), stat.size, stat.mtime_ns)
-        for coords, stat in chunks.items()
-    ]
-    return sorted(entries, key=lambda e: e.name)
-
-
 async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
     """The children of a non-leaf fanout directory that lead to stored chunks (all of them
     where every chunk renders, and on a store that cannot list)."""
@@ -577,11 +561,6 @@ def _full(array: ArrayView, shown: tuple[int, ...]) -> tuple[int, ...]:
     """Grid coordinates from the coordinates a path gives (rendered views leave out the
     dimensions of extent 1: they are 0 there)."""
     return shown if array.shown_dims is None else array.shown_dims.full(shown)
-
-
-def _shown(array: ArrayView, coords: tuple[int, ...]) -> tuple[int, ...]:
-    """The coordinates a chunk's path gives: those of the dimensions the view shows."""
-    return coords if array.shown_dims is None else array.shown_dims.shown(coords)
 
 
 def _scalar_name(array: ArrayView) -> str:
