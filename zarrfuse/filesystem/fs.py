@@ -25,7 +25,7 @@ import trio
 
 from zarrfuse import errors
 from zarrfuse.filesystem.attributes import Attributes, Ownership, StatFs, check_name
-from zarrfuse.filesystem.chunk_opening import ChunkOpening
+from zarrfuse.filesystem.chunk_opening import ChunkOpening, writing
 from zarrfuse.filesystem.handles import (
     DocumentWriter,
     ImageReader,
@@ -35,7 +35,7 @@ from zarrfuse.filesystem.handles import (
 )
 from zarrfuse.filesystem.listing import Listings
 from zarrfuse.filesystem.page_cache import PageCacheUsers
-from zarrfuse.filesystem.store_changes import StoreChanges
+from zarrfuse.filesystem.store_changes import apply_store_changes
 from zarrfuse.filesystem.tree import nodes
 from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import ChunkFile, Entry, Node, ScratchFile
@@ -98,7 +98,7 @@ class FileSystem:
     async def apply_store_changes(self, keys: set[str]) -> None:
         """Store keys changed another way (another program, seen by ``storage.store_watch``):
         the files that show them are read anew (``store_changes``)."""
-        await StoreChanges(self.namespace, self.committer).apply(keys)
+        await apply_store_changes(self.namespace, self.committer, keys)
 
     @property
     def drops(self) -> int:
@@ -118,7 +118,7 @@ class FileSystem:
     ) -> None:
         """How to drop the kernel's cache of an inode (its attributes only, or its pages
         too), or of a name (from the FUSE adapter)."""
-        self.committer.set_invalidators(inode, entry)
+        self.committer.invalidate, self.committer.invalidate_entry = inode, entry
 
     # --- names and attributes ------------------------------------------------------------
 
@@ -298,7 +298,7 @@ class FileSystem:
         ``pid``: the opener (see ``page_cache``: an open may be sent to a fresh inode)."""
         node = self.namespace.node(inode)
         try:
-            if _writing(flags):
+            if writing(flags):
                 self._check_writable(node)
             return await node.open(self, inode, flags, pid)
         except errors.NotFound as e:
@@ -311,13 +311,13 @@ class FileSystem:
         return await self.opening.open(inode, node, flags, pid)
 
     def open_document(self, node: nodes.MetadataFile, flags: int) -> int:
-        if _writing(flags):  # checked at close: only the same bytes are accepted
+        if writing(flags):  # checked at close: only the same bytes are accepted
             data = b"" if flags & os.O_TRUNC else node.data
             return self.handles.register(DocumentWriter(node, WriteBuffer(data)), direct=True)
         return self.handles.register(MetadataReader(node), direct=not self.read_only)
 
     def open_image(self, node: nodes.ImageFile, flags: int) -> int:
-        if _writing(flags):
+        if writing(flags):
             raise errors.ReadOnlyError(f"{node.image.name}: whole-image files are read-only")
         # Whole images keep the page cache to be mapped (READ_AHEAD_GAP spares the tiles).
         return self.handles.register(ImageReader(node), direct=False)
@@ -518,10 +518,6 @@ class FileSystem:
                     "/".join(p for p in (key.directory.path(), key.name) if p),
                     len(scratch.data),
                 )
-
-
-def _writing(flags: int) -> bool:
-    return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
 
 
 def _stale(node: Node, gone: errors.NotFound) -> errors.ZarrFuseError:

@@ -68,9 +68,6 @@ class _ReadsOnly:
         """Nothing to store."""
 
     async def release(self) -> None:
-        self.close()
-
-    def close(self) -> None:
         """Nothing held outside the handle: its bytes are its own, or the node's."""
 
     def shown_size(self) -> int | None:
@@ -88,10 +85,12 @@ class ChunkReader(_ReadsOnly):
     async def read_into(self, offset: int, out: memoryview) -> int:
         return await self.chunk.read_into(offset, out)
 
-    def close(self) -> None:
+    async def release(self) -> None:
         self.chunk.close()
 
-    discard = close  # opened, but refused before the kernel got it
+    def discard(self) -> None:
+        """Opened, but refused before the kernel got it."""
+        self.chunk.close()
 
 
 @dataclass
@@ -136,15 +135,12 @@ class ImageReader(_ReadsOnly):
 
     def __post_init__(self) -> None:
         self.node.image.versions.opened(self.node.version)  # ESTALE for an older version's inode
-        self._open = True
 
     async def read_into(self, offset: int, out: memoryview) -> int:
         return await self.node.image.read_into(offset, out, self.node.version)
 
-    def close(self) -> None:
-        if self._open:
-            self._open = False
-            self.node.image.versions.closed(self.node.version)
+    async def release(self) -> None:
+        self.node.image.versions.closed(self.node.version)
 
 
 @dataclass
@@ -185,10 +181,8 @@ class OpenHandles:
         """A handle number for ``opened``, a file outside the page-cache rule."""
         handle = self.number()
         self._files[handle] = opened
-        if direct:
-            self.page_cache.admit_direct(handle)
-        elif self.read_only:
-            self.page_cache.admit_kept(handle)
+        if direct or self.read_only:
+            self.page_cache.admit_outside(handle, direct=direct)
         return handle
 
     def admit_chunk(

@@ -522,14 +522,10 @@ class MetadataFile(Node):
         return fs.open_document(self, flags)
 
 
-def _image_entry(image: WholeImage) -> Entry:
-    return Entry(image.name, ImageFile(image, image.versions.looked_up()), image.size,
-                 image.metadata_time_ns)
-
-
 def _image_entries(image: WholeImage) -> list[Entry]:
     """The files that show one image: the OME-TIFF, and its siblings."""
-    return [_image_entry(f) for f in (image, *image.siblings)]
+    return [Entry(f.name, ImageFile(f, f.versions.looked_up()), f.size, f.metadata_time_ns)
+            for f in (image, *image.siblings)]
 
 
 def _image_named(image: WholeImage, name: str) -> Entry | None:

@@ -1,11 +1,9 @@
-"""Storing what writers wrote: open writers per chunk, size limits, verification, commits.
+"""Storing what writers wrote: open writers per chunk, size limits, write checks, commits.
 
 A chunk file opened for writing gets its own buffer (the chunk's bytes, or nothing with
-O_TRUNC). ``flush`` (close) and ``fsync`` commit it: checked against the size limit and
-against the array's codecs (unless ``--no-verify``), split into parts and stored, each part
-replaced atomically. Readers opened before a commit keep the version they opened; after the
-commit returns the kernel's cache of the file is dropped, so every new reader sees the new
-bytes.
+O_TRUNC), which ``flush`` (close) and ``fsync`` commit. Readers opened before a commit keep
+the version they opened; after it the kernel's cache of the file is dropped, so new readers
+see the new bytes.
 """
 
 from __future__ import annotations
@@ -49,13 +47,11 @@ class WriteOptions:
 @dataclass(eq=False)
 class ChunkWriter:
     """A chunk opened for writing: a private buffer committed on flush/fsync. Its state
-    (dirty, committing, refused, emptied) decides what each request does; the filesystem
-    only forwards them (``handles``)."""
+    (dirty, committing, refused, emptied) decides what each request does."""
 
     node: ChunkFile
     data: WriteBuffer
     writers: OpenWriters = field(repr=False)
-    """The writers it is one of, and their committer."""
     dirty: bool = False
     serial: int = 0
     """Order of the last change among all writers: the newest writer's size is shown."""
@@ -106,7 +102,7 @@ class ChunkWriter:
         if self.emptied:  # O_TRUNC and nothing written: the chunk stays as it was
             log.debug("chunk %s opened with O_TRUNC and closed unwritten: left as stored",
                       self.node.coords)
-            self.writers.closed_empty(self)
+            self.emptied, self.closed_empty = False, True  # the stored size shows again
             await committer.show_stored_state(self)
         elif self.dirty or durable:
             await committer.commit_writer(self, durable=durable or self.synced)
@@ -164,11 +160,6 @@ class OpenWriters:
         writer.emptied = writer.closed_empty = False
         writer.serial = next(self._serials)
 
-    def closed_empty(self, writer: ChunkWriter) -> None:
-        """``writer`` was closed without a change since its O_TRUNC open: the chunk shows its
-        stored size (or, never stored, no name) again."""
-        writer.emptied, writer.closed_empty = False, True
-
     def close(self, writer: ChunkWriter) -> None:
         writers = self._by_chunk.get(writer.node)
         if writers is not None:
@@ -216,20 +207,12 @@ class Committer:
         self.options = options
         self._levels = LevelUpdates(namespace, self.drop_cache)
         self._unused = unused
-        self._invalidate: Callable[[int, bool], Awaitable[None]] | None = None
-        self._invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
+        self.invalidate: Callable[[int, bool], Awaitable[None]] | None = None
+        """Drops the kernel's cache of an inode, or of a name (set by the FUSE adapter)."""
+        self.invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
         self.drops = 0
         """Nodes whose kernel caches were dropped so far: an answer computed while one was
         may describe what was dropped, and must not be kept long (``FuseOperations``)."""
-
-    def set_invalidators(
-        self,
-        inode: Callable[[int, bool], Awaitable[None]],
-        entry: Callable[[int, str], Awaitable[None]],
-    ) -> None:
-        """How to drop the kernel's cache of an inode, or of a name (from the FUSE adapter)."""
-        self._invalidate = inode
-        self._invalidate_entry = entry
 
     def size_limit(self, array: ArrayView) -> int | None:
         if self.options.max_chunk_bytes is not None:
@@ -299,20 +282,18 @@ class Committer:
         (a whole image's version, after the store changed)."""
         self.drops += 1
         inode = self.namespace.known_inode(node)
-        if inode is not None and self._invalidate is not None:
-            await self._invalidate(inode, False)
+        if inode is not None and self.invalidate is not None:
+            await self.invalidate(inode, False)
 
     async def drop_cache(self, node: ChunkFile, *, renaming: bool = False,
                          by_another: bool = False) -> None:
         """After a commit, or writes that were not committed: a chunk's name gets a fresh
         inode, so new opens read the stored chunk, while handles of the old inode keep
-        their version and its pages (see ``page_cache``); the kernel forgets only the old
-        inode's attributes (each inode's size is its handles') and the name's entry, which
-        would show the old inode's size until it times out (a writable mount's chunk files
-        last long while the store watch runs). A name's inode that holds nothing (no handle,
-        no pages kept) stays: it may be the one an opener sent to a fresh inode is just
-        opening. ``renaming``: inside
-        a rename, which holds the directory's lock and replaces the name's entry itself.
+        their version and its pages (``page_cache``); the kernel forgets the old inode's
+        attributes and the name's entry, which would show the old inode's size until it
+        times out. A name's inode that holds nothing (no handle, no pages kept) stays: an
+        opener sent to a fresh inode may be just opening it. ``renaming``: inside a rename,
+        which holds the directory's lock and replaces the name's entry itself.
         ``by_another``: another program changed the chunk; its name goes too, which the
         kernel may hold as absent though it keeps the inode this mount knows."""
         self.drops += 1
@@ -327,23 +308,23 @@ class Committer:
             self.namespace.retire(node)
         elif by_another:
             entry = self._known_entry(node)
-        if self._invalidate is not None:
-            await self._invalidate(inode, moved)
-        if entry is not None and self._invalidate_entry is not None:
-            await self._invalidate_entry(*entry)
+        if self.invalidate is not None:
+            await self.invalidate(inode, moved)
+        if entry is not None and self.invalidate_entry is not None:
+            await self.invalidate_entry(*entry)
 
     async def _forget_absence(self, node: ChunkFile) -> None:
         """A chunk the kernel holds no inode of changed (another program stored it): the
         kernel may remember its name, or a directory on its path, as absent (for an hour on
         a read-only mount). The first name on the path it holds no inode of is dropped from
         the directory it knows."""
-        if self._invalidate_entry is None:
+        if self.invalidate_entry is None:
             return
         for directory, name, step in node.steps():
             if self.namespace.known_inode(step) is None:
                 parent = self.namespace.known_inode(directory)
                 if parent is not None:
-                    await self._invalidate_entry(parent, name)
+                    await self.invalidate_entry(parent, name)
                 return
 
     def _known_entry(self, node: ChunkFile) -> tuple[int, str] | None:
@@ -358,13 +339,13 @@ class Committer:
         that is not stored at all loses its name too, before close() returns (unless
         ``ask_store`` is false: the store just failed, and close() is answered now)."""
         node = writer.node
-        if writer.inode is not None and self._invalidate is not None:
-            await self._invalidate(writer.inode, True)  # the size the kernel took from it
+        if writer.inode is not None and self.invalidate is not None:
+            await self.invalidate(writer.inode, True)  # the size the kernel took from it
         await self.drop_cache(node)
         if node.array.files.every_chunk_exists or not ask_store:
             return  # its name stays
         if await node.array.stored.size(node.coords) is not None:
             return
         entry = self._known_entry(node)
-        if entry is not None and self._invalidate_entry is not None:
-            await self._invalidate_entry(*entry)
+        if entry is not None and self.invalidate_entry is not None:
+            await self.invalidate_entry(*entry)

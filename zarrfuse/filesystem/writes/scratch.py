@@ -93,9 +93,8 @@ class ScratchArea:
             raise NotFound(f"scratch file {node.name!r} is gone")
         return scratch
 
-    def create(self, key: ScratchFile, mtime_ns: int) -> ScratchData:
-        scratch = self._files[key] = ScratchData(mtime_ns=mtime_ns)
-        return scratch
+    def create(self, key: ScratchFile, mtime_ns: int) -> None:
+        self._files[key] = ScratchData(mtime_ns=mtime_ns)
 
     def remove(self, key: ScratchFile) -> None:
         removed = self._files.pop(key, None)
