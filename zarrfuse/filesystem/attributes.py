@@ -25,10 +25,6 @@ class Ownership:
     gid: int
     umask: int = 0o022
 
-    @classmethod
-    def of_process(cls) -> Ownership:
-        return cls(os.getuid(), os.getgid())
-
 
 @dataclass(frozen=True)
 class Attributes:

@@ -1,6 +1,5 @@
 """Opening a chunk file by the page-cache rule (``page_cache``): which inode a handle may
-join, sending an opener to a fresh inode of its name, and the writer's or reader's record
-the handle gets."""
+join, or an opener sent to a fresh inode of its name."""
 
 from __future__ import annotations
 
@@ -89,8 +88,11 @@ class ChunkOpening:
     ) -> int:
         if writer is not None:
             writer.inode, writer.synced = inode, bool(flags & os.O_DSYNC)  # O_SYNC has it
-        return self.handles.admit_chunk(opened, inode, flags, writing=writer is not None,
-                                        version=version, size=size, crowded=crowded)
+        handle = self.handles.add(opened)
+        self.page_cache.admit(inode, handle, writer=writer is not None, version=version,
+                              size=size, read_write=flags & os.O_ACCMODE == os.O_RDWR,
+                              retry=crowded)
+        return handle
 
     def retire_if_current(self, node: ChunkFile, inode: int) -> None:
         if self.namespace.known_inode(node) == inode:

@@ -86,7 +86,7 @@ class FileSystem:
                                    committed=lambda node: self.times.pop(node, None))
         self.writers = OpenWriters(self.committer)
         self.scratch = ScratchArea(0 if read_only else options.scratch_bytes)
-        self.ownership = ownership or Ownership.of_process()
+        self.ownership = ownership or Ownership(os.getuid(), os.getgid())
         self.times: dict[Node, tuple[int, int]] = {}
         """Times set on nodes whose store cannot keep them: the time set, and the node's own
         time it was set over (a change of that, a commit or a refreshed listing, ends it)."""
@@ -96,8 +96,7 @@ class FileSystem:
         self.replacements = Replacements()
 
     async def apply_store_changes(self, keys: set[str]) -> None:
-        """Store keys changed another way (another program, seen by ``storage.store_watch``):
-        the files that show them are read anew (``store_changes``)."""
+        """Store keys another program changed: the files that show them are read anew."""
         await apply_store_changes(self.namespace, self.committer, keys)
 
     @property
@@ -155,9 +154,7 @@ class FileSystem:
     def attributes(self, node: Node, size: int, mtime_ns: int | None) -> Attributes:
         """What stat shows of ``node``: every stored answer from the node, the rest from
         what holds it meanwhile (a writer's size, a scratch file, a time set)."""
-        array = node.in_array()
-        read_only = (self.read_only or node.shown_read_only
-                     or (array is not None and array.unwritable is not None))
+        read_only = node.shown_read_only or self._unwritable(node) is not None
         kind, bits = (stat.S_IFDIR, 0o777) if node.is_dir else (stat.S_IFREG, 0o666)
         bits &= ~self.ownership.umask
         if read_only:
@@ -173,8 +170,7 @@ class FileSystem:
         )
 
     def _time(self, node: Node, mtime_ns: int | None) -> int:
-        """The node's own time (stored, or its ``zarr.json``'s), unless a time set on it
-        since holds."""
+        """The node's own time (stored, or its metadata's), unless a time set since holds."""
         own = node.fixed_time() if mtime_ns is None else mtime_ns
         set_time = self.times.get(node)
         if set_time is None:
@@ -254,16 +250,9 @@ class FileSystem:
             opened = self.handles.get(handle)
             if opened is None or not await opened.truncate(size):  # else the handle's bytes
                 await node.truncate(self, size)
-        if mtime_ns is not None and self._writable(node):
+        if mtime_ns is not None and self._unwritable(node) is None:
             await self._set_time(node, mtime_ns)
         return await self.getattr(inode)
-
-    def _writable(self, node: Node) -> bool:
-        try:
-            self._check_writable(node)
-        except errors.ZarrFuseError:
-            return False
-        return True
 
     async def _set_time(self, node: Node, mtime_ns: int) -> None:
         """Set a file's modification time: stored with a stored chunk where the store can
@@ -283,15 +272,20 @@ class FileSystem:
 
     # --- opening, reading, writing, releasing --------------------------------------------
 
-    def _check_writable(self, node: Node | None = None) -> None:
-        """EROFS on a read-only mount, and for the files and directories of an array that
-        cannot be written: refused when a file is opened for writing, never at close()."""
-        if self.read_only:
-            raise errors.ReadOnlyError("the mount is read-only")
+    def _unwritable(self, node: Node | None = None) -> str | None:
+        """Why ``node`` cannot be written: a read-only mount, an array that cannot be."""
         array = None if node is None else node.in_array()
+        if self.read_only:
+            return "the mount is read-only"
         if array is not None and array.unwritable is not None:
-            raise errors.ReadOnlyError(
-                f"array {array.path or '/'} cannot be written: {array.unwritable}")
+            return f"array {array.path or '/'} cannot be written: {array.unwritable}"
+        return None
+
+    def _check_writable(self, node: Node | None = None) -> None:
+        """EROFS: refused when a file is opened for writing, never at close()."""
+        why = self._unwritable(node)
+        if why is not None:
+            raise errors.ReadOnlyError(why)
 
     async def open(self, inode: int, flags: int, pid: int | None = None) -> int:
         """A handle of the file; readers read the version they opened until they close.

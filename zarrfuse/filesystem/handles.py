@@ -9,7 +9,6 @@ that do not write refuse ``write`` (EBADF, as a file opened read-only does) and 
 from __future__ import annotations
 
 import itertools
-import os
 import time
 from dataclasses import dataclass
 from typing import Protocol
@@ -164,8 +163,7 @@ class ScratchHandle(_ReadsOnly):
 
 
 class OpenHandles:
-    """The handle numbers given to the kernel, and the open file behind each, recorded by the
-    page-cache rule (``page_cache``) as it is handed out."""
+    """The handle numbers given to the kernel, and the open file behind each."""
 
     def __init__(self, page_cache: PageCacheUsers, *, read_only: bool) -> None:
         self.page_cache = page_cache
@@ -177,24 +175,18 @@ class OpenHandles:
         """A new handle number (directory handles draw from the same numbers)."""
         return next(self._numbers)
 
-    def register(self, opened: OpenFile, *, direct: bool) -> int:
-        """A handle number for ``opened``, a file outside the page-cache rule."""
+    def add(self, opened: OpenFile) -> int:
+        """A handle number for ``opened`` (a chunk file's is then given to the page-cache
+        rule: ``chunk_opening``)."""
         handle = self.number()
         self._files[handle] = opened
-        if direct or self.read_only:
-            self.page_cache.admit_outside(handle, direct=direct)
         return handle
 
-    def admit_chunk(
-        self, opened: OpenFile, inode: int, flags: int, *, writing: bool,
-        version: object = None, size: int | None = None, crowded: bool = False,
-    ) -> int:
-        """A handle number for a chunk file ``opened`` on ``inode``, recorded by the
-        page-cache rule."""
-        handle = self.number()
-        self._files[handle] = opened
-        self.page_cache.admit(inode, handle, writer=writing, version=version, size=size,
-                              read_write=flags & os.O_ACCMODE == os.O_RDWR, retry=crowded)
+    def register(self, opened: OpenFile, *, direct: bool) -> int:
+        """A handle number for ``opened``, a file outside the page-cache rule."""
+        handle = self.add(opened)
+        if direct or self.read_only:
+            self.page_cache.admit_outside(handle, direct=direct)
         return handle
 
     def get(self, handle: int | None) -> OpenFile | None:
@@ -210,8 +202,7 @@ class OpenHandles:
         return list(self._files.values())
 
     async def release(self, handle: int) -> None:
-        """Forget a handle; it lets go of what it holds (a writer commits what reached it
-        after its last close, or drops a refused commit's changes: ``ChunkWriter``)."""
+        """Forget a handle; it lets go of what it holds (``ChunkWriter.release``)."""
         opened = self._files.pop(handle, None)
         if opened is None:
             return
@@ -219,10 +210,9 @@ class OpenHandles:
         await opened.release()
 
     def shown_size(self, inode: int | None) -> int | None:
-        """The size an inode with open handles shows: its writer's, or its readers'
-        version's (the kernel holds one size per inode, and cuts or pads their reads at
-        it). None: the stored size. A writer closed unwritten after O_TRUNC has no size:
-        its 0 would cut the next opener's reads to nothing."""
+        """The size an inode with open handles shows (the kernel holds one per inode, and
+        cuts or pads reads at it): its writer's, or its readers' version's; None: the
+        stored size."""
         users = self.page_cache.users(inode) if inode is not None else None
         if users is None:
             return None

@@ -55,11 +55,9 @@ class Listings:
 
     async def readdir(self, handle: int, start_id: int) -> Iterator[tuple[str, Attributes, int]]:
         """Entries after ``start_id``; each entry's id is its position + 1 (stable per handle).
-
-        Lazy: the kernel takes a page of entries per call (about 30), so attributes are
-        worked out only for those it takes. Worked out for every entry after ``start_id``,
-        a directory of n entries cost n**2 / 60 of them: 5.9 s for ``find`` over 100,000
-        files (measured)."""
+        Lazy: the kernel takes about 30 entries per call, and attributes worked out for every
+        entry after ``start_id`` cost n**2 / 60 of them (5.9 s for ``find`` over 100,000
+        files, measured)."""
         try:
             node, entries = self._dirs[handle]
         except KeyError:

@@ -84,9 +84,8 @@ class PageCacheUsers:
     # --- before opening ------------------------------------------------------------------
 
     async def arrive(self, name: Hashable, pid: int | None) -> bool:
-        """Called first by every open of ``name``: waits while the name is reserved for
-        other openers (until their opens have :meth:`settled`); returns whether this open is
-        the kernel's retry of one sent away."""
+        """First in every open of ``name``: waits while the name is reserved for other
+        openers; whether this open is the kernel's retry of one sent away."""
         if not (self._reserved or self._sent_away or self._claims):
             return False  # nobody was sent away lately: every open's case
         reserved = self._reserved.get(name)
@@ -132,8 +131,7 @@ class PageCacheUsers:
         return self._claims.get((name, pid))
 
     def settled(self, name: Hashable, pid: int | None) -> None:
-        """The open of ``name`` by ``pid`` has ended (admitted or refused): openers waiting
-        for it go on."""
+        """The open of ``name`` by ``pid`` ended: openers waiting for it go on."""
         if pid is not None:
             self._claims.pop((name, pid), None)
         reserved = self._reserved.get(name)
@@ -231,8 +229,7 @@ class PageCacheUsers:
         return handle in self._direct
 
     def keep_cache(self, handle: int) -> bool:
-        """Whether the kernel may keep the inode's pages at this open (they hold this
-        handle's version)."""
+        """Whether the kernel may keep the inode's pages (they hold this handle's version)."""
         return handle in self._keep
 
     def owns_pages(self, handle: int) -> bool:

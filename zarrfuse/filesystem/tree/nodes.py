@@ -1,10 +1,8 @@
 """The nodes of the mount's tree, one class per kind, each owning its behaviour.
 
-A node is a value (the same path always maps to an equal node) that answers for itself:
-a directory kind its lookups, children and the chunk or document a name would be; every
-kind its size, time and what the mount lets be done to it. What a request does with a
-file's bytes (a handle, a commit) is the request layer's: a kind picks its part of it
-through ``FileRequests``, so no caller asks which kind a node is.
+A node is a value (the same path always maps to an equal node) that answers for itself. What
+a request does with a file's bytes (a handle, a commit) is the request layer's: a kind picks
+its part of it through ``FileRequests``, so no caller asks which kind a node is.
 """
 
 from __future__ import annotations
@@ -43,7 +41,7 @@ METADATA_NAME = "zarr.json"
 
 class FileRequests(Protocol):
     """The request layer's part of the requests on a file's bytes, one per kind of file
-    (``filesystem.fs``): each kind calls its own (``Node.open``, ``Node.truncate``)."""
+    (``filesystem.fs``)."""
 
     async def open_chunk(self, node: ChunkFile, inode: int, flags: int, pid: int | None
                          ) -> int: ...
@@ -93,7 +91,7 @@ class Node(ABC):
 
     def chunk_named(self, name: str) -> ChunkFile | None:
         """The chunk file ``name`` would be here (stored or not), None if the name is not
-        chunk-like here; NotAChunk if it is chunk-like but outside the grid."""
+        chunk-like; NotAChunk if it is chunk-like but outside the grid."""
         return None
 
     def document_named(self, name: str) -> MetadataFile | None:
@@ -101,7 +99,7 @@ class Node(ABC):
         return None
 
     def path(self) -> str:
-        """A directory's path in the mount ('' for the root), for messages."""
+        """A directory's path in the mount, for messages."""
         return ""
 
     # --- files ---------------------------------------------------------------------------
@@ -197,8 +195,7 @@ class GroupDir(_Directory):
 
 @dataclass(frozen=True)
 class ImageDir(_Directory):
-    """The root of a whole-image mount of one array (or one OME-Zarr image): it holds that
-    image's one file."""
+    """The root of a whole-image mount of one array (or OME-Zarr image): its file."""
 
     image: WholeImage
     shown_read_only = True
@@ -455,8 +452,8 @@ class ChunkFile(_OfArray):
 
 @dataclass(frozen=True)
 class ScratchFile(Node):
-    """A temporary file (an editor's or rsync's) held by the daemon, never stored: its
-    bytes are the scratch area's (``writes.scratch``)."""
+    """A temporary file (an editor's or rsync's) held by the daemon, never stored
+    (``writes.scratch``)."""
 
     directory: Node
     name: str
@@ -480,8 +477,8 @@ class ScratchFile(Node):
 
 @dataclass(frozen=True)
 class ImageFile(Node):
-    """A whole array (or OME-Zarr pyramid) as one OME-TIFF file (``--format ome-tiff``):
-    one inode per version of the image (``image_versions``)."""
+    """A whole array (or OME-Zarr pyramid) as one OME-TIFF file: one inode per version of
+    the image (``image_versions``)."""
 
     image: WholeImage
     version: int = 0

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import trio
 
 from zarrfuse.errors import FileTooBig, ZarrFuseError
-from zarrfuse.filesystem.tree.mounted import ArrayView
 from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import ChunkFile, Node
 from zarrfuse.filesystem.writes.level_updates import LevelUpdates
@@ -59,14 +58,13 @@ class ChunkWriter:
     """Set while the buffer is being stored: changes wait, so the commit needs no copy."""
     refused: ZarrFuseError | OSError | None = None
     """Why the last commit was refused (or failed in the store: a close answered EIO must
-    never be stored later), if it was and nothing changed since: release then drops the
-    changes and logs this reason (a flush's refusal alone is not final: a file
-    written through several descriptors, as numpy's ``tofile`` does through a dup, is
-    flushed half-written at the first close, and is complete at the last)."""
+    never be stored later), if nothing changed since: release then drops the changes and
+    logs why (a flush's refusal alone is not final: numpy's ``tofile`` writes through a dup,
+    flushed half-written at the first close and complete at the last)."""
     emptied: bool = False
-    """Opened with O_TRUNC (or created) and neither written nor truncated since. Closing it
-    stores nothing: ImageMagick opens its output so before writing it through another open,
-    and no tool means "delete this chunk" that way (``rm`` does)."""
+    """Opened with O_TRUNC (or created), unchanged since: closing it stores nothing
+    (ImageMagick opens its output so before writing it through another open; ``rm``, not
+    this, deletes a chunk)."""
     closed_empty: bool = False
     """Closed while ``emptied``: its empty size is no longer shown for the chunk."""
     inode: int | None = None
@@ -108,9 +106,8 @@ class ChunkWriter:
             await committer.commit_writer(self, durable=durable or self.synced)
 
     async def release(self) -> None:
-        """The last close: changes that reached the buffer after the last flush (the pages
-        of a shared mapping, written back at munmap) are committed now; those whose commit
-        was refused are dropped, with one line saying why."""
+        """The last close: changes after the last flush (a shared mapping's pages, written
+        back at munmap) are committed now; refused ones are dropped, with one line why."""
         committer = self.writers.committer
         try:
             if self.dirty and not self.refused:
@@ -134,8 +131,8 @@ class ChunkWriter:
         self.writers.close(self)
 
     def shown_size(self) -> int | None:
-        """The size the kernel holds for its inode: the buffer's (none once closed
-        unwritten after O_TRUNC: its 0 would cut the next opener's reads)."""
+        """The buffer's size (none once closed unwritten after O_TRUNC: its 0 would cut the
+        next opener's reads)."""
         return None if self.closed_empty else len(self.data)
 
 
@@ -214,15 +211,10 @@ class Committer:
         """Nodes whose kernel caches were dropped so far: an answer computed while one was
         may describe what was dropped, and must not be kept long (``FuseOperations``)."""
 
-    def size_limit(self, array: ArrayView) -> int | None:
-        if self.options.max_chunk_bytes is not None:
-            return self.options.max_chunk_bytes
-        if array.decoded_chunk_bytes is None:
-            return None
-        return 2 * array.decoded_chunk_bytes + array.stored.parts.fixed_size + SIZE_LIMIT_SLACK
-
     def check_size(self, node: ChunkFile, size: int) -> None:
-        limit = self.size_limit(node.array)
+        limit, array = self.options.max_chunk_bytes, node.array
+        if limit is None and array.decoded_chunk_bytes is not None:
+            limit = 2 * array.decoded_chunk_bytes + array.stored.parts.fixed_size + SIZE_LIMIT_SLACK
         if limit is not None and size > limit:
             raise FileTooBig(
                 f"chunk {node.coords} of {node.array.path or '/'} would be {size} bytes, over "
@@ -233,9 +225,8 @@ class Committer:
         self, node: ChunkFile, data: WriteBuffer, *, durable: bool, drop_cache: bool = True,
         renaming: bool = False,
     ) -> None:
-        """Store ``data`` as the chunk (checks, verification, parts), then drop kernel caches
-        (``renaming``: as ``drop_cache`` inside a rename). ``data`` must not change until this
-        returns."""
+        """Store ``data`` as the chunk, then drop kernel caches (``renaming``: see
+        ``drop_cache``). ``data`` must not change until this returns."""
         self.check_size(node, len(data))
         views = data.pieces()
         await node.array.files.commit(node.coords, views, durable=durable,
@@ -252,8 +243,8 @@ class Committer:
 
     async def commit_writer(self, writer: ChunkWriter, *, durable: bool) -> None:
         """Commit a writer's buffer; its changes wait meanwhile. A refused commit leaves the
-        writer dirty and makes the kernel show the stored chunk again; the error is raised
-        for close() or fsync() to return."""
+        writer dirty, the kernel shows the stored chunk again, and close() or fsync() gets
+        the error."""
         await writer.settled()
         writer.committing = trio.Event()
         refused: ZarrFuseError | OSError | None = None
@@ -278,8 +269,8 @@ class Committer:
         await self.drop_cache(writer.node)
 
     async def drop_pages(self, node: Node) -> None:
-        """Drop the kernel's cached attributes and pages of a node that is not a chunk file
-        (a whole image's version, after the store changed)."""
+        """Drop the kernel's cache of a node that is not a chunk file (a whole image's
+        version, after the store changed)."""
         self.drops += 1
         inode = self.namespace.known_inode(node)
         if inode is not None and self.invalidate is not None:
@@ -316,8 +307,7 @@ class Committer:
     async def _forget_absence(self, node: ChunkFile) -> None:
         """A chunk the kernel holds no inode of changed (another program stored it): the
         kernel may remember its name, or a directory on its path, as absent (for an hour on
-        a read-only mount). The first name on the path it holds no inode of is dropped from
-        the directory it knows."""
+        a read-only mount), so the first name on the path it holds no inode of is dropped."""
         if self.invalidate_entry is None:
             return
         for directory, name, step in node.steps():
@@ -334,10 +324,9 @@ class Committer:
         return None if parent_inode is None else (parent_inode, name)
 
     async def show_stored_state(self, writer: ChunkWriter, *, ask_store: bool = True) -> None:
-        """After writes that were not committed, make the kernel show the stored chunk again:
-        it had taken the writer's size (O_TRUNC, writes past the end) as the file's. A chunk
-        that is not stored at all loses its name too, before close() returns (unless
-        ``ask_store`` is false: the store just failed, and close() is answered now)."""
+        """After writes that were not committed, the kernel shows the stored chunk again
+        (it took the writer's size as the file's); one not stored at all loses its name too,
+        before close() returns (unless ``ask_store`` is false: the store just failed)."""
         node = writer.node
         if writer.inode is not None and self.invalidate is not None:
             await self.invalidate(writer.inode, True)  # the size the kernel took from it

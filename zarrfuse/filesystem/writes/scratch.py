@@ -75,10 +75,6 @@ class ScratchArea:
         self._files: dict[ScratchFile, ScratchData] = {}
 
     @property
-    def used_bytes(self) -> int:
-        return sum(len(f.data) for f in self._files.values())
-
-    @property
     def enabled(self) -> bool:
         return self.limit_bytes > 0
 
@@ -112,14 +108,15 @@ class ScratchArea:
     def reserve(self, old_size: int, new_size: int) -> None:
         """Refuse growing a scratch file past the area's limit: EFBIG for a file larger
         than the whole area (it can never fit), else ENOSPC (it may once others go)."""
-        if new_size > old_size and new_size > self.limit_bytes:
+        if new_size <= old_size:
+            return
+        if new_size > self.limit_bytes:
             raise FileTooBig(f"a scratch file of {new_size} bytes is over the limit of "
                              f"{self.limit_bytes} for all of them (--scratch-mb)")
-        if new_size > old_size and self.used_bytes + new_size - old_size > self.limit_bytes:
-            raise NoSpace(
-                f"scratch files would hold {self.used_bytes + new_size - old_size} bytes, "
-                f"over the limit of {self.limit_bytes}"
-            )
+        used = sum(len(f.data) for f in self._files.values()) + new_size - old_size
+        if used > self.limit_bytes:
+            raise NoSpace(f"scratch files would hold {used} bytes, over the limit of "
+                          f"{self.limit_bytes}")
 
 
 GIVE_BACK_BYTES = 64 << 20
