@@ -1,6 +1,5 @@
 """Opening a chunk file by the page-cache rule (``page_cache``): which inode a handle may
-join, sending an opener to a fresh inode of its name, and the writer's or reader's record
-the handle gets."""
+join, or an opener sent to a fresh inode of its name."""
 
 from __future__ import annotations
 
@@ -15,7 +14,12 @@ from zarrfuse.filesystem.tree.nodes import ChunkFile, Node
 from zarrfuse.filesystem.writes.commits import ChunkWriter, OpenWriters
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
-__all__ = ["ChunkOpening"]
+__all__ = ["ChunkOpening", "writing"]
+
+
+def writing(flags: int) -> bool:
+    """Whether an open with ``flags`` may change the file."""
+    return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
 
 
 @dataclass
@@ -43,14 +47,12 @@ class ChunkOpening:
     async def _open(
         self, inode: int, node: ChunkFile, flags: int, pid: int | None, retry: bool
     ) -> int:
-        writing = bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
-        if writing:  # sent away before its chunk is read; a reader is decided after its open
-            self._check_sharing(inode, node, writing, pid, retry)
         opened: ChunkReader | ChunkWriter
         writer: ChunkWriter | None = None
         version: object = None
         size: int | None = None
-        if writing:
+        if writing(flags):  # sent away before its chunk is read; a reader after its open
+            self._check_sharing(inode, node, True, pid, retry)
             truncate = bool(flags & os.O_TRUNC)
             # Each writer starts from the committed chunk, never from another writer's
             # uncommitted bytes: committing those would store a mix of two writers.
@@ -60,13 +62,13 @@ class ChunkOpening:
             current = await node.array.files.open_version(node.coords)
             opened, version, size = ChunkReader(node, current), current.version, current.size
         try:  # decided again after the awaits: others may have come meanwhile
-            crowded = self._check_sharing(inode, node, writing, pid, retry, version)
+            crowded = self._check_sharing(inode, node, writer is not None, pid, retry, version)
         except ZarrFuseError:
             opened.discard()
             raise
         handle = self._admit(opened, writer, inode, flags, version=version, size=size,
                              crowded=crowded)
-        if writing:  # a writer's inode is its own: new opens of the name go elsewhere
+        if writer is not None:  # a writer's inode is its own: new opens of the name go elsewhere
             self.retire_if_current(node, inode)
         return handle
 
@@ -86,8 +88,11 @@ class ChunkOpening:
     ) -> int:
         if writer is not None:
             writer.inode, writer.synced = inode, bool(flags & os.O_DSYNC)  # O_SYNC has it
-        return self.handles.admit_chunk(opened, inode, flags, writing=writer is not None,
-                                        version=version, size=size, crowded=crowded)
+        handle = self.handles.add(opened)
+        self.page_cache.admit(inode, handle, writer=writer is not None, version=version,
+                              size=size, read_write=flags & os.O_ACCMODE == os.O_RDWR,
+                              retry=crowded)
+        return handle
 
     def retire_if_current(self, node: ChunkFile, inode: int) -> None:
         if self.namespace.known_inode(node) == inode:

@@ -1,14 +1,14 @@
 """FUSE semantics without FUSE: :class:`FileSystem`, the whole mounted tree's behaviour.
 
-Everything here is testable without a kernel in the loop; ``fuse.operations`` only translates
-pyfuse3's calls and types to these methods. Errors are raised as ``ZarrFuseError`` with the
-errno the caller should see. The filesystem is a few collaborators handed to each other:
-the namespace (inodes, nodes), the open handles (``handles.OpenHandles``), what stat shows
-(``attributes.ShownAttributes``), directory handles (``listing.Listings``), chunk opens
-(``chunk_opening.ChunkOpening``), writers and commits (``writes.commits``) and the scratch
-area. Each node kind answers for itself (``tree.nodes``); the requests on a file's bytes
-that differ by kind are this class's ``FileRequests`` methods, which the kind calls. Commit
-errors are returned by ``close()``/``fsync()``, and ``release`` only cleans up.
+Testable without a kernel in the loop: ``fuse.operations`` only translates pyfuse3's calls
+and types to these methods, and errors are ``ZarrFuseError`` with the errno the caller
+should see. The filesystem is a few collaborators handed to each other: the namespace
+(inodes, nodes), the open handles, directory handles (``listing``), chunk opens
+(``chunk_opening``), writers and commits (``writes.commits``) and the scratch area; what
+stat shows is worked out here. Each node kind answers for itself (``tree.nodes``), and calls
+this class's ``FileRequests`` methods for the part of a request on its bytes that is the
+request layer's. Commit errors are returned by ``close()``/``fsync()``; ``release`` only
+cleans up.
 """
 
 from __future__ import annotations
@@ -16,33 +16,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import stat
 import time
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
 import trio
 
-from zarrfuse.errors import (
-    Exists,
-    ExpectedRefusal,
-    InvalidArgument,
-    NotAChunk,
-    NotADirectory,
-    NotFound,
-    NotPermitted,
-    NotShownNow,
-    ReadOnlyError,
-    Stale,
-    ZarrFuseError,
-)
-from zarrfuse.filesystem.attributes import (
-    Attributes,
-    Ownership,
-    ShownAttributes,
-    StatFs,
-    check_name,
-)
-from zarrfuse.filesystem.chunk_opening import ChunkOpening
+from zarrfuse import errors
+from zarrfuse.filesystem.attributes import Attributes, Ownership, StatFs, check_name
+from zarrfuse.filesystem.chunk_opening import ChunkOpening, writing
 from zarrfuse.filesystem.handles import (
     DocumentWriter,
     ImageReader,
@@ -52,25 +35,15 @@ from zarrfuse.filesystem.handles import (
 )
 from zarrfuse.filesystem.listing import Listings
 from zarrfuse.filesystem.page_cache import PageCacheUsers
-from zarrfuse.filesystem.store_changes import StoreChanges
+from zarrfuse.filesystem.store_changes import apply_store_changes
+from zarrfuse.filesystem.tree import nodes
 from zarrfuse.filesystem.tree.namespace import Namespace
-from zarrfuse.filesystem.tree.nodes import (
-    ChunkFile,
-    Entry,
-    ImageFile,
-    MetadataFile,
-    Node,
-    ScratchFile,
-)
+from zarrfuse.filesystem.tree.nodes import ChunkFile, Entry, Node, ScratchFile
 from zarrfuse.filesystem.writes.commits import ChunkWriter, Committer, OpenWriters, WriteOptions
 from zarrfuse.filesystem.writes.document_writes import Replacements, check_identical
-from zarrfuse.filesystem.writes.scratch import (
-    ScratchArea,
-    ScratchData,
-    is_scratch_name,
-    is_vim_probe,
-)
+from zarrfuse.filesystem.writes.scratch import ScratchArea, is_scratch_name, is_vim_probe
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
+from zarrfuse.storage.base import Stat
 from zarrfuse.storage.store_watch import WatchState
 
 __all__ = ["FileSystem"]
@@ -105,25 +78,26 @@ class FileSystem:
         if following is not None:
             following.when_ended(self._unfollowed)
         self.read_only = read_only
-        self.options = write_options or WriteOptions()
+        options = write_options or WriteOptions()
         self.page_cache = PageCacheUsers()
         self.handles = OpenHandles(self.page_cache, read_only=read_only)
-        self.committer = Committer(namespace, self.options,
+        self.committer = Committer(namespace, options,
                                    unused=lambda inode: self.page_cache.users(inode) is None,
-                                   committed=self._time_ends)
+                                   committed=lambda node: self.times.pop(node, None))
         self.writers = OpenWriters(self.committer)
-        self.scratch = ScratchArea(0 if read_only else self.options.scratch_bytes)
-        self.shown = ShownAttributes(namespace, read_only, ownership or Ownership.of_process(),
-                                     following, self.writers, self.scratch, self.handles)
+        self.scratch = ScratchArea(0 if read_only else options.scratch_bytes)
+        self.ownership = ownership or Ownership(os.getuid(), os.getgid())
+        self.times: dict[Node, tuple[int, int]] = {}
+        """Times set on nodes whose store cannot keep them: the time set, and the node's own
+        time it was set over (a change of that, a commit or a refreshed listing, ends it)."""
         self.listings = Listings(namespace, self.writers, self.scratch, self.handles,
-                                 self.shown)
+                                 self._shown_entry, self.attributes)
         self.opening = ChunkOpening(namespace, self.writers, self.page_cache, self.handles)
         self.replacements = Replacements()
 
     async def apply_store_changes(self, keys: set[str]) -> None:
-        """Store keys changed another way (another program, seen by ``storage.store_watch``):
-        the files that show them are read anew (``store_changes``)."""
-        await StoreChanges(self.namespace, self.committer).apply(keys)
+        """Store keys another program changed: the files that show them are read anew."""
+        await apply_store_changes(self.namespace, self.committer, keys)
 
     @property
     def drops(self) -> int:
@@ -143,11 +117,7 @@ class FileSystem:
     ) -> None:
         """How to drop the kernel's cache of an inode (its attributes only, or its pages
         too), or of a name (from the FUSE adapter)."""
-        self.committer.set_invalidators(inode, entry)
-
-    def _time_ends(self, node: Node) -> None:
-        """A commit stores the node anew: a time set on it is shown no longer."""
-        self.shown.times.pop(node, None)
+        self.committer.invalidate, self.committer.invalidate_entry = inode, entry
 
     # --- names and attributes ------------------------------------------------------------
 
@@ -156,34 +126,91 @@ class FileSystem:
         as process ``pid`` sees it (a document it unlinked is absent for it a moment)."""
         check_name(name)
         if not parent.is_dir:
-            raise NotADirectory("not a directory")
+            raise errors.NotADirectory("not a directory")
         scratch_node = ScratchFile(parent, name)
         if self.scratch.get(scratch_node) is not None:
-            return await self.shown.entry(name, scratch_node)
+            return await self._shown_entry(name, scratch_node)
         try:
             entry = await self.namespace.lookup(parent, name)
-        except NotShownNow:
+        except errors.NotShownNow:
             raise
-        except NotFound:
+        except errors.NotFound:
             chunk = self._chunk_named(parent, name)
             if chunk is not None and self.writers.size(chunk) is not None:
-                return await self.shown.entry(name, chunk)
+                return await self._shown_entry(name, chunk)
             raise
         document = parent.document_named(name)
         if document is not None and self.replacements.hides(document, pid):
-            raise NotShownNow(f"{name!r} is being replaced by process {pid}")
+            raise errors.NotShownNow(f"{name!r} is being replaced by process {pid}")
         return entry
 
     @staticmethod
     def _chunk_named(parent: Node, name: str) -> ChunkFile | None:
         try:
             return parent.chunk_named(name)
-        except NotAChunk:
+        except errors.NotAChunk:
             return None
+
+    def attributes(self, node: Node, size: int, mtime_ns: int | None) -> Attributes:
+        """What stat shows of ``node``: every stored answer from the node, the rest from
+        what holds it meanwhile (a writer's size, a scratch file, a time set)."""
+        read_only = node.shown_read_only or self._unwritable(node) is not None
+        kind, bits = (stat.S_IFDIR, 0o777) if node.is_dir else (stat.S_IFREG, 0o666)
+        bits &= ~self.ownership.umask
+        if read_only:
+            bits &= ~0o222
+        return Attributes(
+            inode=self.namespace.inode_of(node),
+            mode=kind | bits,
+            size=size,
+            uid=self.ownership.uid,
+            gid=self.ownership.gid,
+            time_ns=self._time(node, mtime_ns),
+            followed=self._followed(node),
+        )
+
+    def _time(self, node: Node, mtime_ns: int | None) -> int:
+        """The node's own time (stored, or its metadata's), unless a time set since holds."""
+        own = node.fixed_time() if mtime_ns is None else mtime_ns
+        set_time = self.times.get(node)
+        if set_time is None:
+            return own
+        if set_time[1] != own:
+            del self.times[node]
+            return own
+        return set_time[0]
+
+    def _followed(self, node: Node) -> bool:
+        """Whether every change to the node reaches the kernel as it happens (the store
+        watch runs; a chunk file not while a writer has it open, whose size the kernel
+        holds and changes itself)."""
+        if self.following is None or not self.following.live:
+            return False
+        return node.followed and self.writers.count(node) == 0
+
+    async def _stat(self, node: Node, inode: int | None = None) -> Stat:
+        """The node's size and time as inode ``inode`` (default: the name's) shows them."""
+        scratch = self.scratch.get(node)
+        if scratch is not None:
+            return Stat(len(scratch.data), scratch.mtime_ns)
+        size = self.handles.shown_size(
+            self.namespace.known_inode(node) if inode is None else inode)
+        try:
+            stored = await node.stat()
+        except errors.NotFound:  # a new chunk being written shows its newest writer's size
+            size = self.writers.size(node) if size is None else size
+            if size is None:
+                raise
+            return Stat(size, time.time_ns())
+        return stored if size is None else Stat(size, stored.mtime_ns)
+
+    async def _shown_entry(self, name: str, node: Node) -> Entry:
+        now = await self._stat(node)
+        return Entry(name, node, now.size, now.mtime_ns)
 
     async def lookup(self, parent_inode: int, name: str, pid: int | None = None) -> Attributes:
         entry = await self._entry(self.namespace.node(parent_inode), name, pid)
-        attributes = self.shown.of(entry.node, entry.size, entry.mtime_ns)
+        attributes = self.attributes(entry.node, entry.size, entry.mtime_ns)
         # An opener sent to a fresh inode (only chunk files are) gets its own inode.
         claimed = self.page_cache.claim(entry.node, pid, lambda: self.opening.fresh(entry.node),
                                         lambda inode: self.namespace.known(inode) is not None)
@@ -195,10 +222,10 @@ class FileSystem:
     async def getattr(self, inode: int) -> Attributes:
         node = self.namespace.node(inode)
         try:
-            stat = await self.shown.stat(node, inode)
-        except NotFound as e:
+            now = await self._stat(node, inode)
+        except errors.NotFound as e:
             raise _stale(node, e) from e
-        return self.shown.of(node, stat.size, stat.mtime_ns)
+        return self.attributes(node, now.size, now.mtime_ns)
 
     def forget(self, inode: int, count: int) -> None:
         self.namespace.forget(inode, count)
@@ -223,16 +250,9 @@ class FileSystem:
             opened = self.handles.get(handle)
             if opened is None or not await opened.truncate(size):  # else the handle's bytes
                 await node.truncate(self, size)
-        if mtime_ns is not None and self._writable(node):
+        if mtime_ns is not None and self._unwritable(node) is None:
             await self._set_time(node, mtime_ns)
         return await self.getattr(inode)
-
-    def _writable(self, node: Node) -> bool:
-        try:
-            self._check_writable(node)
-        except ZarrFuseError:
-            return False
-        return True
 
     async def _set_time(self, node: Node, mtime_ns: int) -> None:
         """Set a file's modification time: stored with a stored chunk where the store can
@@ -245,39 +265,37 @@ class FileSystem:
             return
         # A dirty chunk's commit will set the time anew.
         if not self.writers.dirty(node) and await node.set_stored_time(mtime_ns):
-            self.shown.times.pop(node, None)
+            self.times.pop(node, None)
             return
-        own = (await self.shown.stat(node)).mtime_ns
-        self.shown.times[node] = (mtime_ns, own)
+        own = (await self._stat(node)).mtime_ns
+        self.times[node] = (mtime_ns, own)
 
     # --- opening, reading, writing, releasing --------------------------------------------
 
-    def _check_writable(self, node: Node | None = None) -> None:
-        """EROFS on a read-only mount, and for the files and directories of an array that
-        cannot be written: refused when a file is opened for writing, never at close()."""
-        if self.read_only:
-            raise ReadOnlyError("the mount is read-only")
+    def _unwritable(self, node: Node | None = None) -> str | None:
+        """Why ``node`` cannot be written: a read-only mount, an array that cannot be."""
         array = None if node is None else node.in_array()
+        if self.read_only:
+            return "the mount is read-only"
         if array is not None and array.unwritable is not None:
-            raise ReadOnlyError(
-                f"array {array.path or '/'} cannot be written: {array.unwritable}"
-            )
+            return f"array {array.path or '/'} cannot be written: {array.unwritable}"
+        return None
 
-    def _scratch(self, node: ScratchFile) -> ScratchData:
-        scratch = self.scratch.get(node)
-        if scratch is None:
-            raise NotFound(f"scratch file {node.name!r} is gone")
-        return scratch
+    def _check_writable(self, node: Node | None = None) -> None:
+        """EROFS: refused when a file is opened for writing, never at close()."""
+        why = self._unwritable(node)
+        if why is not None:
+            raise errors.ReadOnlyError(why)
 
     async def open(self, inode: int, flags: int, pid: int | None = None) -> int:
         """A handle of the file; readers read the version they opened until they close.
         ``pid``: the opener (see ``page_cache``: an open may be sent to a fresh inode)."""
         node = self.namespace.node(inode)
         try:
-            if _writing(flags):
+            if writing(flags):
                 self._check_writable(node)
             return await node.open(self, inode, flags, pid)
-        except NotFound as e:
+        except errors.NotFound as e:
             raise _stale(node, e) from e
 
     # FileRequests: the part of a request on a file's bytes that differs by kind.
@@ -286,20 +304,20 @@ class FileSystem:
                          ) -> int:
         return await self.opening.open(inode, node, flags, pid)
 
-    def open_document(self, node: MetadataFile, flags: int) -> int:
-        if _writing(flags):  # checked at close: only the same bytes are accepted
+    def open_document(self, node: nodes.MetadataFile, flags: int) -> int:
+        if writing(flags):  # checked at close: only the same bytes are accepted
             data = b"" if flags & os.O_TRUNC else node.data
             return self.handles.register(DocumentWriter(node, WriteBuffer(data)), direct=True)
         return self.handles.register(MetadataReader(node), direct=not self.read_only)
 
-    def open_image(self, node: ImageFile, flags: int) -> int:
-        if _writing(flags):
-            raise ReadOnlyError(f"{node.image.name}: whole-image files are read-only")
+    def open_image(self, node: nodes.ImageFile, flags: int) -> int:
+        if writing(flags):
+            raise errors.ReadOnlyError(f"{node.image.name}: whole-image files are read-only")
         # Whole images keep the page cache to be mapped (READ_AHEAD_GAP spares the tiles).
         return self.handles.register(ImageReader(node), direct=False)
 
     def open_scratch(self, node: ScratchFile, flags: int) -> int:
-        scratch = self._scratch(node)
+        scratch = self.scratch.held(node)
         if flags & os.O_TRUNC:
             scratch.data.truncate(0)
         return self.handles.register(ScratchHandle(node, self.scratch), direct=True)
@@ -312,7 +330,7 @@ class FileSystem:
         await self.committer.commit(node, data, durable=False)
 
     async def truncate_scratch(self, node: ScratchFile, size: int) -> None:
-        scratch = self._scratch(node)
+        scratch = self.scratch.held(node)
         self.scratch.reserve(len(scratch.data), size)
         scratch.data.truncate(size)
         scratch.mtime_ns, scratch.time_set = time.time_ns(), False  # as any change
@@ -343,16 +361,17 @@ class FileSystem:
         parent = self.namespace.node(parent_inode)
         try:
             entry = await self._entry(parent, name)
-        except NotFound:
-            raise NotPermitted(f"{name!r}: only the chunk grid's directories exist") from None
-        raise Exists(f"{name!r} exists" if entry.node.is_dir else name)
+        except errors.NotFound:
+            raise errors.NotPermitted(
+                f"{name!r}: only the chunk grid's directories exist") from None
+        raise errors.Exists(f"{name!r} exists" if entry.node.is_dir else name)
 
     async def rmdir(self, parent_inode: int, name: str) -> None:
         self._check_writable()
         entry = await self._entry(self.namespace.node(parent_inode), name)
         if not entry.node.is_dir:
-            raise NotADirectory(f"{name!r} is not a directory")
-        raise NotPermitted(f"{name!r}: the chunk grid's directories cannot be removed")
+            raise errors.NotADirectory(f"{name!r} is not a directory")
+        raise errors.NotPermitted(f"{name!r}: the chunk grid's directories cannot be removed")
 
     async def create(self, parent_inode: int, name: str, flags: int) -> tuple[int, Attributes]:
         """A new chunk file at a grid position, or a scratch file with a temp-file name."""
@@ -360,18 +379,14 @@ class FileSystem:
         self._check_writable(parent)
         check_name(name)
         if not parent.is_dir:
-            raise NotADirectory("not a directory")
+            raise errors.NotADirectory("not a directory")
         document = parent.document_named(name)
         exclusive = bool(flags & os.O_EXCL)
-        chunk = None
-        if document is None:
-            try:
-                chunk = parent.chunk_named(name)  # NotAChunk: EPERM
-            except NotAChunk:
-                if exclusive and is_vim_probe(name):
-                    raise ExpectedRefusal(f"{name!r}: vim's write probe, refused: vim then "
-                                          "saves by overwriting the file in place") from None
-                raise
+        if (exclusive and is_vim_probe(name) and document is None
+                and self._chunk_named(parent, name) is None):
+            raise errors.ExpectedRefusal(f"{name!r}: vim's write probe, refused: vim then "
+                                         "saves by overwriting the file in place")
+        chunk = None if document is not None else parent.chunk_named(name)  # NotAChunk: EPERM
         if document is not None:  # recreated after an unlink (tar x): checked at close
             self.replacements.end(document)
             handle = self.handles.register(DocumentWriter(document, WriteBuffer()), direct=True)
@@ -381,13 +396,9 @@ class FileSystem:
             node = ScratchFile(parent, name)
             self.scratch.create(node, time.time_ns())
             handle = self.handles.register(ScratchHandle(node, self.scratch), direct=True)
-        elif exclusive and is_vim_probe(name):
-            raise ExpectedRefusal(f"{name!r}: vim's write probe, refused: vim then saves "
-                                  "by overwriting the file in place")
         else:
-            raise NotPermitted(
-                f"{name!r} is not a chunk of the grid here, nor a temporary file name"
-            )
+            raise errors.NotPermitted(
+                f"{name!r} is not a chunk of the grid here, nor a temporary file name")
         attributes = await self.getattr(self.namespace.inode_of(self.handles.opened(handle).node))
         self.namespace.remember(attributes.inode)
         if chunk is not None:  # a writer's inode is its own (see page_cache)
@@ -408,7 +419,7 @@ class FileSystem:
         else:
             await node.delete(name)
             self.namespace.retire(node)  # its readers keep the old inode
-            self.shown.times.pop(node, None)
+            self.times.pop(node, None)
 
     async def rename(
         self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int
@@ -420,42 +431,39 @@ class FileSystem:
         self._check_writable(target_dir)
         check_name(new_name)
         if flags & RENAME_EXCHANGE:
-            raise InvalidArgument("RENAME_EXCHANGE is not supported")
+            raise errors.InvalidArgument("RENAME_EXCHANGE is not supported")
         source = ScratchFile(source_dir, old_name)
         if (await self._entry(source_dir, old_name)).node != source:
             # Tools that rename the original to a backup name (mogrify, vim, emacs) copy it
             # instead when this is refused.
-            raise ExpectedRefusal(f"{old_name!r}: only temporary files can be renamed")
+            raise errors.ExpectedRefusal(f"{old_name!r}: only temporary files can be renamed")
         if flags & RENAME_NOREPLACE:
             try:
                 await self._entry(target_dir, new_name)
-            except NotFound:
+            except errors.NotFound:
                 pass
             else:
-                raise Exists(f"{new_name!r} exists")
+                raise errors.Exists(f"{new_name!r} exists")
         inode = self.namespace.inode_of(source)
         document = target_dir.document_named(new_name)
-        if document is not None:  # rsync's temp file onto a document: the same bytes only
-            scratch = self._scratch(source)
-            check_identical(document, scratch.data.read(0, len(scratch.data)))
+        chunk = None if document is not None else target_dir.chunk_named(new_name)
+        stored = chunk or document
+        if stored is not None:
+            scratch = self.scratch.held(source)
+            if chunk is not None:
+                await self.committer.commit(chunk, scratch.data, durable=False, renaming=True)
+            elif document is not None:  # rsync's temp file onto a document: the same bytes only
+                check_identical(document, scratch.data.read(0, len(scratch.data)))
+                self.replacements.end(document)
             self.scratch.remove(source)
-            self.replacements.end(document)
-            self.namespace.rebind(inode, document)
-            if scratch.time_set:
-                await self._set_time(document, scratch.mtime_ns)
-            return
-        chunk = target_dir.chunk_named(new_name)
-        if chunk is not None:
-            scratch = self._scratch(source)
-            await self.committer.commit(chunk, scratch.data, durable=False, renaming=True)
-            self.scratch.remove(source)
-            self.namespace.rebind(inode, chunk)
+            self.namespace.rebind(inode, stored)
             if scratch.time_set:  # rsync set the source's time on its temp file: keep it
-                await self._set_time(chunk, scratch.mtime_ns)
+                await self._set_time(stored, scratch.mtime_ns)
             return
         # The bytes are a scratch file's already: a template name needs no O_EXCL here.
         if not is_scratch_name(new_name, exclusive=True) or not target_dir.is_dir:
-            raise NotPermitted(f"{new_name!r} is not a chunk of the grid nor a temp file name")
+            raise errors.NotPermitted(
+                f"{new_name!r} is not a chunk of the grid nor a temp file name")
         target = ScratchFile(target_dir, new_name)
         self.scratch.remove(target)
         self.scratch.move(source, target)
@@ -467,7 +475,7 @@ class FileSystem:
         it then makes the lock a scratch file."""
         self._check_writable(self.namespace.node(parent_inode))
         check_name(name)
-        raise ExpectedRefusal(f"{name!r}: {what} cannot be made in the mount")
+        raise errors.ExpectedRefusal(f"{name!r}: {what} cannot be made in the mount")
 
     # --- stopping ------------------------------------------------------------------------
 
@@ -506,14 +514,10 @@ class FileSystem:
                 )
 
 
-def _writing(flags: int) -> bool:
-    return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND))
-
-
-def _stale(node: Node, gone: NotFound) -> ZarrFuseError:
+def _stale(node: Node, gone: errors.NotFound) -> errors.ZarrFuseError:
     """A file the kernel still holds an inode of, gone since it looked the name up (another
     writer removed it, a refused new file was released): ESTALE makes the kernel look the
     name up again, and then say ENOENT or create it (``open(O_CREAT)``)."""
     if node.comes_and_goes:
-        return Stale(f"{gone}: the name is looked up again")
+        return errors.Stale(f"{gone}: the name is looked up again")
     return gone

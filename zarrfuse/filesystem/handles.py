@@ -1,28 +1,24 @@
-"""What an open file handle of the mount holds, and what it does: one kind per kind of open;
-and the table of them (:class:`OpenHandles`).
+"""Open file handles, one kind per kind of open, and the table of them (:class:`OpenHandles`).
 
-:class:`~zarrfuse.filesystem.fs.FileSystem` keeps one per handle number it gives the kernel
-and forwards each request to it, never asking which kind it is: a handle reads its own bytes
-(``read_into``), takes writes and truncation if it may, and knows what its flush (close,
-fsync) and its release commit or check. A chunk opened for writing is
-``writes.commits.ChunkWriter``; every other kind is here. Kinds that do not write refuse
-``write`` (EBADF, as a file opened read-only does) and leave ``truncate`` to the path.
+The filesystem forwards each request on a handle to it, never asking which kind it is. A
+chunk opened for writing is ``writes.commits.ChunkWriter``; every other kind is here. Kinds
+that do not write refuse ``write`` (EBADF, as a file opened read-only does) and leave
+``truncate`` to the path.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from zarrfuse.errors import BadHandle, NotFound
+from zarrfuse.errors import BadHandle
 from zarrfuse.filesystem.page_cache import PageCacheUsers
 from zarrfuse.filesystem.tree.chunk_files import OpenedVersion
 from zarrfuse.filesystem.tree.nodes import ChunkFile, ImageFile, MetadataFile, Node, ScratchFile
 from zarrfuse.filesystem.writes.document_writes import check_fits, check_identical
-from zarrfuse.filesystem.writes.scratch import ScratchArea, ScratchData
+from zarrfuse.filesystem.writes.scratch import ScratchArea
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
 __all__ = [
@@ -41,32 +37,21 @@ class OpenFile(Protocol):
 
     @property
     def node(self) -> Node: ...
-
     async def read_into(self, offset: int, out: memoryview) -> int: ...
-
     async def write(self, offset: int, data: bytes) -> int: ...
 
     async def truncate(self, size: int) -> bool:
         """Truncate what the handle holds; False: it holds nothing of its own (the path's
         file is truncated instead)."""
-        ...
 
     async def flush(self, *, durable: bool) -> None:
         """close() and fsync(): what must be stored or checked now; errors reach close()."""
-        ...
 
     async def release(self) -> None:
         """The kernel let go of the handle: what it held is let go of too."""
-        ...
 
     def shown_size(self) -> int | None:
         """The size the kernel must hold for the handle's inode; None: the stored one."""
-        ...
-
-
-def _copy_into(piece: bytes | memoryview, out: memoryview) -> int:
-    out[: len(piece)] = piece
-    return len(piece)
 
 
 class _ReadsOnly:
@@ -82,9 +67,6 @@ class _ReadsOnly:
         """Nothing to store."""
 
     async def release(self) -> None:
-        self.close()
-
-    def close(self) -> None:
         """Nothing held outside the handle: its bytes are its own, or the node's."""
 
     def shown_size(self) -> int | None:
@@ -102,12 +84,12 @@ class ChunkReader(_ReadsOnly):
     async def read_into(self, offset: int, out: memoryview) -> int:
         return await self.chunk.read_into(offset, out)
 
-    def close(self) -> None:
+    async def release(self) -> None:
         self.chunk.close()
 
     def discard(self) -> None:
         """Opened, but refused before the kernel got it."""
-        self.close()
+        self.chunk.close()
 
 
 @dataclass
@@ -115,7 +97,9 @@ class MetadataReader(_ReadsOnly):
     node: MetadataFile
 
     async def read_into(self, offset: int, out: memoryview) -> int:
-        return _copy_into(self.node.data[offset : offset + len(out)], out)
+        piece = self.node.data[offset : offset + len(out)]
+        out[: len(piece)] = piece
+        return len(piece)
 
 
 @dataclass
@@ -150,15 +134,12 @@ class ImageReader(_ReadsOnly):
 
     def __post_init__(self) -> None:
         self.node.image.versions.opened(self.node.version)  # ESTALE for an older version's inode
-        self._open = True
 
     async def read_into(self, offset: int, out: memoryview) -> int:
         return await self.node.image.read_into(offset, out, self.node.version)
 
-    def close(self) -> None:
-        if self._open:
-            self._open = False
-            self.node.image.versions.closed(self.node.version)
+    async def release(self) -> None:
+        self.node.image.versions.closed(self.node.version)
 
 
 @dataclass
@@ -169,17 +150,11 @@ class ScratchHandle(_ReadsOnly):
     node: ScratchFile
     area: ScratchArea
 
-    def _scratch(self) -> ScratchData:
-        scratch = self.area.get(self.node)
-        if scratch is None:
-            raise NotFound(f"scratch file {self.node.name!r} is gone")
-        return scratch
-
     async def read_into(self, offset: int, out: memoryview) -> int:
-        return self._scratch().data.read_into(offset, out)
+        return self.area.held(self.node).data.read_into(offset, out)
 
     async def write(self, offset: int, data: bytes) -> int:
-        scratch = self._scratch()
+        scratch = self.area.held(self.node)
         end = offset + len(data)
         self.area.reserve(len(scratch.data), max(end, len(scratch.data)))
         scratch.data.write(offset, data)
@@ -188,8 +163,7 @@ class ScratchHandle(_ReadsOnly):
 
 
 class OpenHandles:
-    """The handle numbers given to the kernel, and the open file behind each, recorded by the
-    page-cache rule (``page_cache``) as it is handed out."""
+    """The handle numbers given to the kernel, and the open file behind each."""
 
     def __init__(self, page_cache: PageCacheUsers, *, read_only: bool) -> None:
         self.page_cache = page_cache
@@ -201,26 +175,18 @@ class OpenHandles:
         """A new handle number (directory handles draw from the same numbers)."""
         return next(self._numbers)
 
-    def register(self, opened: OpenFile, *, direct: bool) -> int:
-        """A handle number for ``opened``, a file outside the page-cache rule."""
+    def add(self, opened: OpenFile) -> int:
+        """A handle number for ``opened`` (a chunk file's is then given to the page-cache
+        rule: ``chunk_opening``)."""
         handle = self.number()
         self._files[handle] = opened
-        if direct:
-            self.page_cache.admit_direct(handle)
-        elif self.read_only:
-            self.page_cache.admit_kept(handle)
         return handle
 
-    def admit_chunk(
-        self, opened: OpenFile, inode: int, flags: int, *, writing: bool,
-        version: object = None, size: int | None = None, crowded: bool = False,
-    ) -> int:
-        """A handle number for a chunk file ``opened`` on ``inode``, recorded by the
-        page-cache rule."""
-        handle = self.number()
-        self._files[handle] = opened
-        self.page_cache.admit(inode, handle, writer=writing, version=version, size=size,
-                              read_write=flags & os.O_ACCMODE == os.O_RDWR, retry=crowded)
+    def register(self, opened: OpenFile, *, direct: bool) -> int:
+        """A handle number for ``opened``, a file outside the page-cache rule."""
+        handle = self.add(opened)
+        if direct or self.read_only:
+            self.page_cache.admit_outside(handle, direct=direct)
         return handle
 
     def get(self, handle: int | None) -> OpenFile | None:
@@ -236,8 +202,7 @@ class OpenHandles:
         return list(self._files.values())
 
     async def release(self, handle: int) -> None:
-        """Forget a handle; it lets go of what it holds (a writer commits what reached it
-        after its last close, or drops a refused commit's changes: ``ChunkWriter``)."""
+        """Forget a handle; it lets go of what it holds (``ChunkWriter.release``)."""
         opened = self._files.pop(handle, None)
         if opened is None:
             return
@@ -245,10 +210,9 @@ class OpenHandles:
         await opened.release()
 
     def shown_size(self, inode: int | None) -> int | None:
-        """The size an inode with open handles shows: its writer's, or its readers'
-        version's (the kernel holds one size per inode, and cuts or pads their reads at
-        it). None: the stored size. A writer closed unwritten after O_TRUNC has no size:
-        its 0 would cut the next opener's reads to nothing."""
+        """The size an inode with open handles shows (the kernel holds one per inode, and
+        cuts or pads reads at it): its writer's, or its readers' version's; None: the
+        stored size."""
         users = self.page_cache.users(inode) if inode is not None else None
         if users is None:
             return None

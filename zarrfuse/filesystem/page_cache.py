@@ -1,36 +1,29 @@
 """Who shares the kernel's page cache of a chunk file: one inode per version, one writer per
 inode.
 
-The kernel keeps one page cache and one size per inode, shared by every handle that does
-not use direct I/O, and it changes both behind the daemon: an ``O_TRUNC`` open sets the
-size to 0 and drops the pages (mappings included: a private mapping's next touch is then a
-SIGBUS), a write past the end raises it, a mapped writer's pages are everyone's. So on a
-writable mount the rule is that **an inode holds either readers of one version, or one
-writer**, never both:
+The kernel keeps one page cache and one size per inode, shared by every handle without
+direct I/O, and changes both behind the daemon: an ``O_TRUNC`` open sets the size to 0 and
+drops the pages (a private mapping's next touch is then a SIGBUS), a write past the end
+raises it, a mapped writer's pages are everyone's. So **an inode holds either readers of
+one version, or one writer**:
 
-- readers of one version share the inode's pages (``keep_cache``) and may map them, shared
-  or private, like on a local filesystem;
-- a writer is alone on its inode: a read-write writer uses the page cache as its buffer (so
+- readers of one version share the inode's pages (``keep_cache``) and may map them;
+- a writer is alone on its inode: a read-write writer's buffer is the page cache (so
   ``mmap(MAP_SHARED, PROT_WRITE)`` works), a write-only writer uses direct I/O;
-- whoever would break the rule (a writer opening an inode with readers or another writer, a
-  reader opening a writer's inode, a reader of another version, an open through a name whose
-  inode a commit has retired) is sent to a fresh inode: the open is answered ``ESTALE``, the
-  name is given a new inode, and the kernel itself looks the name up again and repeats the
-  open (``do_filp_open`` retries once with ``LOOKUP_REVAL``). The opener never sees it;
-- the kernel retries only once, so a name that sent an opener away is **reserved** for that
-  opener for a moment: other openers of the name wait for its second open (up to
-  ``RESERVE_WAIT``), which therefore finds the fresh inode free. Should the second open
-  still find company (the reservation timed out), it is not sent away again: it gets
-  direct I/O, as every handle did before this model (a reader's version stays its own).
+- whoever would break the rule (a writer joining readers or a writer, a reader joining a
+  writer or readers of another version, an open through a name whose inode a commit
+  retired) is sent to a fresh inode: the open is answered ``ESTALE``, the name gets a new
+  inode, and the kernel looks the name up again and repeats the open (``do_filp_open``
+  retries once with ``LOOKUP_REVAL``), unseen by the opener;
+- the kernel retries only once, so the name is **reserved** for the opener sent away:
+  other openers wait for its second open (up to ``RESERVE_WAIT``). A second open that still
+  finds company (the reservation timed out) gets direct I/O beside it.
 
-A commit retires the name's inode (``namespace.retire``), so new opens get a fresh inode
-with the new version while readers of the old one keep reading it, pages and all.
-
-Read-only mounts have no writers, but the rule for readers holds there too: their store
-changes behind them (another program, seen by the store watch, or after ``--metadata-ttl``;
-a chunk opened anew once it left the mount's cache). A reader that kept a file open across
-a change reads its own version, and its reads fill the inode's pages with it: an opener of
-the new version on that inode would read those old pages beside new bytes.
+A commit retires the name's inode (``namespace.retire``): new opens get a fresh inode with
+the new version, readers of the old one keep it, pages and all. The rule holds on read-only
+mounts too, whose store changes behind them (another program, ``--metadata-ttl``): a reader
+kept open across a change fills the inode's pages with its own version, which an opener of
+the new version on that inode would read beside new bytes.
 """
 
 from __future__ import annotations
@@ -75,8 +68,7 @@ class InodeUsers:
 class PageCacheUsers:
     """The handles of each inode, and the decision for each new one (see the module)."""
 
-    def __init__(self, *, reserve_wait: float = RESERVE_WAIT) -> None:
-        self.reserve_wait = reserve_wait
+    def __init__(self) -> None:
         self._inodes: dict[int, InodeUsers] = {}
         self._handles: dict[int, int] = {}
         """Handle -> the inode it is open on (chunk handles only)."""
@@ -92,9 +84,8 @@ class PageCacheUsers:
     # --- before opening ------------------------------------------------------------------
 
     async def arrive(self, name: Hashable, pid: int | None) -> bool:
-        """Called first by every open of ``name``: waits while the name is reserved for
-        other openers (until their opens have :meth:`settled`); returns whether this open is
-        the kernel's retry of one sent away."""
+        """First in every open of ``name``: waits while the name is reserved for other
+        openers; whether this open is the kernel's retry of one sent away."""
         if not (self._reserved or self._sent_away or self._claims):
             return False  # nobody was sent away lately: every open's case
         reserved = self._reserved.get(name)
@@ -123,10 +114,9 @@ class PageCacheUsers:
         known: Callable[[int], bool],
     ) -> int | None:
         """The inode the lookup of ``name`` by ``pid`` must answer: for an opener sent away
-        (the kernel's repeated lookup), an inode of its own (``fresh()`` makes it), so its
-        repeated open finds it free; the same one while the kernel still ``known``s it (it
-        looks a changed name up twice, and forgets the first answer); None for every other
-        lookup."""
+        (the kernel's repeated lookup), an inode of its own (``fresh()``); the same one while
+        the kernel still ``known``s it (it looks a changed name up twice, and forgets the
+        first answer); None for every other lookup."""
         if pid is None or (name, pid) not in self._sent_away:
             return None
         key = (name, pid)
@@ -141,8 +131,7 @@ class PageCacheUsers:
         return self._claims.get((name, pid))
 
     def settled(self, name: Hashable, pid: int | None) -> None:
-        """The open of ``name`` by ``pid`` has ended (admitted or refused): openers waiting
-        for it go on."""
+        """The open of ``name`` by ``pid`` ended: openers waiting for it go on."""
         if pid is not None:
             self._claims.pop((name, pid), None)
         reserved = self._reserved.get(name)
@@ -161,7 +150,7 @@ class PageCacheUsers:
                 if now - when >= RETRY_WINDOW:
                     del self._sent_away[key]
                     self._claims.pop(key, None)
-            self._reserved.setdefault(name, {})[pid] = (now + self.reserve_wait, trio.Event())
+            self._reserved.setdefault(name, {})[pid] = (now + RESERVE_WAIT, trio.Event())
         return Stale(f"{why}: opening it on a fresh inode")
 
     # --- opening -------------------------------------------------------------------------
@@ -190,8 +179,8 @@ class PageCacheUsers:
     ) -> bool:
         """Whether ``inode`` is crowded for this open of ``name`` (allowed only for the
         kernel's retry, with direct I/O); otherwise ``retire`` the name's inode (if this is
-        it) and raise the error that sends the opener to a fresh one. ``label()`` names the
-        file in what is logged (made only then: every open checks)."""
+        it) and raise the error that sends the opener away. ``label()`` names the file in
+        the log (made only then: every open checks)."""
         why = self.conflict(inode, writer=writer, current=current, version=version)
         if why is None:
             return False
@@ -207,8 +196,8 @@ class PageCacheUsers:
         self, inode: int, handle: int, *, writer: bool, read_write: bool,
         version: Hashable | None = None, size: int | None = None, retry: bool = False,
     ) -> None:
-        """Record ``handle`` on ``inode`` (checked with :meth:`conflict` first, or a retry
-        let in beside others: then direct I/O)."""
+        """Record ``handle`` on ``inode`` (checked first, or a retry let in beside others:
+        then direct I/O)."""
         self._handles[handle] = inode
         crowded = self.conflict(inode, writer=writer, current=True, version=version) is not None
         users = self._inodes.setdefault(inode, InodeUsers())
@@ -228,14 +217,11 @@ class PageCacheUsers:
             if keep:
                 self._keep.add(handle)
 
-    def admit_direct(self, handle: int) -> None:
-        """A handle outside the rule (scratch files, documents): always direct I/O."""
-        self._direct.add(handle)
-
-    def admit_kept(self, handle: int) -> None:
-        """A handle outside the rule whose pages the kernel may keep: a read-only mount's
-        documents and whole images (dropped by what changes them, not by a version)."""
-        self._keep.add(handle)
+    def admit_outside(self, handle: int, *, direct: bool) -> None:
+        """A handle outside the rule: scratch files and documents always with direct I/O;
+        a read-only mount's documents and whole images with pages the kernel may keep
+        (dropped by what changes them, not by a version)."""
+        (self._direct if direct else self._keep).add(handle)
 
     # --- what the FUSE layer asks ----------------------------------------------------------
 
@@ -243,8 +229,7 @@ class PageCacheUsers:
         return handle in self._direct
 
     def keep_cache(self, handle: int) -> bool:
-        """Whether the kernel may keep the inode's pages at this open (they hold this
-        handle's version)."""
+        """Whether the kernel may keep the inode's pages (they hold this handle's version)."""
         return handle in self._keep
 
     def owns_pages(self, handle: int) -> bool:

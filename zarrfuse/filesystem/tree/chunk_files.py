@@ -2,11 +2,8 @@
 
 A chunk file is either **raw** (the stored bytes of a chunk, its parts joined) or
 **rendered** (an image file of a chunk, or of one plane of it, in the mount's format).
-Everything the filesystem asks of a chunk file is a method here: its size and time, which
-ones a directory holds, what an open reads, what a writer starts from, how a write is
-stored, whether it may be removed or keep a time. An array's view holds one
-(:attr:`ArrayView.files <zarrfuse.filesystem.tree.mounted.ArrayView.files>`), so no caller
-asks which kind a file is.
+Everything the filesystem asks of a chunk file is a method of :class:`ChunkFiles`; an
+array's view holds one (``mounted.ArrayView.files``), so no caller asks which kind a file is.
 """
 
 from __future__ import annotations
@@ -30,9 +27,9 @@ __all__ = ["ChunkFiles", "OpenedVersion", "RawChunkFiles", "RenderedChunkFiles"]
 Coords = tuple[int, ...]
 
 
-class ArrayView(Protocol):
-    """What chunk files ask of their array's view (``mounted.ArrayView``, which holds
-    them)."""
+class ChunkFilesArray(Protocol):
+    """The array as its chunk files see it: what they ask of the ``mounted.ArrayView`` that
+    holds them."""
 
     path: str
     stored: StoredChunks
@@ -51,14 +48,8 @@ class OpenedVersion:
 
     size: int
     version: Hashable
-    read: Callable[[int, memoryview], Awaitable[int]]
-    release: Callable[[], None]
-
-    async def read_into(self, offset: int, out: memoryview) -> int:
-        return await self.read(offset, out)
-
-    def close(self) -> None:
-        self.release()
+    read_into: Callable[[int, memoryview], Awaitable[int]]
+    close: Callable[[], None]
 
 
 class ChunkFiles(Protocol):
@@ -70,53 +61,42 @@ class ChunkFiles(Protocol):
 
     async def stat(self, coords: Coords) -> Stat:
         """Size and time; NotFound where no such file is shown."""
-        ...
 
     async def leaf_stats(self, done: Coords, lo: int, hi: int) -> dict[int, Stat]:
         """The files ``(*done, c)`` (shown coordinates) with ``lo <= c <= hi`` of a fanout
         leaf directory, by ``c``."""
-        ...
 
     async def open_version(self, coords: Coords) -> OpenedVersion:
         """The file's current version, to read; NotFound if it is gone."""
-        ...
 
     async def committed_bytes(self, coords: Coords) -> bytes:
         """What a writer opened without O_TRUNC starts from."""
-        ...
 
     async def commit(
         self, coords: Coords, views: list[memoryview], *, durable: bool, verify: bool
     ) -> None:
         """Store a written file (``views`` laid end to end) as the chunk."""
-        ...
 
     async def delete(self, coords: Coords) -> None:
         """Remove the file (``rm``)."""
-        ...
 
     async def set_time(self, coords: Coords, mtime_ns: int) -> bool:
         """Keep ``mtime_ns`` as the file's time in the store; False where it cannot."""
-        ...
 
     def changed(self, stored: Coords) -> list[Coords]:
         """The stored chunk (shard) ``stored`` changed another way (another program): drop
         what was learnt of it; the coordinates of the files that show it."""
-        ...
 
     def forget_below(self, directories: tuple[str, ...]) -> None:
         """Store directories (each ending in ``/``) appeared or went with chunks no change
         names: what was learnt of every stored chunk is asked anew, and what was made of
         those below them (renderings) is dropped."""
-        ...
 
     def stored_of(self, coords: Coords) -> Coords:
         """The stored chunk (shard) that file ``coords`` shows."""
-        ...
 
     def region(self, coords: Coords) -> tuple[slice, ...]:
         """The region of the array the file shows."""
-        ...
 
 
 class RawChunkFiles:
@@ -124,7 +104,7 @@ class RawChunkFiles:
 
     every_chunk_exists = False
 
-    def __init__(self, array: ArrayView) -> None:
+    def __init__(self, array: ChunkFilesArray) -> None:
         self._array = array
         self._source: StoredChunks = array.stored
 
@@ -187,7 +167,7 @@ class RenderedChunkFiles:
 
     every_chunk_exists = True
 
-    def __init__(self, array: ArrayView, rendered: RenderedChunks) -> None:
+    def __init__(self, array: ChunkFilesArray, rendered: RenderedChunks) -> None:
         self._array = array
         self._rendered = rendered
         self._source: StoredChunks = array.stored

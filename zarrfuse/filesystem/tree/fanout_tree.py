@@ -129,13 +129,10 @@ class FanoutTree:
     def _span(self, pos: DirPosition) -> tuple[int, int]:
         """Range of group values that are children of ``pos`` (which is at group level)."""
         assert pos.count is not None
-        dim = len(pos.done)
-        w = self.width
-        lo = 0 if pos.count == 0 else 10 ** (w * pos.count)
-        hi = min(self.grid[dim] - 1, 10 ** (w * (pos.count + 1)) - 1)
-        scale = 10 ** (w * (pos.count - pos.taken))
-        base = pos.prefix * 10**w
-        return max(0, lo // scale - base), min(10**w - 1, hi // scale - base)
+        lo, hi = self.value_range(pos)
+        scale = 10 ** (self.width * (pos.count - pos.taken))
+        base = pos.prefix * 10**self.width
+        return lo // scale - base, hi // scale - base
 
     def is_leaf(self, pos: DirPosition) -> bool:
         """True where the children are chunk files (last group of the last dimension)."""

@@ -1,8 +1,5 @@
-"""Arrays and groups as the mount shows them: what the catalog hands the tree.
-
-An ``ArrayView`` holds what the mount needs to present an array: its directory tree (the
-fanout tree's, or in the source layout the array's own keys), its files' suffix, the metadata
-documents it shows (``documents``) and the chunk source that reads its chunks.
+"""Arrays and groups as the mount shows them (what the catalog hands the tree): directory
+tree, suffix, documents shown and the stored chunks.
 """
 
 from __future__ import annotations

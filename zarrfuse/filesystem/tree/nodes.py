@@ -1,10 +1,8 @@
 """The nodes of the mount's tree, one class per kind, each owning its behaviour.
 
-A node is a value (the same path always maps to an equal node) that answers for itself:
-a directory kind its lookups, children and the chunk or document a name would be; every
-kind its size, time and what the mount lets be done to it. What a request does with a
-file's bytes (a handle, a commit) is the request layer's: a kind picks its part of it
-through ``FileRequests``, so no caller asks which kind a node is.
+A node is a value (the same path always maps to an equal node) that answers for itself. What
+a request does with a file's bytes (a handle, a commit) is the request layer's: a kind picks
+its part of it through ``FileRequests``, so no caller asks which kind a node is.
 """
 
 from __future__ import annotations
@@ -43,7 +41,7 @@ METADATA_NAME = "zarr.json"
 
 class FileRequests(Protocol):
     """The request layer's part of the requests on a file's bytes, one per kind of file
-    (``filesystem.fs``): each kind calls its own (``Node.open``, ``Node.truncate``)."""
+    (``filesystem.fs``)."""
 
     async def open_chunk(self, node: ChunkFile, inode: int, flags: int, pid: int | None
                          ) -> int: ...
@@ -93,7 +91,7 @@ class Node(ABC):
 
     def chunk_named(self, name: str) -> ChunkFile | None:
         """The chunk file ``name`` would be here (stored or not), None if the name is not
-        chunk-like here; NotAChunk if it is chunk-like but outside the grid."""
+        chunk-like; NotAChunk if it is chunk-like but outside the grid."""
         return None
 
     def document_named(self, name: str) -> MetadataFile | None:
@@ -101,7 +99,7 @@ class Node(ABC):
         return None
 
     def path(self) -> str:
-        """A directory's path in the mount ('' for the root), for messages."""
+        """A directory's path in the mount, for messages."""
         return ""
 
     # --- files ---------------------------------------------------------------------------
@@ -197,8 +195,7 @@ class GroupDir(_Directory):
 
 @dataclass(frozen=True)
 class ImageDir(_Directory):
-    """The root of a whole-image mount of one array (or one OME-Zarr image): it holds that
-    image's one file."""
+    """The root of a whole-image mount of one array (or OME-Zarr image): its file."""
 
     image: WholeImage
     shown_read_only = True
@@ -219,7 +216,10 @@ class ImageDir(_Directory):
         return _image_entries(self.image)
 
 
-class _ArrayDir(_Directory):
+@dataclass(frozen=True)
+class _OfArray(Node):
+    """A node of an array (its directories and chunk files), timed by its metadata."""
+
     array: ArrayView
 
     def in_array(self) -> ArrayView:
@@ -229,10 +229,12 @@ class _ArrayDir(_Directory):
         return self.array.metadata_time_ns
 
 
+class _ArrayDir(_OfArray, _Directory):
+    """A directory of an array: its root, a fanout or a key directory."""
+
+
 @dataclass(frozen=True)
 class ArrayRoot(_ArrayDir):
-    array: ArrayView
-
     def view(self) -> ArrayView:
         return self.array
 
@@ -257,7 +259,7 @@ class ArrayRoot(_ArrayDir):
         if document is not None:
             return document.entry()
         if array.keys is not None:
-            return await _lookup_key(array, (), name)
+            return await KeyDir(array, ()).lookup(name, catalog)
         if not array.tree.has_chunks:
             raise NotFound(f"{name!r}: the array has no chunks")
         chunk = self.chunk_named(name)
@@ -271,7 +273,7 @@ class ArrayRoot(_ArrayDir):
         array = self.array
         entries = _documents(array)  # none in rendered views: they are not Zarr arrays
         if array.keys is not None:
-            return entries + await _list_keys(array, ())
+            return entries + await KeyDir(array, ()).children(catalog)
         if array.tree.has_chunks and array.tree.grid:
             entries.append(Entry(array.tree.top, FanoutDir(array, array.tree.root)))
         elif array.tree.has_chunks:
@@ -283,7 +285,6 @@ class ArrayRoot(_ArrayDir):
 
 @dataclass(frozen=True)
 class FanoutDir(_ArrayDir):
-    array: ArrayView
     pos: DirPosition
     followed = True
 
@@ -349,9 +350,9 @@ class FanoutDir(_ArrayDir):
 
 @dataclass(frozen=True)
 class KeyDir(_ArrayDir):
-    """A directory of an array's own keys (source layout): the names below the array."""
+    """A directory of an array's own keys (source layout): the names below the array, as
+    the store lists them."""
 
-    array: ArrayView
     names: tuple[str, ...]
 
     def path(self) -> str:
@@ -363,24 +364,43 @@ class KeyDir(_ArrayDir):
         return None if coords is None else ChunkFile(self.array, coords)
 
     async def lookup(self, name: str, catalog: Catalog) -> Entry:
-        return await _lookup_key(self.array, self.names, name)
+        keys, path = self.array.keys, (*self.names, name)
+        assert keys is not None
+        if keys.is_directory(path):
+            return Entry(name, KeyDir(self.array, path))
+        try:
+            coords = keys.chunk_at(path)
+        except NotAChunk:
+            coords = None
+        if coords is None:
+            raise NotFound(f"{name!r}: not a chunk key of the array")
+        return await ChunkFile(self.array, coords).entry(name)
 
     async def children(self, catalog: Catalog) -> list[Entry]:
-        return await _list_keys(self.array, self.names)
+        array, names, keys = self.array, self.names, self.array.keys
+        assert keys is not None
+
+        def chunk_at(name: str) -> tuple[int, ...] | None:
+            try:
+                return keys.chunk_at((*names, name))
+            except NotAChunk:
+                return None
+
+        subdirs, chunks = await array.stored.listings.listed_keys("/".join(names), chunk_at)
+        entries = [Entry(name, KeyDir(array, (*names, name)))
+                   for name in subdirs if keys.is_directory((*names, name))]
+        entries += [
+            Entry(keys.path(coords)[-1], ChunkFile(array, coords), stat.size, stat.mtime_ns)
+            for coords, stat in chunks.items()
+        ]
+        return sorted(entries, key=lambda e: e.name)
 
 
 @dataclass(frozen=True)
-class ChunkFile(Node):
-    array: ArrayView
+class ChunkFile(_OfArray):
     coords: tuple[int, ...]
     followed = True
     comes_and_goes = True
-
-    def in_array(self) -> ArrayView:
-        return self.array
-
-    def fixed_time(self) -> int:
-        return self.array.metadata_time_ns
 
     async def stat(self) -> Stat:
         return await self.array.files.stat(self.coords)
@@ -416,7 +436,7 @@ class ChunkFile(Node):
             for depth, name in enumerate(names[:-1], start=1):
                 steps.append((parent, name, parent := KeyDir(array, names[:depth])))
             return [*steps, (parent, names[-1], self)]
-        shown = _shown(array, self.coords)
+        shown = self.coords if array.shown_dims is None else array.shown_dims.shown(self.coords)
         if not shown:
             return [(parent, _scalar_name(array), self)]
         _, *key = array.tree.encoding.encode_chunk_key(shown).split("/")
@@ -432,8 +452,8 @@ class ChunkFile(Node):
 
 @dataclass(frozen=True)
 class ScratchFile(Node):
-    """A temporary file (an editor's or rsync's) held by the daemon, never stored: its
-    bytes are the scratch area's (``writes.scratch``)."""
+    """A temporary file (an editor's or rsync's) held by the daemon, never stored
+    (``writes.scratch``)."""
 
     directory: Node
     name: str
@@ -457,8 +477,8 @@ class ScratchFile(Node):
 
 @dataclass(frozen=True)
 class ImageFile(Node):
-    """A whole array (or OME-Zarr pyramid) as one OME-TIFF file (``--format ome-tiff``):
-    one inode per version of the image (``image_versions``)."""
+    """A whole array (or OME-Zarr pyramid) as one OME-TIFF file: one inode per version of
+    the image (``image_versions``)."""
 
     image: WholeImage
     version: int = 0
@@ -499,14 +519,10 @@ class MetadataFile(Node):
         return fs.open_document(self, flags)
 
 
-def _image_entry(image: WholeImage) -> Entry:
-    return Entry(image.name, ImageFile(image, image.versions.looked_up()), image.size,
-                 image.metadata_time_ns)
-
-
 def _image_entries(image: WholeImage) -> list[Entry]:
     """The files that show one image: the OME-TIFF, and its siblings."""
-    return [_image_entry(f) for f in (image, *image.siblings)]
+    return [Entry(f.name, ImageFile(f, f.versions.looked_up()), f.size, f.metadata_time_ns)
+            for f in (image, *image.siblings)]
 
 
 def _image_named(image: WholeImage, name: str) -> Entry | None:
@@ -515,45 +531,6 @@ def _image_named(image: WholeImage, name: str) -> Entry | None:
 
 def _documents(owner: ArrayView | GroupView) -> list[Entry]:
     return [MetadataFile(owner, name).entry() for name in sorted(owner.documents)]
-
-
-async def _lookup_key(array: ArrayView, names: tuple[str, ...], name: str) -> Entry:
-    """``name`` in a directory of the array's own keys (source layout)."""
-    assert array.keys is not None
-    path = (*names, name)
-    if array.keys.is_directory(path):
-        return Entry(name, KeyDir(array, path))
-    try:
-        coords = array.keys.chunk_at(path)
-    except NotAChunk:
-        coords = None
-    if coords is None:
-        raise NotFound(f"{name!r}: not a chunk key of the array")
-    return await ChunkFile(array, coords).entry(name)
-
-
-async def _list_keys(array: ArrayView, names: tuple[str, ...]) -> list[Entry]:
-    """A directory of the array's own keys, as the store lists it."""
-    keys = array.keys
-    assert keys is not None
-
-    def chunk_at(name: str) -> tuple[int, ...] | None:
-        try:
-            return keys.chunk_at((*names, name))
-        except NotAChunk:
-            return None
-
-    subdirs, chunks = await array.stored.listings.listed_keys("/".join(names), chunk_at)
-    entries = [
-        Entry(name, KeyDir(array, (*names, name)))
-        for name in subdirs
-        if keys.is_directory((*names, name))
-    ]
-    entries += [
-        Entry(keys.path(coords)[-1], ChunkFile(array, coords), stat.size, stat.mtime_ns)
-        for coords, stat in chunks.items()
-    ]
-    return sorted(entries, key=lambda e: e.name)
 
 
 async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
@@ -577,11 +554,6 @@ def _full(array: ArrayView, shown: tuple[int, ...]) -> tuple[int, ...]:
     """Grid coordinates from the coordinates a path gives (rendered views leave out the
     dimensions of extent 1: they are 0 there)."""
     return shown if array.shown_dims is None else array.shown_dims.full(shown)
-
-
-def _shown(array: ArrayView, coords: tuple[int, ...]) -> tuple[int, ...]:
-    """The coordinates a chunk's path gives: those of the dimensions the view shows."""
-    return coords if array.shown_dims is None else array.shown_dims.shown(coords)
 
 
 def _scalar_name(array: ArrayView) -> str:

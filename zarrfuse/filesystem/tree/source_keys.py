@@ -44,10 +44,6 @@ class SourceKeys:
         return () if isinstance(self._base, V2ChunkKeyEncoding) else ("c",)
 
     @property
-    def _nested(self) -> bool:
-        return getattr(self._base, "separator", "/") == "/"
-
-    @property
     def has_chunks(self) -> bool:
         return all(n > 0 for n in self.grid)
 
@@ -58,7 +54,8 @@ class SourceKeys:
     def is_directory(self, names: tuple[str, ...]) -> bool:
         """Whether ``names`` (below the array) is a directory some chunk key of the grid
         passes through; the array's own directory (``()``) is not asked here."""
-        if not self._nested or not self.has_chunks or not names:
+        nested = getattr(self._base, "separator", "/") == "/"
+        if not nested or not self.has_chunks or not names:
             return False
         root = self._root
         if names[: len(root)] != root:

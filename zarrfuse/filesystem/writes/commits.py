@@ -1,11 +1,9 @@
-"""Storing what writers wrote: open writers per chunk, size limits, verification, commits.
+"""Storing what writers wrote: open writers per chunk, size limits, write checks, commits.
 
 A chunk file opened for writing gets its own buffer (the chunk's bytes, or nothing with
-O_TRUNC). ``flush`` (close) and ``fsync`` commit it: checked against the size limit and
-against the array's codecs (unless ``--no-verify``), split into parts and stored, each part
-replaced atomically. Readers opened before a commit keep the version they opened; after the
-commit returns the kernel's cache of the file is dropped, so every new reader sees the new
-bytes.
+O_TRUNC), which ``flush`` (close) and ``fsync`` commit. Readers opened before a commit keep
+the version they opened; after it the kernel's cache of the file is dropped, so new readers
+see the new bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from dataclasses import dataclass, field
 import trio
 
 from zarrfuse.errors import FileTooBig, ZarrFuseError
-from zarrfuse.filesystem.tree.mounted import ArrayView
 from zarrfuse.filesystem.tree.namespace import Namespace
 from zarrfuse.filesystem.tree.nodes import ChunkFile, Node
 from zarrfuse.filesystem.writes.level_updates import LevelUpdates
@@ -49,13 +46,11 @@ class WriteOptions:
 @dataclass(eq=False)
 class ChunkWriter:
     """A chunk opened for writing: a private buffer committed on flush/fsync. Its state
-    (dirty, committing, refused, emptied) decides what each request does; the filesystem
-    only forwards them (``handles``)."""
+    (dirty, committing, refused, emptied) decides what each request does."""
 
     node: ChunkFile
     data: WriteBuffer
     writers: OpenWriters = field(repr=False)
-    """The writers it is one of, and their committer."""
     dirty: bool = False
     serial: int = 0
     """Order of the last change among all writers: the newest writer's size is shown."""
@@ -63,14 +58,13 @@ class ChunkWriter:
     """Set while the buffer is being stored: changes wait, so the commit needs no copy."""
     refused: ZarrFuseError | OSError | None = None
     """Why the last commit was refused (or failed in the store: a close answered EIO must
-    never be stored later), if it was and nothing changed since: release then drops the
-    changes and logs this reason (a flush's refusal alone is not final: a file
-    written through several descriptors, as numpy's ``tofile`` does through a dup, is
-    flushed half-written at the first close, and is complete at the last)."""
+    never be stored later), if nothing changed since: release then drops the changes and
+    logs why (a flush's refusal alone is not final: numpy's ``tofile`` writes through a dup,
+    flushed half-written at the first close and complete at the last)."""
     emptied: bool = False
-    """Opened with O_TRUNC (or created) and neither written nor truncated since. Closing it
-    stores nothing: ImageMagick opens its output so before writing it through another open,
-    and no tool means "delete this chunk" that way (``rm`` does)."""
+    """Opened with O_TRUNC (or created), unchanged since: closing it stores nothing
+    (ImageMagick opens its output so before writing it through another open; ``rm``, not
+    this, deletes a chunk)."""
     closed_empty: bool = False
     """Closed while ``emptied``: its empty size is no longer shown for the chunk."""
     inode: int | None = None
@@ -106,15 +100,14 @@ class ChunkWriter:
         if self.emptied:  # O_TRUNC and nothing written: the chunk stays as it was
             log.debug("chunk %s opened with O_TRUNC and closed unwritten: left as stored",
                       self.node.coords)
-            self.writers.closed_empty(self)
+            self.emptied, self.closed_empty = False, True  # the stored size shows again
             await committer.show_stored_state(self)
         elif self.dirty or durable:
             await committer.commit_writer(self, durable=durable or self.synced)
 
     async def release(self) -> None:
-        """The last close: changes that reached the buffer after the last flush (the pages
-        of a shared mapping, written back at munmap) are committed now; those whose commit
-        was refused are dropped, with one line saying why."""
+        """The last close: changes after the last flush (a shared mapping's pages, written
+        back at munmap) are committed now; refused ones are dropped, with one line why."""
         committer = self.writers.committer
         try:
             if self.dirty and not self.refused:
@@ -138,8 +131,8 @@ class ChunkWriter:
         self.writers.close(self)
 
     def shown_size(self) -> int | None:
-        """The size the kernel holds for its inode: the buffer's (none once closed
-        unwritten after O_TRUNC: its 0 would cut the next opener's reads)."""
+        """The buffer's size (none once closed unwritten after O_TRUNC: its 0 would cut the
+        next opener's reads)."""
         return None if self.closed_empty else len(self.data)
 
 
@@ -163,11 +156,6 @@ class OpenWriters:
         writer.refused = None
         writer.emptied = writer.closed_empty = False
         writer.serial = next(self._serials)
-
-    def closed_empty(self, writer: ChunkWriter) -> None:
-        """``writer`` was closed without a change since its O_TRUNC open: the chunk shows its
-        stored size (or, never stored, no name) again."""
-        writer.emptied, writer.closed_empty = False, True
 
     def close(self, writer: ChunkWriter) -> None:
         writers = self._by_chunk.get(writer.node)
@@ -206,43 +194,27 @@ class OpenWriters:
 class Committer:
     """Stores chunk files: checks, verification, parts; then drops the kernel's caches."""
 
-    def __init__(
-        self, namespace: Namespace, options: WriteOptions,
-        unused: Callable[[int], bool] = lambda inode: False,
-        committed: Callable[[ChunkFile], None] = lambda node: None,
-    ) -> None:
-        """``committed``: told each chunk file stored (a time set on it is shown no
-        longer)."""
+    def __init__(self, namespace: Namespace, options: WriteOptions,
+                 unused: Callable[[int], bool], committed: Callable[[ChunkFile], object]
+                 ) -> None:
+        """``unused``: whether an inode has no handle and no kept pages (``page_cache``);
+        ``committed``: told each chunk file stored (a time set on it is shown no longer)."""
         self.namespace = namespace
         self._committed = committed
         self.options = options
         self._levels = LevelUpdates(namespace, self.drop_cache)
         self._unused = unused
-        """Whether an inode has no handle and no kept pages (``page_cache``)."""
-        self._invalidate: Callable[[int, bool], Awaitable[None]] | None = None
-        self._invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
+        self.invalidate: Callable[[int, bool], Awaitable[None]] | None = None
+        """Drops the kernel's cache of an inode, or of a name (set by the FUSE adapter)."""
+        self.invalidate_entry: Callable[[int, str], Awaitable[None]] | None = None
         self.drops = 0
         """Nodes whose kernel caches were dropped so far: an answer computed while one was
         may describe what was dropped, and must not be kept long (``FuseOperations``)."""
 
-    def set_invalidators(
-        self,
-        inode: Callable[[int, bool], Awaitable[None]],
-        entry: Callable[[int, str], Awaitable[None]],
-    ) -> None:
-        """How to drop the kernel's cache of an inode, or of a name (from the FUSE adapter)."""
-        self._invalidate = inode
-        self._invalidate_entry = entry
-
-    def size_limit(self, array: ArrayView) -> int | None:
-        if self.options.max_chunk_bytes is not None:
-            return self.options.max_chunk_bytes
-        if array.decoded_chunk_bytes is None:
-            return None
-        return 2 * array.decoded_chunk_bytes + array.stored.parts.fixed_size + SIZE_LIMIT_SLACK
-
     def check_size(self, node: ChunkFile, size: int) -> None:
-        limit = self.size_limit(node.array)
+        limit, array = self.options.max_chunk_bytes, node.array
+        if limit is None and array.decoded_chunk_bytes is not None:
+            limit = 2 * array.decoded_chunk_bytes + array.stored.parts.fixed_size + SIZE_LIMIT_SLACK
         if limit is not None and size > limit:
             raise FileTooBig(
                 f"chunk {node.coords} of {node.array.path or '/'} would be {size} bytes, over "
@@ -253,9 +225,8 @@ class Committer:
         self, node: ChunkFile, data: WriteBuffer, *, durable: bool, drop_cache: bool = True,
         renaming: bool = False,
     ) -> None:
-        """Store ``data`` as the chunk (checks, verification, parts), then drop kernel caches
-        (``renaming``: as ``drop_cache`` inside a rename). ``data`` must not change until this
-        returns."""
+        """Store ``data`` as the chunk, then drop kernel caches (``renaming``: see
+        ``drop_cache``). ``data`` must not change until this returns."""
         self.check_size(node, len(data))
         views = data.pieces()
         await node.array.files.commit(node.coords, views, durable=durable,
@@ -272,8 +243,8 @@ class Committer:
 
     async def commit_writer(self, writer: ChunkWriter, *, durable: bool) -> None:
         """Commit a writer's buffer; its changes wait meanwhile. A refused commit leaves the
-        writer dirty and makes the kernel show the stored chunk again; the error is raised
-        for close() or fsync() to return."""
+        writer dirty, the kernel shows the stored chunk again, and close() or fsync() gets
+        the error."""
         await writer.settled()
         writer.committing = trio.Event()
         refused: ZarrFuseError | OSError | None = None
@@ -298,24 +269,22 @@ class Committer:
         await self.drop_cache(writer.node)
 
     async def drop_pages(self, node: Node) -> None:
-        """Drop the kernel's cached attributes and pages of a node that is not a chunk file
-        (a whole image's version, after the store changed)."""
+        """Drop the kernel's cache of a node that is not a chunk file (a whole image's
+        version, after the store changed)."""
         self.drops += 1
         inode = self.namespace.known_inode(node)
-        if inode is not None and self._invalidate is not None:
-            await self._invalidate(inode, False)
+        if inode is not None and self.invalidate is not None:
+            await self.invalidate(inode, False)
 
     async def drop_cache(self, node: ChunkFile, *, renaming: bool = False,
                          by_another: bool = False) -> None:
         """After a commit, or writes that were not committed: a chunk's name gets a fresh
         inode, so new opens read the stored chunk, while handles of the old inode keep
-        their version and its pages (see ``page_cache``); the kernel forgets only the old
-        inode's attributes (each inode's size is its handles') and the name's entry, which
-        would show the old inode's size until it times out (a writable mount's chunk files
-        last long while the store watch runs). A name's inode that holds nothing (no handle,
-        no pages kept) stays: it may be the one an opener sent to a fresh inode is just
-        opening. ``renaming``: inside
-        a rename, which holds the directory's lock and replaces the name's entry itself.
+        their version and its pages (``page_cache``); the kernel forgets the old inode's
+        attributes and the name's entry, which would show the old inode's size until it
+        times out. A name's inode that holds nothing (no handle, no pages kept) stays: an
+        opener sent to a fresh inode may be just opening it. ``renaming``: inside a rename,
+        which holds the directory's lock and replaces the name's entry itself.
         ``by_another``: another program changed the chunk; its name goes too, which the
         kernel may hold as absent though it keeps the inode this mount knows."""
         self.drops += 1
@@ -330,23 +299,22 @@ class Committer:
             self.namespace.retire(node)
         elif by_another:
             entry = self._known_entry(node)
-        if self._invalidate is not None:
-            await self._invalidate(inode, moved)
-        if entry is not None and self._invalidate_entry is not None:
-            await self._invalidate_entry(*entry)
+        if self.invalidate is not None:
+            await self.invalidate(inode, moved)
+        if entry is not None and self.invalidate_entry is not None:
+            await self.invalidate_entry(*entry)
 
     async def _forget_absence(self, node: ChunkFile) -> None:
         """A chunk the kernel holds no inode of changed (another program stored it): the
         kernel may remember its name, or a directory on its path, as absent (for an hour on
-        a read-only mount). The first name on the path it holds no inode of is dropped from
-        the directory it knows."""
-        if self._invalidate_entry is None:
+        a read-only mount), so the first name on the path it holds no inode of is dropped."""
+        if self.invalidate_entry is None:
             return
         for directory, name, step in node.steps():
             if self.namespace.known_inode(step) is None:
                 parent = self.namespace.known_inode(directory)
                 if parent is not None:
-                    await self._invalidate_entry(parent, name)
+                    await self.invalidate_entry(parent, name)
                 return
 
     def _known_entry(self, node: ChunkFile) -> tuple[int, str] | None:
@@ -356,18 +324,17 @@ class Committer:
         return None if parent_inode is None else (parent_inode, name)
 
     async def show_stored_state(self, writer: ChunkWriter, *, ask_store: bool = True) -> None:
-        """After writes that were not committed, make the kernel show the stored chunk again:
-        it had taken the writer's size (O_TRUNC, writes past the end) as the file's. A chunk
-        that is not stored at all loses its name too, before close() returns (unless
-        ``ask_store`` is false: the store just failed, and close() is answered now)."""
+        """After writes that were not committed, the kernel shows the stored chunk again
+        (it took the writer's size as the file's); one not stored at all loses its name too,
+        before close() returns (unless ``ask_store`` is false: the store just failed)."""
         node = writer.node
-        if writer.inode is not None and self._invalidate is not None:
-            await self._invalidate(writer.inode, True)  # the size the kernel took from it
+        if writer.inode is not None and self.invalidate is not None:
+            await self.invalidate(writer.inode, True)  # the size the kernel took from it
         await self.drop_cache(node)
         if node.array.files.every_chunk_exists or not ask_store:
             return  # its name stays
         if await node.array.stored.size(node.coords) is not None:
             return
         entry = self._known_entry(node)
-        if entry is not None and self._invalidate_entry is not None:
-            await self._invalidate_entry(*entry)
+        if entry is not None and self.invalidate_entry is not None:
+            await self.invalidate_entry(*entry)

@@ -60,8 +60,8 @@ class LevelUpdates:
 
     async def _downsample(self, view: ArrayView, pyramid: Pyramid,
                           region: tuple[slice, ...], durable: bool) -> None:
-        """Level by level, each from the one above (``view``, where ``region`` changed).
-        A level is the view the mount shows of it, whose locks its writers take."""
+        """Level by level, each from the one above (``view``, where ``region`` changed), as
+        the mount shows it: its writers take the same locks."""
         for above, level in itertools.pairwise(pyramid.levels):
             below = pyramid.below(above, level, region)
             if below is None:

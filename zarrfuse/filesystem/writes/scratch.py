@@ -23,7 +23,7 @@ import ctypes.util
 import re
 from dataclasses import dataclass, field
 
-from zarrfuse.errors import FileTooBig, NoSpace
+from zarrfuse.errors import FileTooBig, NoSpace, NotFound
 from zarrfuse.filesystem.tree.nodes import Node, ScratchFile
 from zarrfuse.filesystem.writes.write_buffer import WriteBuffer
 
@@ -75,10 +75,6 @@ class ScratchArea:
         self._files: dict[ScratchFile, ScratchData] = {}
 
     @property
-    def used_bytes(self) -> int:
-        return sum(len(f.data) for f in self._files.values())
-
-    @property
     def enabled(self) -> bool:
         return self.limit_bytes > 0
 
@@ -86,9 +82,15 @@ class ScratchArea:
         """The bytes of ``node`` if it is a scratch file held here."""
         return self._files.get(node)  # type: ignore[call-overload]  # any node: None
 
-    def create(self, key: ScratchFile, mtime_ns: int) -> ScratchData:
-        scratch = self._files[key] = ScratchData(mtime_ns=mtime_ns)
+    def held(self, node: ScratchFile) -> ScratchData:
+        """The bytes of scratch file ``node``; NotFound once it is gone (renamed, removed)."""
+        scratch = self._files.get(node)
+        if scratch is None:
+            raise NotFound(f"scratch file {node.name!r} is gone")
         return scratch
+
+    def create(self, key: ScratchFile, mtime_ns: int) -> None:
+        self._files[key] = ScratchData(mtime_ns=mtime_ns)
 
     def remove(self, key: ScratchFile) -> None:
         removed = self._files.pop(key, None)
@@ -106,14 +108,15 @@ class ScratchArea:
     def reserve(self, old_size: int, new_size: int) -> None:
         """Refuse growing a scratch file past the area's limit: EFBIG for a file larger
         than the whole area (it can never fit), else ENOSPC (it may once others go)."""
-        if new_size > old_size and new_size > self.limit_bytes:
+        if new_size <= old_size:
+            return
+        if new_size > self.limit_bytes:
             raise FileTooBig(f"a scratch file of {new_size} bytes is over the limit of "
                              f"{self.limit_bytes} for all of them (--scratch-mb)")
-        if new_size > old_size and self.used_bytes + new_size - old_size > self.limit_bytes:
-            raise NoSpace(
-                f"scratch files would hold {self.used_bytes + new_size - old_size} bytes, "
-                f"over the limit of {self.limit_bytes}"
-            )
+        used = sum(len(f.data) for f in self._files.values()) + new_size - old_size
+        if used > self.limit_bytes:
+            raise NoSpace(f"scratch files would hold {used} bytes, over the limit of "
+                          f"{self.limit_bytes}")
 
 
 GIVE_BACK_BYTES = 64 << 20
