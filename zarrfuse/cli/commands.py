@@ -149,7 +149,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from zarrfuse.cli import info  # noqa: PLC0415  (pulls in zarr and the TIFF layout)
+    from zarrfuse.cli import info  # noqa: PLC0415  (pulls in zarr and the TIFF code)
 
     source = options.absolute_source(args.source)
     storage = dict(args.storage_options) or None

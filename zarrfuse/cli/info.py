@@ -1,21 +1,25 @@
 """``zarrfuse info``: what an array or group is, as a person thinks of an image: axes with
 names and sizes, chunk and shard shapes, codecs; for an OME-Zarr image its channels (names,
-colours) and levels (shapes), and what a mount shows and does with it; per view, how many
-files a mount shows and where the first is (``info_views``). Text, or ``--json``.
+colours) and levels (shapes), and what a mount shows and does with it. Text, or ``--json``.
 
 Reads metadata documents (``zarr.json``, or Zarr v2's) and lists directories; never a chunk.
+Per view, the files a mount shows are counted by the mount's own code (``build_filesystem``
+of a read-only mount, never mounted), so the names are a mount's; an array's files are its
+grid's size (a rendered view shows every position; the raw view one file per stored chunk,
+so there the count is a bound), and only the path to the first file is listed.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from zarr.storage import StorePath
 
 from zarrfuse.api.arrays import open_store_path, read_node
 from zarrfuse.api.pyramid import method_of
-from zarrfuse.cli.info_views import ViewSurvey, survey_views
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.tiff.compression import TIFF_COMPRESSION
 from zarrfuse.tiff.metadata import tiff_layout
@@ -25,44 +29,39 @@ from zarrfuse.zarr_compat import sync
 
 __all__ = ["describe", "describe_json", "dual_access_line"]
 
+VIEWS = ("raw", "tiff", "png", "npy", "ome-tiff")
+"""The ``--format`` values described, in the order shown."""
+ROOT_INODE = 1
+
 
 def dual_access_line(metadata: dict[str, Any]) -> str:
-    """One line: whether the array is dual-access, with its TIFF layout or the reason not."""
+    """One line: whether the array is dual-access, with its TIFF shard format or why not."""
     try:
-        layout = tiff_layout(metadata)
+        shard_format = tiff_layout(metadata)
     except (ZarrFuseError, KeyError, TypeError, ValueError, AttributeError) as e:
         hint = "zarrfuse convert-tiff makes a dual-access copy"
         return f"dual-access (shards are TIFF files): no: {e} ({hint})"
-    return f"dual-access (shards are TIFF files): yes: {_summary(layout)}"
+    return f"dual-access (shards are TIFF files): yes: {_summary(shard_format)}"
 
 
-def _summary(layout: TiffShardFormat) -> str:
-    nlead = len(layout.shape) - (3 if layout.samples else 2)
-    tile = layout.tile_shape[nlead : nlead + 2]
-    pages = 1
-    for n in layout.shard_shape[:nlead]:
-        pages *= n
-    parts = [
-        f"{'BigTIFF' if layout.bigtiff else 'classic TIFF'}",
-        "II (little endian)" if layout.byteorder == "<" else "MM (big endian)",
+def _summary(shard: TiffShardFormat) -> str:
+    nlead = len(shard.shape) - (3 if shard.samples else 2)
+    tile = shard.tile_shape[nlead : nlead + 2]
+    pages = math.prod(shard.shard_shape[:nlead])
+    samples = shard.samples_per_pixel
+    return ", ".join([
+        "BigTIFF" if shard.bigtiff else "classic TIFF",
+        "II (little endian)" if shard.byteorder == "<" else "MM (big endian)",
         f"tiles {tile[0]}x{tile[1]}",
-        (
-            f"{layout.compression} (TIFF compression {TIFF_COMPRESSION[layout.compression]})"
-            if layout.compression != "none"
-            else "uncompressed"
-        ),
+        f"{shard.compression} (TIFF compression {TIFF_COMPRESSION[shard.compression]})"
+        if shard.compression != "none" else "uncompressed",
         f"{pages} page{'s' if pages != 1 else ''} per file",
-        f"{layout.samples_per_pixel} sample{'s' if layout.samples_per_pixel != 1 else ''} "
-        "per pixel",
-        f"header {layout.header_size} bytes",
-        (
-            "header in its own part (.header): shard files are TIFFs only when assembled, "
-            "e.g. through a zarrfuse mount"
-            if layout.header_part
-            else "header in the shard file: shard files are TIFFs on disk too"
-        ),
-    ]
-    return ", ".join(parts)
+        f"{samples} sample{'s' if samples != 1 else ''} per pixel",
+        f"header {shard.header_size} bytes",
+        "header in its own part (.header): shard files are TIFFs only when assembled, e.g. "
+        "through a zarrfuse mount" if shard.header_part
+        else "header in the shard file: shard files are TIFFs on disk too",
+    ])
 
 
 def _hex(color: int) -> str:
@@ -247,6 +246,80 @@ async def _walk(store_path: StorePath, where: str, nodes: list[dict[str, Any]],
                             level_axes if name in levels else None)
             except ZarrFuseError as e:
                 nodes.append({"path": f"{where.rstrip('/')}/{name}", "skipped": str(e)})
+
+
+@dataclass
+class ViewSurvey:
+    """One view of the source: its files, or why it cannot be shown."""
+
+    fmt: str
+    files: int = 0
+    exact: bool = True
+    """False where ``files`` is a bound (the raw view shows stored chunks only)."""
+    first: str | None = None
+    refused: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.refused is not None:
+            return {"format": self.fmt, "refused": self.refused}
+        return {"format": self.fmt, "files": self.files, "exact": self.exact,
+                "first": self.first}
+
+
+def survey_views(source: str, storage_options: dict[str, Any] | None) -> list[ViewSurvey]:
+    """Every view of ``source``; an empty list where the mount extra is not installed."""
+    try:
+        import trio  # noqa: PLC0415  (the mount extra)
+
+        from zarrfuse.fuse.config import MountConfig  # noqa: PLC0415
+        from zarrfuse.fuse.mount import build_filesystem  # noqa: PLC0415
+    except ImportError:
+        return []
+    out = []
+    for fmt in VIEWS:
+        config = MountConfig(source=source, mountpoint="/", format=fmt, read_only=True,
+                             storage_options=dict(storage_options or {}))
+        try:
+            fs, _kind = build_filesystem(config)
+        except ZarrFuseError as e:
+            out.append(ViewSurvey(fmt, refused=str(e)))
+            continue
+        survey = ViewSurvey(fmt)
+        namespace = fs.namespace
+        trio.run(_count_files, namespace, namespace.node(ROOT_INODE), "", survey)
+        out.append(survey)
+    return out
+
+
+async def _count_files(namespace: Any, node: Any, prefix: str, survey: ViewSurvey) -> None:
+    """Count the files under ``node`` (arrays by arithmetic) and find the first."""
+    array = node.in_array()
+    if array is not None:  # an array's root: the walk reaches no directory below it
+        survey.files += math.prod(array.tree.grid) if array.tree.has_chunks else 0
+        survey.exact = survey.exact and array.rendered is not None
+        if survey.first is None:
+            survey.first = await _first_file(namespace, node, prefix)
+        return
+    for entry in await namespace.list(node):
+        path = f"{prefix}{entry.name}"
+        if entry.node.is_dir:
+            await _count_files(namespace, entry.node, f"{path}/", survey)
+        elif entry.node != node.document_named(entry.name):
+            survey.files += 1
+            survey.first = survey.first or path
+
+
+async def _first_file(namespace: Any, node: Any, prefix: str) -> str | None:
+    """The path of the first chunk file in listing order (None: no chunk stored)."""
+    while True:
+        entries = [e for e in await namespace.list(node)
+                   if e.node != node.document_named(e.name)]
+        if not entries:
+            return None
+        entry = entries[0]
+        if not entry.node.is_dir:
+            return f"{prefix}{entry.name}"
+        node, prefix = entry.node, f"{prefix}{entry.name}/"
 
 
 def _view_line(view: ViewSurvey) -> str:
