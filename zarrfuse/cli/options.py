@@ -31,8 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from zarrfuse.cli.option_table import by_word
-from zarrfuse.cli.option_values import nonempty, switch
+from zarrfuse.cli.option_table import by_word, nonempty, switch
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.fuse.config import MountConfig
 
