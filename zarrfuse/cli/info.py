@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from zarr.storage import StorePath
@@ -248,26 +247,9 @@ async def _walk(store_path: StorePath, where: str, nodes: list[dict[str, Any]],
                 nodes.append({"path": f"{where.rstrip('/')}/{name}", "skipped": str(e)})
 
 
-@dataclass
-class ViewSurvey:
-    """One view of the source: its files, or why it cannot be shown."""
-
-    fmt: str
-    files: int = 0
-    exact: bool = True
-    """False where ``files`` is a bound (the raw view shows stored chunks only)."""
-    first: str | None = None
-    refused: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        if self.refused is not None:
-            return {"format": self.fmt, "refused": self.refused}
-        return {"format": self.fmt, "files": self.files, "exact": self.exact,
-                "first": self.first}
-
-
-def survey_views(source: str, storage_options: dict[str, Any] | None) -> list[ViewSurvey]:
-    """Every view of ``source``; an empty list where the mount extra is not installed."""
+def survey_views(source: str, storage_options: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every view of ``source`` as ``--json`` gives it: its files (not ``exact``: a bound, the
+    raw view shows stored chunks only), or why it is refused; none without the mount extra."""
     try:
         import trio  # noqa: PLC0415  (the mount extra)
 
@@ -275,38 +257,37 @@ def survey_views(source: str, storage_options: dict[str, Any] | None) -> list[Vi
         from zarrfuse.fuse.mount import build_filesystem  # noqa: PLC0415
     except ImportError:
         return []
-    out = []
+    out: list[dict[str, Any]] = []
     for fmt in VIEWS:
         config = MountConfig(source=source, mountpoint="/", format=fmt, read_only=True,
                              storage_options=dict(storage_options or {}))
         try:
             fs, _kind = build_filesystem(config)
         except ZarrFuseError as e:
-            out.append(ViewSurvey(fmt, refused=str(e)))
+            out.append({"format": fmt, "refused": str(e)})
             continue
-        survey = ViewSurvey(fmt)
-        namespace = fs.namespace
-        trio.run(_count_files, namespace, namespace.node(ROOT_INODE), "", survey)
-        out.append(survey)
+        view: dict[str, Any] = {"format": fmt, "files": 0, "exact": True, "first": None}
+        trio.run(_count_files, fs.namespace, fs.namespace.node(ROOT_INODE), "", view)
+        out.append(view)
     return out
 
 
-async def _count_files(namespace: Any, node: Any, prefix: str, survey: ViewSurvey) -> None:
+async def _count_files(namespace: Any, node: Any, prefix: str, view: dict[str, Any]) -> None:
     """Count the files under ``node`` (arrays by arithmetic) and find the first."""
     array = node.in_array()
     if array is not None:  # an array's root: the walk reaches no directory below it
-        survey.files += math.prod(array.tree.grid) if array.tree.has_chunks else 0
-        survey.exact = survey.exact and array.rendered is not None
-        if survey.first is None:
-            survey.first = await _first_file(namespace, node, prefix)
+        view["files"] += math.prod(array.tree.grid) if array.tree.has_chunks else 0
+        view["exact"] = view["exact"] and array.rendered is not None
+        if view["first"] is None:
+            view["first"] = await _first_file(namespace, node, prefix)
         return
     for entry in await namespace.list(node):
         path = f"{prefix}{entry.name}"
         if entry.node.is_dir:
-            await _count_files(namespace, entry.node, f"{path}/", survey)
+            await _count_files(namespace, entry.node, f"{path}/", view)
         elif entry.node != node.document_named(entry.name):
-            survey.files += 1
-            survey.first = survey.first or path
+            view["files"] += 1
+            view["first"] = view["first"] or path
 
 
 async def _first_file(namespace: Any, node: Any, prefix: str) -> str | None:
@@ -322,13 +303,14 @@ async def _first_file(namespace: Any, node: Any, prefix: str) -> str | None:
         node, prefix = entry.node, f"{prefix}{entry.name}/"
 
 
-def _view_line(view: ViewSurvey) -> str:
-    if view.refused is not None:
-        return f"  {view.fmt}: not shown: {view.refused}"
-    count = (f"{view.files} file{'s' if view.files != 1 else ''}" if view.exact
-             else f"up to {view.files} files (one per stored chunk)")
-    first = f", the first {view.first}" if view.first else ", none stored yet"
-    return f"  {view.fmt}: {count}{first}"
+def _view_line(view: dict[str, Any]) -> str:
+    if "refused" in view:
+        return f"  {view['format']}: not shown: {view['refused']}"
+    files = view["files"]
+    count = (f"{files} file{'s' if files != 1 else ''}" if view["exact"]
+             else f"up to {files} files (one per stored chunk)")
+    first = f", the first {view['first']}" if view["first"] else ", none stored yet"
+    return f"  {view['format']}: {count}{first}"
 
 
 def _nodes(source: Any, storage_options: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -345,16 +327,15 @@ def _nodes(source: Any, storage_options: dict[str, Any] | None) -> list[dict[str
 def describe_json(source: Any, *, storage_options: dict[str, Any] | None = None
                   ) -> dict[str, Any]:
     """What ``zarrfuse info --json SOURCE`` prints."""
-    nodes = _nodes(source, storage_options)
-    views = survey_views(str(source), storage_options)
-    return {"source": str(source), "nodes": nodes, "views": [v.as_dict() for v in views]}
+    return {"source": str(source), "nodes": _nodes(source, storage_options),
+            "views": survey_views(str(source), storage_options)}
 
 
 def describe(source: Any, *, storage_options: dict[str, Any] | None = None) -> str:
     """What ``zarrfuse info SOURCE`` prints: the nodes, then what each view shows."""
-    nodes = _nodes(source, storage_options)
+    described = describe_json(source, storage_options=storage_options)
     lines: list[str] = []
-    for node in nodes:
+    for node in described["nodes"]:
         if "skipped" in node:
             lines.append(f"{node['path']}: skipped: {node['skipped']}")
         elif node["node_type"] == "array":
@@ -366,10 +347,9 @@ def describe(source: Any, *, storage_options: dict[str, Any] | None = None) -> s
                 lines.append(f"  OME-Zarr metadata not readable: {node['ome_error']}")
             if "ome" in node:
                 lines.extend(ome_lines(node["ome"]))
-    views = survey_views(str(source), storage_options)
-    if views:
+    if described["views"]:
         lines.append("what a mount shows (zarrfuse mount SOURCE MNT --format ...):")
-        lines.extend(_view_line(view) for view in views)
+        lines.extend(_view_line(view) for view in described["views"])
     else:
         lines.append("what a mount shows: needs the mount extra (pip install 'zarrfuse[mount]')")
     return "\n".join(lines) + "\n"
