@@ -238,18 +238,13 @@ def _is_mount_helper_call(argv: Sequence[str]) -> bool:
     )
 
 
-def _quiet_known_warnings() -> None:
-    """zarr warns whenever it opens an array with a ``numcodecs.*`` codec; dual-access arrays
-    use ``numcodecs.zlib`` by default, a choice the user already made (see docs/dual-access.md), so
-    the command does not repeat it on every ``info``, ``verify`` or mount."""
-    warnings.filterwarnings(
-        "ignore", message="Numcodecs codecs are not in the Zarr version 3 specification"
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zarrfuse`` command; its exit status."""
-    _quiet_known_warnings()
+    # zarr warns whenever it opens an array with a ``numcodecs.*`` codec; dual-access arrays
+    # use numcodecs.zlib by default, a choice the user already made (docs/dual-access.md), so
+    # the command does not repeat it on every info, verify or mount.
+    warnings.filterwarnings(
+        "ignore", message="Numcodecs codecs are not in the Zarr version 3 specification")
     argv = list(sys.argv[1:] if argv is None else argv)
     if _is_mount_helper_call(argv):
         from zarrfuse.cli import mount_helper  # noqa: PLC0415  (only fstab's calls need it)

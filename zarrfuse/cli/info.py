@@ -63,10 +63,6 @@ def _summary(shard: TiffShardFormat) -> str:
     ])
 
 
-def _hex(color: int) -> str:
-    return f"{color & 0xFFFFFFFF:08X}"[:6]
-
-
 def _after_a_write(multiscales: Multiscales) -> str:
     method = method_of(multiscales.method)
     if len(multiscales.paths) < 2:
@@ -87,7 +83,7 @@ def _ome(multiscales: Multiscales, shapes: dict[str, list[int] | None]) -> dict[
         "axes": [{"name": a.name, "type": a.type} for a in multiscales.axes],
         "levels": [{"path": p, "shape": shapes.get(p)} for p in multiscales.paths],
         "channels": [
-            {"name": name, "color": _hex(multiscales.channel_colors[i])
+            {"name": name, "color": f"{multiscales.channel_colors[i] & 0xFFFFFFFF:08X}"[:6]
              if multiscales.channel_colors else None}
             for i, name in enumerate(multiscales.channel_names)],
         "shown_as_colour": multiscales.means_colour,
@@ -157,13 +153,6 @@ def ome_lines(ome: dict[str, Any]) -> list[str]:
     ]
 
 
-def _sharding(codecs: list[Any]) -> dict[str, Any] | None:
-    for codec in codecs:
-        if isinstance(codec, dict) and codec.get("name") == "sharding_indexed":
-            return codec.get("configuration") or {}
-    return None
-
-
 def _array(where: str, metadata: dict[str, Any], zarr_format: int,
            axis_names: list[str] | None) -> dict[str, Any]:
     """An array as ``--json`` gives it."""
@@ -171,7 +160,8 @@ def _array(where: str, metadata: dict[str, Any], zarr_format: int,
     chunk_shape = metadata.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
     shape = metadata.get("shape") or []
     names = metadata.get("dimension_names") or axis_names or [None] * len(shape)
-    sharding = _sharding(codecs)
+    sharding = next((c.get("configuration") or {} for c in codecs
+                     if isinstance(c, dict) and c.get("name") == "sharding_indexed"), None)
     inner = sharding.get("codecs", []) if sharding is not None else codecs
     out: dict[str, Any] = {
         "path": where, "node_type": "array", "zarr_format": zarr_format,
