@@ -1,15 +1,7 @@
-"""Progress bars for long commands (``zarrfuse verify``, conversions), drawn on a terminal only.
-
-tqdm draws them; this module only fixes how they look and when they show: on stderr when it
-is a terminal, erased when done. When the stream is not a terminal (a pipe, a log file,
-systemd's journal) nothing is drawn, so logs stay clean; ``bar.write()`` still prints results
-(on stdout, above the bar). tqdm's bars may be updated from worker threads.
-
-    with progress_bar(len(items), unit="chunk", description="verifying") as bar:
-        for item in items:
-            ...
-            bar.update()
-"""
+"""Progress bars for long commands (``zarrfuse verify``, conversions), drawn by tqdm on
+stderr when it is a terminal and erased when done; elsewhere (a pipe, a log file, systemd's
+journal) nothing is drawn, so logs stay clean, and ``bar.write()`` still prints results (on
+stdout, above the bar). Bars may be updated from worker threads."""
 
 from __future__ import annotations
 
@@ -33,7 +25,10 @@ def progress_bar(
     """A bar counting ``unit``s up to ``total`` (None: unknown yet, set by ``reset``)."""
     stream = sys.stderr if stream is None else stream
     if enabled is None:
-        enabled = _isatty(stream)
+        try:
+            enabled = stream.isatty()
+        except (AttributeError, ValueError):  # closed or not a real stream
+            enabled = False
     # The size is asked here: a terminal that reports 0 x 0 (a fresh pty) would make tqdm
     # draw nothing at all.
     columns, lines = shutil.get_terminal_size()
@@ -59,9 +54,3 @@ def _format(total: int | None, unit: str) -> str:
     bar = "{desc}: {percentage:3.0f}% |{bar}| {n_fmt}/{total_fmt} "
     return bar + unit + " [{elapsed}<{remaining}]"
 
-
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # closed or not a real stream
-        return False

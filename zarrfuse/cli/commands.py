@@ -20,25 +20,12 @@ from collections.abc import Sequence
 from zarrfuse.cli import daemon, extras, options, parser
 from zarrfuse.cli.option_table import MOUNT_OPTIONS
 from zarrfuse.cli.parser import Handler
+from zarrfuse.cli.ready_pipe import print_note
 from zarrfuse.errors import ConfigurationError, ZarrFuseError
 from zarrfuse.fuse.config import READ_ONLY_SCHEMES, MountConfig
 from zarrfuse.fuse.mountpoint import is_mounted, unmount_or_detach
 
 __all__ = ["build_parser", "main", "mount_config"]
-
-def _split_options(groups: Sequence[str]) -> tuple[str, ...]:
-    return tuple(o.strip() for group in groups for o in group.split(",") if o.strip())
-
-
-def _missing_paths(args: argparse.Namespace) -> str | None:
-    """The usage error of a ``mount`` without SOURCE/MOUNTPOINT and without --config."""
-    if args.config is None and args.mountpoint is None:
-        return "SOURCE and MOUNTPOINT are required (or --config FILE)"
-    return None
-
-
-# MountConfig fields that ``zarrfuse mount`` flags set directly (None: not given).
-_FLAG_FIELDS = tuple(option.field for option in MOUNT_OPTIONS)
 
 
 def mount_config(args: argparse.Namespace) -> MountConfig:
@@ -50,13 +37,11 @@ def mount_config(args: argparse.Namespace) -> MountConfig:
     file = options.read_config_file(args.config) if args.config else options.ParsedOptions()
     # -o words are zarrfuse's own (fstab spelling: storage_option.KEY=VALUE, read_only...)
     # or FUSE's; zarrfuse's never reach libfuse, which would echo them, secrets included.
-    words = options.parse_options(_split_options(args.fuse_options))
+    words = options.parse_options(
+        o.strip() for group in args.fuse_options for o in group.split(",") if o.strip())
     values = {**file.values, **words.values}
-    values.update({k: getattr(args, k) for k in _FLAG_FIELDS if getattr(args, k) is not None})
-    if args.source is not None:
-        values["source"] = args.source
-    if args.mountpoint is not None:
-        values["mountpoint"] = args.mountpoint
+    flags = (*(option.field for option in MOUNT_OPTIONS), "source", "mountpoint")
+    values.update({k: getattr(args, k) for k in flags if getattr(args, k) is not None})
     if args.log_file:
         values["log_file"] = os.path.abspath(os.path.expanduser(args.log_file))
     for key in ("source", "mountpoint"):
@@ -79,15 +64,11 @@ def mount_config(args: argparse.Namespace) -> MountConfig:
 
 
 def _mount(args: argparse.Namespace) -> int:
-    if args.config_fd is not None:  # the daemon: its configuration comes through a pipe
-        config = daemon.read_config(args.config_fd)
-        if args.ready_fd is not None:
-            return daemon.serve_as_daemon(config, args.ready_fd)
-        return daemon.serve_in_foreground(config)
-    config = mount_config(args)
+    spawned = args.config_fd is not None  # the daemon: its configuration comes through a pipe
+    config = daemon.read_config(args.config_fd) if spawned else mount_config(args)
     if args.ready_fd is not None:
         return daemon.serve_as_daemon(config, args.ready_fd)
-    if config.foreground:
+    if config.foreground or spawned:
         return daemon.serve_in_foreground(config)
     daemon.mount_in_background(config)
     return 0
@@ -97,20 +78,18 @@ def _umount(args: argparse.Namespace) -> int:
     if args.all:
         from zarrfuse.cli.desktop import user_mounts  # noqa: PLC0415  (only this option)
 
-        for path in user_mounts():
-            if why := unmount_or_detach(path):
-                _complain(f"{path} was {why}: detached it lazily")
-        return 0
-    if args.mountpoint is not None:
-        path = os.path.abspath(args.mountpoint)
+        paths = user_mounts()
+    elif args.mountpoint is not None:
+        paths = [os.path.abspath(args.mountpoint)]
     else:
-        path = options.read_config_file(args.config).values.get("mountpoint", "")
-        if not path:
+        paths = [options.read_config_file(args.config).values.get("mountpoint", "")]
+        if not paths[0]:
             raise ConfigurationError(f"{args.config}: no mountpoint = ... line")
-    if args.if_mounted and not is_mounted(path):
-        return 0
-    if why := unmount_or_detach(path):
-        _complain(f"{path} was {why}: detached it lazily")
+    if args.if_mounted and not args.all:
+        paths = [path for path in paths if is_mounted(path)]
+    for path in paths:
+        if why := unmount_or_detach(path):
+            print_note(f"{path} was {why}: detached it lazily")
     return 0
 
 
@@ -149,7 +128,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from zarrfuse.cli import info  # noqa: PLC0415  (pulls in zarr and the TIFF layout)
+    from zarrfuse.cli import info  # noqa: PLC0415  (pulls in zarr and the TIFF code)
 
     source = options.absolute_source(args.source)
     storage = dict(args.storage_options) or None
@@ -241,20 +220,16 @@ def build_parser() -> argparse.ArgumentParser:
 def _usage_error(args: argparse.Namespace) -> str | None:
     """What argparse cannot say: a command missing the operands its options did not give."""
     handler = getattr(args, "handler", None)
-    if handler is _mount:
-        return _missing_paths(args)
+    if handler is _mount and args.config is None and args.mountpoint is None:
+        return "SOURCE and MOUNTPOINT are required (or --config FILE)"
     if handler is _umount and not args.all and (args.mountpoint is None) == (args.config is None):
         return "give MOUNTPOINT, --config FILE or --all (one of them)"
     return None
 
 
 def _is_mount_helper_call(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` is mount.fuse3's ``zarrfuse SOURCE MOUNTPOINT -o OPTIONS``.
-
-    ``mount -t fuse.zarrfuse`` runs ``/sbin/mount.fuse.zarrfuse`` if installed, else
-    mount.fuse3, which runs ``zarrfuse SOURCE MOUNTPOINT -o OPTIONS`` from PATH (always with
-    ``-o``: it adds ``dev,suid`` or ``nosuid,nodev``). The first word is then not a command.
-    """
+    """Whether ``argv`` is mount.fuse3's ``zarrfuse SOURCE MOUNTPOINT -o OPTIONS`` (see
+    ``mount_helper``; always with ``-o``: it adds ``dev,suid`` or ``nosuid,nodev``)."""
     return (
         len(argv) >= 3
         and argv[0] not in HANDLERS
@@ -263,22 +238,13 @@ def _is_mount_helper_call(argv: Sequence[str]) -> bool:
     )
 
 
-def _complain(message: str) -> None:
-    print(f"zarrfuse: {message}", file=sys.stderr, flush=True)
-
-
-def _quiet_known_warnings() -> None:
-    """zarr warns whenever it opens an array with a ``numcodecs.*`` codec; dual-access arrays
-    use ``numcodecs.zlib`` by default, a choice the user already made (see docs/dual-access.md), so
-    the command does not repeat it on every ``info``, ``verify`` or mount."""
-    warnings.filterwarnings(
-        "ignore", message="Numcodecs codecs are not in the Zarr version 3 specification"
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zarrfuse`` command; its exit status."""
-    _quiet_known_warnings()
+    # zarr warns whenever it opens an array with a ``numcodecs.*`` codec; dual-access arrays
+    # use numcodecs.zlib by default, a choice the user already made (docs/dual-access.md), so
+    # the command does not repeat it on every info, verify or mount.
+    warnings.filterwarnings(
+        "ignore", message="Numcodecs codecs are not in the Zarr version 3 specification")
     argv = list(sys.argv[1:] if argv is None else argv)
     if _is_mount_helper_call(argv):
         from zarrfuse.cli import mount_helper  # noqa: PLC0415  (only fstab's calls need it)
@@ -295,13 +261,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     missing = extras.missing_mount_extra() if handler in NEEDS_MOUNT_EXTRA else None
     if missing:
-        _complain(missing)
+        print_note(missing)
         return 1
     debug = getattr(args, "debug", False)
     try:
         return handler(args)
     except KeyboardInterrupt:
-        _complain("interrupted")
+        print_note("interrupted")
         return 130
     except BrokenPipeError:
         # The reader of our output went away (``zarrfuse stats | head``): not an error to
@@ -314,5 +280,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = daemon.error_message(e)
         if not isinstance(e, ZarrFuseError | OSError):  # a bug, or an error nobody translated
             message += "" if debug else " (--debug shows the traceback)"
-        _complain(message)
+        print_note(message)
         return 1

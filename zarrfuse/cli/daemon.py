@@ -80,15 +80,13 @@ def check_source(config: MountConfig) -> None:
     Uses the same two API functions as ``serve()``, so the error text is the same whichever
     side finds the problem; the read waits at most ``--store-timeout``, as every read does.
     """
-    import asyncio  # noqa: PLC0415  (as below)
+    # zarr is slow to import: loaded by a mount only
+    import asyncio  # noqa: PLC0415
 
-    from zarrfuse.api.arrays import (  # noqa: PLC0415  (as above)
-        open_store_path,
-        read_node,
-    )
-    from zarrfuse.cli.suffix_warning import suffix_warning  # noqa: PLC0415  (as above)
-    from zarrfuse.storage.store_requests import server_fault  # noqa: PLC0415  (as above)
-    from zarrfuse.zarr_compat import sync  # noqa: PLC0415  (zarr is slow to import; mount only)
+    from zarrfuse.api.arrays import open_store_path, read_node  # noqa: PLC0415
+    from zarrfuse.cli.suffix_warning import suffix_warning  # noqa: PLC0415
+    from zarrfuse.storage.store_requests import server_fault  # noqa: PLC0415
+    from zarrfuse.zarr_compat import sync  # noqa: PLC0415
 
     options = dict(config.storage_options) or None
     try:

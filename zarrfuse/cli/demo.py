@@ -1,14 +1,8 @@
-"""The built-in demo: a real picture as a small OME-Zarr pyramid, mounted as images.
-
-``zarrfuse demo`` writes scikit-image's bundled astronaut photograph (no download) as an
-OME-Zarr v0.5 image (axes c, y, x; three levels, each half the size of the one before) in a
-temporary directory, mounts it twice (``--format tiff``: every channel plane of every chunk a
-TIFF file;
-``--format ome-tiff``: the whole pyramid one OME-TIFF file), prints the files to open, checks
-that every file holds exactly the source pixels, unmounts and removes everything, also
-when it fails or is interrupted. ``--hold`` keeps the mounts until Enter (or Ctrl-C) to look
-at the pictures (with no terminal, stdin at its end: until SIGINT or SIGTERM); ``DIR`` puts
-the demo there instead of a temporary directory and keeps it.
+"""The built-in demo: scikit-image's bundled astronaut photograph (no download) written as a
+small OME-Zarr v0.5 pyramid (axes c, y, x; each level half the one before), mounted as TIFF
+files (one colour picture per chunk) and as one OME-TIFF, every pixel checked, then unmounted
+and removed, also when it fails or is interrupted. ``--hold`` keeps the mounts until Enter,
+Ctrl-C or (no terminal) SIGTERM; a ``DIR`` given keeps the demo there.
 """
 
 from __future__ import annotations

@@ -208,11 +208,9 @@ def runtime_mountpoint(folder: Path, fmt: str = "tiff") -> Path:
     return Path(runtime) / "zarrfuse" / f"{folder.name}-{digest}{view}"
 
 
-FILE_MANAGERS = {"pcmanfm": "pcmanfm", "pcmanfm-qt": "pcmanfm-qt", "Thunar": "thunar",
-                 "thunar": "thunar", "nautilus": "nautilus", "nemo": "nemo", "caja": "caja",
-                 "dolphin": "dolphin"}
-"""A process name (``/proc/PID/comm``) -> the command that opens a folder in that file
-manager."""
+FILE_MANAGERS = ("pcmanfm", "pcmanfm-qt", "thunar", "nautilus", "nemo", "caja", "dolphin")
+"""File managers by process name (``/proc/PID/comm``, lower-cased: Thunar's is ``Thunar``),
+each also the command that opens a folder in it."""
 
 
 def calling_file_manager(pid: int | None = None, depth: int = 4) -> str | None:
@@ -232,8 +230,8 @@ def calling_file_manager(pid: int | None = None, depth: int = 4) -> str | None:
             name = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
             return None
-        if name in FILE_MANAGERS:
-            return FILE_MANAGERS[name]
+        if name.lower() in FILE_MANAGERS:
+            return name.lower()
     return None
 
 

@@ -1,14 +1,18 @@
 """``zarrfuse info``: what an array or group is, as a person thinks of an image: axes with
 names and sizes, chunk and shard shapes, codecs; for an OME-Zarr image its channels (names,
-colours) and levels (shapes), and what a mount shows and does with it; per view, how many
-files a mount shows and where the first is (``info_views``). Text, or ``--json``.
+colours) and levels (shapes), and what a mount shows and does with it. Text, or ``--json``.
 
 Reads metadata documents (``zarr.json``, or Zarr v2's) and lists directories; never a chunk.
+Per view, the files a mount shows are counted by the mount's own code (``build_filesystem``
+of a read-only mount, never mounted), so the names are a mount's; an array's files are its
+grid's size (a rendered view shows every position; the raw view one file per stored chunk,
+so there the count is a bound), and only the path to the first file is listed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from zarr.storage import StorePath
@@ -16,7 +20,6 @@ from zarr.storage import StorePath
 from zarrfuse.api.arrays import open_store_path, read_node
 from zarrfuse.api.ome_zarr import Multiscales, read_multiscales
 from zarrfuse.api.pyramid import method_of
-from zarrfuse.cli.info_views import ViewSurvey, survey_views
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.tiff.compression import TIFF_COMPRESSION
 from zarrfuse.tiff.metadata import read_shard_format
@@ -25,48 +28,39 @@ from zarrfuse.zarr_compat import sync
 
 __all__ = ["describe", "describe_json", "dual_access_line"]
 
+VIEWS = ("raw", "tiff", "png", "npy", "ome-tiff")
+"""The ``--format`` values described, in the order shown."""
+ROOT_INODE = 1
+
 
 def dual_access_line(metadata: dict[str, Any]) -> str:
-    """One line: whether the array is dual-access, with its TIFF layout or the reason not."""
+    """One line: whether the array is dual-access, with its TIFF shard format or why not."""
     try:
-        layout = read_shard_format(metadata)
+        shard_format = read_shard_format(metadata)
     except (ZarrFuseError, KeyError, TypeError, ValueError, AttributeError) as e:
         hint = "zarrfuse convert-tiff makes a dual-access copy"
         return f"dual-access (shards are TIFF files): no: {e} ({hint})"
-    return f"dual-access (shards are TIFF files): yes: {_summary(layout)}"
+    return f"dual-access (shards are TIFF files): yes: {_summary(shard_format)}"
 
 
-def _summary(layout: TiffShardFormat) -> str:
-    nlead = len(layout.shape) - (3 if layout.samples else 2)
-    tile = layout.tile_shape[nlead : nlead + 2]
-    pages = 1
-    for n in layout.shard_shape[:nlead]:
-        pages *= n
-    parts = [
-        f"{'BigTIFF' if layout.bigtiff else 'classic TIFF'}",
-        "II (little endian)" if layout.byteorder == "<" else "MM (big endian)",
+def _summary(shard: TiffShardFormat) -> str:
+    nlead = len(shard.shape) - (3 if shard.samples else 2)
+    tile = shard.tile_shape[nlead : nlead + 2]
+    pages = math.prod(shard.shard_shape[:nlead])
+    samples = shard.samples_per_pixel
+    return ", ".join([
+        "BigTIFF" if shard.bigtiff else "classic TIFF",
+        "II (little endian)" if shard.byteorder == "<" else "MM (big endian)",
         f"tiles {tile[0]}x{tile[1]}",
-        (
-            f"{layout.compression} (TIFF compression {TIFF_COMPRESSION[layout.compression]})"
-            if layout.compression != "none"
-            else "uncompressed"
-        ),
+        f"{shard.compression} (TIFF compression {TIFF_COMPRESSION[shard.compression]})"
+        if shard.compression != "none" else "uncompressed",
         f"{pages} page{'s' if pages != 1 else ''} per file",
-        f"{layout.samples_per_pixel} sample{'s' if layout.samples_per_pixel != 1 else ''} "
-        "per pixel",
-        f"header {layout.header_size} bytes",
-        (
-            "header in its own part (.header): shard files are TIFFs only when assembled, "
-            "e.g. through a zarrfuse mount"
-            if layout.header_part
-            else "header in the shard file: shard files are TIFFs on disk too"
-        ),
-    ]
-    return ", ".join(parts)
-
-
-def _hex(color: int) -> str:
-    return f"{color & 0xFFFFFFFF:08X}"[:6]
+        f"{samples} sample{'s' if samples != 1 else ''} per pixel",
+        f"header {shard.header_size} bytes",
+        "header in its own part (.header): shard files are TIFFs only when assembled, e.g. "
+        "through a zarrfuse mount" if shard.header_part
+        else "header in the shard file: shard files are TIFFs on disk too",
+    ])
 
 
 def _after_a_write(multiscales: Multiscales) -> str:
@@ -89,7 +83,7 @@ def _ome(multiscales: Multiscales, shapes: dict[str, list[int] | None]) -> dict[
         "axes": [{"name": a.name, "type": a.type} for a in multiscales.axes],
         "levels": [{"path": p, "shape": shapes.get(p)} for p in multiscales.paths],
         "channels": [
-            {"name": name, "color": _hex(multiscales.channel_colors[i])
+            {"name": name, "color": f"{multiscales.channel_colors[i] & 0xFFFFFFFF:08X}"[:6]
              if multiscales.channel_colors else None}
             for i, name in enumerate(multiscales.channel_names)],
         "shown_as_colour": multiscales.means_colour,
@@ -159,13 +153,6 @@ def ome_lines(ome: dict[str, Any]) -> list[str]:
     ]
 
 
-def _sharding(codecs: list[Any]) -> dict[str, Any] | None:
-    for codec in codecs:
-        if isinstance(codec, dict) and codec.get("name") == "sharding_indexed":
-            return codec.get("configuration") or {}
-    return None
-
-
 def _array(where: str, metadata: dict[str, Any], zarr_format: int,
            axis_names: list[str] | None) -> dict[str, Any]:
     """An array as ``--json`` gives it."""
@@ -173,7 +160,8 @@ def _array(where: str, metadata: dict[str, Any], zarr_format: int,
     chunk_shape = metadata.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
     shape = metadata.get("shape") or []
     names = metadata.get("dimension_names") or axis_names or [None] * len(shape)
-    sharding = _sharding(codecs)
+    sharding = next((c.get("configuration") or {} for c in codecs
+                     if isinstance(c, dict) and c.get("name") == "sharding_indexed"), None)
     inner = sharding.get("codecs", []) if sharding is not None else codecs
     out: dict[str, Any] = {
         "path": where, "node_type": "array", "zarr_format": zarr_format,
@@ -249,13 +237,70 @@ async def _walk(store_path: StorePath, where: str, nodes: list[dict[str, Any]],
                 nodes.append({"path": f"{where.rstrip('/')}/{name}", "skipped": str(e)})
 
 
-def _view_line(view: ViewSurvey) -> str:
-    if view.refused is not None:
-        return f"  {view.fmt}: not shown: {view.refused}"
-    count = (f"{view.files} file{'s' if view.files != 1 else ''}" if view.exact
-             else f"up to {view.files} files (one per stored chunk)")
-    first = f", the first {view.first}" if view.first else ", none stored yet"
-    return f"  {view.fmt}: {count}{first}"
+def survey_views(source: str, storage_options: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every view of ``source`` as ``--json`` gives it: its files (not ``exact``: a bound, the
+    raw view shows stored chunks only), or why it is refused; none without the mount extra."""
+    try:
+        import trio  # noqa: PLC0415  (the mount extra)
+
+        from zarrfuse.fuse.config import MountConfig  # noqa: PLC0415
+        from zarrfuse.fuse.mount import build_filesystem  # noqa: PLC0415
+    except ImportError:
+        return []
+    out: list[dict[str, Any]] = []
+    for fmt in VIEWS:
+        config = MountConfig(source=source, mountpoint="/", format=fmt, read_only=True,
+                             storage_options=dict(storage_options or {}))
+        try:
+            fs, _kind = build_filesystem(config)
+        except ZarrFuseError as e:
+            out.append({"format": fmt, "refused": str(e)})
+            continue
+        view: dict[str, Any] = {"format": fmt, "files": 0, "exact": True, "first": None}
+        trio.run(_count_files, fs.namespace, fs.namespace.node(ROOT_INODE), "", view)
+        out.append(view)
+    return out
+
+
+async def _count_files(namespace: Any, node: Any, prefix: str, view: dict[str, Any]) -> None:
+    """Count the files under ``node`` (arrays by arithmetic) and find the first."""
+    array = node.in_array()
+    if array is not None:  # an array's root: the walk reaches no directory below it
+        view["files"] += math.prod(array.tree.grid) if array.tree.has_chunks else 0
+        view["exact"] = view["exact"] and array.rendered is not None
+        if view["first"] is None:
+            view["first"] = await _first_file(namespace, node, prefix)
+        return
+    for entry in await namespace.list(node):
+        path = f"{prefix}{entry.name}"
+        if entry.node.is_dir:
+            await _count_files(namespace, entry.node, f"{path}/", view)
+        elif entry.node != node.document_named(entry.name):
+            view["files"] += 1
+            view["first"] = view["first"] or path
+
+
+async def _first_file(namespace: Any, node: Any, prefix: str) -> str | None:
+    """The path of the first chunk file in listing order (None: no chunk stored)."""
+    while True:
+        entries = [e for e in await namespace.list(node)
+                   if e.node != node.document_named(e.name)]
+        if not entries:
+            return None
+        entry = entries[0]
+        if not entry.node.is_dir:
+            return f"{prefix}{entry.name}"
+        node, prefix = entry.node, f"{prefix}{entry.name}/"
+
+
+def _view_line(view: dict[str, Any]) -> str:
+    if "refused" in view:
+        return f"  {view['format']}: not shown: {view['refused']}"
+    files = view["files"]
+    count = (f"{files} file{'s' if files != 1 else ''}" if view["exact"]
+             else f"up to {files} files (one per stored chunk)")
+    first = f", the first {view['first']}" if view["first"] else ", none stored yet"
+    return f"  {view['format']}: {count}{first}"
 
 
 def _nodes(source: Any, storage_options: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -272,16 +317,15 @@ def _nodes(source: Any, storage_options: dict[str, Any] | None) -> list[dict[str
 def describe_json(source: Any, *, storage_options: dict[str, Any] | None = None
                   ) -> dict[str, Any]:
     """What ``zarrfuse info --json SOURCE`` prints."""
-    nodes = _nodes(source, storage_options)
-    views = survey_views(str(source), storage_options)
-    return {"source": str(source), "nodes": nodes, "views": [v.as_dict() for v in views]}
+    return {"source": str(source), "nodes": _nodes(source, storage_options),
+            "views": survey_views(str(source), storage_options)}
 
 
 def describe(source: Any, *, storage_options: dict[str, Any] | None = None) -> str:
     """What ``zarrfuse info SOURCE`` prints: the nodes, then what each view shows."""
-    nodes = _nodes(source, storage_options)
+    described = describe_json(source, storage_options=storage_options)
     lines: list[str] = []
-    for node in nodes:
+    for node in described["nodes"]:
         if "skipped" in node:
             lines.append(f"{node['path']}: skipped: {node['skipped']}")
         elif node["node_type"] == "array":
@@ -293,10 +337,9 @@ def describe(source: Any, *, storage_options: dict[str, Any] | None = None) -> s
                 lines.append(f"  OME-Zarr metadata not readable: {node['ome_error']}")
             if "ome" in node:
                 lines.extend(ome_lines(node["ome"]))
-    views = survey_views(str(source), storage_options)
-    if views:
+    if described["views"]:
         lines.append("what a mount shows (zarrfuse mount SOURCE MNT --format ...):")
-        lines.extend(_view_line(view) for view in views)
+        lines.extend(_view_line(view) for view in described["views"])
     else:
         lines.append("what a mount shows: needs the mount extra (pip install 'zarrfuse[mount]')")
     return "\n".join(lines) + "\n"

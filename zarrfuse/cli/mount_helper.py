@@ -78,10 +78,8 @@ def parse(
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run the helper; mount(8)'s exit status."""
     prog = prog or os.path.basename(sys.argv[0]) or "mount.fuse.zarrfuse"
-    argv = list(sys.argv[1:] if argv is None else argv)
-    debug = False
     try:
-        config, args = parse(argv, prog)
+        config, args = parse(sys.argv[1:] if argv is None else argv, prog)
     except SystemExit as e:  # argparse: usage error or --help
         return 0 if e.code == 0 else EXIT_USAGE
     except ZarrFuseError as e:
@@ -91,7 +89,6 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if missing:
         print(f"{prog}: {missing}", file=sys.stderr)
         return EXIT_USAGE
-    debug = config.debug
     if args.verbose:
         print(f"{prog}: mounting {config.source} at {config.mountpoint}", file=sys.stderr)
     if args.fake:
@@ -102,7 +99,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as e:  # noqa: BLE001  (every failure becomes mount(8)'s one line)
-        if debug:
+        if config.debug:
             traceback.print_exc()
         print(f"{prog}: {daemon.error_message(e)}", file=sys.stderr)
         return EXIT_FAILURE

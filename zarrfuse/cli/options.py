@@ -1,26 +1,17 @@
-"""Mount options as words: the ``-o`` vocabulary of fstab and mount(8), and config files.
+"""Mount options as words: the ``-o`` vocabulary of fstab, mount(8) and config files.
 
-One vocabulary serves three places, so an option is spelled the same everywhere:
+One vocabulary, so an option is spelled the same everywhere: ``mount -t fuse.zarrfuse SOURCE
+DIR -o ro,suffix=.tiff,allow_other`` and ``/etc/fstab`` (through ``mount_helper``), mount
+configuration files (one option per line, plus ``source=`` and ``mountpoint=``: ``zarrfuse
+mount --config FILE``, the ``zarrfuse@.service`` unit) and ``zarrfuse mount -o``. The words
+are declared in :mod:`zarrfuse.cli.option_table`, plus ``storage_option.KEY=VALUE``; an
+underscore in them may be written as a dash (``max-children``).
 
-- ``mount -t fuse.zarrfuse SOURCE DIR -o ro,suffix=.tiff,allow_other`` and ``/etc/fstab``
-  (through ``mount.fuse.zarrfuse``, see :mod:`zarrfuse.cli.mount_helper`);
-- mount configuration files, one option per line (``zarrfuse mount --config FILE``, used by
-  the ``zarrfuse@.service`` systemd unit), which add ``source=`` and ``mountpoint=``;
-- nothing else: ``zarrfuse mount``'s own ``-o`` stays plain FUSE options, as documented.
-
-The words are declared once, in :mod:`zarrfuse.cli.option_table` (each option's field name,
-``NAME`` alone meaning ``NAME=yes`` for switches, ``ro``/``rw``, ``no_verify``), plus
-``storage_option.KEY=VALUE`` for ``--storage-option KEY=VALUE``.
-
-Dashes in these names may be written as underscores or dashes (``max-children``). Options
-that only mean something to mount(8) or systemd (``defaults``, ``auto``, ``noauto``, ``user``,
-``users``, ``nouser``, ``owner``, ``group``, ``nofail``, ``_netdev``, ``comment=…``,
-``x-…``) are ignored, as are VFS flags the kernel's FUSE mount does not take (``relatime``,
-``strictatime``, ``lazytime``, ``nodiratime``, ``diratime``, ``iversion``, ``mand``,
-``silent``, ``loud`` and their ``no`` forms; libfuse refuses them, and FUSE mounts are
-``relatime`` anyway). Every other option is a FUSE option and passes through to the kernel
-(``allow_other``, ``nosuid``, ``noexec``, ``auto_unmount``, ``max_read=N``...); libfuse
-refuses the ones it does not know, and the mount fails saying so.
+Words that only mean something to mount(8) or systemd (``noauto``, ``nofail``, ``x-…``,
+``comment=…``...) are ignored, as are VFS flags the kernel's FUSE mount does not take
+(``relatime``, ``lazytime``..., which libfuse refuses; FUSE mounts are ``relatime`` anyway).
+Every other word is a FUSE option and passes through to the kernel (``allow_other``,
+``max_read=N``...); libfuse refuses the ones it does not know, and the mount fails saying so.
 """
 
 from __future__ import annotations
@@ -31,8 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from zarrfuse.cli.option_table import by_word
-from zarrfuse.cli.option_values import nonempty, switch
+from zarrfuse.cli.option_table import by_word, nonempty, switch
 from zarrfuse.errors import ConfigurationError
 from zarrfuse.fuse.config import MountConfig
 

@@ -248,7 +248,8 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"zarrfuse {__version__}")
     commands = parser.add_subparsers(metavar="COMMAND", required=True)
     _add_mount(commands, handlers)
-    p = commands.add_parser("umount", help="unmount a zarrfuse mount (lazily if dead or busy)")
+    p: argparse.ArgumentParser = commands.add_parser(
+        "umount", help="unmount a zarrfuse mount (lazily if dead or busy)")
     p.add_argument("mountpoint", metavar="MOUNTPOINT", nargs="?")
     p.add_argument("--config", metavar="FILE", help="unmount the mountpoint this file names")
     p.add_argument(
@@ -276,13 +277,13 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
     p.add_argument("-n", "--lines", metavar="N", type=_positive_int, default=None,
                    help="only the last N lines")
     p.set_defaults(handler=handlers["log"])
-    p = commands.add_parser(
-        "verify", help="decode every stored chunk; report those that fail",
+    p = _source_command(
+        commands, "verify", handlers["verify"],
+        help="decode every stored chunk; report those that fail",
         description="Decode every stored chunk of the array at SOURCE, or of every array "
         "under the group at SOURCE, with the array's own codecs. Prints each chunk that "
         "fails and exits 1 if any did. Shows a progress bar on stderr when it is a terminal.",
     )
-    p.add_argument("source", metavar="SOURCE")
     _add_storage_option(p)
     p.add_argument(
         "--jobs", metavar="N", type=_positive_int, default=8,
@@ -293,8 +294,6 @@ def build_parser(handlers: Handlers) -> argparse.ArgumentParser:
         help="first finish or undo the multi-part commits a crashed writable mount left "
         "(what the next writable mount does before it serves)",
     )
-    p.add_argument("--debug", action="store_true", help="tracebacks for errors")
-    p.set_defaults(handler=handlers["verify"])
     _add_tiff_commands(commands, handlers)
     p = commands.add_parser(
         "demo", help="mount a real picture as image files and check them",
