@@ -37,8 +37,10 @@ def test_the_demo_shows_a_picture_and_leaves_nothing_behind(tmp_path):
     assert "checked: every file holds exactly the source pixels" in out
     opened = re.findall(r"open(?:, for example)?: (\S+)  \((.+)\)", out)
     assert [Path(path).name for path, _ in opened] == [
-        "y000-x000.tiff", "astronaut.imagej.tif", "astronaut.ome.tif"]
-    assert "ImageJ 1.x" in opened[1][1] and "Fiji" in opened[2][1]
+        "y000-x000.tiff", "astronaut.composite.tif", "astronaut.imagej.tif",
+        "astronaut.ome.tif", "astronaut.preview.png"]
+    assert "ImageJ 1.x" in opened[2][1] and "Fiji" in opened[3][1]
+    assert "thumbnail" in opened[4][1]
     root = Path(re.search(r"removed (\S+)", out).group(1))
     assert root.parent == tmp_path and not root.exists()
     assert list(tmp_path.iterdir()) == []

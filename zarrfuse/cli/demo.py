@@ -28,7 +28,9 @@ LEVELS = 3
 CHUNK = 128
 IMAGE_NAME = "astronaut.ome.zarr"
 OPENERS = {".imagej.tif": "the full resolution for ImageJ 1.x, as a hyperstack",
-           ".ome.tif": "the colour pyramid: Fiji (Bio-Formats), QuPath, napari, eog, GIMP"}
+           ".ome.tif": "the colour pyramid: Fiji (Bio-Formats), QuPath, napari, eog, GIMP",
+           ".composite.tif": "the channels in their colours, 8-bit RGB: any image viewer",
+           ".preview.png": "a small picture, for file managers' thumbnails"}
 """What opens each whole-image file the demo shows, by the end of its name."""
 INSTALL_HINT = 'the demo\'s picture comes from scikit-image: pip install "zarrfuse[demo]"'
 
@@ -161,8 +163,7 @@ def _show(root: Path, *, hold: bool) -> int:
         print(f"    open, for example: {tiles[0]}  (any image viewer)")
         print(f"mounted as one image, each file for its programs: {whole}")
         for file in sorted(whole.iterdir()):
-            opener = next((o for end, o in OPENERS.items() if file.name.endswith(end)),
-                          "any TIFF reader")
+            opener = next(o for end, o in OPENERS.items() if file.name.endswith(end))
             print(f"    open: {file}  ({opener})")
         print("checked: every file holds exactly the source pixels")
         if hold:
