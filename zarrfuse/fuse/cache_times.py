@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from zarrfuse.filesystem.chunks import chunk_caches, chunk_listings, recently_used, stored_index
+from zarrfuse.filesystem.chunks import chunk_caches, chunk_listings, recently_used, stored_set
 from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache, descriptors_to_keep_open
 from zarrfuse.filesystem.tree import catalog
 from zarrfuse.fuse.config import MountConfig
@@ -93,7 +93,7 @@ TEST_CLOCK = "ZARRFUSE_TEST_CLOCK"
 every TTL of the mount reads a clock that many seconds ahead of the monotonic one, so a
 test lets a TTL run out by writing a bigger number, not by sleeping (``kernel_timeout``)."""
 
-TTL_CLOCK_READERS = (catalog, recently_used, chunk_listings, chunk_caches, stored_index,
+TTL_CLOCK_READERS = (catalog, recently_used, chunk_listings, chunk_caches, stored_set,
                      watching)
 """The modules whose ``time.monotonic()`` (their only use of ``time``) stamps and ages what a
 mount learnt of its store (documents, listings, sizes, open chunks, the watch's settling)."""

@@ -1,7 +1,7 @@
 """Which chunk coordinates are stored, one dimension at a time, learnt from store listings.
 
 The mount lists a directory by asking which values of the next coordinate lead to stored
-chunks: ``stored_values(done)``. The answer comes from listing the store directories the
+chunks: ``values(done)``. The answer comes from listing the store directories the
 array's own chunk key encoding puts those keys in, whatever that encoding is, as long as
 its keys are ``/``-joined paths: names are decoded with the encoding's strict decoder, never
 parsed by hand. So browsing a mostly empty grid of 10**12 chunks costs what is stored.
@@ -34,7 +34,7 @@ from zarrfuse.zarr_compat import ChunkKeyEncoding
 if TYPE_CHECKING:
     from zarrfuse.filesystem.chunks.counters import Counters
 
-__all__ = ["KeyShape", "StoredIndex", "stored_prefix_values"]
+__all__ = ["KeyShape", "StoredSet", "stored_prefix_values"]
 
 CACHED_ANSWERS = 4096
 CACHED_SUBDIRS = 256
@@ -117,7 +117,7 @@ def stored_prefix_values(coords: Iterable[tuple[int, ...]], done: tuple[int, ...
 ListNames = Callable[[str], Awaitable[Collection[str]]]
 
 
-class StoredIndex:
+class StoredSet:
     """Stored values per coordinate prefix, for one array, from listings of its store."""
 
     def __init__(
@@ -146,7 +146,7 @@ class StoredIndex:
         self._subdirs: OrderedDict[str, tuple[float, set[str]]] = OrderedDict()
         self._flat_coords: tuple[float, list[tuple[int, ...]]] | None = None
         self._changes = 0
-        """Changes noted (``note``, ``forget``): an answer asked across one is not kept, as
+        """Changes noted (``note``, ``drop``): an answer asked across one is not kept, as
         it may predate it (a chunk stored meanwhile would stay unlisted)."""
 
     # --- caches --------------------------------------------------------------------------
@@ -180,7 +180,7 @@ class StoredIndex:
 
     # --- answers -------------------------------------------------------------------------
 
-    async def stored_values(self, done: tuple[int, ...]) -> list[int]:
+    async def values(self, done: tuple[int, ...]) -> list[int]:
         """Sorted values ``v`` of coordinate ``len(done)`` such that some stored chunk starts
         with ``(*done, v)``. Do not change the list returned."""
         cached = self._answers.get(done)
@@ -265,14 +265,14 @@ class StoredIndex:
             elif coords[d] not in cached[1]:
                 insort(cached[1], coords[d])
 
-    def forget_all(self) -> None:
+    def drop_all(self) -> None:
         """Every answer is asked again (a store directory appeared)."""
         self._changes += 1
         self._answers.clear()
         self._subdirs.clear()
         self._flat_coords = None
 
-    def forget(self, coords: tuple[int, ...]) -> None:
+    def drop(self, coords: tuple[int, ...]) -> None:
         """The chunk ``coords`` changed another way (stored or removed): what the cached
         answers say about it is asked again."""
         self._changes += 1
