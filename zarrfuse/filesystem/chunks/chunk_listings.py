@@ -10,7 +10,6 @@ dimension at a time, for sparse grids.
 from __future__ import annotations
 
 import errno
-import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
@@ -79,7 +78,7 @@ class ChunkListings:
         self._prefix = prefix
         self._listable = listable
         self._run = run
-        self._ttl = trust.ttl
+        self._ttl, self._clock = trust.ttl, trust.clock
         self._listings: RecentlyUsed[str, dict[str, Stat]] = RecentlyUsed(
             LISTING_CACHE_DIRS, trust=trust)
         self._names: RecentlyUsed[str, Collection[str]] = RecentlyUsed(
@@ -149,7 +148,7 @@ class ChunkListings:
                 return listed
             self.counters.cache["listing_miss"] += 1
             self.counters.store["list"] += 1
-            now, ticket = time.monotonic(), cache.ticket()
+            now, ticket = self._clock(), cache.ticket()
             listing = await self._run(list_directory, directory)
             cache.put(directory, listing, at=now, ticket=ticket)  # unless changed meanwhile
             return listing
@@ -336,7 +335,7 @@ class ChunkListings:
         """
         if not self._listable:
             return False
-        now = time.monotonic()
+        now = self._clock()
         since, count = self._stats_by_directory.get(directory, (now, 0))
         if self._ttl is not None and now - since >= self._ttl:
             since, count = now, 0

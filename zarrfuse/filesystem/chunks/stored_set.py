@@ -19,7 +19,6 @@ Answers are cached for the same time; the mount's own commits and deletes update
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left, insort
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable
@@ -160,7 +159,7 @@ class StoredSet:
             self._subdirs.move_to_end(directory)
             return cached[1]
         self._counters.store["list"] += 1
-        now, changes = time.monotonic(), self._changes
+        now, changes = self._trust.clock(), self._changes
         names = set(await self._run(self._backend.list_subdirs, directory))
         if changes == self._changes:
             self._subdirs[directory] = (now, names)
@@ -187,7 +186,7 @@ class StoredSet:
         if cached is not None and self._fresh(cached[0]):
             self._answers.move_to_end(done)
             return cached[1]
-        now, changes = time.monotonic(), self._changes
+        now, changes = self._trust.clock(), self._changes
         values = await (self._flat_values(done) if self._flat else self._nested_values(done))
         if changes == self._changes:
             self._answers[done] = (now, values)
@@ -200,7 +199,7 @@ class StoredSet:
         10**6 chunks would otherwise decode them all for every directory shown)."""
         flat = self._flat_coords
         if flat is None or not self._fresh(flat[0]):
-            now, changes = time.monotonic(), self._changes
+            now, changes = self._trust.clock(), self._changes
             directory = self.shape.key((0,) * len(self.shape.grid))[:-1]
             names = await self._list_files(self._directory(directory))
             decoded = (self.shape.decode((*directory, stem)) for stem in self._stems(names))
