@@ -26,7 +26,6 @@ import trio
 
 from zarrfuse.filesystem.attributes import Attributes
 from zarrfuse.filesystem.chunks.counters import Counters
-from zarrfuse.fuse.cache_times import TTL_CLOCK_READERS
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.mount import build_filesystem, build_operations
 from zarrfuse.fuse.operations import FuseOperations
@@ -39,16 +38,15 @@ MODE = 0o644
 
 
 class TtlClock:
-    """The monotonic clock every TTL of an in-process mount reads (documents, listings,
-    sizes, open chunks, the watch's settling: ``TTL_CLOCK_READERS``), moved on by the test
-    (``ahead``): what the mount learnt outlives its TTL when the test says, not after a
-    sleep. ``TtlClock(monkeypatch)``."""
+    """The clock every TTL of the in-process mounts built after it reads (documents,
+    listings, sizes, open chunks, the watch's settling: ``cache_times.ttl_clock``), moved on
+    by the test (``ahead``): what the mount learnt outlives its TTL when the test says, not
+    after a sleep. ``TtlClock(monkeypatch)``."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ahead = 0.0
-        clock = types.SimpleNamespace(monotonic=lambda: time.monotonic() + self.ahead)
-        for module in TTL_CLOCK_READERS:
-            monkeypatch.setattr(module, "time", clock)
+        monkeypatch.setattr("zarrfuse.fuse.mount.ttl_clock",
+                            lambda: lambda: time.monotonic() + self.ahead)
 
 
 def _attributes(entry: pyfuse3.EntryAttributes) -> Attributes:

@@ -202,7 +202,7 @@ def test_a_chunk_opened_across_its_change_is_not_kept_open(six_of_eight, monkeyp
 
 
 def test_an_index_under_way_when_a_row_is_stored_is_not_kept(tmp_path, monkeypatch):
-    """Which rows are stored comes from the store's subdirectories (``stored_index``)."""
+    """Which rows are stored comes from the store's subdirectories (``stored_set``)."""
     path = tmp_path / "rows"
     array = zarr.create_array(path, shape=(8, 16), chunks=(1, 16), dtype="u1",
                               compressors=None, fill_value=0)

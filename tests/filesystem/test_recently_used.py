@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
-from zarrfuse.filesystem.chunks import recently_used
 from zarrfuse.filesystem.chunks.recently_used import (
     CHANGES_REMEMBERED,
     DROPS_REMEMBERED,
@@ -32,16 +29,15 @@ def test_least_recently_used_leaves_first_within_the_weight_limit():
 
 
 @pytest.fixture
-def clock(monkeypatch) -> list[float]:
-    """The caches' monotonic clock, set by the test: ``clock[0]`` is now."""
-    now = [1000.0]
-    monkeypatch.setattr(recently_used, "time", SimpleNamespace(monotonic=lambda: now[0]))
-    return now
+def clock() -> list[float]:
+    """The caches' clock (``Trust.clock``), set by the test: ``clock[0]`` is now."""
+    return [1000.0]
 
 
 def test_entries_older_than_the_ttl_are_gone_and_handed_to_the_hook(clock):
     evicted: list[int] = []
-    cache: RecentlyUsed[str, int] = RecentlyUsed(5, trust=Trust(0.5), on_evict=evicted.append)
+    cache: RecentlyUsed[str, int] = RecentlyUsed(
+        5, trust=Trust(0.5, clock=lambda: clock[0]), on_evict=evicted.append)
     cache.put("old", 1, at=clock[0] - 1)
     cache.put("new", 2)
     assert cache.get("old") is None and evicted == [1]
@@ -57,7 +53,7 @@ def test_entries_past_the_ttl_stay_while_they_are_trusted_another_way(clock):
     trusted = [True]
     watched_since = clock[0] - 2
     cache: RecentlyUsed[str, int] = RecentlyUsed(
-        5, trust=Trust(0.05, lambda at: trusted[0] and at >= watched_since))
+        5, trust=Trust(0.05, lambda at: trusted[0] and at >= watched_since, lambda: clock[0]))
     cache.put("listing", 1, at=clock[0] - 1)
     cache.put("before the watch", 2, at=clock[0] - 3)
     assert cache.get("listing") == 1

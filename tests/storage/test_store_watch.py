@@ -42,14 +42,13 @@ async def _until(condition: Callable[[], object], what: str) -> None:
 
 @pytest.mark.parametrize("serving", [True, False], ids=["serving", "before-serving"])
 def test_the_watch_is_live_only_once_what_was_learnt_before_it_has_expired(
-        tmp_path, monkeypatch, serving):
+        tmp_path, serving):
     """A mount that serves before its watch is set up waits the settle time; one that waits
     for the watch (a fresh writable mount) learnt nothing unwatched: live at once. The
     settle time runs on a clock the test moves."""
     (tmp_path / "c").mkdir()
     clock = StandingClock()
-    monkeypatch.setattr(store_watch, "time", clock)
-    state = WatchState(settle=0.6)
+    state = WatchState(settle=0.6, clock=clock.monotonic)
     if serving:
         state.serving()
     seen: list[set[str]] = []

@@ -1,28 +1,19 @@
 """The control socket: a mount's counters and recent log lines, read by ``zarrfuse stats``
 and ``zarrfuse log``.
 
-Why a socket, and not the mount itself: extended attributes would work on the mountpoint, but
-the mount answers every xattr request with ENOSYS on purpose (``ls -l`` asks for xattrs on every
-entry; ENOSYS makes the kernel stop asking), and a magic file would put a name in the mount's
-namespace that no Zarr array has. So each daemon listens on a unix socket of its own, outside
-the mount, and answers every connection with one JSON document (the mount's description and
-``Counters.snapshot()``), then closes it. It reads nothing from the client: there is no request
-to parse, so nothing to get wrong.
+Why a socket and not the mount: the mount answers every xattr request with ENOSYS on purpose
+(``ls -l`` asks on every entry; ENOSYS makes the kernel stop asking), and a magic file would
+put a name in the mount that no Zarr array has. Each daemon answers every connection with one
+JSON document (its description and ``Counters.snapshot()``) and reads nothing from the
+client: no request to parse, nothing to get wrong.
 
-Where the socket lives is derived from the mountpoint, so the client needs only the mountpoint:
-``<dir>/<first 16 hex digits of sha256(canonical mountpoint)>.sock``, in the first usable of
-
-- ``/run/zarrfuse`` for root;
-- ``$XDG_RUNTIME_DIR/zarrfuse`` when that directory exists and belongs to the user;
-- ``/tmp/zarrfuse-<uid>`` otherwise.
-
-Each directory is created mode 0700 and must belong to the user (a directory in ``/tmp`` that
-someone else made is refused). The socket is bound under a temporary name and renamed into
-place, which also replaces a stale socket left by a killed daemon; it is removed at unmount,
-only if it is still ours. Failing to set the socket up never fails the mount: it is logged.
-The client checks that the answering daemon serves the mountpoint it asked about. root may ask
-about any user's mount: it looks in that user's directories (the user is the mount's
-``user_id=`` in mountinfo) and believes only a socket that user owns.
+The socket's path comes from the mountpoint alone (``socket_dirs``, ``socket_name``), in a
+directory of mode 0700 that must belong to the user (one in ``/tmp`` someone else made is
+refused). It is bound under a temporary name and renamed into place (replacing a killed
+daemon's), removed at unmount only if still ours; failing to set it up is logged, never
+fails the mount. The client checks the daemon serves the mountpoint it asked about; root may
+ask about any user's mount (mountinfo's ``user_id=``) and believes only a socket that user
+owns.
 """
 
 from __future__ import annotations

@@ -6,20 +6,17 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 
-from zarrfuse.filesystem.chunks import chunk_caches, chunk_listings, recently_used, stored_index
 from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache, descriptors_to_keep_open
-from zarrfuse.filesystem.tree import catalog
+from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.fuse.config import MountConfig
-from zarrfuse.storage import store_watch as watching
 from zarrfuse.storage.store_watch import WatchState
 
 __all__ = [
-    "READ_ONLY_TIMEOUT", "TEST_CLOCK", "TTL_CLOCK_READERS", "WATCH_SET_UP_WAIT",
-    "WRITABLE_TIMEOUT", "followed", "kernel_timeout", "metadata_ttl",
-    "open_chunks", "start_test_clock", "store_watch",
+    "READ_ONLY_TIMEOUT", "TEST_CLOCK", "WATCH_SET_UP_WAIT", "WRITABLE_TIMEOUT", "followed",
+    "kernel_timeout", "metadata_ttl", "open_chunks", "store_watch", "ttl_clock",
 ]
 
 # Read-only mounts let the kernel cache names, attributes and pages for long: `ls -lR` of
@@ -60,21 +57,23 @@ def followed(config: MountConfig) -> bool:
     return config.watch and not config.read_only and config.metadata_ttl is None
 
 
-def store_watch(config: MountConfig, *, local: bool) -> WatchState | None:
+def store_watch(config: MountConfig, *, local: bool, clock: Callable[[], float]
+                ) -> WatchState | None:
     """The state of a local store's watch (``--watch``), which tells the mount what other
     programs change. Where the mount keeps chunk files on its word (``followed``), a watch
     set up after the mount began serving counts only once what the mount learnt unwatched
     has expired: one listing TTL."""
     if not config.watch or not local:
         return None
-    return WatchState(settle=WRITABLE_TIMEOUT if followed(config) else 0.0)
+    return WatchState(WRITABLE_TIMEOUT if followed(config) else 0.0, clock)
 
 
-def open_chunks(config: MountConfig, following: WatchState | None) -> OpenChunkCache | None:
+def open_chunks(config: MountConfig, following: WatchState | None, clock: Callable[[], float]
+                ) -> OpenChunkCache | None:
     """Chunks kept open, up to a share of the process's descriptors: a read-only mount's,
     and a writable one's while the store watch runs (which ends by emptying it)."""
     if config.read_only:
-        return OpenChunkCache(descriptors_to_keep_open(), metadata_ttl(config))
+        return OpenChunkCache(descriptors_to_keep_open(), Trust(metadata_ttl(config), clock=clock))
     if following is None or not followed(config):
         return None
     cache = OpenChunkCache(descriptors_to_keep_open(), only_while=lambda: following.live)
@@ -93,17 +92,14 @@ TEST_CLOCK = "ZARRFUSE_TEST_CLOCK"
 every TTL of the mount reads a clock that many seconds ahead of the monotonic one, so a
 test lets a TTL run out by writing a bigger number, not by sleeping (``kernel_timeout``)."""
 
-TTL_CLOCK_READERS = (catalog, recently_used, chunk_listings, chunk_caches, stored_index,
-                     watching)
-"""The modules whose ``time.monotonic()`` (their only use of ``time``) stamps and ages what a
-mount learnt of its store (documents, listings, sizes, open chunks, the watch's settling)."""
 
-
-def start_test_clock() -> None:
-    """Under ``TEST_CLOCK``, give the TTLs of this process's mount the test's clock."""
+def ttl_clock() -> Callable[[], float]:
+    """The clock a mount's TTLs read (``Trust.clock``: documents, listings, sizes, open
+    chunks; the store watch's settling): the monotonic one, or under ``TEST_CLOCK`` the
+    test's, ahead of it."""
     path = os.environ.get(TEST_CLOCK)
     if not path:
-        return
+        return time.monotonic
 
     def ahead() -> float:  # read at each look: the test moves it at any time
         try:
@@ -111,6 +107,4 @@ def start_test_clock() -> None:
         except (OSError, ValueError):
             return 0.0
 
-    clock = SimpleNamespace(monotonic=lambda: time.monotonic() + ahead())
-    for module in TTL_CLOCK_READERS:
-        module.time = clock  # type: ignore[attr-defined]
+    return lambda: time.monotonic() + ahead()

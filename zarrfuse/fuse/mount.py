@@ -41,8 +41,8 @@ from zarrfuse.fuse.cache_times import (
     kernel_timeout,
     metadata_ttl,
     open_chunks,
-    start_test_clock,
     store_watch,
+    ttl_clock,
 )
 from zarrfuse.fuse.config import MountConfig
 from zarrfuse.fuse.handed_fd import handed_fuse_fd
@@ -142,15 +142,18 @@ def build_filesystem(
         backend.recover()
     else:  # may not write: reads as recovery will leave the store, says what is due
         backend.show_recovered()
-    following = store_watch(config, local=backend.capabilities.watched_root is not None)
+    clock = ttl_clock()
+    following = store_watch(config, local=backend.capabilities.watched_root is not None,
+                            clock=clock)
     if config.cache_dir:
         backend = _with_disk_cache(backend, store_path.store, config)
     context = MountContext(
         backend,
         Trust(metadata_ttl(config),
-              following.tells_all if following is not None and followed(config) else None),
+              following.tells_all if following is not None and followed(config) else None,
+              clock),
         counters or Counters(),
-        open_chunks=open_chunks(config, following),
+        open_chunks=open_chunks(config, following, clock),
         cache_bytes=config.cache_mb << 20,
     )
     catalog = Catalog(ArrayBuilder(
@@ -335,7 +338,6 @@ def serve(
     ``fusermount3 -u``, SIGINT or SIGTERM.
     """
     counters = Counters()
-    start_test_clock()
     _raise_open_file_limit()
     _keep_freed_memory()
     fs, kind = build_filesystem(config, counters)

@@ -1,18 +1,13 @@
-"""Raw key I/O on an object store (S3, Azure, GCS) or a web server, through obstore.
-
-Every request goes through the mount's store client (``store_requests``): an obstore
-coroutine (``object_gets``) on the client's event loop, under its bound on requests in
-flight and its timeout; worker threads wait for their answer there, fetches made ahead in
-no thread.
+"""Raw key I/O on an object store (S3, Azure, GCS) or a web server, through obstore; every
+request through the mount's store client (``store_requests``).
 
 Requests cost a network round trip, so this backend asks as little as it can. On object
-stores, a directory listing is one LIST (paged by the server, 1000 keys a page) that brings
-every object's size; opening a chunk whose sizes a listing already gave costs nothing; a
-read is one ranged GET, and sequential reads fetch ahead (``prefetch``); the parts of one
-chunk are read of one stored version (``object_readers``). A web server is
-never listed (most answer a directory with 403, and an index page is HTML for people): what
-exists is learnt key by key, a HEAD or a GET, and the next chunk files are fetched ahead
-with one GET each that brings their size too (``http_prefetch``).
+stores, a directory listing is one LIST (1000 keys a page) that brings every object's size;
+opening a chunk whose sizes a listing gave costs nothing; a read is one ranged GET, and
+sequential reads fetch ahead (``prefetch``); a chunk's parts are read of one stored version
+(``object_readers``). A web server is never listed (most answer a directory with 403, an
+index page is HTML for people): what exists is learnt key by key, and the next chunk files
+are fetched ahead with one GET each that brings their size too (``http_prefetch``).
 """
 
 from __future__ import annotations

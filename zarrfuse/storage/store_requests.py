@@ -1,27 +1,18 @@
-"""The one way a mount's requests reach a remote store: one client per mount
-(``StoreRequests``) that owns its event loop, its bound on requests in flight, its timeout
-(``--store-timeout``), its background tasks and its exchanges with signed URLs. Every request
-to S3, Azure, GCS or a web server is an obstore coroutine on that loop (``object_gets``
-makes them), under that bound; obstore's client retries by one policy (``api.s3``). A PUT or
-DELETE to a signed URL (``signed_put``) is one exchange through this module's HTTP client,
-in one slot of the same bound, with no redirect followed and at most ``ANSWER_BYTES`` of
-its answer read. Two mounts in one process have a client each: neither's stalled store takes
-the other's slots.
+"""The one way a mount's requests reach a remote store: a client per mount (``StoreRequests``)
+owning its event loop, its bound on requests in flight, its ``--store-timeout``, its
+background tasks and its signed-URL exchanges, so two mounts in one process never take each
+other's slots. Every S3, Azure, GCS or web request is an obstore coroutine on that loop
+(``object_gets`` makes them; obstore retries by one policy, ``api.s3``); a signed PUT or
+DELETE (``signed_put``) is one exchange of this module's HTTP client in a slot of the same
+bound, no redirect followed, at most ``ANSWER_BYTES`` read. Stores obstore does not serve
+(other fsspec filesystems) take a slot too (``request_slot``): the store never sees more than
+``REQUESTS_IN_FLIGHT`` from one mount, whichever pool asks.
 
-A worker thread that needs an answer waits for it (``request``); fetches made ahead send
-theirs without a thread waiting on each (``send``): 64 requests in flight are 64 coroutines
-on one loop, not 64 threads blocked in a client. Work nobody waits for (a commit's copies
-made in the background, a check of a PUT answered EIO) is a task on the same loop
-(``start``), its requests in the same bound: no thread each. Remote stores obstore does not
-serve (other fsspec filesystems) run on zarr's own loop and take a slot of the same bound
-(``request_slot``; a local zip file's reads take none), so the store never sees more than
-``REQUESTS_IN_FLIGHT`` from one mount, whichever pool asks. Errors come back as ``OSError``:
-"absent" (a 404, or a web server's 410) as FileNotFoundError, a ranged GET the server cannot
-answer (it ignores ranges) as EOPNOTSUPP, any other failure as EIO with the store's reason in
-one line (a web server's known faults in words: a redirect loop or to another host, headers
-too large or not HTTP, a body shorter than its Content-Length), logged by whoever reports it
-(the FUSE operation, once); a fetch made ahead that fails is a guess, asked again by the read
-that needs it.
+A worker thread waits for its answer (``request``); fetches ahead send theirs with no thread
+waiting on each (``send``: 64 in flight are 64 coroutines, not 64 blocked threads); work
+nobody waits for is a task on the loop (``start``). Errors come back as ``OSError``: absent
+(404, a web server's 410) as FileNotFoundError, a server ignoring ranges as EOPNOTSUPP, any
+other failure as EIO with the store's reason in one line, logged once by whoever reports it.
 """
 
 from __future__ import annotations

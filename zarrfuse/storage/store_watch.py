@@ -55,8 +55,9 @@ class WatchState:
     long after the first round. ``set_up`` is set at the first round, or when the watch
     ends before it (a mount waiting for it serves at once)."""
 
-    def __init__(self, settle: float = 0.0) -> None:
+    def __init__(self, settle: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.settle = settle
+        self.clock = clock  # the mount's TTL clock (``Trust.clock``)
         self.live = False
         self.set_up = trio.Event()
         self._serving = False
@@ -73,7 +74,7 @@ class WatchState:
         """The watch is set up; how long it must still run before it counts (``started``)."""
         self.set_up.set()
         self._from_start = not self._serving
-        self._watched_since = time.monotonic()
+        self._watched_since = self.clock()
         return self.settle if self._serving else 0.0
 
     def tells_all(self, at: float) -> bool:
@@ -171,6 +172,7 @@ async def follow_store(
 
     def watch() -> None:
         watched_since, told, settle = None, False, 0.0
+        clock = time.monotonic if state is None else state.clock
         try:
             # Every round yields, changes or not: the first says every directory is watched.
             for changes in watchfiles.watch(
@@ -179,10 +181,10 @@ async def follow_store(
                 ignore_permission_denied=True,
             ):
                 if watched_since is None:
-                    watched_since = time.monotonic()
+                    watched_since = clock()
                     if state is not None:
                         settle = trio.from_thread.run_sync(state.first_round, trio_token=token)
-                if not told and time.monotonic() - watched_since >= settle:
+                if not told and clock() - watched_since >= settle:
                     told = True
                     trio.from_thread.run_sync(live, trio_token=token)
                 keys = _keys(where, changes, watchfiles.Change.added)

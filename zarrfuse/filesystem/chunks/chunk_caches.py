@@ -10,11 +10,10 @@ counted by its users. Neither touches storage: ``chunk_source`` asks and fills t
 from __future__ import annotations
 
 import resource
-import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
+from zarrfuse.filesystem.chunks.recently_used import FOR_EVER, RecentlyUsed, Trust
 from zarrfuse.storage.base import PartReader, Stat
 
 __all__ = [
@@ -52,7 +51,7 @@ class KnownSizes:
 
     def asking(self) -> Asked:
         """Taken before a chunk's size is asked of the store, for :meth:`put`."""
-        return time.monotonic(), self._sizes.ticket()
+        return self._sizes.trust.clock(), self._sizes.ticket()
 
     def put(self, coords: tuple[int, ...], stat: Stat | None, *, asked: Asked | None = None
             ) -> None:
@@ -116,11 +115,11 @@ class OpenChunkCache:
     """
 
     def __init__(
-        self, descriptors: int, ttl: float | None = None, *,
+        self, descriptors: int, trust: Trust = FOR_EVER, *,
         only_while: Callable[[], bool] | None = None,
     ) -> None:
         self._chunks: RecentlyUsed[Hashable, OpenChunk] = RecentlyUsed(
-            descriptors, trust=Trust(ttl), weigh=lambda opened: max(1, len(opened.sizes)),
+            descriptors, trust=trust, weigh=lambda opened: max(1, len(opened.sizes)),
             on_evict=_evicted,
         )
         self._only_while = only_while

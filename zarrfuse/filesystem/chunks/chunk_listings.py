@@ -3,14 +3,13 @@
 A :class:`StoredChunks` asks here before it asks the store chunk by chunk: each store
 directory is listed once (a full listing with sizes and times, or names only) and kept for the
 listing TTL, the oldest directories out first; a directory asked about name by name is
-listed once it has cost a few stats. ``index`` learns which coordinates are stored, one
+listed once it has cost a few stats. ``stored`` learns which coordinates are stored, one
 dimension at a time, for sparse grids.
 """
 
 from __future__ import annotations
 
 import errno
-import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
@@ -23,7 +22,7 @@ from zarrfuse.filesystem.chunks.grid_order import after
 from zarrfuse.filesystem.chunks.key_stats import KeyStats
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 from zarrfuse.filesystem.chunks.single_flight import SingleFlight
-from zarrfuse.filesystem.chunks.stored_index import KeyShape, StoredIndex
+from zarrfuse.filesystem.chunks.stored_set import KeyShape, StoredSet
 from zarrfuse.storage.base import Backend, Stat
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
@@ -79,7 +78,7 @@ class ChunkListings:
         self._prefix = prefix
         self._listable = listable
         self._run = run
-        self._ttl = trust.ttl
+        self._ttl, self._clock = trust.ttl, trust.clock
         self._listings: RecentlyUsed[str, dict[str, Stat]] = RecentlyUsed(
             LISTING_CACHE_DIRS, trust=trust)
         self._names: RecentlyUsed[str, Collection[str]] = RecentlyUsed(
@@ -93,7 +92,7 @@ class ChunkListings:
         self._key_stats = KeyStats(backend, run, trust, counters)
         """What each key's own request said (None: absent): stores that cannot list, and
         local directories too large to list in full (``key_stats``)."""
-        self.index = StoredIndex(
+        self.stored = StoredSet(
             shape=KeyShape(encoding, grid),
             prefix=prefix,
             part_suffixes=[p.key_suffix for p in parts.parts],
@@ -149,7 +148,7 @@ class ChunkListings:
                 return listed
             self.counters.cache["listing_miss"] += 1
             self.counters.store["list"] += 1
-            now, ticket = time.monotonic(), cache.ticket()
+            now, ticket = self._clock(), cache.ticket()
             listing = await self._run(list_directory, directory)
             cache.put(directory, listing, at=now, ticket=ticket)  # unless changed meanwhile
             return listing
@@ -245,7 +244,7 @@ class ChunkListings:
         """Stored chunks ``(*done, c)`` for ``lo <= c <= hi``: last coordinate -> logical size
         and time.
 
-        ``only``: the candidates for ``c`` if known (from ``index``), so a sparse directory
+        ``only``: the candidates for ``c`` if known (from ``stored``), so a sparse directory
         costs its stored chunks rather than its range. ``first``: stop at the first found
         (whether there is any)."""
         by_directory: dict[str, list[tuple[int, str]]] = {}
@@ -281,7 +280,7 @@ class ChunkListings:
         """``stored_stats`` of a leaf directory, by the cheaper of two ways: look up every
         candidate's key when the store directory holds about as many names as the range
         (dense: decoding every name as well cost a third more CPU for ``ls -lR``, measured),
-        else only the values the index finds stored (sparse: a directory costs what it
+        else only the values ``stored`` finds (sparse: a directory costs what it
         holds, not its range). A store that cannot list is asked for every candidate."""
         if not self.can_list:
             return await self.stored_stats(done, lo, hi, first=first)
@@ -292,7 +291,7 @@ class ChunkListings:
             names = len(await self.listing(directory))
         if 2 * names >= (hi - lo + 1) * len(self.parts.parts):
             return await self.stored_stats(done, lo, hi, first=first)
-        values = await self.index.stored_values(done)
+        values = await self.stored.values(done)
         candidates = values[bisect_left(values, lo) : bisect_right(values, hi)]
         return await self.stored_stats(done, lo, hi, candidates, first=first)
 
@@ -336,7 +335,7 @@ class ChunkListings:
         """
         if not self._listable:
             return False
-        now = time.monotonic()
+        now = self._clock()
         since, count = self._stats_by_directory.get(directory, (now, 0))
         if self._ttl is not None and now - since >= self._ttl:
             since, count = now, 0
@@ -384,11 +383,11 @@ class ChunkListings:
             else:
                 cached[name] = stat
 
-    def forget_all(self) -> None:
+    def drop_all(self) -> None:
         """Every directory is listed anew (one appeared: its files may predate its watch)."""
         for kept in (self._listings, self._names, self._key_stats):
             kept.clear()
-        self.index.forget_all()
+        self.stored.drop_all()
 
     def drop(self, key: str) -> None:
         """The chunk at ``key`` changed another way: its directory is listed anew."""

@@ -31,14 +31,16 @@ class Trust:
     """How long what was learnt of the store is believed: ``ttl`` seconds after it was learnt
     (None: for ever), and past that while ``kept_true(at)`` says so of what was learnt at
     ``at`` (the store watch tells every change since). One value, handed from the mount to
-    every cache of listings and sizes."""
+    every cache of listings and sizes. ``clock``: the monotonic clock it reads, or the test's
+    (``cache_times.ttl_clock``)."""
 
     ttl: float | None = None
     kept_true: Callable[[float], bool] | None = None
+    clock: Callable[[], float] = time.monotonic
 
     def outlived(self, at: float) -> bool:
-        """Whether what was learnt at ``at`` (monotonic) is no longer believed."""
-        return self.ttl is not None and time.monotonic() - at >= self.ttl and not (
+        """Whether what was learnt at ``at`` (``clock``) is no longer believed."""
+        return self.ttl is not None and self.clock() - at >= self.ttl and not (
             self.kept_true is not None and self.kept_true(at)
         )
 
@@ -125,7 +127,7 @@ class RecentlyUsed(Generic[K, V]):
                 return False
             if key in self._entries:
                 self._pop(key)
-            self._entries[key] = (time.monotonic() if at is None else at, value)
+            self._entries[key] = (self.trust.clock() if at is None else at, value)
             self._weight += weight
             while self._weight > self.limit:
                 evicted.append(self._pop(next(iter(self._entries))))

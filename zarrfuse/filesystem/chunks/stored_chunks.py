@@ -70,7 +70,7 @@ class StoredChunks:
         self.parts = parts or SINGLE_PART
         self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
         keys = ArrayKeys(encoding, self._prefix, self.parts,
-                         lambda parts: self.listings.index.shape.decode(parts), grid)
+                         lambda parts: self.listings.stored.shape.decode(parts), grid)
         # A chunk's store keys, and the chunk a key names (``array_keys``).
         self.chunk_key, self.keys_of = keys.chunk_key, keys.keys_of
         self.part_keys, self.coords_of = keys.part_keys, keys.coords_of
@@ -107,7 +107,7 @@ class StoredChunks:
             trust=trust,
             counters=self.counters,
         )
-        """What the store's listings say: which chunks exist, their sizes (and ``index``)."""
+        """What the store's listings say: which chunks exist, their sizes (and ``stored``)."""
         self.writes = StoredWrites(self)
         """Commits, updates, deletes and times of these chunks."""
 
@@ -244,7 +244,7 @@ class StoredChunks:
             self._open_cache.drop((self._tag, coords))
         self._sizes.put(coords, logical_stat(stats))
         self.shard_indexes.drop(coords)
-        self.listings.index.note(coords, stored=logical_stat(stats) is not None)
+        self.listings.stored.note(coords, stored=logical_stat(stats) is not None)
         self.listings.note(self.part_keys(coords), stats)
 
     def drop_cached(self, coords: tuple[int, ...]) -> None:
@@ -254,7 +254,7 @@ class StoredChunks:
         self._sizes.drop(coords)
         self.shard_indexes.drop(coords)
         self.listings.drop(self.chunk_key(coords))
-        self.listings.index.forget(coords)
+        self.listings.stored.drop(coords)
         if self._open_cache is not None:
             self._open_cache.drop((self._tag, coords))
 
@@ -262,7 +262,7 @@ class StoredChunks:
         """A store directory appeared or went (``store_changes``), with chunks no change
         names: what was learnt of every chunk is asked anew, and every chunk opened anew."""
         self._sizes.clear()
-        self.listings.forget_all()
+        self.listings.drop_all()
         self.shard_indexes.clear()
         if self._open_cache is not None:
             self._open_cache.drop_tagged(self._tag)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -97,7 +96,7 @@ class Catalog:
         self._children: dict[str, _ChildView] = {}
         self._unlistable: set[str] = set()
         self._ancestors: RecentlyUsed[str, tuple[StoredNode, int] | None] = RecentlyUsed(
-            256, trust=Trust(self._ttl))
+            256, trust=Trust(self._ttl, clock=context.trust.clock))
         """The groups above arrays (an OME-Zarr image's), as ``_ome_level`` read them: an
         image's levels share them, so they are read once per metadata TTL, not per array."""
         self.skipped: dict[str, ZarrFuseError] = {}
@@ -288,7 +287,7 @@ class Catalog:
         """
         path = _join(group_path, name)
         cached = self._children.get(path)
-        now = time.monotonic()
+        now = self.context.trust.clock()
         if cached is not None and (self._ttl is None or now - cached.read_at < self._ttl):
             return cached.view
         self.counters.store["read"] += 1

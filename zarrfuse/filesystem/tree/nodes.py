@@ -546,7 +546,7 @@ async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
         lo, hi = array.tree.leaf_range(only)
         found = await array.stored.listings.stored_stats_between(pos.done, lo, hi, first=True)
         return names if found else []
-    stored = await array.stored.listings.index.stored_values(pos.done)
+    stored = await array.stored.listings.stored.values(pos.done)
     return array.tree.stored_child_names(pos, stored)
 
 

@@ -1,5 +1,5 @@
-"""Which values lead to stored chunks: the index against brute force, over real directories
-laid out by every chunk key encoding; and the view's listing of stored children."""
+"""Which values lead to stored chunks: the stored set against brute force, over real
+directories laid out by every chunk key encoding; and the view's listing of stored children."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from zarrfuse.extensions.transformers import ConcatParts, Part
 from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
-from zarrfuse.filesystem.chunks.stored_index import KeyShape
+from zarrfuse.filesystem.chunks.stored_set import KeyShape
 from zarrfuse.filesystem.tree.fanout_tree import ROOT, DirPosition, FanoutTree
 from zarrfuse.storage.local import LocalBackend
 
@@ -77,7 +77,7 @@ def test_stored_values_match_brute_force(case, encoding, split):
         async def check() -> None:
             source = source_for(root, encoding, grid, parts)
             for done in sorted(prefixes):
-                assert await source.listings.index.stored_values(done) == brute_values(stored, done)
+                assert await source.listings.stored.values(done) == brute_values(stored, done)
 
         trio.run(check)
 
@@ -88,15 +88,15 @@ def test_commit_and_delete_through_the_source_update_cached_answers(tmp_path):
 
     async def check() -> None:
         source = source_for(tmp_path, DEFAULT, grid)
-        assert await source.listings.index.stored_values(()) == [5]
-        assert await source.listings.index.stored_values((5,)) == [7]
+        assert await source.listings.stored.values(()) == [5]
+        assert await source.listings.stored.values((5,)) == [7]
         lists = source.counters.store["list"]
         await source.writes.commit((123_456, 9), [memoryview(b"y")], durable=False)
-        assert await source.listings.index.stored_values(()) == [5, 123_456]
-        assert await source.listings.index.stored_values((5,)) == [7]
+        assert await source.listings.stored.values(()) == [5, 123_456]
+        assert await source.listings.stored.values((5,)) == [7]
         assert source.counters.store["list"] == lists  # learnt from the commit, not re-listed
         await source.writes.delete((5, 7))
-        assert await source.listings.index.stored_values((5,)) == []
+        assert await source.listings.stored.values((5,)) == []
 
     trio.run(check)
 

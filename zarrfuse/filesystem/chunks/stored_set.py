@@ -1,7 +1,7 @@
 """Which chunk coordinates are stored, one dimension at a time, learnt from store listings.
 
 The mount lists a directory by asking which values of the next coordinate lead to stored
-chunks: ``stored_values(done)``. The answer comes from listing the store directories the
+chunks: ``values(done)``. The answer comes from listing the store directories the
 array's own chunk key encoding puts those keys in, whatever that encoding is, as long as
 its keys are ``/``-joined paths: names are decoded with the encoding's strict decoder, never
 parsed by hand. So browsing a mostly empty grid of 10**12 chunks costs what is stored.
@@ -19,7 +19,6 @@ Answers are cached for the same time; the mount's own commits and deletes update
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left, insort
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable
@@ -34,7 +33,7 @@ from zarrfuse.zarr_compat import ChunkKeyEncoding
 if TYPE_CHECKING:
     from zarrfuse.filesystem.chunks.counters import Counters
 
-__all__ = ["KeyShape", "StoredIndex", "stored_prefix_values"]
+__all__ = ["KeyShape", "StoredSet", "stored_prefix_values"]
 
 CACHED_ANSWERS = 4096
 CACHED_SUBDIRS = 256
@@ -117,7 +116,7 @@ def stored_prefix_values(coords: Iterable[tuple[int, ...]], done: tuple[int, ...
 ListNames = Callable[[str], Awaitable[Collection[str]]]
 
 
-class StoredIndex:
+class StoredSet:
     """Stored values per coordinate prefix, for one array, from listings of its store."""
 
     def __init__(
@@ -146,7 +145,7 @@ class StoredIndex:
         self._subdirs: OrderedDict[str, tuple[float, set[str]]] = OrderedDict()
         self._flat_coords: tuple[float, list[tuple[int, ...]]] | None = None
         self._changes = 0
-        """Changes noted (``note``, ``forget``): an answer asked across one is not kept, as
+        """Changes noted (``note``, ``drop``): an answer asked across one is not kept, as
         it may predate it (a chunk stored meanwhile would stay unlisted)."""
 
     # --- caches --------------------------------------------------------------------------
@@ -160,7 +159,7 @@ class StoredIndex:
             self._subdirs.move_to_end(directory)
             return cached[1]
         self._counters.store["list"] += 1
-        now, changes = time.monotonic(), self._changes
+        now, changes = self._trust.clock(), self._changes
         names = set(await self._run(self._backend.list_subdirs, directory))
         if changes == self._changes:
             self._subdirs[directory] = (now, names)
@@ -180,14 +179,14 @@ class StoredIndex:
 
     # --- answers -------------------------------------------------------------------------
 
-    async def stored_values(self, done: tuple[int, ...]) -> list[int]:
+    async def values(self, done: tuple[int, ...]) -> list[int]:
         """Sorted values ``v`` of coordinate ``len(done)`` such that some stored chunk starts
         with ``(*done, v)``. Do not change the list returned."""
         cached = self._answers.get(done)
         if cached is not None and self._fresh(cached[0]):
             self._answers.move_to_end(done)
             return cached[1]
-        now, changes = time.monotonic(), self._changes
+        now, changes = self._trust.clock(), self._changes
         values = await (self._flat_values(done) if self._flat else self._nested_values(done))
         if changes == self._changes:
             self._answers[done] = (now, values)
@@ -200,7 +199,7 @@ class StoredIndex:
         10**6 chunks would otherwise decode them all for every directory shown)."""
         flat = self._flat_coords
         if flat is None or not self._fresh(flat[0]):
-            now, changes = time.monotonic(), self._changes
+            now, changes = self._trust.clock(), self._changes
             directory = self.shape.key((0,) * len(self.shape.grid))[:-1]
             names = await self._list_files(self._directory(directory))
             decoded = (self.shape.decode((*directory, stem)) for stem in self._stems(names))
@@ -265,14 +264,14 @@ class StoredIndex:
             elif coords[d] not in cached[1]:
                 insort(cached[1], coords[d])
 
-    def forget_all(self) -> None:
+    def drop_all(self) -> None:
         """Every answer is asked again (a store directory appeared)."""
         self._changes += 1
         self._answers.clear()
         self._subdirs.clear()
         self._flat_coords = None
 
-    def forget(self, coords: tuple[int, ...]) -> None:
+    def drop(self, coords: tuple[int, ...]) -> None:
         """The chunk ``coords`` changed another way (stored or removed): what the cached
         answers say about it is asked again."""
         self._changes += 1
