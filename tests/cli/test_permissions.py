@@ -4,6 +4,7 @@ hangs."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pwd
@@ -189,13 +190,16 @@ def user_zarrfuse(other_user) -> Iterator[list[str]]:
 
 @contextmanager
 def fuse_device_mode(mode: int) -> Iterator[None]:
-    """/dev/fuse with ``mode`` for the test (as udev would set it), restored afterwards."""
-    old = stat.S_IMODE(os.stat("/dev/fuse").st_mode)
-    os.chmod("/dev/fuse", mode)
-    try:
-        yield
-    finally:
-        os.chmod("/dev/fuse", old)
+    """/dev/fuse with ``mode`` for the test (as udev would set it), restored afterwards. The
+    device is the machine's: tests on other workers that set its mode wait on one lock."""
+    with open("/tmp/zarrfuse-tests-dev-fuse.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        old = stat.S_IMODE(os.stat("/dev/fuse").st_mode)
+        os.chmod("/dev/fuse", mode)
+        try:
+            yield
+        finally:
+            os.chmod("/dev/fuse", old)
 
 
 @requires_fuse
