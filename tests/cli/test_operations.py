@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +33,7 @@ from tests.mounting import (
     force_unmount,
     mounted,
     run_with_timeout,
+    wait_for,
     wait_mounted,
     wait_unmounted,
 )
@@ -60,7 +60,11 @@ def test_log_has_one_line_per_mount_and_unmount_with_the_reason(array_v3, tmp_pa
         pass  # unmounted from outside by mounted()'s teardown
     with foreground(array_v3, mountpoint, "--log-file", str(log), "--read-only") as proc:
         assert wait_mounted(mountpoint, 30)
-        time.sleep(0.5)
+        # Its control socket answers only after its signal handler is set (the two tasks
+        # start together; the socket is bound a worker thread's round trip later): a
+        # SIGTERM now is heard, not the default death.
+        assert wait_for(lambda: run_with_timeout([*ZARRFUSE, "stats", mountpoint],
+                                                 check=False).returncode == 0, 30)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
     assert log_messages(log) == [

@@ -39,15 +39,19 @@ def _two_at_once(fs: InProcess, fh: int, offsets: list[int]) -> None:
 
 
 def _settled(fs: InProcess, timeout: float = 20) -> int:
-    """The decoded-chunk count once background decoding stops growing it."""
-    last, deadline = -1, time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        now = fs.ops.counters.decoded["chunks"]
-        if now == last:
-            return now
-        last = now
-        time.sleep(0.3)
-    raise AssertionError("decoding never settled")
+    """The decoded-chunk count once the decoding ahead is done: no task of it is left in
+    the mount's trio run (a poll with a deadline, not a pause to let things settle)."""
+
+    def decoding() -> bool:
+        root = trio.lowlevel.current_root_task()
+        return any("_decode_ahead" in task.name
+                   for nursery in root.child_nurseries for task in nursery.child_tasks)
+
+    deadline = time.monotonic() + timeout
+    while trio.from_thread.run_sync(decoding, trio_token=fs._token):
+        assert time.monotonic() < deadline, "decoding ahead never ended"
+        time.sleep(0.01)
+    return fs.ops.counters.decoded["chunks"]
 
 
 def test_requests_two_at_a_time_from_the_start_decode_the_next_tiles_ahead(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 
 import zarrfuse
 from tests.arrays import HEAD_PARTS
-from tests.mounting import mounted, run_with_timeout
+from tests.mounting import MountClock, mounted, run_with_timeout
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
@@ -65,7 +65,7 @@ def transferred(lines: list[str]) -> list[str]:
     return sorted(line.split(" ", 1)[1] for line in lines if line[:2] in (">f", "<f"))
 
 
-def test_backup_sees_exactly_what_changed_through_the_mount(tmp_path):
+def test_backup_sees_exactly_what_changed_through_the_mount(tmp_path, monkeypatch):
     array = stored_array(tmp_path / "arr")
     backup = tmp_path / "backup"
     with mounted(array, tmp_path / "mnt") as mnt:
@@ -74,9 +74,10 @@ def test_backup_sees_exactly_what_changed_through_the_mount(tmp_path):
         shown = times(mnt)
         stored = os.stat(array / "c/2/1").st_mtime_ns
         assert shown["c/0/002/0/001"].split()[0] == find_time(stored)
-        reference = tmp_path / "reference"
+        reference = tmp_path / "reference"  # between the stored times and a write's now
         reference.touch()
-        time.sleep(0.05)  # file times tick with the kernel's coarse clock: a few ms
+        hour_ago = time.time_ns() - 3600 * 10**9
+        os.utime(reference, ns=(hour_ago, hour_ago))
         (mnt / "c/0/002/0/001").write_bytes(b"ABCD")
         assert (array / "c/2/1").read_bytes() == b"ABCD"
         assert transferred(rsync(mnt, backup)) == ["c/0/002/0/001"]
@@ -84,10 +85,11 @@ def test_backup_sees_exactly_what_changed_through_the_mount(tmp_path):
         newer = run_with_timeout(["find", mnt, "-newer", reference, "-printf", "%P\n"]).stdout
         assert newer.split() == ["c/0/002/0/001"]
         # Written behind the mount: shown, with its time, once the TTL has passed.
+    clock = MountClock(monkeypatch, tmp_path)
     with mounted(array, tmp_path / "mnt", "--metadata-ttl=0.3") as mnt:
         assert rsync(mnt, backup) == []  # a remount shows the very same times
         (array / "c/3/0").write_bytes(b"WXYZ")
-        time.sleep(0.4)
+        clock.ahead(1)  # past the TTL
         assert transferred(rsync(mnt, backup)) == ["c/0/003/0/000"]
         newer = run_with_timeout(["find", mnt, "-newer", reference, "-printf", "%P\n"]).stdout
         assert sorted(newer.split()) == ["c/0/002/0/001", "c/0/003/0/000"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import tifffile
 import zarr
 
 from tests.http_servers import nginx
-from tests.mounting import mounted
+from tests.mounting import mounted, wait_for
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(120)]
 
@@ -152,9 +151,13 @@ def test_a_lookup_asks_for_the_next_files_sizes_together_and_each_once(tmp_path)
             folder = mnt / where  # looked up by name: no directory listing first
             before = log.read_text().count("\n")
             size = os.stat(folder / names[0]).st_size  # one lookup
-            time.sleep(0.5)  # the sizes asked ahead arrive
-            ahead = [line.split('"')[1].split()[1]
-                     for line in log.read_text().splitlines()[before:] if "/r.zarr/c/" in line]
+
+            def asked_so_far() -> list[str]:
+                return [line.split('"')[1].split()[1] for line in
+                        log.read_text().splitlines()[before:] if "/r.zarr/c/" in line]
+
+            wait_for(lambda: len(asked_so_far()) >= 9, 20)  # the sizes asked ahead arrive
+            ahead = asked_so_far()
             sizes = {name: os.stat(folder / name).st_size for name in names}  # as ls -l does
             asked = [line.split('"')[1].split()[1]
                      for line in log.read_text().splitlines()[before:] if "/r.zarr/c/" in line]
@@ -180,15 +183,21 @@ def test_copying_chunk_files_through_a_cache_fetches_ahead_cold_and_asks_nothing
             with mounted(f"{url}/r.zarr", tmp_path / mount, *args) as mnt:
                 folder = next(Path(d) for d, _, files in os.walk(mnt) if len(files) == 24)
                 before = log.read_text().count("\n")
+
+                def gets(since: int = before) -> int:
+                    return sum('"GET ' in line for line in log.read_text().splitlines()[since:]
+                               if "/r.zarr/c/" in line)
+
                 first = sorted(os.listdir(folder), key=int)[0]
                 (folder / first).read_bytes()  # read to its end: the next files come ahead
-                time.sleep(0.5)
-                ahead.append(sum('"GET ' in line for line in log.read_text().splitlines()[before:]
-                                 if "/r.zarr/c/" in line))
+                if mount == "cold":
+                    wait_for(lambda: gets() >= 1 + 8, 20)
+                ahead.append(gets())
                 subprocess.run(["cp", "-r", str(folder), str(tmp_path / f"copy-{mount}")],
                                check=True, timeout=60)
-                asked.append([line.split('"')[1] for line in
-                              log.read_text().splitlines()[before:] if "/r.zarr/c/" in line])
+            # Read once the daemon has exited: every request it sent is in the log.
+            asked.append([line.split('"')[1] for line in
+                          log.read_text().splitlines()[before:] if "/r.zarr/c/" in line])
     gets = [request for request in asked[0] if request.startswith("GET ")]
     assert ahead[0] == 1 + 8, asked[0]  # the file read, and the 8 after it, ahead
     assert len(gets) == len(set(gets)) == 24, asked[0]
