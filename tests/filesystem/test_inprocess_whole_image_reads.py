@@ -42,10 +42,10 @@ def _settled(fs: InProcess, timeout: float = 20) -> int:
     """The decoded-chunk count once the decoding ahead is done: no task of it is left in
     the mount's trio run (a poll with a deadline, not a pause to let things settle)."""
 
-    def decoding() -> bool:
-        root = trio.lowlevel.current_root_task()
-        return any("_decode_ahead" in task.name
-                   for nursery in root.child_nurseries for task in nursery.child_tasks)
+    def decoding(task: trio.lowlevel.Task | None = None) -> bool:
+        task = task or trio.lowlevel.current_root_task()
+        return "_decode_ahead" in task.name or any(
+            decoding(child) for nursery in task.child_nurseries for child in nursery.child_tasks)
 
     deadline = time.monotonic() + timeout
     while trio.from_thread.run_sync(decoding, trio_token=fs._token):

@@ -108,7 +108,7 @@ class MountContext:
         if self._nursery is None:
             log.debug("not serving: %s not started", name)
             return
-        self._nursery.start_soon(guess)
+        self._nursery.start_soon(guess, name=name)  # the task says what it guesses
 
     def close(self) -> None:
         """At unmount: the chunks kept open are closed, the fetch pool's queued reads
