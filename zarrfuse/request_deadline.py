@@ -1,19 +1,6 @@
-"""The ``--store-timeout`` bound of the FUSE request a trio task serves, applied only where
-the request waits.
-
-A trio cancel scope costs about 10 us to enter and leave, and a chunk file read warm costs
-three bounded requests (open and two reads) that mostly wait on nothing: a kept open chunk,
-bytes read in the trio thread. A scope around every request was about a third of the
-daemon's time per file. So the FUSE adapter only records each bounded request's deadline
-(``serving``), and every place a request may wait (on a worker thread reading the store, on
-another task's read, on a lock) waits through ``waited``, which enters a scope at that
-deadline only then.
-
-The deadline is a context variable: tasks a request starts in a nursery inherit it (they
-are part of the answer), system tasks do not (trio gives them the run's own context), and
-neither do requests served later by the same pyfuse3 worker task (``finished`` resets it).
-This module is a leaf: it imports nothing from the package.
-"""
+"""The ``--store-timeout`` bound of the FUSE request a trio task serves, entered only where
+the request waits (docs/performance.md, "No cancel scope per request"). A context variable:
+a request's nursery tasks inherit it, system tasks and later requests do not. A leaf module."""
 
 from __future__ import annotations
 
@@ -32,9 +19,8 @@ _DEADLINE: ContextVar[float | None] = ContextVar("zarrfuse_request_deadline", de
 
 
 class PastDeadline(BaseException):
-    """A wait of a bounded request outlived its deadline. A BaseException, as trio's own
-    ``Cancelled`` is: cleanup code that catches ``Exception`` lets it pass to the adapter,
-    which answers EIO."""
+    """A wait of a bounded request outlived its deadline; a BaseException, as ``Cancelled``,
+    so cleanup that catches ``Exception`` lets it reach the adapter (EIO)."""
 
 
 def serving(seconds: float) -> Token[float | None]:
@@ -49,10 +35,8 @@ def finished(token: Token[float | None]) -> None:
 
 
 async def waited(wait: Awaitable[T]) -> T:
-    """Await ``wait``, cut at the deadline of the request this task serves, if any.
-
-    Raises PastDeadline when cut. A worker thread awaited here must be abandonable
-    (``abandon_on_cancel=True``), or the cut comes only when it returns."""
+    """Await ``wait``, cut at this task's request deadline if any (PastDeadline); a worker
+    thread awaited here must be ``abandon_on_cancel=True``, or the cut waits for it."""
     deadline = _DEADLINE.get()
     if deadline is None:
         return await wait

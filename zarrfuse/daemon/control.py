@@ -1,20 +1,6 @@
-"""The control socket: a mount's counters and recent log lines, read by ``zarrfuse stats``
-and ``zarrfuse log``.
-
-Why a socket and not the mount: the mount answers every xattr request with ENOSYS on purpose
-(``ls -l`` asks on every entry; ENOSYS makes the kernel stop asking), and a magic file would
-put a name in the mount that no Zarr array has. Each daemon answers every connection with one
-JSON document (its description and ``Counters.snapshot()``) and reads nothing from the
-client: no request to parse, nothing to get wrong.
-
-The socket's path comes from the mountpoint alone (``socket_dirs``, ``socket_name``), in a
-directory of mode 0700 that must belong to the user (one in ``/tmp`` someone else made is
-refused). It is bound under a temporary name and renamed into place (replacing a killed
-daemon's), removed at unmount only if still ours; failing to set it up is logged, never
-fails the mount. The client checks the daemon serves the mountpoint it asked about; root may
-ask about any user's mount (mountinfo's ``user_id=``) and believes only a socket that user
-owns.
-"""
+"""The control socket: a mount's counters and recent log lines, one JSON document per
+connection, for ``zarrfuse stats`` and ``zarrfuse log``. Why: docs/mounting.md, "The control
+socket"."""
 
 from __future__ import annotations
 
@@ -56,10 +42,8 @@ _MAX_SUN_PATH = 107  # sockaddr_un.sun_path is 108 bytes with the trailing NUL
 
 
 def canonical_mountpoint(path: str) -> str:
-    """``path`` absolute and symlink-free, resolving only its parent.
-
-    Resolving the mountpoint itself would stat it, and a stat of a stuck mount never returns.
-    """
+    """``path`` absolute and symlink-free, resolving only its parent (a stat of a stuck
+    mount never returns)."""
     head, name = os.path.split(os.path.abspath(path))
     return os.path.join(os.path.realpath(head), name)
 

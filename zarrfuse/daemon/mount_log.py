@@ -1,17 +1,5 @@
-"""Where a mount's log goes, so that "the log says why" is one command away.
-
-A mount in the foreground logs to stderr (or ``--log-file``). A background mount has no
-terminal, so unless ``--log-file`` is given it logs
-
-- to syslog (``/dev/log``, which systemd's journal also serves) when there is one, tagged
-  ``zarrfuse``: ``journalctl -t zarrfuse``;
-- else to a file of its own: ``$XDG_STATE_HOME/zarrfuse/log/NAME.log`` (by default
-  ``~/.local/state/zarrfuse/log/``), or ``/var/log/zarrfuse/NAME.log`` for root, where NAME is
-  the mountpoint spelled as a file name; kept to ``ROTATE_BYTES`` with one older file.
-
-Wherever it goes, the daemon also keeps its last ``RECENT_LINES`` lines in memory, and
-``zarrfuse log MOUNTPOINT`` prints them through the control socket.
-"""
+"""Where a mount's log goes (docs/troubleshooting.md, "Where is the log?"), and its last
+``RECENT_LINES`` lines kept in memory for ``zarrfuse log``."""
 
 from __future__ import annotations
 
@@ -45,9 +33,7 @@ SYSLOG_SOCKET = "/dev/log"
 
 class AbandonedReplies(logging.Filter):
     """For the ``pyfuse3`` logger: its ERROR "fuse_reply_* failed with No such file or
-    directory" means the kernel no longer waited for that reply (libfuse: ENOENT is an
-    interrupted request; a release whose opener is gone). Nothing failed for anyone, so the
-    line is kept at DEBUG, shown only with ``--debug``."""
+    directory" is a reply the kernel no longer waited for (an interrupted request); DEBUG."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

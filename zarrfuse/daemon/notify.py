@@ -1,15 +1,5 @@
-"""systemd's readiness protocol (sd_notify), spoken directly: one datagram per message.
-
-A service with ``Type=notify`` is started when it says ``READY=1``; zarrfuse says so only once
-its mount answers a stat through the kernel, so units ordered after ``zarrfuse@x.service``
-find the files there. ``STOPPING=1`` says the mount is going away. systemd passes the socket
-in ``NOTIFY_SOCKET``: a filesystem path, or an abstract socket written with a leading ``@``.
-The protocol is a ``AF_UNIX``/``SOCK_DGRAM`` datagram of newline-separated ``KEY=VALUE``
-assignments, so no library is needed (libsystemd's ``sd_notify`` does the same).
-
-Notifying never fails a mount: without ``NOTIFY_SOCKET`` nothing is sent, and a send that
-fails is logged and forgotten.
-"""
+"""systemd's readiness protocol (sd_notify), spoken directly: one ``KEY=VALUE`` datagram per
+message (docs/configuration.md). It never fails a mount: a failed send is logged."""
 
 from __future__ import annotations
 

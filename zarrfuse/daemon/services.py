@@ -1,8 +1,5 @@
-"""What runs beside a served mount: the stats socket (``zarrfuse stats``) and sd_notify.
-
-Handed to ``zarrfuse.fuse.mount.serve`` by the daemon, so the mount lifecycle reports its
-moments without importing the operations layer.
-"""
+"""What runs beside a served mount (the stats socket, sd_notify), handed to ``fuse.mount.serve``
+so the lifecycle imports nothing above itself."""
 
 from __future__ import annotations
 

@@ -1,4 +1,2 @@
-"""The FUSE adapter (``operations``: pyfuse3 requests onto the filesystem) and the mount
-lifecycle (``mount``: build, serve, unmount). Needs the ``mount`` extra (pyfuse3, trio);
-``config`` and ``mountpoint`` do not, so the command line can use them without it.
-"""
+"""The FUSE adapter (``operations``) and the mount lifecycle (``mount``), which need the
+``mount`` extra; ``config`` and ``mountpoint`` do not, so the command line can use them."""

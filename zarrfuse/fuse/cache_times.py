@@ -1,6 +1,5 @@
-"""How long the kernel and the mount keep what they learnt of a store: names, sizes, pages,
-listings and open chunks. Read-only mounts keep them for their life; writable ones briefly,
-or, while the store watch tells them every change, as long as read-only ones."""
+"""How long the kernel and the mount keep what they learnt of a store: a read-only mount's
+life; a writable one's briefly, or as long while its store watch tells every change."""
 
 from __future__ import annotations
 
@@ -27,11 +26,8 @@ READ_ONLY_TIMEOUT = 3600.0
 # chunk files as long as on a read-only mount (``Attributes.followed``).
 WRITABLE_TIMEOUT = 1.0
 WATCH_SET_UP_WAIT = 2.0
-"""Seconds a writable mount waits for its store watch to be set up before it answers the
-first request. Set up by then, the watch counts at once (nothing was learnt unwatched), and
-the files a tool reads in the mount's first second are kept as long as the others; a store
-too big to watch in that time is served meanwhile, and its watch counts one listing TTL
-later (``store_watch``)."""
+"""Seconds a writable mount waits for its store watch before the first answer: set up by
+then, it counts at once (docs/performance.md, "A writable mount sets its store watch up")."""
 
 
 def metadata_ttl(config: MountConfig) -> float | None:
@@ -43,8 +39,7 @@ def metadata_ttl(config: MountConfig) -> float | None:
 
 def kernel_timeout(config: MountConfig) -> float:
     """The kernel's entry and attribute timeout (``followed`` nodes aside): the metadata TTL,
-    or a read-only mount's hour. 0 under the test clock (``TEST_CLOCK``), whose TTLs end
-    when the test says: the kernel, whose clock no test moves, then keeps nothing for a TTL."""
+    or a read-only mount's hour; 0 under ``TEST_CLOCK`` (no test moves the kernel's clock)."""
     ttl = metadata_ttl(config)
     if ttl is None:
         return READ_ONLY_TIMEOUT
@@ -59,10 +54,8 @@ def followed(config: MountConfig) -> bool:
 
 def store_watch(config: MountConfig, *, local: bool, clock: Callable[[], float]
                 ) -> WatchState | None:
-    """The state of a local store's watch (``--watch``), which tells the mount what other
-    programs change. Where the mount keeps chunk files on its word (``followed``), a watch
-    set up after the mount began serving counts only once what the mount learnt unwatched
-    has expired: one listing TTL."""
+    """The state of a local store's watch (``--watch``); where ``followed``, one set up after
+    serving began counts only once what was learnt unwatched has expired (one TTL)."""
     if not config.watch or not local:
         return None
     return WatchState(WRITABLE_TIMEOUT if followed(config) else 0.0, clock)
@@ -88,15 +81,13 @@ def open_chunks(config: MountConfig, following: WatchState | None, clock: Callab
 # --- the test seam (docs/contributing.md) ----------------------------------------------------
 
 TEST_CLOCK = "ZARRFUSE_TEST_CLOCK"
-"""For tests only: the path of a file holding a number of seconds. Set when a mount starts,
-every TTL of the mount reads a clock that many seconds ahead of the monotonic one, so a
-test lets a TTL run out by writing a bigger number, not by sleeping (``kernel_timeout``)."""
+"""For tests only: a file holding seconds every TTL of the mount reads its clock ahead by
+(docs/contributing.md, "test seam")."""
 
 
 def ttl_clock() -> Callable[[], float]:
-    """The clock a mount's TTLs read (``Trust.clock``: documents, listings, sizes, open
-    chunks; the store watch's settling): the monotonic one, or under ``TEST_CLOCK`` the
-    test's, ahead of it."""
+    """The clock every TTL of a mount reads: the monotonic one, or ahead of it under
+    ``TEST_CLOCK``."""
     path = os.environ.get(TEST_CLOCK)
     if not path:
         return time.monotonic

@@ -16,12 +16,8 @@ READ_ONLY_SCHEMES = ("http://", "https://")
 
 @dataclass(frozen=True)
 class MountConfig:
-    """Everything a mount needs to know, parsed once and never changed.
-
-    ``suffix`` and ``max_children`` override the view encoding that zarrfuse derives from each
-    array's own chunk key encoding (None: derive). ``fuse_options`` are extra ``-o`` options
-    passed to the kernel (``allow_other``, ...).
-    """
+    """Everything a mount needs to know, parsed once and never changed. ``suffix`` and
+    ``max_children``: None derives them from each array's own chunk key encoding."""
 
     source: str
     mountpoint: str

@@ -1,11 +1,6 @@
-"""Mounts made by someone else: ``/dev/fd/N`` as the mountpoint.
-
-In a Kubernetes pod, or under ``mount.fuse3 -o drop_privileges``, a privileged helper opens
-``/dev/fuse``, makes the mount with ``fd=N`` itself, and hands the open descriptor to the
-file system, which then needs no ``CAP_SYS_ADMIN`` and no ``fusermount3``. libfuse serves
-such a descriptor when the mountpoint it is given is ``/dev/fd/N``; it then neither mounts
-nor unmounts, and its loop ends when the helper (or anyone) unmounts, as with any mount.
-"""
+"""Mounts made by someone else: ``/dev/fd/N`` as the mountpoint, a ``/dev/fuse`` descriptor a
+privileged helper mounted and handed on (docs/configuration.md); libfuse then neither mounts
+nor unmounts."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Which members of a mounted group the view leaves out, and why: told in one line when the
-mount starts, and a mount refused when the options suit no array of the group.
-
-A group's members are otherwise found lazily, on lookup, and a member the view cannot show
-(``--max-children 10`` for a fanout tree, a dtype a rendered format cannot carry) is logged
-and left out: an empty folder with no reason in sight. So before mounting, the daemon walks
-the group through the same catalog the mount will use (at most ``MAX_NODES`` nodes).
-"""
+"""Which members of a mounted group the view leaves out, and why, said in one line before
+mounting (else an empty folder with no reason in sight); refused if it leaves out every
+array. Why: docs/mounting.md, "Members left out"."""
 
 from __future__ import annotations
 
@@ -36,8 +31,7 @@ async def _walk(catalog: Catalog, root: str) -> int:
 
 async def left_out_note(catalog: Catalog, root: str, source: str) -> str | None:
     """One line naming what the view of the group at ``root`` leaves out and why (None:
-    nothing). Raises ConfigurationError when the options leave out every array: as for a
-    single array, the mount is refused before it is made."""
+    nothing); ConfigurationError when the options leave out every array."""
     shown = await _walk(catalog, root)
     skipped: dict[str, ZarrFuseError] = dict(catalog.skipped)
     if not skipped:

@@ -82,11 +82,8 @@ class MountInfo:
 
 
 class MountServices(Protocol):
-    """What runs beside a mount without being part of it (the stats socket, sd_notify).
-
-    The operations layer provides them; the lifecycle only calls them at the right moments,
-    so it imports nothing above itself.
-    """
+    """What runs beside a mount (the stats socket, sd_notify), provided from above so the
+    lifecycle imports nothing above itself."""
 
     def built(self, info: MountInfo) -> None:
         """The filesystem is built; nothing is mounted yet."""
@@ -292,13 +289,9 @@ async def _run(
     return reason
 
 
-# glibc mallopt parameters: buffers up to this size come from the heap, not fresh mmaps,
-# and freed heap memory stays in the process. Every FUSE write hands the daemon a new
-# buffer of up to 1 MiB; with glibc's defaults each was a fresh mmap whose pages had to be
-# faulted in again (on this VM, from the host): 1 MiB commits took 4.2 ms instead of 1.0.
-# And at most HEAP_ARENAS malloc arenas: glibc gives each busy thread its own (up to 8 per
-# core), each keeping its freed memory; reading a 100k x 100k whole image (bench scenario `memory`)
-# peaked at 557-589 MB of RSS with glibc's default and 479 MB with 2 arenas, no slower.
+# glibc mallopt: buffers up to this size from the heap, freed memory kept (each FUSE write's
+# 1 MiB buffer was a fresh mmap: commits took 4.2 ms, not 1.0), and at most HEAP_ARENAS
+# arenas (docs/performance.md, "Memory").
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 HEAP_ALLOCATION_LIMIT = 64 << 20
 HEAP_KEEP_LIMIT = 1 << 30
@@ -329,14 +322,9 @@ def serve(
     services: MountServices | None = None,
     on_note: Callable[[str], None] | None = None,
 ) -> None:
-    """Mount ``config.source`` at ``config.mountpoint`` and serve until unmounted.
-    ``on_note(line)``: told, before mounting, what of a group the view leaves out.
-
-    Raises SourceError or ConfigurationError (bad source) or MountError (bad mountpoint)
-    before anything is mounted. Calls ``on_ready()`` once the mount is live, and
-    ``services`` (the stats socket, sd_notify) along the way. Returns after a clean unmount:
-    ``fusermount3 -u``, SIGINT or SIGTERM.
-    """
+    """Mount ``config.source`` at ``config.mountpoint`` and serve until a clean unmount
+    (``fusermount3 -u``, SIGINT, SIGTERM); SourceError, ConfigurationError or MountError
+    before anything is mounted. ``on_note(line)``: what of a group the view leaves out."""
     counters = Counters()
     _raise_open_file_limit()
     _keep_freed_memory()

@@ -1,11 +1,5 @@
-"""Why the kernel or fusermount3 refused a mount, in words that say what to fix.
-
-libfuse and the setuid ``fusermount3`` it runs for users without CAP_SYS_ADMIN print their
-reason on the process's standard error, which a background daemon does not show anyone:
-the user saw only "libfuse refused the FUSE options". ``libfuse_words`` keeps what they
-print while the mount is made (and still passes it on to standard error); ``explain`` turns
-it into the one line the user reads, with the fix for the refusals people meet.
-"""
+"""Why the kernel or fusermount3 refused a mount, in words that say what to fix: they print
+the reason on standard error, which a background daemon shows no one, so it is kept here."""
 
 from __future__ import annotations
 
@@ -43,8 +37,7 @@ class Words:
 
 @contextmanager
 def libfuse_words() -> Iterator[Words]:
-    """Keep what is written to file descriptor 2 during the block (libfuse, fusermount3),
-    and write it on to the real standard error afterwards, so nothing is lost."""
+    """Keep what is written to descriptor 2 during the block, and pass it on afterwards."""
     words = Words()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as kept:
@@ -62,9 +55,8 @@ def libfuse_words() -> Iterator[Words]:
 
 
 def explain(text: str, *, privileged: bool) -> str:
-    """The reason to show for a refused mount: libfuse's own last lines, then the fix
-    (``privileged``: this process may mount(2) itself, so an EPERM means a missing
-    capability, as in a container)."""
+    """libfuse's own last lines, then the fix (``privileged``: this process may mount(2)
+    itself, so an EPERM means a missing capability, as in a container)."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     said = "; ".join(lines[-3:])
     for phrase, fix in FIXES:

@@ -1,15 +1,5 @@
-"""Mountpoints: check one before mounting, tell whether one is mounted, unmount one.
-
-A FUSE daemon that dies leaves its mount behind, *dead*: every request that reaches it fails
-with ENOTCONN ("Transport endpoint is not connected"), and nothing can be mounted there until
-the dead mount is detached. So :func:`prepare_mountpoint` detaches a dead mount instead of
-refusing it.
-
-A mount whose daemon is alive but stuck is worse: a stat of it blocks for as long as the
-daemon does. So whether a path is a mountpoint is read from ``/proc/self/mountinfo`` (which
-never blocks), a known mountpoint is only touched in a thread that can be abandoned, and every
-external command runs with a timeout. None of these functions can hang.
-"""
+"""Mountpoints: check one before mounting, tell whether one is mounted, unmount one; none of
+these can hang on a dead or stuck mount (docs/mounting.md, "Dead and stuck mounts")."""
 
 from __future__ import annotations
 
@@ -94,11 +84,8 @@ def mount_entries() -> list[MountEntry]:
 
 
 def _canonical(path: str, mountpoints: set[str]) -> str:
-    """The absolute, symlink-free form of ``path`` as mountinfo would spell it.
-
-    The parent is resolved first, so a path that is itself a mountpoint is never stat'ed
-    (realpath lstats every component, and the last one of a stuck mount would block).
-    """
+    """The absolute, symlink-free form of ``path`` as mountinfo would spell it; the parent
+    is resolved first, so a mountpoint itself is never stat'ed (a stuck one would block)."""
     path = os.path.abspath(path)
     head, name = os.path.split(path)
     candidate = os.path.join(os.path.realpath(head), name)
@@ -121,10 +108,7 @@ def is_mounted(path: str) -> bool:
 
 
 def _timed(probe: Callable[[str], T], path: str, timeout: float = STAT_TIMEOUT) -> T:
-    """``probe(path)`` that gives up after ``timeout``: raises its OSError, or MountError if stuck.
-
-    The probe runs in a daemon thread, which is abandoned (still blocked) if it never returns.
-    """
+    """``probe(path)`` in a thread abandoned after ``timeout``: its OSError, or MountError."""
     result: list[T | OSError] = []
 
     def run() -> None:
@@ -147,12 +131,8 @@ def _timed(probe: Callable[[str], T], path: str, timeout: float = STAT_TIMEOUT) 
 
 
 def _state(path: str) -> State:
-    """Whether the mount at ``path`` answers, is dead (ENOTCONN), or is stuck.
-
-    Asks with statvfs, not stat: the kernel answers stat from its attribute cache without
-    asking the daemon (for up to an hour on a read-only zarrfuse mount), so a dead mount can
-    stat fine, while statfs always reaches the daemon.
-    """
+    """Whether the mount at ``path`` answers, is dead (ENOTCONN), or is stuck. statvfs, not
+    stat: the kernel answers stat from its cache, statfs always reaches the daemon."""
     try:
         _timed(os.statvfs, path)
     except MountError:
@@ -183,12 +163,8 @@ def _run(cmd: list[str], timeout: float = COMMAND_TIMEOUT) -> tuple[int | None, 
 
 
 def unmount(path: str, lazy: bool = False) -> None:
-    """Unmount the FUSE mount at ``path`` with ``fusermount3 -u`` (``-z``: lazily).
-
-    A lazy unmount detaches the mount at once, even if busy or dead; the kernel lets go of it
-    when its last user does. If ``fusermount3 -u -z`` fails, ``umount -l`` is tried. Raises
-    MountError with fusermount3's message if the mount could not be removed.
-    """
+    """Unmount the FUSE mount at ``path`` with ``fusermount3 -u`` (``-z``: lazily, even if
+    busy or dead; then ``umount -l`` if that fails); MountError with fusermount3's message."""
     status, message = _run(["fusermount3", "-u", *(["-z"] if lazy else []), path])
     if status == 0:
         return
@@ -198,12 +174,8 @@ def unmount(path: str, lazy: bool = False) -> None:
 
 
 def unmount_or_detach(path: str) -> str | None:
-    """Unmount the FUSE mount at ``path``; detach it lazily if it is dead, stuck or busy.
-
-    Returns None for a plain unmount, else why it had to be lazy (``busy, held by PID 12
-    (sleep 60)``). Raises MountError if nothing is mounted there, if the mount is not a
-    FUSE mount (fusermount3 as root would unmount anything), or if it cannot be removed.
-    """
+    """Unmount the FUSE mount at ``path``, lazily if dead, stuck or busy (then: why). Raises
+    MountError for no mount or one not FUSE (fusermount3 as root unmounts anything)."""
     path = os.path.abspath(path)
     entry = mount_entry(path)
     if entry is None:
@@ -228,9 +200,8 @@ def unmount_or_detach(path: str) -> str | None:
 
 
 def holders(path: str) -> list[str]:
-    """``PID N (COMMAND)`` of each process whose working or root directory, open files or
-    mapped files lie at or under ``path``: what keeps an unmount busy. Reads only /proc
-    (links and maps name paths without asking the file system, so a dead mount is safe)."""
+    """``PID N (COMMAND)`` of each process using a path at or under ``path`` (what keeps an
+    unmount busy), from /proc alone: safe on a dead mount."""
     below = path.rstrip("/") + "/"
     found = []
     for pid in sorted(filter(str.isdigit, os.listdir("/proc")), key=int):
@@ -271,11 +242,8 @@ def _detach_dead_mounts(path: str) -> None:
 
 
 def prepare_mountpoint(path: str) -> None:
-    """Check that ``path`` can be mounted on: an existing directory with nothing mounted.
-
-    A dead mount left by a killed daemon is detached, so it does not block a new mount.
-    Raises MountError saying what is wrong otherwise.
-    """
+    """Check that ``path`` is an existing directory with nothing live mounted (a dead mount
+    is detached); MountError saying what is wrong otherwise."""
     if handed_fuse_fd(path) is not None:  # mounted already, by whoever handed it on
         return
     path = os.path.abspath(path)

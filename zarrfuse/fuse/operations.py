@@ -1,8 +1,5 @@
-"""The pyfuse3 adapter: decode names, call ``fs``, build pyfuse3 types.
-
-Every handler is wrapped by ``request_errors.fuse_errors``, the one place where errors
-become ``FUSEError`` and requests that read are bounded by ``--store-timeout``.
-"""
+"""The pyfuse3 adapter: decode names, call ``fs``, build pyfuse3 types; every handler is
+wrapped by ``request_errors.fuse_errors``."""
 
 from __future__ import annotations
 
@@ -48,11 +45,9 @@ class FuseOperations(pyfuse3.Operations):
         store_timeout: float | None = None,
         followed_timeout: float | None = None,
     ) -> None:
-        """``keep_cache``: let the kernel keep a file's pages across opens (default: on
-        read-only mounts, whose files cannot change). ``store_timeout``: seconds a request
-        that reads may wait (see ``request_errors.BOUNDED``); None: no bound.
-        ``followed_timeout``: the entry and attribute timeout of nodes whose every change
-        reaches the kernel (``Attributes.followed``); None: the others'."""
+        """``keep_cache``: pages kept across opens (default: read-only mounts).
+        ``store_timeout``: seconds a request that reads may wait; None: no bound.
+        ``followed_timeout``: the timeout of ``Attributes.followed`` nodes; None: the others'."""
         super().__init__()
         self.fs = fs
         self.store_timeout = store_timeout
@@ -110,19 +105,13 @@ class FuseOperations(pyfuse3.Operations):
         return self._entry(attributes, settled=self._settled(drops))
 
     def _settled(self, drops: int) -> bool:
-        """Whether no node's kernel caches were dropped since ``drops`` (a commit, a change
-        the store watch reported). An answer asked of the store before such a change and
-        given after it may show the store as it was: the kernel, which has just forgotten
-        the node (or held none of it), would otherwise keep that answer for the timeout."""
+        """Whether no node's kernel caches were dropped since ``drops``: an answer asked before
+        such a change may show the store as it was, so the kernel must not keep it."""
         return self.fs.drops == drops
 
     def _negative_entry(self, *, remember: bool = True) -> pyfuse3.EntryAttributes:
-        """"No such name", which the kernel may remember for the entry timeout.
-
-        Answering ENOENT is never remembered: ``cp`` alone then asks three times per new
-        file (stat, lstat, and the lookup before create), each a round trip to this daemon.
-        The kernel drops a remembered absence itself when a file is created or renamed here.
-        """
+        """"No such name", remembered by the kernel for the entry timeout (ENOENT never is:
+        ``cp`` asks three times per new file); a create or rename here drops it."""
         self.counters.cache["negative_entry"] += 1
         entry = pyfuse3.EntryAttributes()
         entry.st_ino = 0
@@ -193,12 +182,7 @@ class FuseOperations(pyfuse3.Operations):
 
     async def invalidate(self, inode: int, attributes_only: bool = False) -> None:
         """Drop the kernel's cached attributes of ``inode`` and, unless ``attributes_only``,
-        its pages (after a commit).
-
-        Runs in a worker thread: a writer that owns the file's pages (a shared writable
-        mapping) may have dirty pages, which the kernel writes back to this daemon before
-        it drops them, or a write in flight that holds a page locked.
-        """
+        its pages. In a worker thread: the kernel may first write dirty pages back to us."""
         try:
             await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode, attributes_only)
         except OSError as e:
@@ -206,11 +190,8 @@ class FuseOperations(pyfuse3.Operations):
                 log.warning("invalidating inode %d: %s", inode, e)
 
     async def invalidate_entry(self, parent_inode: int, name: str) -> None:
-        """Drop the kernel's cached entry ``name`` in ``parent_inode``.
-
-        Runs in a worker thread: the call blocks until related requests finish, and the trio
-        thread must stay free to serve them.
-        """
+        """Drop the kernel's cached entry ``name`` in ``parent_inode``, in a worker thread:
+        the call blocks until related requests, which the trio thread serves, finish."""
         try:
             await trio.to_thread.run_sync(
                 pyfuse3.invalidate_entry, parent_inode, os.fsencode(name)
@@ -220,11 +201,8 @@ class FuseOperations(pyfuse3.Operations):
                 log.warning("invalidating entry %r in inode %d: %s", name, parent_inode, e)
 
     def _reply_buffer(self, size: int) -> memoryview:
-        """A buffer owned by the current pyfuse3 worker task.
-
-        pyfuse3 copies a read's answer to the kernel as soon as the handler returns, before
-        that task takes another request, so each task can reuse one buffer for all its reads.
-        """
+        """A buffer owned by the current pyfuse3 worker task, reused for all its reads:
+        pyfuse3 copies the answer to the kernel before the task takes another request."""
         task = trio.lowlevel.current_task()
         buffer = self._buffers.get(task)
         if buffer is None or len(buffer) < size:

@@ -1,11 +1,5 @@
-"""Every pyfuse3 handler's wrapper: exceptions become ``FUSEError`` with the right errno
-and a log line, and requests that only read are bounded by ``--store-timeout`` (where they
-wait: ``request_deadline``).
-
-In pyfuse3 any other exception escaping a handler ends the main loop and leaves a dead mount
-("Transport endpoint is not connected"), so unexpected exceptions become EIO too, and the
-mount keeps serving.
-"""
+"""Every pyfuse3 handler's wrapper: exceptions become ``FUSEError`` and a log line (any other
+escaping exception would end pyfuse3's loop: a dead mount), reads bounded by --store-timeout."""
 
 from __future__ import annotations
 
@@ -37,19 +31,13 @@ BOUNDED = frozenset({
     "lookup", "getattr", "opendir", "readdir", "open", "read", "statfs", "getxattr",
     "listxattr",
 })
-"""Requests answered within ``--store-timeout`` (EIO past it): those that only read. The
-store calls they wait on run in threads that are abandoned at the deadline. Requests that
-store (flush, release, fsync, unlink, rename, setattr) are not cut here: an answer of EIO
-for a commit that then lands would be a lie. An object store's writes bound themselves
-instead, with URLs the store refuses past the deadline (``storage.signed_put``)."""
+"""Requests answered within ``--store-timeout`` (EIO past it): those that only read. Those
+that store are not cut here: EIO for a commit that then lands would be a lie
+(``storage.signed_put`` bounds them instead)."""
 
 STALLED_WAIT = 1.0
-"""Seconds a request that reads may wait while the store counts as stalled: for
-``--store-timeout`` seconds after a request found no answer within it (renewed by each such
-request). A tool's next calls (``cp`` looks a name up three times; the kernel sends a read
-whose page failed again) then fail within a second instead of each waiting the whole timeout,
-so one ``read()`` waits at most the timeout and a second; a store that answers again answers
-within it."""
+"""Seconds a request that reads may wait while the store counts as stalled (docs/sources.md:
+a tool's next calls fail within a second instead of each waiting the whole timeout)."""
 
 REPEAT_QUIET = 5.0
 """Seconds within which the same failure again (the kernel's second try of a lookup or a

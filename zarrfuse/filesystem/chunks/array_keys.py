@@ -1,8 +1,5 @@
-"""One array's store keys: a chunk's key and its parts' keys, and which chunk a key names.
-
-A chunk of a ``concat-parts`` array is stored under several keys (its parts); the store
-watch and whole images learn of changes by key, and must find the chunk each belongs to.
-"""
+"""One array's store keys: a chunk's key, its parts' keys, and which chunk a key names (the
+store watch and whole images learn of changes by key)."""
 
 from __future__ import annotations
 

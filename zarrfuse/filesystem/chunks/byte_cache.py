@@ -1,7 +1,5 @@
-"""Caches bounded in bytes: rendered files of rendered views (``RenderCache``) and decoded
-chunks of whole images (``DecodedChunks``). Both are ``RecentlyUsed``; only how a value's
-size is measured differs.
-"""
+"""Caches bounded in bytes: rendered files (``RenderCache``) and decoded chunks of whole
+images (``DecodedChunks``)."""
 
 from __future__ import annotations
 

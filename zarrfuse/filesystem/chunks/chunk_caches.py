@@ -1,11 +1,5 @@
 """What a StoredChunks remembers between requests: chunk sizes, and chunks left open.
-
-:class:`KnownSizes` keeps sizes learnt one chunk at a time (a stat, a commit, a delete) for
-the listing TTL; :class:`OpenChunkCache` keeps recently opened chunks open (a read-only
-mount's, or a writable mount's while its store watch runs), shared by every open of the
-same chunk; :class:`OpenChunk` is such an opened chunk,
-counted by its users. Neither touches storage: ``chunk_source`` asks and fills them.
-"""
+Neither touches storage: ``stored_chunks`` asks and fills them."""
 
 from __future__ import annotations
 
@@ -66,10 +60,8 @@ class KnownSizes:
 
 @dataclass
 class OpenChunk:
-    """A chunk opened for reading: its parts' reader and their checked sizes.
-
-    ``close`` releases one user; the reader itself closes when no user and no cache holds it.
-    """
+    """A chunk opened for reading: its parts' reader and their checked sizes. ``close``
+    releases one user; the reader closes when no user and no cache holds it."""
 
     reader: PartReader
     sizes: tuple[int, ...]
@@ -104,15 +96,7 @@ class OpenChunk:
 
 class OpenChunkCache:
     """Recently opened chunks, shared by every open of the same chunk; one per mount,
-    bounded in file descriptors (a chunk holds one per part).
-
-    With a TTL (``--metadata-ttl``), an entry older than it is opened afresh: a remote reader
-    holds the sizes it was opened with, and the objects may have been replaced since.
-
-    A writable mount's cache (``only_while``) keeps chunks only while that holds: while
-    the store watch runs, every change reaches it (the watch's, and the mount's own commits,
-    which drop their chunk); when it stops, ``clear`` empties it.
-    """
+    bounded in file descriptors. Why: docs/performance.md, "Caches and their tickets"."""
 
     def __init__(
         self, descriptors: int, trust: Trust = FOR_EVER, *,
@@ -176,9 +160,8 @@ reads every chunk file twice (a second pass) finds them open."""
 
 
 def descriptors_to_keep_open() -> int:
-    """The open-chunk budget of a mount: a quarter of the descriptors the process may open
-    (the rest: readers' own handles, writers, listings, the store's connections), at most
-    ``KEPT_OPEN_AT_MOST``, at least 64."""
+    """A quarter of the descriptors the process may open (the rest: readers' own handles,
+    writers, listings, connections), at most ``KEPT_OPEN_AT_MOST``, at least 64."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return KEPT_OPEN_AT_MOST

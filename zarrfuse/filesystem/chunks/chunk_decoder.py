@@ -1,15 +1,5 @@
-"""Many chunks of one array, decoded in one go: what rendered views and whole images read.
-
-Which chunks are stored comes from the chunk source's cached listings: an absent chunk is
-the fill value at no store request. The stored ones are split into one batch per core; a
-worker thread reads its batch and decodes it through the array's codecs
-(``api.chunk_decoding``). Sharded arrays (an inner chunk is a range of its shard) are read
-one shard at a time by byte ranges, the shard's index kept (``shard_reads``), or, where
-their inner codecs need zarr's pipeline (items of no fixed size, a codec without a
-synchronous decoder), whole, each shard decoded once for all the inner chunks wanted of
-it. Every read goes through the mount's backend (its disk cache and request bound), never
-through zarr's own store.
-"""
+"""Many chunks of one array decoded in one go (rendered views, whole images), one batch per
+core, absent chunks filled without a request. Why: docs/performance.md, "Batch decoding"."""
 
 from __future__ import annotations
 
@@ -102,11 +92,8 @@ class ChunkDecoder:
         return [out[c] for c in coords]
 
     def _get_answers_presence(self) -> bool:
-        """Whether reading a chunk says as well whether it is stored: a store that cannot
-        list (a web server) would be asked first by a HEAD per chunk, but a chunk of one
-        part of no fixed size is read by one GET, and its 404 is the absent chunk (the fill
-        value), and zarr reads a shard the same way (an absent shard is the fill value); a
-        server's error stays an error."""
+        """Whether reading a chunk says as well whether it is stored (a GET's 404 is the
+        fill value), so no listing or HEAD per chunk is needed first."""
         if self._shards is not None and self.stored.backend.capabilities.remote:
             return True  # a shard's index or whole read says so: no listing first
         if self.stored.listings.can_list:
@@ -181,7 +168,7 @@ class ChunkDecoder:
 
     async def _listed(self, shard: Coords) -> list[Stat | None] | None:
         """The shard's parts' sizes and times as a listing says; on a remote store only one
-        already made (a round trip before each read would cost more than the read)."""
+        already made (a round trip would cost more than the read)."""
         keys = self.stored.part_keys(shard)
         if not self.stored.backend.capabilities.remote:
             return await self.stored.listings.listed_stats(keys)
@@ -237,8 +224,7 @@ class ChunkDecoder:
 
     @contextlib.contextmanager
     def _decoding(self, coords: Coords) -> Iterator[None]:
-        """Stored bytes that do not decode are the store's fault, not a bug: CorruptChunk,
-        one log line with the reason (the traceback only at --debug)."""
+        """Bytes that do not decode are the store's fault: CorruptChunk, one log line."""
         try:
             yield
         except (ZarrFuseError, MemoryError):

@@ -1,11 +1,5 @@
 """What the store's listings say about one array's chunks: which are stored, their sizes.
-
-A :class:`StoredChunks` asks here before it asks the store chunk by chunk: each store
-directory is listed once (a full listing with sizes and times, or names only) and kept for the
-listing TTL, the oldest directories out first; a directory asked about name by name is
-listed once it has cost a few stats. ``stored`` learns which coordinates are stored, one
-dimension at a time, for sparse grids.
-"""
+Why: docs/performance.md, "Listings kept"."""
 
 from __future__ import annotations
 
@@ -90,8 +84,7 @@ class ChunkListings:
         self._flights: SingleFlight[tuple[int, str]] = SingleFlight()
         self.can_list = backend.capabilities.can_list
         self._key_stats = KeyStats(backend, run, trust, counters)
-        """What each key's own request said (None: absent): stores that cannot list, and
-        local directories too large to list in full (``key_stats``)."""
+        """What each key's own request said (``key_stats``)."""
         self.stored = StoredSet(
             shape=KeyShape(encoding, grid),
             prefix=prefix,
@@ -172,9 +165,8 @@ class ChunkListings:
                                          together=False)
 
     async def stored_names(self, directory: str) -> Collection[str]:
-        """The object names in ``directory``: from its full listing if fresh, else from a
-        names-only listing kept for the TTL (a local directory then costs no stat per
-        entry: listing beside decoding threads, each stat waited for the GIL)."""
+        """The object names in ``directory``: its fresh full listing, else a names-only
+        listing kept for the TTL (no stat per entry)."""
         listing = self.fresh_listing(directory)
         if listing is not None:
             return listing.keys()
@@ -185,10 +177,8 @@ class ChunkListings:
         return await self._list_into(self._names, directory, self.backend.list_names)
 
     async def stored_among(self, coords: Iterable[tuple[int, ...]]) -> set[tuple[int, ...]]:
-        """Which of these chunks are stored (any part present), from one listing per store
-        directory and never a request per chunk: an absent chunk costs nothing more. For a
-        reader going row by row, the next rows' directories are listed with them, in
-        parallel (a whole image then waits for one listing per LIST_AHEAD_DIRS rows)."""
+        """Which of these chunks are stored, from one listing per store directory (never a
+        request per chunk); a reader going row by row has the next rows' listed with them."""
         coords_list = list(coords)
         by_directory: dict[str, list[tuple[tuple[int, ...], str]]] = {}
         for c in coords_list:
@@ -242,11 +232,7 @@ class ChunkListings:
         first: bool = False,
     ) -> dict[int, Stat]:
         """Stored chunks ``(*done, c)`` for ``lo <= c <= hi``: last coordinate -> logical size
-        and time.
-
-        ``only``: the candidates for ``c`` if known (from ``stored``), so a sparse directory
-        costs its stored chunks rather than its range. ``first``: stop at the first found
-        (whether there is any)."""
+        and time. ``only``: the candidates for ``c`` if known; ``first``: stop at the first."""
         by_directory: dict[str, list[tuple[int, str]]] = {}
         for c in range(lo, hi + 1) if only is None else only:
             directory, name = split_key(self.chunk_key((*done, c)))
@@ -277,11 +263,8 @@ class ChunkListings:
     async def stored_stats_between(
         self, done: tuple[int, ...], lo: int, hi: int, *, first: bool = False
     ) -> dict[int, Stat]:
-        """``stored_stats`` of a leaf directory, by the cheaper of two ways: look up every
-        candidate's key when the store directory holds about as many names as the range
-        (dense: decoding every name as well cost a third more CPU for ``ls -lR``, measured),
-        else only the values ``stored`` finds (sparse: a directory costs what it
-        holds, not its range). A store that cannot list is asked for every candidate."""
+        """``stored_stats`` of a leaf directory: every candidate's key where the directory is
+        dense, else only the values ``stored`` finds (docs/performance.md, "Listings kept")."""
         if not self.can_list:
             return await self.stored_stats(done, lo, hi, first=first)
         directory = split_key(self.chunk_key((*done, lo)))[0]
@@ -327,12 +310,8 @@ class ChunkListings:
         return sorted(subdirs), chunks
 
     def worth_listing(self, directory: str) -> bool:
-        """Whether to list ``directory`` rather than stat one more chunk in it.
-
-        Tools that write many files (``cp``, ``rsync``) stat each new name first; past a few
-        stats in one directory, one listing answers the rest of them for the TTL. Directories
-        that may hold many keys (flat ``v2`` or ``default`` layouts) are never listed here.
-        """
+        """Whether to list ``directory`` rather than stat one more chunk in it (``cp`` stats
+        each new name first; one listing answers the rest for the TTL)."""
         if not self._listable:
             return False
         now = self._clock()
@@ -347,10 +326,8 @@ class ChunkListings:
     async def listed_stats(
         self, keys: Sequence[str], *, by_name: bool = False
     ) -> list[Stat | None] | None:
-        """The parts' sizes and times from a fresh listing of their directory, listed anew if the
-        backend prefers listing to a request per part, or (``by_name``: a lookup or stat)
-        if the directory has been asked about name by name; None without one. A directory
-        that may hold more than LISTABLE_KEYS keys is never listed for one chunk."""
+        """The parts' sizes and times from a fresh listing of their directory (listed anew
+        where the backend prefers it, or ``by_name`` and ``worth_listing``); None without."""
         if not self.can_list:
             return None
         directory = split_key(keys[0])[0]

@@ -1,9 +1,5 @@
-"""What a mount has done: requests by kind, bytes, store requests, cache hits, errors.
-
-One ``Counters`` object per mount, shared by the layers that count; ``zarrfuse stats`` shows a
-snapshot. Counting is a dict increment on the trio thread or a worker thread; CPython's GIL
-makes each increment atomic enough for monitoring (a rare lost update is acceptable).
-"""
+"""What a mount has done, for ``zarrfuse stats``: one per mount, incremented from any thread
+without a lock (a rare lost update is acceptable for monitoring)."""
 
 from __future__ import annotations
 
@@ -34,11 +30,9 @@ class Counters:
         self.store_bytes_written = 0
         """Bytes stored (committed parts)."""
         self.cache: Counter[str] = Counter()
-        """Cache outcomes: listing_hit, listing_miss, page_cache_hit (reads served without
-        waiting for storage)."""
+        """Cache outcomes: listing_hit, listing_miss, page_cache_hit."""
         self.decoded: Counter[str] = Counter()
-        """Chunks rendered views and whole images needed: ``chunks`` decoded from stored
-        bytes, ``filled`` absent and shown as the fill value (no store request)."""
+        """Chunks of rendered views and whole images: ``chunks`` decoded, ``filled`` absent."""
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-ready copy."""

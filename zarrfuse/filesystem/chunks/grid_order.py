@@ -1,5 +1,4 @@
-"""Chunks in grid order (C order: the last coordinate fastest), the order in which a view
-lists them and tools read them: what comes next, to fetch or list it ahead. Pure code."""
+"""Chunks in grid order (C order), as views list them and tools read them: what comes next."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Chunk sizes learnt key by key, each answer kept for the listing TTL.
-
-Two kinds of store directory are not listed in full to learn sizes: a web server's, which
-cannot be listed at all (each key is asked with its own request, all at once), and a local
-directory that may hold more keys than a listing is worth (``LISTABLE_KEYS``: a flat zarr v2
-array, a 1-D array of 100,000 chunks), where a full listing stats every entry and a writable
-mount would repeat it each second for a view directory of a few hundred files. There a
-names-only listing says which keys exist, and only the ones asked for are stat'ed, in one
-worker-thread call.
-"""
+"""Chunk sizes learnt key by key (a web server; a local directory too large to list in full),
+each answer kept for the listing TTL. Why: docs/performance.md, "Listings kept"."""
 
 from __future__ import annotations
 
@@ -61,9 +53,8 @@ class KeyStats:
         return out
 
     async def ask(self, directory: str, names: Iterable[str], *, together: bool) -> dict[str, Stat]:
-        """Which of ``names`` in ``directory`` exist, with their sizes: kept answers, else the
-        store's; ``together``: all at once, a request each (a web server), else in one
-        worker-thread call (a local directory: a stat costs microseconds, a thread hop more)."""
+        """Which of ``names`` in ``directory`` exist, with their sizes; ``together``: a request
+        each, all at once (a web server), else one worker-thread call (a local directory)."""
         found: dict[str, Stat] = {}
         missing: list[str] = []
         for name in dict.fromkeys(names):

@@ -1,13 +1,6 @@
-"""What one mount shares, built once when it starts and handed down to every array it shows:
-the backend (with its request client), what is believed of the store and for how long, the
-counters, the bounds on worker threads, the caches, and the nursery of its background work.
-
-Nothing of it is a module global: two mounts in one process share no pool, cache, bound or
-counter, so one mount's stalled store or full cache is never the other's. Every thread the
-mount's work runs in belongs to one of its bounds (``io``, ``cpu``, ``waits``, the fetch
-pool) or to its backend; every task it leaves running (reading ahead) is in its nursery
-(``running``), cancelled at unmount.
-"""
+"""What one mount shares with every array it shows: backend, trust, counters, thread bounds,
+caches and the nursery of its background work; never a module global, so two mounts in one
+process share nothing (docs/performance.md, "Requests in flight")."""
 
 from __future__ import annotations
 
@@ -72,9 +65,8 @@ class MountContext:
         self._nursery: trio.Nursery | None = None
 
     def fetch_pool(self) -> ThreadPoolExecutor:
-        """The pool that fetches a batch's chunks from a remote store (``FETCH_THREADS``),
-        made on first use (a local mount never starts it), under a lock: batches ask for it
-        from several worker threads at once."""
+        """The pool that fetches a batch's chunks from a remote store, made on first use under
+        a lock (worker threads ask for it at once)."""
         with self._lock:
             if self._fetches is None:
                 self._fetches = ThreadPoolExecutor(FETCH_THREADS,
@@ -83,8 +75,7 @@ class MountContext:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The mount's nursery for work nobody waits for, open while the block runs (the
-        mount serving); what is still running at its end is cancelled."""
+        """The mount's nursery for work nobody waits for, cancelled when the block ends."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             try:
@@ -94,9 +85,8 @@ class MountContext:
                 nursery.cancel_scope.cancel()
 
     def start_soon(self, work: Callable[..., Awaitable[Any]], *args: Any) -> None:
-        """Run ``work(*args)`` in the mount's nursery: a guess made ahead of a read, whose
-        failure is logged at debug (the read itself asks again, and says why). Outside
-        ``running`` it is not started."""
+        """Run a guess ahead of a read in the mount's nursery (not outside ``running``); its
+        failure is logged at debug: the read itself asks again, and says why."""
         name = getattr(work, "__qualname__", work)
 
         async def guess() -> None:
@@ -111,8 +101,7 @@ class MountContext:
         self._nursery.start_soon(guess, name=name)  # the task says what it guesses
 
     def close(self) -> None:
-        """At unmount: the chunks kept open are closed, the fetch pool's queued reads
-        dropped, the backend closed."""
+        """At unmount: kept chunks closed, queued fetches dropped, the backend closed."""
         if self.open_chunks is not None:
             self.open_chunks.clear()
         with self._lock:

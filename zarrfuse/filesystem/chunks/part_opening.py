@@ -1,10 +1,5 @@
-"""Opening a chunk's parts and checking them against its ``concat-parts`` configuration,
-blocking (in a worker thread) or, where the backend can tell it will not wait, at once.
-
-An open in a worker thread costs a thread hop (0.1-0.4 ms, measured on 2-core VMs), most of
-the cost of opening a small chunk file; a local part whose path the kernel has cached opens
-in microseconds, so that open is done right in the trio thread.
-"""
+"""Opening a chunk's parts and checking them against ``concat-parts``: in a worker thread, or
+at once where the backend will not wait (docs/performance.md, "No worker thread to open")."""
 
 from __future__ import annotations
 
@@ -58,8 +53,7 @@ class PartOpening:
         return self._checked(chunk, reader)
 
     def _checked(self, chunk: ChunkKeys, reader: PartReader) -> OpenChunk | None:
-        """Raises PartsError for a chunk with some parts missing or a sized part of the
-        wrong size."""
+        """Raises PartsError for missing parts or a sized part of the wrong size."""
         self.counters.store["open"] += len(chunk.parts)
         try:
             sizes = self.parts.checked_sizes(chunk.key, chunk.parts, reader.sizes)

@@ -1,15 +1,5 @@
 """The one cache class of the filesystem: least recently used out first, bounded in entries or
-in bytes, entries optionally trusted for a TTL, evicted entries optionally handed to a hook.
-
-Chunk sizes, open chunks, listings, rendered files and decoded chunks are all kept in one of
-these; they differ only in the bound, the TTL and what eviction must do (close a reader).
-Thread-safe: worker threads and the trio thread share them.
-
-An answer asked of the store is kept only if no change to its key was noted while it was
-asked (``ticket``): a listing taken before another program stored a chunk, and returned
-after the store watch reported it, would otherwise be believed for as long as the watch
-runs, and the chunk would stay invisible.
-"""
+bytes, trusted for a TTL, thread-safe. Tickets: docs/performance.md, "Caches and their tickets"."""
 
 from __future__ import annotations
 
@@ -28,11 +18,8 @@ V = TypeVar("V")
 
 @dataclass(frozen=True)
 class Trust:
-    """How long what was learnt of the store is believed: ``ttl`` seconds after it was learnt
-    (None: for ever), and past that while ``kept_true(at)`` says so of what was learnt at
-    ``at`` (the store watch tells every change since). One value, handed from the mount to
-    every cache of listings and sizes. ``clock``: the monotonic clock it reads, or the test's
-    (``cache_times.ttl_clock``)."""
+    """How long what was learnt of the store is believed: ``ttl`` seconds (None: for ever),
+    and past that while ``kept_true(at)`` (the store watch tells every change since)."""
 
     ttl: float | None = None
     kept_true: Callable[[float], bool] | None = None
@@ -49,12 +36,9 @@ FOR_EVER = Trust()
 """Believed until dropped (read-only mounts, whose store is not changed behind them)."""
 
 CHANGES_REMEMBERED = 4096
-"""Keys whose last change a cache remembers, to refuse answers asked before it. An answer
-asked before a change that was forgotten is refused whatever its key: asked again, never
-kept wrong."""
+"""Keys whose last change a cache remembers; past that, an older ticket is refused for any key."""
 DROPS_REMEMBERED = 16
-"""Tests of :meth:`RecentlyUsed.drop_where` remembered, as changes to every key they hold
-for (kept or not); past that, the oldest is forgotten as a change to any key."""
+"""``drop_where`` tests remembered as changes; past that, the oldest counts for any key."""
 
 
 class RecentlyUsed(Generic[K, V]):
@@ -112,10 +96,8 @@ class RecentlyUsed(Generic[K, V]):
 
     def put(self, key: K, value: V, *, at: float | None = None, ticket: int | None = None
             ) -> bool:
-        """Keep ``value`` (put at ``at``, monotonic; default now); whether it was kept. With
-        ``ticket``, an answer of the store: not kept if ``key`` changed after the ticket was
-        taken. Without, what was just made of ``key``: answers asked before are refused. A
-        value heavier than the whole limit is not kept."""
+        """Keep ``value`` (put at ``at``; default now); whether it was kept. With ``ticket``
+        (a store's answer): not if ``key`` changed since; without: a change of ``key``."""
         weight = self._weigh(value)
         evicted: list[V] = []
         with self._lock:
@@ -150,10 +132,8 @@ class RecentlyUsed(Generic[K, V]):
             return self._pop(key) if key in self._entries else None
 
     def drop_where(self, test: Callable[[K], bool]) -> list[tuple[K, V]]:
-        """Forget every key ``test`` holds for (no hook); the keys and values that were kept
-        (one owner's entries of a shared cache). Answers asked before are refused for every
-        key it holds for, kept or not: one asked meanwhile (an open under way when a store
-        directory went) is as old as those dropped."""
+        """Forget every key ``test`` holds for (no hook); the pairs that were kept. Answers
+        asked before are refused for every such key, kept or not."""
         with self._lock:
             keys = [key for key in self._entries if test(key)]
             self._changes += 1
@@ -163,8 +143,7 @@ class RecentlyUsed(Generic[K, V]):
             return [(key, self._pop(key)) for key in keys]
 
     def clear(self) -> list[V]:
-        """Forget everything (no hook); the values that were kept. Answers asked before are
-        refused."""
+        """Forget everything (no hook); the values kept. Answers asked before are refused."""
         with self._lock:
             values = [value for _, value in self._entries.values()]
             self._entries.clear()

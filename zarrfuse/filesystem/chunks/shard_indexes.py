@@ -1,14 +1,5 @@
-"""Shard indexes kept between reads, and whole shards until their chunks are taken: a whole
-image read window by window, or a viewer's tiles, asks for each shard's index once, and a
-shard fetched whole for one window serves the next windows' chunks too.
-
-What is kept is trusted as the mount trusts a listing (``--metadata-ttl``; a read-only
-mount without one: until unmount), and only for the stored object it was read from: where a
-listing gives the shard's size and time, what was read from another version is not used.
-Any change to the array that this mount makes or sees (a commit, the store watch) drops
-the shard's, and what was read while such a change ran is not kept. Whole shards share one
-budget across the mount and leave once every chunk they hold has been taken.
-"""
+"""Shard indexes kept between reads, and whole shards until their chunks are taken, trusted
+as a listing is and only for the version read. Why: docs/performance.md, "Shard reads"."""
 
 from __future__ import annotations
 
@@ -82,9 +73,8 @@ class ShardIndexes:
 
     @contextlib.contextmanager
     def fetching(self, shard: tuple[int, ...]) -> Iterator[None]:
-        """Around a fetch of ``shard``'s index or a span of it: a second reader of the same
-        shard waits for that fetch to end, then finds what it kept, rather than ask the
-        store again. No lock is held while the store answers (a stalled fetch holds none)."""
+        """Around a fetch of ``shard``'s index or a span: a second reader waits for it, then
+        finds what it kept. No lock is held while the store answers."""
         with self._lock:
             running = self._fetching.get(shard)
             if running is None:
@@ -176,6 +166,5 @@ class ShardIndexes:
 
 
 def _other_version(listed: Stat | None, kept: Stat | None) -> bool:
-    """Whether what was kept was read from another version of the shard than the one a
-    listing says is stored now (unknown on either side: the TTL alone decides)."""
+    """Whether what was kept is of another version than the listed one (unknown: no)."""
     return listed is not None and kept is not None and listed != kept

@@ -1,13 +1,5 @@
-"""Inner chunks of a sharded array, read by byte ranges of their shards through the backend.
-
-A read of some inner chunks of one shard costs, on a remote store, one request for the
-shard's index (kept afterwards, ``shard_indexes``) and one ranged request per run of
-nearby chunks (``api.shard_index.merge_ranges``); a read of most of a shard's chunks is one
-request for the whole shard, its index included. A shard stored in parts (``concat-parts``)
-is read the same way, its ranges cut across its parts, all from one opening of them. Each
-inner chunk then decodes at its codecs' pace on the calling thread (``api.chunk_decoding``),
-not through zarr's pipeline. Every call blocks: the chunk decoder runs it on worker threads.
-"""
+"""Inner chunks of a sharded array, read by byte ranges of their shards through the backend
+(blocking). Why: docs/performance.md, "Shard reads"."""
 
 from __future__ import annotations
 
@@ -74,11 +66,7 @@ class ShardReads:
         self, shard: Coords, key: _Shard, stat: Stat | None, wanted: set[int]
     ) -> dict[int, bytes | memoryview] | None:
         """The stored bytes of each of ``wanted`` that is stored; None if the shard is not.
-
-        A reader that wants a quarter of the shard's chunks or more (a window of a whole
-        image) fetches, in one request, the whole shard where its index is not known yet,
-        or else every chunk no reader has fetched yet: the windows after it find theirs
-        kept. Fewer chunks (a viewer's tile) cost their own ranges alone."""
+        A quarter of the shard or more is fetched in one request (docs/performance.md)."""
         indexes = self.stored.shard_indexes
         changes = indexes.changes
         large = 4 * len(wanted) >= self.geometry.count
@@ -233,8 +221,7 @@ class _PartedShard(_Shard):
 
 @contextlib.contextmanager
 def _naming(key: _Shard) -> Iterator[None]:
-    """A shard's index that does not decode, or names what no shard holds: named by its
-    shard's key."""
+    """A shard's bad index, named by its shard's key."""
     try:
         yield
     except CorruptChunk as e:

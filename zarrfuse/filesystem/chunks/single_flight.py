@@ -1,9 +1,5 @@
-"""One request at a time per key: callers asking for the same thing together share one ask.
-
-Windows of a whole image decoded at once ask for the same store directory's listing; each
-asked the store itself (up to 63 listings of 16 directories for one image on S3). Here the
-first caller asks; the others wait for it, then find its answer in the cache.
-"""
+"""One request at a time per key: callers asking for the same thing together wait for the
+first, then find its answer in the cache (windows of one image listing one directory)."""
 
 from __future__ import annotations
 
@@ -28,8 +24,7 @@ class SingleFlight(Generic[K]):
 
     @asynccontextmanager
     async def first(self, key: K) -> AsyncIterator[bool]:
-        """True for the caller that asks; False for one that waited for another's ask to
-        end (it looks in the cache, and asks itself only if that ask failed)."""
+        """True for the caller that asks; False for one that waited for another's ask."""
         running = self._running.get(key)
         if running is not None:
             await waited(running.wait())

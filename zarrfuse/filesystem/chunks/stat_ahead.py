@@ -1,13 +1,5 @@
-"""The next chunk files' sizes asked together, on a store that cannot list.
-
-A web server says a file's size only per key (a HEAD), and the kernel looks files up one at
-a time: ``ls -l``, a file manager opening a directory, ``find`` or a tool that walks a tree
-before reading it paid one round trip per file, one after another. When one chunk's size is
-asked, the next ``STAT_AHEAD`` chunks in grid order (the order the directory lists them) are
-asked too, all at once, in the background; a lookup of one of them waits for its answer
-rather than ask again. Read-only mounts of stores that cannot list only (the chunk source
-asks for it there): nothing is learnt that a write through the mount could make stale.
-"""
+"""The next chunk files' sizes asked together in the background, on a read-only mount of a
+store that cannot list (the kernel looks files up one at a time: a HEAD each)."""
 
 from __future__ import annotations
 

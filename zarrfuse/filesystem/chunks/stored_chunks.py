@@ -1,13 +1,5 @@
-"""One array's stored chunks, addressed by grid coordinates: which exist, their sizes, bytes.
-
-A chunk is one or more parts (``concat-parts``); its logical size is the sum of its parts,
-its time the newest of theirs, and its bytes are the parts laid end to end. Which chunks
-exist, with their sizes and times, is learnt by listing the store directory that holds them,
-once per directory (cached, ``chunk_listings``), never with a request per chunk.
-Backend calls block, so they run in worker threads; the trio thread never waits on storage.
-The per-chunk caches (sizes learnt one by one, chunks kept open) are ``chunk_caches``.
-Writes (commits, read-change-writes, deletes, times) are its ``StoredWrites``.
-"""
+"""One array's stored chunks by grid coordinates: which exist, their sizes, their bytes (the
+parts laid end to end). Backend calls run in worker threads; writes are ``StoredWrites``."""
 
 from __future__ import annotations
 
@@ -71,21 +63,17 @@ class StoredChunks:
         self._prefix = f"{array_path.strip('/')}/" if array_path.strip("/") else ""
         keys = ArrayKeys(encoding, self._prefix, self.parts,
                          lambda parts: self.listings.stored.shape.decode(parts), grid)
-        # A chunk's store keys, and the chunk a key names (``array_keys``).
         self.chunk_key, self.keys_of = keys.chunk_key, keys.keys_of
         self.part_keys, self.coords_of = keys.part_keys, keys.coords_of
         self.on_chunk_path = keys.on_chunk_path
         trust, open_chunks = context.trust, context.open_chunks
-        # What is learnt of the store, believed as ``trust`` says (the mount's TTL, and past
-        # it while the store watch tells every change).
         self._sizes = KnownSizes(KNOWN_SIZES, trust)
         self.shard_indexes = ShardIndexes(trust, context.spans)
         self.locks = ChunkLocks()
         self._open_cache, self._tag = open_chunks, object()  # kept under self._tag
         self._writable = open_chunks is None or open_chunks.beside_writers
-        # Bytes fetched ahead (remote stores) must not outlive a write of the chunk: read-only
-        # mounts only. A local store's files warmed ahead leave nothing but the kernel's own
-        # caches: every mount (``local_warming``).
+        # Bytes fetched ahead must not outlive a write: read-only mounts only. Local warming
+        # leaves only the kernel's caches: every mount.
         can = backend.capabilities
         self._prefetch = None if self._writable else can.prefetch_objects
         self._warm_after = can.warm_after
@@ -126,9 +114,8 @@ class StoredChunks:
         return None if stat is None else stat.size
 
     async def stat(self, coords: tuple[int, ...]) -> Stat | None:
-        """Logical size and time of one chunk, None if it is not stored. What a stat, commit
-        or delete taught is remembered for the listing TTL: tools stat a file right after
-        writing it, and a worker-thread stat costs 0.1-0.2 ms (measured with ``cp``)."""
+        """Logical size and time of one chunk, None if not stored; remembered for the listing
+        TTL (tools stat a file right after writing it)."""
         if self._stat_ahead is not None:
             await self._stat_ahead.wait(coords)
             self._stat_ahead.after(coords)
@@ -156,11 +143,8 @@ class StoredChunks:
         return [self.backend.stat(k) for k in keys]
 
     async def open(self, coords: tuple[int, ...]) -> OpenChunk | None:
-        """Open a chunk's parts, checked against the configuration; None if it is absent.
-
-        Raises PartsError for a chunk with some parts missing or a sized part of wrong size.
-        Recently opened chunks are kept open (``OpenChunkCache``): a repeated open then
-        opens nothing (measured at about 300 us, most of a warm re-read)."""
+        """Open a chunk's parts, checked (PartsError); None if it is absent. Recently opened
+        chunks are kept open (``OpenChunkCache``): a repeated open opens nothing."""
         if self._open_cache is not None:
             cached = self._open_cache.take((self._tag, coords))
             if cached is not None:
@@ -176,7 +160,6 @@ class StoredChunks:
     async def open_locked(self, coords: tuple[int, ...]) -> OpenChunk | None:
         chunk = self.keys_of(coords)
         listed = await self.listings.listed_stats(chunk.parts)
-        # Paths the kernel has cached open here, in microseconds (``part_opening``).
         opened = self._opening.open_nowait(chunk, listed)
         if isinstance(opened, NotCached):
             self.counters.cache["open_in_thread"] += 1
@@ -210,10 +193,8 @@ class StoredChunks:
     async def reading(
         self, coords: Collection[tuple[int, ...]]
     ) -> AsyncIterator[Callable[[Sequence[tuple[int, ...]]], list[bytes | None]]]:
-        """A blocking reader of these whole chunks (parts joined; None where absent), to call
-        from worker threads while the block runs: a thread hop per chunk (``read_all``) costs
-        more than reading a small chunk, and a thread that decodes what it read keeps every
-        core busy. Each chunk is read between two commits, as ``open`` does."""
+        """A blocking reader of these whole chunks (None where absent) for worker threads while
+        the block runs (no thread hop per chunk); each read between two commits."""
         async with self.unchanged(coords):
             # A single unsized part is read whole, unchecked: no listed sizes needed.
             whole = len(self.parts.parts) == 1 and self.parts.parts[0].size is None
@@ -248,9 +229,8 @@ class StoredChunks:
         self.listings.note(self.part_keys(coords), stats)
 
     def drop_cached(self, coords: tuple[int, ...]) -> None:
-        """The chunk was changed by another way than this source (zarr, for rendered views;
-        another program, seen by the store watch): what was learnt of it, its directory's
-        listing and its kept open handle are asked again."""
+        """The chunk changed another way (zarr, or another program the store watch saw):
+        what was learnt of it is asked again."""
         self._sizes.drop(coords)
         self.shard_indexes.drop(coords)
         self.listings.drop(self.chunk_key(coords))
@@ -259,8 +239,7 @@ class StoredChunks:
             self._open_cache.drop((self._tag, coords))
 
     def forget_listed(self) -> None:
-        """A store directory appeared or went (``store_changes``), with chunks no change
-        names: what was learnt of every chunk is asked anew, and every chunk opened anew."""
+        """A store directory appeared or went: every chunk is asked and opened anew."""
         self._sizes.clear()
         self.listings.drop_all()
         self.shard_indexes.clear()
@@ -289,11 +268,7 @@ class StoredChunks:
 
     async def read_into(self, opened: OpenChunk, offset: int, out: memoryview) -> int:
         """Fill ``out`` with the chunk's bytes from ``offset`` (clamped); returns the count.
-
-        Bytes already in the page cache are copied right here without waiting (RWF_NOWAIT);
-        only the rest goes to a worker thread. Handing every read to a thread cost a GIL
-        round trip per request and held sequential reads near 550 MB/s (measured).
-        """
+        Page-cached bytes are copied here (RWF_NOWAIT), only the rest in a worker thread."""
         total = sum(opened.sizes)
         start = min(offset, total)
         stop = min(offset + len(out), total)
@@ -308,9 +283,8 @@ class StoredChunks:
             at += n
         self.counters.store_bytes_read += at
         if stop == total and (pending or not opened.read_to_end):
-            # Read to its end, as cp and rsync read: the next files will be read next. A
-            # chunk kept open is read again by later opens; one whose bytes had to be read
-            # from storage again (evicted since) is a pass to read ahead of, as the first.
+            # Read to its end, as cp reads: the next files come next. A re-read of a kept chunk
+            # is not, unless its bytes had to come from storage again (a new pass).
             opened.read_to_end = True
             self._read_ahead(opened, waited=opened.waited or bool(pending))
         if pending:
@@ -322,10 +296,8 @@ class StoredChunks:
 
 
 class StoredWrites:
-    """Commits, updates, deletes and times of the chunks of one ``StoredChunks`` (its
-    ``writes``), each under the chunk's lock, using its reads, locks and caches: a commit is
-    split into the chunk's parts and written as one (a crash leaves the old or the new
-    chunk)."""
+    """Commits, updates, deletes and times of one ``StoredChunks``' chunks, each under the
+    chunk's lock."""
 
     def __init__(self, chunks: StoredChunks) -> None:
         self._chunks = chunks
@@ -348,12 +320,8 @@ class StoredWrites:
     async def commit(
         self, coords: tuple[int, ...], views: Sequence[memoryview], *, durable: bool
     ) -> None:
-        """Store the bytes of ``views`` (laid end to end) as the chunk: split into its parts,
-        each replaced atomically. The views must not change until this returns.
-
-        A value that cannot be split, or that the shard layout refuses, is refused
-        (WriteRefusedError) before anything is written.
-        """
+        """Store ``views`` (laid end to end, unchanged until this returns) as the chunk's
+        parts; WriteRefusedError before anything is written if they cannot be split."""
         async with self._locks.held(coords):
             await self._commit_locked(coords, views, durable)
 

@@ -1,21 +1,6 @@
-"""Which chunk coordinates are stored, one dimension at a time, learnt from store listings.
-
-The mount lists a directory by asking which values of the next coordinate lead to stored
-chunks: ``values(done)``. The answer comes from listing the store directories the
-array's own chunk key encoding puts those keys in, whatever that encoding is, as long as
-its keys are ``/``-joined paths: names are decoded with the encoding's strict decoder, never
-parsed by hand. So browsing a mostly empty grid of 10**12 chunks costs what is stored.
-
-Two layouts, told apart from the encoding alone (``KeyShape``):
-
-- flat (``.`` separators): every key in one directory; its one listing answers everything.
-- nested: the keys of ``(*done, v, ...)`` share the directory path of ``done``, then one or
-  more components for ``v`` (fanout writes a group count and groups), then the same
-  components for the later coordinates. The values are found by walking only the components
-  of ``v``: one listing per store directory on the way, cached for the listing TTL.
-
-Answers are cached for the same time; the mount's own commits and deletes update them.
-"""
+"""Which chunk coordinates are stored, one dimension at a time (``values(done)``), learnt
+from listings decoded by the array's own key encoding: a sparse grid costs what is stored.
+Why: docs/performance.md, "Listings kept"."""
 
 from __future__ import annotations
 
@@ -145,8 +130,7 @@ class StoredSet:
         self._subdirs: OrderedDict[str, tuple[float, set[str]]] = OrderedDict()
         self._flat_coords: tuple[float, list[tuple[int, ...]]] | None = None
         self._changes = 0
-        """Changes noted (``note``, ``drop``): an answer asked across one is not kept, as
-        it may predate it (a chunk stored meanwhile would stay unlisted)."""
+        """Changes noted (``note``, ``drop``): an answer asked across one is not kept."""
 
     # --- caches --------------------------------------------------------------------------
 
@@ -195,8 +179,8 @@ class StoredSet:
         return values
 
     async def _flat_values(self, done: tuple[int, ...]) -> list[int]:
-        """From the one directory's listing, decoded once per listing TTL (a flat array of
-        10**6 chunks would otherwise decode them all for every directory shown)."""
+        """From the one directory's listing, decoded once per listing TTL, not per directory
+        shown."""
         flat = self._flat_coords
         if flat is None or not self._fresh(flat[0]):
             now, changes = self._trust.clock(), self._changes
@@ -272,8 +256,7 @@ class StoredSet:
         self._flat_coords = None
 
     def drop(self, coords: tuple[int, ...]) -> None:
-        """The chunk ``coords`` changed another way (stored or removed): what the cached
-        answers say about it is asked again."""
+        """The chunk ``coords`` changed another way: cached answers about it are asked again."""
         self._changes += 1
         for d in range(len(coords)):
             self._answers.pop(coords[:d], None)

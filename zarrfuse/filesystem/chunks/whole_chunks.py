@@ -1,12 +1,5 @@
-"""Whole chunks (their parts joined) read in worker threads, for renderings, whole images and
-decoding: blocking calls, many chunks per call, never a thread hop per chunk.
-
-On a remote store the chunks of one call are fetched at once: one after another, each would
-wait a whole round trip, and a whole image's tiles or a rendered batch are many chunks. A
-backend that sends requests without a thread each (``read_many``: obstore's, and a
-``--cache-dir`` over it) gets every GET of the call at once, one thread waiting for them all;
-others go through the mount's fetch pool (``FETCH_THREADS`` in flight).
-"""
+"""Whole chunks read in worker threads, many per blocking call; on a remote store all at once
+(``read_many``, else the fetch pool). Why: docs/performance.md, "Requests in flight"."""
 
 from __future__ import annotations
 

@@ -1,19 +1,5 @@
-"""Checking a chunk before it is stored: would zarr decode it back into its chunk?
-
-Bytes that zarr cannot decode break the array for every reader, so a writable mount checks
-each chunk at ``close()``/``fsync()`` and refuses what fails (EIO; nothing is written). The
-check is the cheapest one that is still exact for the array's codecs, chosen once per array:
-
-- ``length``: codecs that give every chunk the same encoded size (``bytes``, after any
-  ``transpose``; Zarr v2 without filters or compressor) decode any value of exactly that size
-  and nothing else, so comparing the length is the whole check.
-- ``crc32c``: the same chain followed by one ``crc32c``: the length, then the checksum of the
-  body (google_crc32c, as zarr's own codec), one pass over the bytes.
-- ``decode``: every other chain (compressors, sharding, variable-size types): the value is
-  decoded by the array's codecs as a reader's would (``api.chunk_decoding``). A chunk that
-  decodes to more than ``limits.MAX_VERIFIED_DECODE`` (a sparse 100 GiB chunk of a few KiB,
-  say) is refused rather than decoded into memory; ``--no-verify`` stores such chunks
-  unchecked. """
+"""Checking a chunk before it is stored (would zarr decode it?), by the cheapest exact check
+for the array's codecs. Why: docs/performance.md, "The write check"."""
 
 from __future__ import annotations
 
