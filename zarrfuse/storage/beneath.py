@@ -1,16 +1,6 @@
-"""Paths of a local store resolved beneath its root, and only regular files opened.
-
-A store is not trusted: a symlink in it may point anywhere the daemon can read (with a root
-daemon and ``allow_other``, anything), and a FIFO or device blocks or has side effects when
-opened. So every path is resolved by the kernel with ``openat2(RESOLVE_BENEATH)`` from a
-descriptor of the root: symlinks are followed while their targets stay beneath the root
-(relative or absolute), and a path that would leave it fails with :class:`OutsideRoot`. Files
-are first opened ``O_PATH`` (no side effects, no blocking, whatever the file is), checked to
-be regular, and only then reopened for reading through ``/proc/self/fd``.
-
-Python has no ``openat2`` wrapper; it is called through ``ctypes`` (Linux 5.6+). Where the
-kernel lacks it, the same rule is kept with ``realpath`` and a prefix check (racy against a
-store that is changed while being read, and said so in the log once).
+"""Paths of a local store resolved beneath its root (``openat2(RESOLVE_BENEATH)``, through
+ctypes), and only regular files opened: first ``O_PATH``, checked, then reopened through
+``/proc/self/fd``. Why, and the fallback without openat2: docs/sources.md, "Untrusted stores".
 """
 
 from __future__ import annotations

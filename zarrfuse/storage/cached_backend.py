@@ -1,13 +1,6 @@
-"""A remote backend whose chunk bytes are kept in a ``DiskCache`` (``--cache-dir``).
-
-Object bytes are cached; listings and stats only on a read-only mount given a
-``--metadata-ttl``, for that long; documents (``zarr.json``) always come from the store, so
-what exists and what it is stays as fresh as the mount's listing time allows,
-and each listing gives the validators (size and modification time) that cached blocks are
-found by (and the ETag, where the store gives one). A block is served only if it was
-cached for exactly that validator: an object
-changed by anyone shows a new validator at the next listing and is fetched again; this
-mount's own writes forget the key's validator at once, so the next read asks the store.
+"""A remote backend whose chunk bytes are kept in a ``DiskCache`` (``--cache-dir``), found by
+the validator (size, time, ETag) a listing gave: what is cached and why, docs/sources.md,
+"A disk cache across mounts".
 """
 
 from __future__ import annotations

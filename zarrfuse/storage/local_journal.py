@@ -1,26 +1,6 @@
-"""Multi-part commits on a local directory that a crash leaves old or new, never mixed.
-
-A chunk stored as several parts (``concat-parts``: a main part and a ``.crc32c``, say) is
-replaced part by part, each by a rename; a daemon killed between two renames would leave a
-chunk whose parts come from two commits, which then fails its checksum. So a multi-part
-commit goes through a journal in ``.zarrfuse-commits/`` at the store root:
-
-1. ``TX.pending`` names the temp files about to be written (so a crash leaves no orphans);
-2. every part's new bytes are written to its temp file beside its key;
-3. ``TX.commit`` is written: the point of no return;
-4. each temp file is renamed over its key; then both records are removed.
-
-Each mount keeps its records in a directory of its own, ``.zarrfuse-commits/ID/``, locked
-(``flock``) while one of its commits is under way: two writable mounts of one store (two
-hosts, or two on one) never recover, nor remove, each other's commits in progress. Records
-of the older layout, directly in ``.zarrfuse-commits/``, are recovered too.
-
-On the next mount (:meth:`CommitJournal.recover`), a transaction with a ``commit`` record is
-rolled forward (its remaining temp files renamed into place: every chunk new) and one
-without is rolled back (its temp files removed: every chunk old). Records are written as a
-temp file renamed into place. Against a killed daemon this needs no ``fsync``: the kernel
-keeps what was written. Against a power cut, ``fsync`` on the chunk (``durable``) also
-syncs the temp files, the records and their directories at each step.
+"""Multi-part commits on a local directory that a crash leaves old or new, never mixed:
+records in ``.zarrfuse-commits/ID/`` (one locked directory per mount) around temp files
+renamed over their keys. How it works and why: docs/writing.md, "Journals".
 """
 
 from __future__ import annotations

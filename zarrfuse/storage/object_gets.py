@@ -1,13 +1,7 @@
-"""The requests of an object store or a web server as coroutines, for the mount's store
-client (``store_requests``), which runs them: the only module that calls obstore. GETs: one
-request each, every answer checked against the size it announces or was asked for, so that
-a body cut short or an object replaced mid-read is an error, never short bytes. A body is
-streamed and read no further than the bytes asked (one past them, to tell a longer one): a
-server that answers a 64 KiB read with 1.5 GiB costs 64 KiB. A web server is asked for a
-whole object as the range ``bytes=0-``, so that its answer states the object's size twice
-(Content-Length and Content-Range) and a Content-Length shorter than the bytes sent is
-seen; one that ignores ranges is asked again without one. Then the other requests (LIST,
-HEAD, PUT, DELETE, server-side COPY) and the signing of a URL (``signed_put``)."""
+"""The requests of an object store or a web server as coroutines for the mount's store
+client: the only module that calls obstore. Every GET's answer is checked against the size
+it announces or was asked for, and its body read no further than asked (why, and the
+``bytes=0-`` whole GET of a web server: docs/sources.md, "Web servers")."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Read-ahead for one remote object: sequential reads keep several ranged GETs in flight.
-
-The kernel reads a file at most 1 MiB per request, one request after another; a remote
-store answers each GET only after a round trip. Once reads of an object run sequentially
-(a read starts where the previous one ended), windows ahead of them are fetched concurrently,
-so later reads find their bytes waiting: growing from 4 reads' worth to ``window`` bytes,
-and up to ``depth`` of them in flight. A read that is not
-sequential (the first one, or after a seek) fetches exactly its own range and drops what was
-fetched ahead: random access pays for nothing it does not use.
-
-Thread-safe: reads come from several worker threads, and ``read_nowait`` from the trio thread.
-No lock is held while waiting for the network.
+"""Read-ahead for one remote object: once reads run sequentially, windows ahead of them are
+fetched concurrently; a read that is not sequential fetches its own range only (why:
+docs/sources.md, "Object stores"). Thread-safe; no lock is held while waiting for the network.
 """
 
 from __future__ import annotations
@@ -111,9 +102,7 @@ class ReadAhead:
             self._drop(lambda w: True)
             self._hits, self._ramp = 0, 0
             return False
-        # Ramp up as the kernel does: the first window as long as the read, each next one
-        # twice the last, up to the policy's window; one more window in flight per sequential
-        # read, up to ``depth``. Reads that stop soon (``head``) cost little beyond their own.
+        # Ramp up as the kernel does, one more window in flight per sequential read.
         self._hits += 1
         self._ramp = min(self.policy.window, max(2 * self._ramp, stop - start))
         # Windows well behind are done with; the one just behind may still be waited for by

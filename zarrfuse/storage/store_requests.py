@@ -1,18 +1,8 @@
 """The one way a mount's requests reach a remote store: a client per mount (``StoreRequests``)
 owning its event loop, its bound on requests in flight, its ``--store-timeout``, its
-background tasks and its signed-URL exchanges, so two mounts in one process never take each
-other's slots. Every S3, Azure, GCS or web request is an obstore coroutine on that loop
-(``object_gets`` makes them; obstore retries by one policy, ``api.s3``); a signed PUT or
-DELETE (``signed_put``) is one exchange of this module's HTTP client in a slot of the same
-bound, no redirect followed, at most ``ANSWER_BYTES`` read. Stores obstore does not serve
-(other fsspec filesystems) take a slot too (``request_slot``): the store never sees more than
-``REQUESTS_IN_FLIGHT`` from one mount, whichever pool asks.
-
-A worker thread waits for its answer (``request``); fetches ahead send theirs with no thread
-waiting on each (``send``: 64 in flight are 64 coroutines, not 64 blocked threads); work
-nobody waits for is a task on the loop (``start``). Errors come back as ``OSError``: absent
-(404, a web server's 410) as FileNotFoundError, a server ignoring ranges as EOPNOTSUPP, any
-other failure as EIO with the store's reason in one line, logged once by whoever reports it.
+background tasks and its signed-URL exchanges (why: docs/sources.md, "One way to the store").
+Errors come back as ``OSError``: absent as FileNotFoundError, a server ignoring ranges as
+EOPNOTSUPP, any other failure as EIO with the store's reason in one line.
 """
 
 from __future__ import annotations
@@ -181,11 +171,9 @@ class StoreRequests:
 
     def exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str],
                  deadline: float) -> Answer:
-        """Send one request to a signed URL (``signed_put``) in one slot of the bound and
-        wait for its answer until ``deadline`` (``time.monotonic()``), in the caller's
-        thread (a writer's worker, which waits for it anyway). An HTTP answer is returned
-        whatever its status; ConnectionRefusedError: not sent; any other OSError
-        (a timeout, a reset): sent, with no answer."""
+        """Send one request to a signed URL (``signed_put``) in a slot of the bound and wait
+        in the caller's thread until ``deadline``. Any HTTP status is returned;
+        ConnectionRefusedError: not sent; any other OSError: sent, with no answer."""
         with self.request_slot(deadline):
             request = urllib.request.Request(url, data=body, method=method, headers=headers)
             timeout = max(0.1, deadline - time.monotonic())
