@@ -1,9 +1,6 @@
 """Storage for the mount: raw key I/O on a local directory, an object store or web server
-(obstore), or any zarr Store.
-
-Nothing here knows about FUSE or the filesystem above; the filesystem talks to the
-``Backend`` interface (``base``) and never to a store directly.
-"""
+(obstore), or any zarr Store, behind the ``Backend`` interface (``base``); nothing here
+knows about FUSE."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A local directory as mount storage: plain system calls, run in worker threads.
-
-``LocalBackend`` talks to the directory behind a ``LocalStore`` directly: a FUSE read must not
-pay zarr's asyncio round trip (140-390 us a call, measured) when a ``pread`` costs 10 us.
-Every path is resolved beneath the store root and only regular files are opened (``beneath``):
-nothing outside the root is read, written or removed, whatever symlinks the store holds.
+"""A local directory as mount storage: plain system calls in worker threads (a ``pread`` costs
+10 us, zarr's asyncio round trip 140-390 us, measured), every path resolved beneath the store
+root (``beneath``).
 """
 
 from __future__ import annotations
@@ -243,9 +240,8 @@ class LocalBackend:
         return Document(data, found.st_mtime_ns)
 
     def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
-        # Same scheme as zarr's LocalStore: a uniquely named temp file beside the target,
-        # then rename over it. A crash leaves the old file or the new one, never a torn one.
-        # Both names are taken relative to the directory resolved beneath the root.
+        # Same scheme as zarr's LocalStore: a unique temp file beside the target renamed over
+        # it (old or new after a crash), both names relative to the directory resolved beneath.
         parent, _, name = self._key(key).rpartition("/")
         dir_fd = self._beneath.make_dirs(parent) if parent else self._beneath.make_dirs(".")
         try:

@@ -1,11 +1,6 @@
 """Any other zarr Store (zip, memory, fsspec filesystems other than the web's) as mount
-storage, through ``zarr.core.sync.sync``; web servers and object stores go through obstore
-(``objects``).
-
-``sync`` blocks the calling worker thread, never the trio thread. Times: an fsspec store's
-``info`` gives one (``mtime``, ``LastModified``, HTTP's ``Last-Modified``) in the request that
-gives the size; other stores keep none, and every object shows the time of the store's own
-file (a zip's), or the epoch, so the same bytes show the same time on every mount.
+storage, through ``zarr.core.sync.sync`` (blocking the worker thread, never the trio thread).
+Times: an fsspec ``info``'s where it gives one, else a stable stand-in (``_store_file_time``).
 """
 
 from __future__ import annotations
