@@ -75,18 +75,14 @@ _WARNED_AT_MOST = 4096  # a hostile store with millions of bad links must not gr
 
 
 RACE_RETRIES: Final = 64
-"""How many times a resolution is asked again when the kernel could not make sure a ".."
-stayed beneath the root because a rename ran meanwhile, anywhere on the machine (openat2
-says EAGAIN: retry). A symlink with ".." in it (git-annex, DataLad) met one in 15 to 30
-opens beside a loop of renames in another process (measured)."""
+"""Resolutions asked again when openat2 says EAGAIN (a rename anywhere raced a ".."; 1 open
+in 15 to 30 beside a loop of renames, measured: docs/sources.md, "Untrusted stores")."""
 
 
 def _openat2(dir_fd: int, path: str, flags: int, resolve: int = 0) -> int:
     """The descriptor openat2 gives ``path`` beneath ``dir_fd``; OSError with its errno.
-    EAGAIN from a ".." that raced a rename is asked again, up to ``RACE_RETRIES`` times,
-    and then is EIO: never a bare EAGAIN (a reader would retry it blindly or give up with
-    "resource temporarily unavailable"). With RESOLVE_CACHED in ``resolve``, EAGAIN is
-    answered at once (it may also mean "not cached": the caller opens again without it)."""
+    A raced EAGAIN is asked again, then EIO, never a bare EAGAIN; with RESOLVE_CACHED it is
+    answered at once (it may mean "not cached": the caller opens again without it)."""
     how = _OpenHow(flags | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | resolve)
     encoded = os.fsencode(path)
     cached_only = bool(resolve & _RESOLVE_CACHED)
@@ -216,11 +212,9 @@ class Root:
     def open_regular(
         self, key: str, *, quiet: bool = False, cached_only: bool = False
     ) -> int | None:
-        """A read-only descriptor of the regular file ``key``; None if absent. A FIFO, socket
-        or device raises NotRegular without being opened (opening one may block forever),
-        after one log line unless ``quiet`` (the caller says why in its own line). A path
-        leading out of the root is absent, as in :meth:`stat`. ``cached_only``: as in
-        :meth:`open_path` (opening a regular file whose inode is cached does no I/O)."""
+        """A read-only descriptor of the regular file ``key``; None if absent or leading out.
+        A FIFO, socket or device raises NotRegular unopened (one log line unless ``quiet``);
+        ``cached_only``: as in :meth:`open_path`."""
         try:
             path_fd = self.open_path(key, cached_only=cached_only)
         except (FileNotFoundError, OutsideRoot):

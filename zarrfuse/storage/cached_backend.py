@@ -33,11 +33,8 @@ STATS_SAVED_EVERY = 32
 
 
 class CachingBackend:
-    """``inner`` (a remote backend) with its object bytes in ``cache``.
-
-    ``identity`` names the store (scheme, endpoint, bucket, prefix): blocks of two stores
-    never mix, and mounts of the same store share them.
-    """
+    """``inner`` (a remote backend) with its object bytes in ``cache``; ``identity`` names
+    the store, so blocks of two stores never mix and mounts of one share them."""
 
     def __init__(
         self, inner: Backend, cache: DiskCache, identity: str, listing_ttl: float | None = None
@@ -210,10 +207,8 @@ class CachingBackend:
     def open_reader_nowait(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader | None:
-        """A warm cache's open without a worker thread: every part's validator is known
-        here (the lookup before the open learnt it) for the size the caller knows, or, with
-        no size given, from stats kept within the listing time (what ``open_reader`` would
-        take too). Its reads then come from the cache's pages (``read_into_nowait``)."""
+        """A warm cache's open without a worker thread, where every part's validator is
+        known here (from the lookup before, or stats kept within the listing time)."""
         if sizes is None and self.listing_ttl is None:
             return None  # open_reader would ask the store
         stats: list[Stat | None] = []

@@ -58,10 +58,9 @@ class LocalBackend:
         return self._prefix + key.strip("/")
 
     def _entries(self, prefix: str) -> list[tuple[str, os.stat_result]]:
-        """The entries of a store directory, each with its stat; a symlink counts as what it
-        leads to beneath the root (skipped if it leads out). FIFOs, sockets and devices are
-        listed as files: reading one is an error (EIO, one log line), never an absent chunk
-        silently read as the fill value."""
+        """The entries of a store directory with their stats; a symlink is what it leads to
+        beneath the root (skipped if it leads out). Special files are listed: reading one is
+        EIO, never an absent chunk read as the fill value."""
         fd = self._beneath.open_dir(self._key(prefix))
         if fd is None:
             return []

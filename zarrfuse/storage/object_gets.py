@@ -97,10 +97,9 @@ class WebRanges:
 
 
 async def _get_all(store: Any, key: str, ranges: WebRanges | None) -> GetResult:
-    """A GET of the whole object; from a web server (``ranges``), as the range ``bytes=0-``
-    (see the module's text), or without a range where it ignores them or the object is empty
-    (nginx answers an empty object's range whole, others 416). Object stores frame their
-    answers truly: asked without a range."""
+    """A GET of the whole object: from a web server (``ranges``) as the range ``bytes=0-``,
+    unless it ignores ranges or the object is empty (nginx answers that range whole, others
+    416); object stores without a range."""
     if ranges is not None and not ranges.ignored:
         try:
             return await obstore.get_async(store, key, options={"range": {"offset": 0}})

@@ -55,12 +55,8 @@ class Window:
 
 @dataclass(frozen=True)
 class ReadAheadPolicy:
-    """How far and how wide to read ahead; one per mount, shared by every object's reader.
-
-    At most ``depth`` windows of at most ``window`` bytes are kept in flight ahead of
-    sequential reads, fetched by ``pool`` (whose size bounds concurrent GETs) within
-    ``budget``; a wait for a window is abandoned after ``timeout`` seconds.
-    """
+    """How far and how wide to read ahead, per mount: ``depth`` windows of ``window`` bytes
+    fetched by ``pool`` within ``budget``; a wait is abandoned after ``timeout`` seconds."""
 
     pool: Executor
     budget: PrefetchBudget

@@ -143,10 +143,9 @@ class StoreRequests:
 
     @contextmanager
     def request_slot(self, deadline: float | None = None) -> Iterator[None]:
-        """Hold one slot of the bound while the block sends a request through another client
-        (zarr's loop, a signed URL): the caller's thread waits for the slot, never the loop.
-        ``deadline`` (``time.monotonic()``): ConnectionRefusedError (nothing sent) if no
-        slot is free by then."""
+        """Hold a slot of the bound while the block sends through another client (zarr's
+        loop, a signed URL); ConnectionRefusedError (nothing sent) if none is free by
+        ``deadline`` (``time.monotonic()``)."""
         loop = self._get()
 
         async def take() -> asyncio.Semaphore:
@@ -225,10 +224,8 @@ async def _answer(client: StoreRequests, what: str, make: Request[T], bounded: b
 
 
 def is_absent(e: BaseException) -> bool:
-    """Whether a store error means "no such object": obstore's NotFoundError (a 404; its
-    runtime class is FileNotFoundError), or a web server's 410 Gone, which obstore reports as
-    a generic error. Nothing else is an absence: a 403 or a 5xx read as "absent" would show
-    fill values where the store failed."""
+    """Whether a store error means "no such object": a 404 (obstore's NotFoundError) or a
+    410 Gone (a generic error in obstore). A 403 or 5xx read as absent would show fill values."""
     if isinstance(e, FileNotFoundError) or type(e).__name__ == "NotFoundError":
         return True
     return "status code: 410 Gone" in str(e)

@@ -176,10 +176,8 @@ class StoreBackend:
         self.requests.close()  # the store belongs to zarr's loop, which ends with the process
 
     def _asked(self, key: str, request: Coroutine[Any, Any, T]) -> T:
-        """Run one store request; a failure other than "absent" or an OSError with its
-        errno (a server error, a body cut short, a wrong length) becomes EIO with its reason
-        in one line: the operations layer logs it as an expected error, never with a
-        traceback."""
+        """Run one store request; a failure other than "absent" or an OSError with its errno
+        becomes EIO with its reason in one line (logged as expected, with no traceback)."""
         try:
             return self._in_slot(request)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
