@@ -177,8 +177,7 @@ class Root:
         return self._open_resolved(key, flags)
 
     def _open_resolved(self, key: str, flags: int) -> int:
-        """Absolute symlinks into the store: resolve the whole path, then open the result
-        beneath the root again (so a race cannot lead out)."""
+        """Absolute symlinks into the store: resolve, then open beneath the root again."""
         real = os.path.realpath(os.path.join(self.path, key))
         if real != self.path and not real.startswith(self.path + os.sep):
             raise self._refused(key)
@@ -233,8 +232,7 @@ class Root:
             os.close(path_fd)
 
     def open_dir(self, key: str) -> int | None:
-        """A descriptor of directory ``key`` (for listing, or as a ``dir_fd``); None if
-        absent, not a directory, or leading out of the root."""
+        """A descriptor of directory ``key``; None if absent, not a directory, or leading out."""
         try:
             return self._open_dir(key)
         except (FileNotFoundError, NotADirectoryError, OutsideRoot):
@@ -248,8 +246,8 @@ class Root:
             os.close(path_fd)
 
     def make_dirs(self, key: str) -> int:
-        """A descriptor of directory ``key``, creating missing components one at a time,
-        each beneath the root (a symlinked component that leads out is refused)."""
+        """A descriptor of directory ``key``, missing components made one at a time beneath
+        the root (a symlinked component that leads out is refused)."""
         fd = self.open_dir(key)
         if fd is not None:
             return fd

@@ -49,8 +49,7 @@ class Finishing:
         finish: Callable[[], Coroutine[Any, Any, None]],
         deadline: float,
     ) -> bool:
-        """Run ``finish`` (the copies and the clean-up) until ``deadline``; True if it ended
-        by then, else it goes on in the background and the keys read from their temps."""
+        """Run ``finish`` until ``deadline``; True if it ended, else it goes on in background."""
         job = _Job(tx, temps, time.time_ns(), finish)
         with self._lock:
             self._jobs[tx] = job

@@ -90,8 +90,7 @@ class DiskCache:
     # --- writing -----------------------------------------------------------------------------
 
     def write(self, name: str, data: bytes | bytearray | memoryview) -> None:
-        """Keep ``data`` as block ``name``. Best effort: a full disk loses the block, never
-        the read that fetched it."""
+        """Keep ``data`` as block ``name``; best effort: a full disk never fails the read."""
         path = self._path(name)
         temp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
         try:
@@ -150,8 +149,8 @@ class DiskCache:
                         yield from files
 
     def _scan_and_evict(self, force: bool = False) -> int:
-        """Remove the least recently used blocks until under the limit (and stale temps);
-        the total left. Skipped (returning the count as is) while another mount evicts."""
+        """Evict least recently used blocks (and stale temps) to under the limit; the total
+        left. Skipped while another mount evicts."""
         with open(self._lock_path, "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | (0 if force else fcntl.LOCK_NB))

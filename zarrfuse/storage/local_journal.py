@@ -75,8 +75,7 @@ class CommitJournal:
                     self._remove_dir(self._top)
 
     def _locked_dir(self) -> int:
-        """This mount's record directory, made and locked (another mount's removal of the
-        empty top directory meanwhile is retried)."""
+        """This mount's record directory, made and locked (retried if removed meanwhile)."""
         for _ in range(20):
             try:
                 fd = self._root.make_dirs(self._dir)
@@ -89,9 +88,8 @@ class CommitJournal:
         raise OSError(errno.EIO, f"{self._dir}: cannot make the commit record directory")
 
     def _record_dirs(self, *, dead_only: bool) -> list[tuple[str, int | None]]:
-        """Directories that hold records, each with a lock held on it (or None): the older
-        flat layout, and every mount's own; ``dead_only``: only those whose mount is gone
-        (their lock is free), returned locked: the caller closes the descriptor."""
+        """Directories holding records (the old flat layout and each mount's), each with its
+        lock or None; ``dead_only``: those whose lock is free, returned locked."""
         fd = self._root.open_dir(self._top)
         if fd is None:
             return []
@@ -132,8 +130,7 @@ class CommitJournal:
             os.close(fd)
 
     def recover(self) -> tuple[int, int]:
-        """Finish what a crash interrupted: (transactions rolled forward, rolled back).
-        Commits of other live mounts are left alone."""
+        """Finish what a crash interrupted: (rolled forward, rolled back); live mounts' alone."""
         forward = back = 0
         for where, held in self._record_dirs(dead_only=True):
             try:
@@ -159,9 +156,8 @@ class CommitJournal:
         return forward, back
 
     def finished_view(self) -> tuple[dict[str, str], int]:
-        """Without changing anything: the new file of each part that an interrupted commit
-        with a commit record replaces (``recover`` would rename it over the part; a commit
-        without one changed no part), and how many commits were interrupted."""
+        """Without changing anything: the new file that replaces each part of an interrupted
+        commit with a record, and how many commits were interrupted."""
         finished: dict[str, str] = {}
         interrupted = 0
         for where, _ in self._record_dirs(dead_only=False):

@@ -42,8 +42,7 @@ class KernelWarming:
         self._needed: OrderedDict[str, None] = OrderedDict()
         """Files this thread found uncached, and warmed, not read yet."""
         self._refill_at: str | None = None
-        """The file halfway through the files asked for last: once it is read to its end,
-        the next files are named; before, the reader is well behind what was asked for."""
+        """The file halfway through the files asked for last: read to its end, name the next."""
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -62,8 +61,7 @@ class KernelWarming:
             self.want(following())
 
     def want(self, objects: Sequence[tuple[str, int]]) -> None:
-        """Warm these (key, size) files, in order, up to ``AHEAD_BYTES`` and ``QUEUED`` files
-        in all; cheap (the trio thread calls it): the work is the background thread's."""
+        """Queue these (key, size) files, up to ``AHEAD_BYTES`` and ``QUEUED``; cheap."""
         budget = AHEAD_BYTES
         with self._wake:
             if self._closed:

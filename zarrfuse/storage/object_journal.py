@@ -22,12 +22,10 @@ __all__ = ["JOURNAL_DIR", "STALE_AFTER", "ObjectJournal", "Objects"]
 log = logging.getLogger(__name__)
 
 JOURNAL_DIR = ".zarrfuse-commits"
-"""The records' prefix, as on local stores: no object is left under it between commits,
-so listings show nothing there."""
+"""The records' prefix, as on local stores; empty between commits."""
 
 STALE_AFTER = 600.0
-"""Seconds after its newest object an uncommitted transaction counts as left by a dead
-mount."""
+"""Seconds after its newest object an uncommitted transaction counts as a dead mount's."""
 
 
 class Objects(Protocol):
@@ -121,8 +119,7 @@ class ObjectJournal:
         await self._forget(tx, [temp for temp, _ in copies])
 
     def recover(self) -> tuple[int, int]:
-        """Finish what a crash interrupted: (transactions rolled forward, rolled back).
-        Uncommitted ones another mount may still be making are left alone (one line)."""
+        """Finish what a crash interrupted: (rolled forward, rolled back); young ones alone."""
         forward = back = young = 0
         run = self._objects.requests.run
         for tx, committed, left, is_young in self._transactions():
@@ -146,8 +143,8 @@ class ObjectJournal:
         return forward, back
 
     def finished_view(self) -> tuple[dict[str, tuple[str, Stat]], int]:
-        """Without changing anything: the temp (and its stat) each part of a committed
-        transaction is to be replaced by, and how many transactions are unfinished."""
+        """Without changing anything: the temp (and stat) that replaces each committed part,
+        and how many transactions are unfinished."""
         finished: dict[str, tuple[str, Stat]] = {}
         transactions = list(self._transactions())
         for _, committed, temps, _ in transactions:
@@ -218,7 +215,5 @@ class ObjectJournal:
                     raise
 
     async def _forget(self, tx: str, temps: Sequence[str]) -> None:
-        """Delete the temps and the record, in one request. Whatever part of it a crash
-        leaves is harmless: temps without their record are undone (their copies, if made,
-        stay), a record without its temps is finished with nothing left to copy."""
+        """Delete the temps and the record in one request (temps first: any part is harmless)."""
         await self._objects.delete_many_async([*temps, f"{self._dir}/{tx}.commit"])

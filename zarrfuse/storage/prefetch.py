@@ -145,8 +145,7 @@ class ReadAhead:
     # --- reads ----------------------------------------------------------------------------
 
     def read_nowait(self, start: int, out: memoryview) -> int:
-        """Copy what fetched windows already hold from ``start`` on; may start fetches.
-        Returns the count; the caller then ``read``s the rest (in a worker thread)."""
+        """Copy what fetched windows hold from ``start`` on (may start fetches); the count."""
         stop = min(start + len(out), self.size)
         with self._lock:
             sequential = self._note(start, stop)
@@ -191,8 +190,7 @@ class ReadAhead:
             self._done_with_end()
 
     def _done_with_end(self) -> None:
-        """The object was read to its end: what is fetched ahead goes back to the budget
-        now, not when the file is closed (a fully read file may stay open for long)."""
+        """Read to its end: what is fetched ahead goes back to the budget now, not at close."""
         with self._lock:
             self._drop(lambda w: True)
 

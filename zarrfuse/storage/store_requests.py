@@ -55,8 +55,7 @@ class Answer(NamedTuple):
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A signed URL is answered where it points: a redirect elsewhere is its answer (3xx),
-    never followed."""
+    """A signed URL is answered where it points: a redirect is its answer, never followed."""
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
@@ -67,8 +66,7 @@ _SIGNED_URLS = urllib.request.build_opener(_NoRedirects())
 
 
 class StoreRequests:
-    """One mount's client of its remote store: the loop (a thread of its own, started on
-    first use), the bound, the timeout and the background tasks."""
+    """One mount's client of its remote store: loop, bound, timeout, background tasks."""
 
     def __init__(self, *, timeout: float | None = None,
                  limit: int = REQUESTS_IN_FLIGHT) -> None:
@@ -188,8 +186,7 @@ class StoreRequests:
                 raise OSError(errno.EIO, str(e.reason)) from None
 
     def close(self) -> None:
-        """At unmount: cancel the background tasks still running (what they leave is
-        finished by the next writable mount's recovery) and stop the loop."""
+        """At unmount: cancel background tasks (recovery finishes them) and stop the loop."""
         with self._lock:
             loop, self._loop = self._loop, None
         if loop is None or loop.is_closed():
@@ -232,8 +229,7 @@ def is_absent(e: BaseException) -> bool:
 
 
 def ignores_ranges(e: BaseException) -> bool:
-    """Whether a ranged GET failed because the server ignores ranges (it sent the whole
-    object, which obstore refuses): Python's ``http.server`` does."""
+    """Whether a ranged GET failed as the server sent the whole object (``http.server``)."""
     return type(e).__name__ == "NotSupportedError"
 
 

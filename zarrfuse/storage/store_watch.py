@@ -27,8 +27,7 @@ WALKED_AT_MOST = 10_000
 """Files of a directory that appeared reported one by one; past them, the directory's key
 (``WHOLE_DIRECTORY``) makes the mount list its arrays again."""
 DEBOUNCE_MS = 100
-"""Changes are gathered this long before they are delivered: a chunk written as several
-events (create, write, close) is seen once."""
+"""Changes are gathered this long, so a chunk written as several events is seen once."""
 STOP_CHECK_MS = 50
 """How often the watching thread looks whether the mount has ended: it is joined before
 the loop returns (a thread inside watchfiles' native code at interpreter exit crashed it:
@@ -82,8 +81,7 @@ class WatchState:
             self.live = True
 
     async def end(self) -> None:
-        """The watch stopped: whatever relied on it is told (a mount that stopped being
-        told of changes must forget what it kept)."""
+        """The watch stopped: whatever relied on it must forget what it kept."""
         was_live, self.live = self.live, False
         self.set_up.set()
         if self._done:

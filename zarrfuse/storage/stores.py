@@ -230,8 +230,7 @@ def fsspec_protocols(store: Store) -> tuple[str, ...]:
 
 
 def _store_file_time(store: Store) -> int:
-    """A stable stand-in time for stores that keep none: their own file's mtime (a zip), or
-    the epoch."""
+    """A stable stand-in time: the store's own file's mtime (a zip), or the epoch."""
     path = getattr(store, "path", None)
     if isinstance(path, str | os.PathLike) and not isinstance(store, FsspecStore):
         with contextlib.suppress(OSError):
