@@ -361,8 +361,7 @@ class ObjectBackend:
 
 
 def is_web_store(store: Any) -> bool:
-    """Whether an obstore store is a web server's (``HTTPStore``): never listed, never
-    written."""
+    """Whether an obstore store is a web server's (``HTTPStore``): never listed, never written."""
     return type(store).__name__ == "HTTPStore"
 
 

@@ -39,8 +39,7 @@ REQUESTS_IN_FLIGHT = 64
 ``async.concurrency`` 64; a browser sends 6 per host)."""
 
 ANSWER_BYTES = 64 << 10
-"""The most bytes of a signed URL's answer read (an error's XML says its code in far less;
-a success has no body): a server sending more is not buffered past it."""
+"""The most bytes of a signed URL's answer read (an error's code comes in far less)."""
 
 Request = Callable[[], Awaitable[T]]
 """Makes the request's coroutine; called on the client's loop, once a slot is free."""
@@ -241,8 +240,7 @@ _FAULTS = (
     ("IncompleteBody", "the server sent fewer bytes than its Content-Length"),
     ("Parse(", "the server's answer is not HTTP"),
 )
-"""Faults of a web server as obstore's debug text names them (its first line only says
-"error sending request"), and what the log line says instead."""
+"""Web server faults as obstore's debug text names them, and what the log line says."""
 
 
 def server_fault(e: BaseException) -> str | None:

@@ -221,8 +221,7 @@ def _info_time(info: dict[str, Any]) -> int | None:
 
 
 def fsspec_protocols(store: Store) -> tuple[str, ...]:
-    """The names of an fsspec-backed store's protocol (``("https", "http")``, ``("file",
-    "local")``), first the main one; empty for other stores."""
+    """An fsspec store's protocol names (``("https", "http")``), main first; else empty."""
     fs = getattr(store, "fs", None)
     if fs is None:
         return ()
