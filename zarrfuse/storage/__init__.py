@@ -1,9 +1,6 @@
 """Storage for the mount: raw key I/O on a local directory, an object store or web server
-(obstore), or any zarr Store.
-
-Nothing here knows about FUSE or the filesystem above; the filesystem talks to the
-``Backend`` interface (``base``) and never to a store directly.
-"""
+(obstore), or any zarr Store, behind the ``Backend`` interface (``base``); nothing here
+knows about FUSE."""
 
 from __future__ import annotations
 
@@ -27,13 +24,9 @@ def backend_for(
     path: str = "",
     write_time: float | None = None,
 ) -> Backend:
-    """The fastest backend that serves ``store`` exactly. ``symlink_root``: see
-    ``LocalBackend`` (local stores only). ``path``: the mounted node's path in ``store``,
-    where an object store keeps its commit journal (a bucket holds many arrays).
-    ``write_time``: seconds an object store's write may wait for it (``--store-timeout``),
-    past which it is answered EIO only once the store can no longer take it, and each read
-    request's bound. A remote store's requests go through a client of this backend's own
-    (``store_requests``): two mounts in one process share no bound."""
+    """The fastest backend that serves ``store`` exactly. ``path``: the mounted node's path
+    in ``store``, where an object store keeps its journal. ``write_time``: the
+    ``--store-timeout`` of writes and reads, on a store client of this backend's own."""
     if isinstance(store, LocalStore):
         return LocalBackend(
             Path(store.root), symlink_root=Path(symlink_root) if symlink_root else None

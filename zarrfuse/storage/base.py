@@ -1,10 +1,6 @@
-"""The storage interface the mount's filesystem talks to: raw key I/O, blocking calls.
-
-Callers run these in worker threads. Three implementations: ``local`` (plain system calls on
-the directory behind a ``LocalStore``), ``objects`` (S3, Azure, GCS and web servers through
-obstore) and ``stores`` (any other zarr Store, through zarr's own event loop); and one wrapper
-of a remote one, ``cached_backend`` (``--cache-dir``). What each can do beyond this interface
-it says in one value, its ``Capabilities``, which a wrapper states for itself.
+"""The storage interface the mount's filesystem talks to: raw key I/O, blocking calls run in
+worker threads. Implementations: ``local``, ``objects`` (obstore), ``stores`` (any zarr Store)
+and the ``cached_backend`` wrapper; each states what it can do beyond it in ``Capabilities``.
 """
 
 from __future__ import annotations
@@ -18,18 +14,13 @@ __all__ = ["Backend", "Capabilities", "Document", "PartReader", "Stat", "child_k
 
 
 class Stat(NamedTuple):
-    """What a listing or a stat tells of one stored object: its size and modification time.
-
-    ``mtime_ns`` is the store's own time (a file's mtime, an object's ``LastModified``), or a
-    stable stand-in for stores that keep none, so that the mount shows the same time for the
-    same stored bytes on every mount.
-    """
+    """Size and modification time of one stored object (a stable stand-in time where the
+    store keeps none, so every mount shows the same time for the same bytes)."""
 
     size: int
     mtime_ns: int
     etag: str | None = None
-    """The store's entity tag (S3's ETag), where it gives one: unlike ``mtime_ns`` (S3's
-    ``LastModified`` has whole seconds), it tells two versions written in one second apart."""
+    """The store's entity tag where it gives one: tells two versions of one second apart."""
 
 
 class Document(NamedTuple):
@@ -45,23 +36,18 @@ class Capabilities:
     attributes. An optional method is here, or None (and the backend has no such method)."""
 
     remote: bool
-    """Whether each request waits a network round trip: a batch of chunks (a rendered
-    directory, a whole image) is then fetched with many requests in flight."""
+    """Each request waits a round trip: batches are fetched with many requests in flight."""
     can_list: bool = True
-    """Whether the store can list at all. Static web servers, S3 website endpoints and CDNs
-    cannot (403/404 on a directory): callers then learn what exists key by key (``stat``)."""
+    """Whether the store can list (web servers cannot): else existence is learnt per key."""
     stat_by_listing: bool = False
     """Whether one chunk's size is better learnt by listing its directory (remote stores)."""
     read_many: Callable[[Sequence[str]], list[tuple[Stat, bytes] | None]] | None = None
-    """``read_all`` of each key with its stat, the requests all in flight at once and one
-    thread waiting for them, not a thread each."""
+    """``read_all`` of each key with its stat, all in flight at once on one thread."""
     open_reader_nowait: Callable[[Sequence[str], Sequence[int | None] | None],
                                  PartReader | None] | None = None
-    """As ``open_reader``, but only if it needs no waiting on storage (the kernel has the
-    paths cached, the cache holds the parts): None if it would wait."""
+    """As ``open_reader``, or None if it would wait on storage."""
     read_held: Callable[[str], bytes | None] | None = None
-    """A whole object held apart from the store (a ``--cache-dir`` block), read without
-    waiting; None if it would have to ask the store (``read_all``)."""
+    """A whole object held apart from the store (a ``--cache-dir`` block), or None."""
     prefetch_objects: Callable[[Sequence[tuple[str, int | None]]], None] | None = None
     """Start fetching these (key, size) objects whole, sizes None where unknown: the
     filesystem is about to open them (read-only mounts)."""
@@ -83,16 +69,12 @@ class Backend(Protocol):
         ...
 
     def list_names(self, prefix: str) -> set[str]:
-        """The names of the objects directly under ``prefix``: which keys exist, at the cost
-        of one listing and nothing per object (``list_stats`` may stat each)."""
+        """Names of the objects directly under ``prefix``: one listing, nothing per object."""
         ...
 
     def list_subdirs(self, prefix: str) -> list[str]:
-        """Names directly under ``prefix`` that may be sub-prefixes ("directories").
-
-        Stores that cannot tell objects from prefixes cheaply may return objects too; callers
-        check each name (for a ``zarr.json`` below it) anyway.
-        """
+        """Names directly under ``prefix`` that may be sub-prefixes; may include objects where
+        the store cannot tell them apart cheaply (callers check each)."""
         ...
 
     def stat(self, key: str) -> Stat | None:
@@ -106,11 +88,8 @@ class Backend(Protocol):
     def open_reader(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader:
-        """Open a chunk's parts for reading; their sizes are fixed from here on.
-
-        ``sizes`` are the parts' sizes from a fresh listing, if the caller has one: backends
-        that would pay a request per part to learn them take these instead.
-        """
+        """Open a chunk's parts for reading; their sizes are fixed from here on. ``sizes``,
+        from a fresh listing, spare backends a request per part."""
         ...
 
     def read_all(self, key: str) -> bytes | None:
@@ -151,10 +130,8 @@ class Backend(Protocol):
         ...
 
     def show_recovered(self) -> int:
-        """For read-only mounts, which must not write: read every chunk as the recovery of
-        ``recover`` would leave it (an interrupted commit with its commit record shown
-        finished, one without it not at all), changing nothing stored; how many commits
-        were interrupted."""
+        """For read-only mounts: read every chunk as ``recover`` would leave it, changing
+        nothing stored; returns how many commits were interrupted."""
         ...
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:

@@ -1,16 +1,6 @@
-"""Paths of a local store resolved beneath its root, and only regular files opened.
-
-A store is not trusted: a symlink in it may point anywhere the daemon can read (with a root
-daemon and ``allow_other``, anything), and a FIFO or device blocks or has side effects when
-opened. So every path is resolved by the kernel with ``openat2(RESOLVE_BENEATH)`` from a
-descriptor of the root: symlinks are followed while their targets stay beneath the root
-(relative or absolute), and a path that would leave it fails with :class:`OutsideRoot`. Files
-are first opened ``O_PATH`` (no side effects, no blocking, whatever the file is), checked to
-be regular, and only then reopened for reading through ``/proc/self/fd``.
-
-Python has no ``openat2`` wrapper; it is called through ``ctypes`` (Linux 5.6+). Where the
-kernel lacks it, the same rule is kept with ``realpath`` and a prefix check (racy against a
-store that is changed while being read, and said so in the log once).
+"""Paths of a local store resolved beneath its root (``openat2(RESOLVE_BENEATH)``, through
+ctypes), and only regular files opened: first ``O_PATH``, checked, then reopened through
+``/proc/self/fd``. Why, and the fallback without openat2: docs/sources.md, "Untrusted stores".
 """
 
 from __future__ import annotations
@@ -85,18 +75,14 @@ _WARNED_AT_MOST = 4096  # a hostile store with millions of bad links must not gr
 
 
 RACE_RETRIES: Final = 64
-"""How many times a resolution is asked again when the kernel could not make sure a ".."
-stayed beneath the root because a rename ran meanwhile, anywhere on the machine (openat2
-says EAGAIN: retry). A symlink with ".." in it (git-annex, DataLad) met one in 15 to 30
-opens beside a loop of renames in another process (measured)."""
+"""Resolutions asked again when openat2 says EAGAIN (a rename anywhere raced a ".."; 1 open
+in 15 to 30 beside a loop of renames, measured: docs/sources.md, "Untrusted stores")."""
 
 
 def _openat2(dir_fd: int, path: str, flags: int, resolve: int = 0) -> int:
     """The descriptor openat2 gives ``path`` beneath ``dir_fd``; OSError with its errno.
-    EAGAIN from a ".." that raced a rename is asked again, up to ``RACE_RETRIES`` times,
-    and then is EIO: never a bare EAGAIN (a reader would retry it blindly or give up with
-    "resource temporarily unavailable"). With RESOLVE_CACHED in ``resolve``, EAGAIN is
-    answered at once (it may also mean "not cached": the caller opens again without it)."""
+    A raced EAGAIN is asked again, then EIO, never a bare EAGAIN; with RESOLVE_CACHED it is
+    answered at once (it may mean "not cached": the caller opens again without it)."""
     how = _OpenHow(flags | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | resolve)
     encoded = os.fsencode(path)
     cached_only = bool(resolve & _RESOLVE_CACHED)
@@ -191,8 +177,7 @@ class Root:
         return self._open_resolved(key, flags)
 
     def _open_resolved(self, key: str, flags: int) -> int:
-        """Absolute symlinks into the store: resolve the whole path, then open the result
-        beneath the root again (so a race cannot lead out)."""
+        """Absolute symlinks into the store: resolve, then open beneath the root again."""
         real = os.path.realpath(os.path.join(self.path, key))
         if real != self.path and not real.startswith(self.path + os.sep):
             raise self._refused(key)
@@ -226,11 +211,9 @@ class Root:
     def open_regular(
         self, key: str, *, quiet: bool = False, cached_only: bool = False
     ) -> int | None:
-        """A read-only descriptor of the regular file ``key``; None if absent. A FIFO, socket
-        or device raises NotRegular without being opened (opening one may block forever),
-        after one log line unless ``quiet`` (the caller says why in its own line). A path
-        leading out of the root is absent, as in :meth:`stat`. ``cached_only``: as in
-        :meth:`open_path` (opening a regular file whose inode is cached does no I/O)."""
+        """A read-only descriptor of the regular file ``key``; None if absent or leading out.
+        A FIFO, socket or device raises NotRegular unopened (one log line unless ``quiet``);
+        ``cached_only``: as in :meth:`open_path`."""
         try:
             path_fd = self.open_path(key, cached_only=cached_only)
         except (FileNotFoundError, OutsideRoot):
@@ -249,8 +232,7 @@ class Root:
             os.close(path_fd)
 
     def open_dir(self, key: str) -> int | None:
-        """A descriptor of directory ``key`` (for listing, or as a ``dir_fd``); None if
-        absent, not a directory, or leading out of the root."""
+        """A descriptor of directory ``key``; None if absent, not a directory, or leading out."""
         try:
             return self._open_dir(key)
         except (FileNotFoundError, NotADirectoryError, OutsideRoot):
@@ -264,8 +246,8 @@ class Root:
             os.close(path_fd)
 
     def make_dirs(self, key: str) -> int:
-        """A descriptor of directory ``key``, creating missing components one at a time,
-        each beneath the root (a symlinked component that leads out is refused)."""
+        """A descriptor of directory ``key``, missing components made one at a time beneath
+        the root (a symlinked component that leads out is refused)."""
         fd = self.open_dir(key)
         if fd is not None:
             return fd

@@ -1,13 +1,6 @@
-"""A remote backend whose chunk bytes are kept in a ``DiskCache`` (``--cache-dir``).
-
-Object bytes are cached; listings and stats only on a read-only mount given a
-``--metadata-ttl``, for that long; documents (``zarr.json``) always come from the store, so
-what exists and what it is stays as fresh as the mount's listing time allows,
-and each listing gives the validators (size and modification time) that cached blocks are
-found by (and the ETag, where the store gives one). A block is served only if it was
-cached for exactly that validator: an object
-changed by anyone shows a new validator at the next listing and is fetched again; this
-mount's own writes forget the key's validator at once, so the next read asks the store.
+"""A remote backend whose chunk bytes are kept in a ``DiskCache`` (``--cache-dir``), found by
+the validator (size, time, ETag) a listing gave: what is cached and why, docs/sources.md,
+"A disk cache across mounts".
 """
 
 from __future__ import annotations
@@ -40,11 +33,8 @@ STATS_SAVED_EVERY = 32
 
 
 class CachingBackend:
-    """``inner`` (a remote backend) with its object bytes in ``cache``.
-
-    ``identity`` names the store (scheme, endpoint, bucket, prefix): blocks of two stores
-    never mix, and mounts of the same store share them.
-    """
+    """``inner`` (a remote backend) with its object bytes in ``cache``; ``identity`` names
+    the store, so blocks of two stores never mix and mounts of one share them."""
 
     def __init__(
         self, inner: Backend, cache: DiskCache, identity: str, listing_ttl: float | None = None
@@ -53,8 +43,7 @@ class CachingBackend:
         self.cache = cache
         self.identity = identity
         self.listing_ttl = listing_ttl
-        """Seconds a listing kept in the cache (by any mount) is trusted: the metadata TTL
-        of a read-only mount given one; None: every mount lists anew."""
+        """Seconds a listing kept in the cache is trusted (a read-only mount's TTL); None: never."""
         can = inner.capabilities  # the inner's, its batched reads and fetches ahead through here
         self.capabilities = replace(
             can, open_reader_nowait=self.open_reader_nowait, read_held=self.read_held,
@@ -145,9 +134,8 @@ class CachingBackend:
     # --- stats kept on disk, for stores that cannot list ------------------------------------
 
     def _kept_stat(self, key: str) -> Stat | NotKept | None:
-        """What a stat of ``key`` answered (this mount or an earlier one) within the trusted
-        listing time, as a listing would be kept: a web server, which cannot list, is then
-        not asked again for each chunk of a warm cache. NOT_KEPT: ask the store."""
+        """What a stat of ``key`` answered within the trusted listing time (a web server is
+        not asked again per chunk of a warm cache); NOT_KEPT: ask the store."""
         if self.listing_ttl is None:
             return NOT_KEPT
         directory, _, name = key.rpartition("/")
@@ -217,10 +205,8 @@ class CachingBackend:
     def open_reader_nowait(
         self, keys: Sequence[str], sizes: Sequence[int | None] | None = None
     ) -> PartReader | None:
-        """A warm cache's open without a worker thread: every part's validator is known
-        here (the lookup before the open learnt it) for the size the caller knows, or, with
-        no size given, from stats kept within the listing time (what ``open_reader`` would
-        take too). Its reads then come from the cache's pages (``read_into_nowait``)."""
+        """A warm cache's open without a worker thread, where every part's validator is
+        known here (from the lookup before, or stats kept within the listing time)."""
         if sizes is None and self.listing_ttl is None:
             return None  # open_reader would ask the store
         stats: list[Stat | None] = []
@@ -259,17 +245,15 @@ class CachingBackend:
         return bytes(out)
 
     def _prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
-        """The inner backend's fetching ahead of the next chunk files, for those whose last
-        block is not here: a warm cache asks the store for nothing."""
+        """The inner backend's fetching ahead, for objects whose last block is not here."""
         prefetch = self.inner.capabilities.prefetch_objects
         assert prefetch is not None  # stated only where the inner has it
         prefetch([(key, size) for key, size in objects
                   if not self._held_whole(key, self._known(key))])
 
     def _read_many(self, keys: Sequence[str]) -> list[tuple[Stat, bytes] | None]:
-        """``read_all`` of each key: what is held (or kept absent) is answered here, the rest
-        by the inner backend's batched reads (all in flight at once) and kept as ``read_all``
-        keeps it: by the validator listed, or where the store cannot list by the GET's own."""
+        """``read_all`` of each key: what is held answered here, the rest by the inner's
+        batched reads and kept by its validator (listed, or the GET's own)."""
         read_many = self.inner.capabilities.read_many
         assert read_many is not None  # stated only where the inner has it
         stats = [self._known(key) for key in keys]
@@ -297,8 +281,7 @@ class CachingBackend:
         return out
 
     def _known(self, key: str) -> Stat | NotKept | None:
-        """The validator ``key`` was last listed with, or kept with (``listing_ttl``): None
-        if it was kept absent, NOT_KEPT if neither."""
+        """The validator ``key`` was listed or kept with; None: kept absent; else NOT_KEPT."""
         return self.validator(key, None) or self._kept_stat(key)
 
     def _held_whole(self, key: str, stat: Stat | NotKept | None) -> bool:
@@ -321,8 +304,7 @@ class CachingBackend:
         return self._read_blocks(key, stat, max(stat.size - count, 0), stat.size), stat.size
 
     def read_held(self, key: str) -> bytes | None:
-        """The object from its cached blocks, if a listing gave its validator and every
-        block is on disk (and in the page cache: no waiting on the disk either)."""
+        """The object from its cached blocks, if its validator is known and all are in memory."""
         stat = self.validator(key, None)
         if stat is None:
             return None

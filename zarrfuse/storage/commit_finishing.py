@@ -1,14 +1,6 @@
-"""Commits whose record is stored but whose copies are not yet made.
-
-Once a multi-part commit's record is in the store (``object_journal``), the commit has
-happened: recovery rolls it forward whatever becomes of this mount. Answering its close
-with EIO then, because a copy was slow or failed, would be a lie, and waiting for a stalled
-store would hold the close past ``--store-timeout``. So the copies go on in the background
-(or wait for the next write to retry them), and meanwhile the mount reads each of the
-commit's keys from its temp object, which holds the same bytes. A write or delete of such
-a key first waits for its commit to be finished (or finishes it itself): an old copy landing
-after a new write would undo it. The finishing is a task on the mount's store client's loop
-(``store_requests``), its requests in the client's bound: no thread per commit.
+"""Commits whose record is stored but whose copies are not yet made: they go on in the
+background on the store client's loop, each key read from its temp meanwhile, and a write
+of such a key waits for them first (why: docs/writing.md, "Journals").
 """
 
 from __future__ import annotations
@@ -57,8 +49,7 @@ class Finishing:
         finish: Callable[[], Coroutine[Any, Any, None]],
         deadline: float,
     ) -> bool:
-        """Run ``finish`` (the copies and the clean-up) until ``deadline``; True if it ended
-        by then, else it goes on in the background and the keys read from their temps."""
+        """Run ``finish`` until ``deadline``; True if it ended, else it goes on in background."""
         job = _Job(tx, temps, time.time_ns(), finish)
         with self._lock:
             self._jobs[tx] = job

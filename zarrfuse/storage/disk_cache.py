@@ -1,17 +1,7 @@
-"""Blocks of remote objects kept on local disk, across mounts (``--cache-dir``).
-
-One directory may serve many mounts at once, of the same source or not: every file in it is
-written whole under a temp name and renamed into place, so a reader (this mount or another)
-sees a block whole or not at all, and a crash leaves at most a temp file, never a torn
-block. A block's name is a hash of what identifies its bytes: the store, the key, the
-object's validator (its size and modification time as the store reports them: S3's
-``LastModified``, HTTP's ``Last-Modified``) and the block's number. A changed object has a
-new validator, so its old blocks are never found again; they age out.
-
-Bounded: the files' total size is kept under ``limit`` by removing the least recently used
-first (each hit sets the file's mtime). Eviction scans the directory under an exclusive
-``flock`` of its lock file, so concurrent mounts never evict at once; each mount counts what
-it adds and scans when its count passes the limit.
+"""Blocks of remote objects kept on local disk, across mounts (``--cache-dir``). A block is
+named by a hash of store, key, the object's validator and block number (a changed object's
+old blocks are never found again; they age out), written whole by rename, and evicted least
+recently used first under a ``flock``: docs/sources.md, "A disk cache across mounts".
 """
 
 from __future__ import annotations
@@ -100,8 +90,7 @@ class DiskCache:
     # --- writing -----------------------------------------------------------------------------
 
     def write(self, name: str, data: bytes | bytearray | memoryview) -> None:
-        """Keep ``data`` as block ``name``. Best effort: a full disk loses the block, never
-        the read that fetched it."""
+        """Keep ``data`` as block ``name``; best effort: a full disk never fails the read."""
         path = self._path(name)
         temp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
         try:
@@ -160,8 +149,8 @@ class DiskCache:
                         yield from files
 
     def _scan_and_evict(self, force: bool = False) -> int:
-        """Remove the least recently used blocks until under the limit (and stale temps);
-        the total left. Skipped (returning the count as is) while another mount evicts."""
+        """Evict least recently used blocks (and stale temps) to under the limit; the total
+        left. Skipped while another mount evicts."""
         with open(self._lock_path, "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | (0 if force else fcntl.LOCK_NB))

@@ -1,13 +1,7 @@
-"""The next chunk files of a web server fetched before they are asked for.
-
-A web server cannot list, so a tool that reads a directory of chunk files one after
-another (``cp -r``, ``rsync``) paid two round trips per file: a HEAD when the kernel looked
-the file up (its size), then a GET for its bytes. When a read reaches the end of a chunk
-file, the filesystem names the chunks after it in grid order (``want``); one GET each, sent
-at once (``store_requests``), brings a small object's size, time and bytes together, or says
-it is absent. The lookup that follows then finds its size here (``stat``), and the read
-its bytes (``read``). Bounded in objects and in bytes; each answer is used once and kept
-for at most ``KEPT_SECONDS``. Read-only mounts only (the chunk source asks for it there).
+"""The next chunk files of a web server fetched before they are asked for: one GET each,
+sent at once, brings a small object's size, time and bytes, so the lookup and the read that
+follow ask nothing (docs/sources.md, "Web servers"). Bounded in objects and bytes, each answer
+used once within ``KEPT_SECONDS``; read-only mounts only.
 """
 
 from __future__ import annotations

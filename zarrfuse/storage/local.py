@@ -1,9 +1,6 @@
-"""A local directory as mount storage: plain system calls, run in worker threads.
-
-``LocalBackend`` talks to the directory behind a ``LocalStore`` directly: a FUSE read must not
-pay zarr's asyncio round trip (140-390 us a call, measured) when a ``pread`` costs 10 us.
-Every path is resolved beneath the store root and only regular files are opened (``beneath``):
-nothing outside the root is read, written or removed, whatever symlinks the store holds.
+"""A local directory as mount storage: plain system calls in worker threads (a ``pread`` costs
+10 us, zarr's asyncio round trip 140-390 us, measured), every path resolved beneath the store
+root (``beneath``).
 """
 
 from __future__ import annotations
@@ -61,10 +58,9 @@ class LocalBackend:
         return self._prefix + key.strip("/")
 
     def _entries(self, prefix: str) -> list[tuple[str, os.stat_result]]:
-        """The entries of a store directory, each with its stat; a symlink counts as what it
-        leads to beneath the root (skipped if it leads out). FIFOs, sockets and devices are
-        listed as files: reading one is an error (EIO, one log line), never an absent chunk
-        silently read as the fill value."""
+        """The entries of a store directory with their stats; a symlink is what it leads to
+        beneath the root (skipped if it leads out). Special files are listed: reading one is
+        EIO, never an absent chunk read as the fill value."""
         fd = self._beneath.open_dir(self._key(prefix))
         if fd is None:
             return []
@@ -92,8 +88,7 @@ class LocalBackend:
 
     def _loops(self, prefix: str, name: str) -> bool:
         """Whether the directory symlink ``prefix/name`` leads to a directory on its own way
-        down (``find`` would walk it until ENAMETOOLONG): such a link is not shown, with one
-        log line. Every endless walk passes through such a link."""
+        down (``find`` would walk it until ENAMETOOLONG): not shown, with one log line."""
         base = self._beneath.path
         target = os.path.realpath(os.path.join(base, self._key(f"{prefix}/{name}")))
         store = os.path.realpath(self.root)
@@ -144,9 +139,8 @@ class LocalBackend:
         return Stat(st.st_size, st.st_mtime_ns) if st and not stat.S_ISDIR(st.st_mode) else None
 
     def stat_names(self, prefix: str, names: Sequence[str]) -> list[Stat | None]:
-        """As :meth:`stat` of each name, the directory resolved once beneath the root and
-        each plain name stat'ed in it without following a link (a third of the cost of a
-        resolution per key). Symlinks and recovered parts go through :meth:`stat`."""
+        """As :meth:`stat` of each name: the directory resolved once, each plain name stat'ed
+        in it unfollowed (a third of a resolution per key); symlinks go through :meth:`stat`."""
         fd = self._beneath.open_dir(self._key(prefix))
         if fd is None:
             return [None] * len(names)
@@ -213,8 +207,7 @@ class LocalBackend:
     def _pread(
         self, key: str, where: Callable[[int], tuple[int, int]]
     ) -> tuple[bytes, int] | None:
-        """One read of the file ``key``, at ``where(its size)`` (offset, count); None if it
-        is absent."""
+        """One read of the file ``key`` at ``where(its size)`` (offset, count); None if absent."""
         fd = open_regular_or_eio(self._beneath, self._read_key(self._key(key)))
         if fd is None:
             return None
@@ -243,9 +236,8 @@ class LocalBackend:
         return Document(data, found.st_mtime_ns)
 
     def write(self, key: str, pieces: Sequence[memoryview], *, durable: bool = False) -> int:
-        # Same scheme as zarr's LocalStore: a uniquely named temp file beside the target,
-        # then rename over it. A crash leaves the old file or the new one, never a torn one.
-        # Both names are taken relative to the directory resolved beneath the root.
+        # Same scheme as zarr's LocalStore: a unique temp file beside the target renamed over
+        # it (old or new after a crash), both names relative to the directory resolved beneath.
         parent, _, name = self._key(key).rpartition("/")
         dir_fd = self._beneath.make_dirs(parent) if parent else self._beneath.make_dirs(".")
         try:
@@ -291,8 +283,7 @@ class LocalBackend:
         return interrupted
 
     def _read_key(self, key: str) -> str:
-        """Where ``key`` (relative to the resolution root) is read: a part an interrupted
-        commit replaces is read from its new file (read-only mounts, ``show_recovered``)."""
+        """Where ``key`` is read: an interrupted commit's new file (``show_recovered``)."""
         return self._finished.get(key, key)
 
     def set_mtime(self, key: str, mtime_ns: int) -> bool:
@@ -319,9 +310,7 @@ class LocalBackend:
     def warm_after(
         self, key: str, following: Callable[[], Sequence[tuple[str, int]]], *, waited: bool
     ) -> None:
-        """The file ``key`` was read to its end (its read ``waited`` on the disk, or not):
-        have the kernel read the ``following()`` (key, size) files ahead where that helps,
-        the filesystem is about to open them (``local_warming``)."""
+        """The file ``key`` was read to its end: warm the ``following()`` files."""
         self._warming.after(
             self._read_key(self._key(key)),
             lambda: [(self._read_key(self._key(k)), size) for k, size in following()],

@@ -34,8 +34,7 @@ class LocalPartReader:
     """Open file descriptors: a reader keeps the versions it opened, even across renames."""
 
     def __init__(self, root: Root, keys: Sequence[str], *, cached_only: bool = False) -> None:
-        """``cached_only``: BlockingIOError unless every part opens from the kernel's caches
-        (see ``Root.open_path``)."""
+        """``cached_only``: BlockingIOError unless every part opens from the kernel's caches."""
         self.keys = list(keys)
         self._fds: list[int | None] = []
         sizes: list[int | None] = []

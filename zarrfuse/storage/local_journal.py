@@ -1,26 +1,6 @@
-"""Multi-part commits on a local directory that a crash leaves old or new, never mixed.
-
-A chunk stored as several parts (``concat-parts``: a main part and a ``.crc32c``, say) is
-replaced part by part, each by a rename; a daemon killed between two renames would leave a
-chunk whose parts come from two commits, which then fails its checksum. So a multi-part
-commit goes through a journal in ``.zarrfuse-commits/`` at the store root:
-
-1. ``TX.pending`` names the temp files about to be written (so a crash leaves no orphans);
-2. every part's new bytes are written to its temp file beside its key;
-3. ``TX.commit`` is written: the point of no return;
-4. each temp file is renamed over its key; then both records are removed.
-
-Each mount keeps its records in a directory of its own, ``.zarrfuse-commits/ID/``, locked
-(``flock``) while one of its commits is under way: two writable mounts of one store (two
-hosts, or two on one) never recover, nor remove, each other's commits in progress. Records
-of the older layout, directly in ``.zarrfuse-commits/``, are recovered too.
-
-On the next mount (:meth:`CommitJournal.recover`), a transaction with a ``commit`` record is
-rolled forward (its remaining temp files renamed into place: every chunk new) and one
-without is rolled back (its temp files removed: every chunk old). Records are written as a
-temp file renamed into place. Against a killed daemon this needs no ``fsync``: the kernel
-keeps what was written. Against a power cut, ``fsync`` on the chunk (``durable``) also
-syncs the temp files, the records and their directories at each step.
+"""Multi-part commits on a local directory that a crash leaves old or new, never mixed:
+records in ``.zarrfuse-commits/ID/`` (one locked directory per mount) around temp files
+renamed over their keys. How it works and why: docs/writing.md, "Journals".
 """
 
 from __future__ import annotations
@@ -95,8 +75,7 @@ class CommitJournal:
                     self._remove_dir(self._top)
 
     def _locked_dir(self) -> int:
-        """This mount's record directory, made and locked (another mount's removal of the
-        empty top directory meanwhile is retried)."""
+        """This mount's record directory, made and locked (retried if removed meanwhile)."""
         for _ in range(20):
             try:
                 fd = self._root.make_dirs(self._dir)
@@ -109,9 +88,8 @@ class CommitJournal:
         raise OSError(errno.EIO, f"{self._dir}: cannot make the commit record directory")
 
     def _record_dirs(self, *, dead_only: bool) -> list[tuple[str, int | None]]:
-        """Directories that hold records, each with a lock held on it (or None): the older
-        flat layout, and every mount's own; ``dead_only``: only those whose mount is gone
-        (their lock is free), returned locked: the caller closes the descriptor."""
+        """Directories holding records (the old flat layout and each mount's), each with its
+        lock or None; ``dead_only``: those whose lock is free, returned locked."""
         fd = self._root.open_dir(self._top)
         if fd is None:
             return []
@@ -152,8 +130,7 @@ class CommitJournal:
             os.close(fd)
 
     def recover(self) -> tuple[int, int]:
-        """Finish what a crash interrupted: (transactions rolled forward, rolled back).
-        Commits of other live mounts are left alone."""
+        """Finish what a crash interrupted: (rolled forward, rolled back); live mounts' alone."""
         forward = back = 0
         for where, held in self._record_dirs(dead_only=True):
             try:
@@ -179,9 +156,8 @@ class CommitJournal:
         return forward, back
 
     def finished_view(self) -> tuple[dict[str, str], int]:
-        """Without changing anything: the new file of each part that an interrupted commit
-        with a commit record replaces (``recover`` would rename it over the part; a commit
-        without one changed no part), and how many commits were interrupted."""
+        """Without changing anything: the new file that replaces each part of an interrupted
+        commit with a record, and how many commits were interrupted."""
         finished: dict[str, str] = {}
         interrupted = 0
         for where, _ in self._record_dirs(dead_only=False):

@@ -1,15 +1,7 @@
-"""The next chunk files of a local store read into the kernel's caches before they are read.
-
-A tool that reads a directory file after file (``cp -r``, ``rsync``, a viewer paging
-through tiles) pays, per file, for the kernel to find its name and inode on disk and then
-its bytes: each a wait in a worker thread, and each thread hop costs 0.1-0.4 ms on a 2-core
-VM before the disk does anything. When a read reaches the end of a chunk file, the files
-after it are opened here in one background thread and their bytes asked for
-(``posix_fadvise(WILLNEED)``, which starts the reads and returns). The reader's own opens
-and reads then find everything cached and are answered in the trio thread
-(``Root.open_path(cached_only=True)``, ``RWF_NOWAIT``). Nothing is kept but the kernel's own
-caches, so this is as safe on writable mounts as on read-only ones: a file written since is
-read anew by the reader's own open.
+"""The next chunk files of a local store read into the kernel's caches before they are read:
+opened in one background thread and asked for with ``posix_fadvise(WILLNEED)``, so the
+reader's opens and reads are answered in the trio thread. Only the kernel's caches hold
+anything, so it is as safe on writable mounts (why: docs/performance.md, ``local_warming``).
 """
 
 from __future__ import annotations
@@ -50,8 +42,7 @@ class KernelWarming:
         self._needed: OrderedDict[str, None] = OrderedDict()
         """Files this thread found uncached, and warmed, not read yet."""
         self._refill_at: str | None = None
-        """The file halfway through the files asked for last: once it is read to its end,
-        the next files are named; before, the reader is well behind what was asked for."""
+        """The file halfway through the files asked for last: read to its end, name the next."""
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -60,13 +51,9 @@ class KernelWarming:
         self, key: str, following: Callable[[], Sequence[tuple[str, int]]], *, waited: bool
     ) -> None:
         """The file ``key`` was read to its end: warm the ``following()`` (key, size) files
-        if that read ``waited`` on storage, or if this thread found it uncached and warmed it
-        (the reader walks through files the kernel did not hold). A reader whose files are
-        cached already (a second pass) costs nothing here and sets no thread to work.
-
-        Inside the window asked for last, ``following()`` is called again only halfway
-        through it: naming the files after one costs more than a small file's read (80 us
-        for 8 chunk files, measured), and a reader walking through files named them all."""
+        if that read ``waited`` on storage, or if this thread warmed it (a second pass over
+        cached files costs nothing). Inside the window asked for last, ``following()`` is
+        called again only halfway through it (naming 8 files costs 80 us, measured)."""
         with self._wake:
             streak = self._needed.pop(key, False) is None
             inside = key in self._asked and key != self._refill_at
@@ -74,8 +61,7 @@ class KernelWarming:
             self.want(following())
 
     def want(self, objects: Sequence[tuple[str, int]]) -> None:
-        """Warm these (key, size) files, in order, up to ``AHEAD_BYTES`` and ``QUEUED`` files
-        in all; cheap (the trio thread calls it): the work is the background thread's."""
+        """Queue these (key, size) files, up to ``AHEAD_BYTES`` and ``QUEUED``; cheap."""
         budget = AHEAD_BYTES
         with self._wake:
             if self._closed:

@@ -1,13 +1,7 @@
-"""The requests of an object store or a web server as coroutines, for the mount's store
-client (``store_requests``), which runs them: the only module that calls obstore. GETs: one
-request each, every answer checked against the size it announces or was asked for, so that
-a body cut short or an object replaced mid-read is an error, never short bytes. A body is
-streamed and read no further than the bytes asked (one past them, to tell a longer one): a
-server that answers a 64 KiB read with 1.5 GiB costs 64 KiB. A web server is asked for a
-whole object as the range ``bytes=0-``, so that its answer states the object's size twice
-(Content-Length and Content-Range) and a Content-Length shorter than the bytes sent is
-seen; one that ignores ranges is asked again without one. Then the other requests (LIST,
-HEAD, PUT, DELETE, server-side COPY) and the signing of a URL (``signed_put``)."""
+"""The requests of an object store or a web server as coroutines for the mount's store
+client: the only module that calls obstore. Every GET's answer is checked against the size
+it announces or was asked for, and its body read no further than asked (why, and the
+``bytes=0-`` whole GET of a web server: docs/sources.md, "Web servers")."""
 
 from __future__ import annotations
 
@@ -103,10 +97,9 @@ class WebRanges:
 
 
 async def _get_all(store: Any, key: str, ranges: WebRanges | None) -> GetResult:
-    """A GET of the whole object; from a web server (``ranges``), as the range ``bytes=0-``
-    (see the module's text), or without a range where it ignores them or the object is empty
-    (nginx answers an empty object's range whole, others 416). Object stores frame their
-    answers truly: asked without a range."""
+    """A GET of the whole object: from a web server (``ranges``) as the range ``bytes=0-``,
+    unless it ignores ranges or the object is empty (nginx answers that range whole, others
+    416); object stores without a range."""
     if ranges is not None and not ranges.ignored:
         try:
             return await obstore.get_async(store, key, options={"range": {"offset": 0}})

@@ -1,38 +1,6 @@
-"""Multi-part commits on an object store (S3) that a crash leaves old or new, never mixed.
-
-An object store replaces one object atomically (a PUT or a server-side copy) but has no
-rename and no multi-object transaction, so a chunk whose parts are replaced one PUT after
-another is torn by a daemon killed between two. So a multi-part commit is journalled in
-objects under ``.zarrfuse-commits/`` beside the mounted array or group:
-
-1. every part's new bytes are PUT to a temp object ``.zarrfuse-commits/TX/N``;
-2. ``TX.commit`` is PUT, naming each temp and its key: the point of no return;
-3. the server copies each temp over its key; then the temps and the record are deleted
-   (one bulk DELETE).
-
-Temps live under the journal's prefix, not beside their keys, so one LIST finds those a
-crash left (no record of intent is needed, and chunk listings never see a temp).
-:meth:`ObjectJournal.recover` (a writable mount's start, ``zarrfuse verify --repair``)
-rolls a transaction with a ``commit`` record forward (copies the temps still there over
-their keys: every chunk new) and one without it back (deletes its temps: every chunk old).
-A multi-part commit of N parts costs 2N+1 PUT-class requests and one bulk DELETE, against N
-without the journal. A PUT or copy is durable once the store answers it, so ``fsync`` adds
-nothing here.
-
-Other mounts (on this host or another) may be committing to the same store while one
-recovers, and an object store has no lock to tell a live mount from a dead one:
-
-- a committed transaction is finished by whoever gets there: recovery copies the temps it
-  still finds (each copy is the same bytes the owner copies) and deletes them; an owner whose
-  copy then finds its temp gone, with its record gone too, knows the commit was finished for
-  it and reports success;
-- an uncommitted one changed no key, so leaving it is harmless; it is undone only once its
-  newest object is older than :data:`STALE_AFTER` (a commit takes seconds): undoing a live
-  mount's would let it write its record over temps that are gone and tear its chunk.
-
-A read-only mount changes nothing and reads every committed transaction's parts from their
-temps (:meth:`ObjectJournal.finished_view`). The copies and the clean-up are coroutines: run
-in the background as tasks of the mount's store client (``store_requests``), or waited for.
+"""Multi-part commits on an object store (S3) that a crash leaves old or new, never mixed:
+temps PUT under ``.zarrfuse-commits/``, a commit record, then server-side copies over the
+keys. How it works and why: docs/writing.md, "Journals".
 """
 
 from __future__ import annotations
@@ -54,12 +22,10 @@ __all__ = ["JOURNAL_DIR", "STALE_AFTER", "ObjectJournal", "Objects"]
 log = logging.getLogger(__name__)
 
 JOURNAL_DIR = ".zarrfuse-commits"
-"""The records' prefix, as on local stores: no object is left under it between commits,
-so listings show nothing there."""
+"""The records' prefix, as on local stores; empty between commits."""
 
 STALE_AFTER = 600.0
-"""Seconds after its newest object an uncommitted transaction counts as left by a dead
-mount."""
+"""Seconds after its newest object an uncommitted transaction counts as a dead mount's."""
 
 
 class Objects(Protocol):
@@ -114,12 +80,10 @@ class ObjectJournal:
     def commit(
         self, parts: Sequence[tuple[str, Sequence[memoryview]]], deadline: float | None = None
     ) -> list[int]:
-        """Replace every ``(key, pieces)``; the new times (the time of the copy: a copy's
-        answer carries no ``LastModified``). ``deadline`` (``time.monotonic()``): when the
-        temps and the record must have been stored; a record the store did not take by then
-        never will be (``signed_put``), so the failure reported is the truth. Once the
-        record is stored the commit has happened: copies not made by the deadline go on in
-        the background (``commit_finishing``)."""
+        """Replace every ``(key, pieces)``; the new times (the copy's: its answer has none).
+        ``deadline``: when temps and record must be stored (signed PUTs: a failure reported
+        is the truth); once the record is stored, copies not made by then go on in the
+        background (``commit_finishing``)."""
         self.finishing.settle([key for key, _ in parts], deadline)
         tx = uuid.uuid4().hex
         copies = [(f"{self._dir}/{tx}/{i}", key) for i, (key, _) in enumerate(parts)]
@@ -155,8 +119,7 @@ class ObjectJournal:
         await self._forget(tx, [temp for temp, _ in copies])
 
     def recover(self) -> tuple[int, int]:
-        """Finish what a crash interrupted: (transactions rolled forward, rolled back).
-        Uncommitted ones another mount may still be making are left alone (one line)."""
+        """Finish what a crash interrupted: (rolled forward, rolled back); young ones alone."""
         forward = back = young = 0
         run = self._objects.requests.run
         for tx, committed, left, is_young in self._transactions():
@@ -180,8 +143,8 @@ class ObjectJournal:
         return forward, back
 
     def finished_view(self) -> tuple[dict[str, tuple[str, Stat]], int]:
-        """Without changing anything: the temp (and its stat) each part of a committed
-        transaction is to be replaced by, and how many transactions are unfinished."""
+        """Without changing anything: the temp (and stat) that replaces each committed part,
+        and how many transactions are unfinished."""
         finished: dict[str, tuple[str, Stat]] = {}
         transactions = list(self._transactions())
         for _, committed, temps, _ in transactions:
@@ -252,7 +215,5 @@ class ObjectJournal:
                     raise
 
     async def _forget(self, tx: str, temps: Sequence[str]) -> None:
-        """Delete the temps and the record, in one request. Whatever part of it a crash
-        leaves is harmless: temps without their record are undone (their copies, if made,
-        stay), a record without its temps is finished with nothing left to copy."""
+        """Delete the temps and the record in one request (temps first: any part is harmless)."""
         await self._objects.delete_many_async([*temps, f"{self._dir}/{tx}.commit"])

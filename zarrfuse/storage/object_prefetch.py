@@ -1,13 +1,7 @@
-"""Whole small objects fetched before they are read: the next files of a directory.
-
-Tools read a directory of chunk files one file after another (``cp -r``, ``rsync``), and
-each file costs a round trip before its first byte. When a read reaches the end of a chunk
-file, the filesystem names the chunks after it (``want``), and their GETs start at once, a
-few in flight; opening one of them then finds its bytes fetched or on their way (``take``).
-A reader of file heads (a thumbnailer) never reaches an end and fetches nothing ahead.
-Bounded in objects and bytes, shared by the mount's reads; an object whose size
-changed since it was named is fetched anew. Used on read-only mounts only (the chunk source
-asks for it there): bytes fetched ahead never outlive a write through the mount.
+"""Whole small objects fetched before they are read: when a read reaches the end of a chunk
+file, the GETs of the chunks after it start at once (``want``), and opening one finds its
+bytes fetched or on their way (``take``). Bounded in objects and bytes; read-only mounts
+only, so bytes fetched ahead never outlive a write through the mount.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
-"""Open chunk parts on an object store or a web server, every part of one stored version.
-
-A chunk of several parts is several objects, replaced one after another by a commit (the
-journal copies each temp over its key), so GETs of its parts, one after another, may bring
-one part of each of two commits. So the reader pins a version before it serves a byte: the
-first GET of every part is sent together (the part being read: the range asked; the others:
-their first bytes, kept to serve their reads), and each brings the object's size, ETag and
-the commit that wrote it (``object_gets.COMMIT_ATTRIBUTE``, the id the journal tags every
-part of a commit with). The parts are one version when their commits agree and their sizes
-are those the chunk was opened with; while they are not (a commit landing part by part) all
-are asked again, for up to ``VERSION_SETTLE`` seconds, then the read is EIO. Every later GET
-of a part asks for the pinned ETag (``If-Match``): a part replaced while the file is open is
-EIO, never bytes of another version. A reader kept open by the mount between its users
-(``OpenChunkCache``) pins anew for the next, and its ``version`` is renewed then: the kernel
-keeps pages for a reader of the same pins only, never pages another version filled.
-
-Parts written by another program (zarr-python writing the parts itself) carry no commit: they
-agree with each other, so a chunk such a writer is halfway through replacing is not told from
-a whole one. Sequential reads are fetched ahead (``prefetch``), and a small object fetched
-whole ahead of its first read (``object_prefetch``) is a first GET already made.
+"""Open chunk parts on an object store or a web server, every part of one stored version:
+the first GETs of all parts sent together pin a version (their commit ids and sizes agree),
+later GETs ask ``If-Match`` its ETag. Why: docs/writing.md, "Reading one version".
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""Raw key I/O on an object store (S3, Azure, GCS) or a web server, through obstore; every
-request through the mount's store client (``store_requests``).
-
-Requests cost a network round trip, so this backend asks as little as it can. On object
-stores, a directory listing is one LIST (1000 keys a page) that brings every object's size;
-opening a chunk whose sizes a listing gave costs nothing; a read is one ranged GET, and
-sequential reads fetch ahead (``prefetch``); a chunk's parts are read of one stored version
-(``object_readers``). A web server is never listed (most answer a directory with 403, an
-index page is HTML for people): what exists is learnt key by key, and the next chunk files
-are fetched ahead with one GET each that brings their size too (``http_prefetch``).
+"""Raw key I/O on an object store (S3, Azure, GCS) or a web server, through obstore and the
+mount's store client; what it asks and why: docs/sources.md, "Object stores" and "Web servers".
 """
 
 from __future__ import annotations
@@ -213,9 +205,8 @@ class ObjectBackend:
             return None
 
     def prefetch_objects(self, objects: Sequence[tuple[str, int | None]]) -> None:
-        """Start fetching these (key, size) objects whole: the filesystem is about to open
-        them (the next chunk files of a directory). A web server's sizes are unknown: each
-        GET brings its object's size too."""
+        """Start fetching these (key, size) objects whole (sizes None where unknown): the
+        filesystem is about to open them."""
         if self._peeked is not None:
             self._peeked.want([key for key, _ in objects])
         else:
@@ -261,10 +252,8 @@ class ObjectBackend:
         deadline: float | None = None,
         commit: str | None = None,
     ) -> int:
-        # One PUT of the whole part: S3 replaces the object atomically, readers see the old
-        # or the new bytes. A PUT is durable once it succeeds, so ``durable`` asks nothing more.
-        # Its answer carries no LastModified; the time of the PUT stands in for it until the
-        # next listing gives the store's own (a HEAD per write would cost a round trip).
+        # One PUT of the whole part: atomic and durable once answered. Its answer has no
+        # LastModified: the PUT's time stands in until the next listing gives the store's.
         data = b"".join(pieces)
         deadline = self._deadline() if deadline is None else deadline
         if commit is not None:
@@ -372,8 +361,7 @@ class ObjectBackend:
 
 
 def is_web_store(store: Any) -> bool:
-    """Whether an obstore store is a web server's (``HTTPStore``): never listed, never
-    written."""
+    """Whether an obstore store is a web server's (``HTTPStore``): never listed, never written."""
     return type(store).__name__ == "HTTPStore"
 
 

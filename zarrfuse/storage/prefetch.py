@@ -1,15 +1,6 @@
-"""Read-ahead for one remote object: sequential reads keep several ranged GETs in flight.
-
-The kernel reads a file at most 1 MiB per request, one request after another; a remote
-store answers each GET only after a round trip. Once reads of an object run sequentially
-(a read starts where the previous one ended), windows ahead of them are fetched concurrently,
-so later reads find their bytes waiting: growing from 4 reads' worth to ``window`` bytes,
-and up to ``depth`` of them in flight. A read that is not
-sequential (the first one, or after a seek) fetches exactly its own range and drops what was
-fetched ahead: random access pays for nothing it does not use.
-
-Thread-safe: reads come from several worker threads, and ``read_nowait`` from the trio thread.
-No lock is held while waiting for the network.
+"""Read-ahead for one remote object: once reads run sequentially, windows ahead of them are
+fetched concurrently; a read that is not sequential fetches its own range only (why:
+docs/sources.md, "Object stores"). Thread-safe; no lock is held while waiting for the network.
 """
 
 from __future__ import annotations
@@ -64,12 +55,8 @@ class Window:
 
 @dataclass(frozen=True)
 class ReadAheadPolicy:
-    """How far and how wide to read ahead; one per mount, shared by every object's reader.
-
-    At most ``depth`` windows of at most ``window`` bytes are kept in flight ahead of
-    sequential reads, fetched by ``pool`` (whose size bounds concurrent GETs) within
-    ``budget``; a wait for a window is abandoned after ``timeout`` seconds.
-    """
+    """How far and how wide to read ahead, per mount: ``depth`` windows of ``window`` bytes
+    fetched by ``pool`` within ``budget``; a wait is abandoned after ``timeout`` seconds."""
 
     pool: Executor
     budget: PrefetchBudget
@@ -111,9 +98,7 @@ class ReadAhead:
             self._drop(lambda w: True)
             self._hits, self._ramp = 0, 0
             return False
-        # Ramp up as the kernel does: the first window as long as the read, each next one
-        # twice the last, up to the policy's window; one more window in flight per sequential
-        # read, up to ``depth``. Reads that stop soon (``head``) cost little beyond their own.
+        # Ramp up as the kernel does, one more window in flight per sequential read.
         self._hits += 1
         self._ramp = min(self.policy.window, max(2 * self._ramp, stop - start))
         # Windows well behind are done with; the one just behind may still be waited for by
@@ -160,8 +145,7 @@ class ReadAhead:
     # --- reads ----------------------------------------------------------------------------
 
     def read_nowait(self, start: int, out: memoryview) -> int:
-        """Copy what fetched windows already hold from ``start`` on; may start fetches.
-        Returns the count; the caller then ``read``s the rest (in a worker thread)."""
+        """Copy what fetched windows hold from ``start`` on (may start fetches); the count."""
         stop = min(start + len(out), self.size)
         with self._lock:
             sequential = self._note(start, stop)
@@ -206,8 +190,7 @@ class ReadAhead:
             self._done_with_end()
 
     def _done_with_end(self) -> None:
-        """The object was read to its end: what is fetched ahead goes back to the budget
-        now, not when the file is closed (a fully read file may stay open for long)."""
+        """Read to its end: what is fetched ahead goes back to the budget now, not at close."""
         with self._lock:
             self._drop(lambda w: True)
 

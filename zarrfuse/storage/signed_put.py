@@ -1,19 +1,7 @@
-"""A PUT (or DELETE) to an object store whose answer is the truth, within a deadline.
-
-A PUT that gets no answer in time may still sit in the network or in the server's queue and
-be stored after the writer was told EIO: a close that reports failure, and a chunk that
-changes later anyway. Cancelling cannot help (the request has left), so the write is made
-conditional on time instead. It goes to a signed URL (obstore's ``sign``: S3's presigned
-URLs, Azure's SAS, GCS's signed URLs) that expires when the writer gives up; the store checks
-a signed URL's expiry when the request reaches it and refuses one that arrives later (S3:
-403 "Request has expired"). So a PUT not answered in time is answered EIO only once its URL
-has expired at the store, and then it can no longer be stored.
-
-The store's clock is not ours: each answer's ``Date`` bounds how far ahead our clock runs,
-and the wait covers it. The one case left is a PUT stored just before its URL expired whose
-answer was lost: a background look at the key (a task of the mount's store client) says so
-in one log line. Each PUT is one exchange of that client (``store_requests``): a slot of the
-mount's bound, no redirect followed, a bounded answer.
+"""A PUT (or DELETE) to an object store whose answer is the truth, within a deadline: sent
+to a signed URL that expires when the writer gives up, and answered EIO only once it has
+expired at the store (by the store's clock, bounded by each answer's ``Date``). Why: a
+request that has left cannot be cancelled (docs/sources.md, "Signed PUTs").
 """
 
 from __future__ import annotations

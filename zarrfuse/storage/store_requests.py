@@ -1,18 +1,8 @@
 """The one way a mount's requests reach a remote store: a client per mount (``StoreRequests``)
 owning its event loop, its bound on requests in flight, its ``--store-timeout``, its
-background tasks and its signed-URL exchanges, so two mounts in one process never take each
-other's slots. Every S3, Azure, GCS or web request is an obstore coroutine on that loop
-(``object_gets`` makes them; obstore retries by one policy, ``api.s3``); a signed PUT or
-DELETE (``signed_put``) is one exchange of this module's HTTP client in a slot of the same
-bound, no redirect followed, at most ``ANSWER_BYTES`` read. Stores obstore does not serve
-(other fsspec filesystems) take a slot too (``request_slot``): the store never sees more than
-``REQUESTS_IN_FLIGHT`` from one mount, whichever pool asks.
-
-A worker thread waits for its answer (``request``); fetches ahead send theirs with no thread
-waiting on each (``send``: 64 in flight are 64 coroutines, not 64 blocked threads); work
-nobody waits for is a task on the loop (``start``). Errors come back as ``OSError``: absent
-(404, a web server's 410) as FileNotFoundError, a server ignoring ranges as EOPNOTSUPP, any
-other failure as EIO with the store's reason in one line, logged once by whoever reports it.
+background tasks and its signed-URL exchanges (why: docs/sources.md, "One way to the store").
+Errors come back as ``OSError``: absent as FileNotFoundError, a server ignoring ranges as
+EOPNOTSUPP, any other failure as EIO with the store's reason in one line.
 """
 
 from __future__ import annotations
@@ -49,8 +39,7 @@ REQUESTS_IN_FLIGHT = 64
 ``async.concurrency`` 64; a browser sends 6 per host)."""
 
 ANSWER_BYTES = 64 << 10
-"""The most bytes of a signed URL's answer read (an error's XML says its code in far less;
-a success has no body): a server sending more is not buffered past it."""
+"""The most bytes of a signed URL's answer read (an error's code comes in far less)."""
 
 Request = Callable[[], Awaitable[T]]
 """Makes the request's coroutine; called on the client's loop, once a slot is free."""
@@ -65,8 +54,7 @@ class Answer(NamedTuple):
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A signed URL is answered where it points: a redirect elsewhere is its answer (3xx),
-    never followed."""
+    """A signed URL is answered where it points: a redirect is its answer, never followed."""
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
@@ -77,8 +65,7 @@ _SIGNED_URLS = urllib.request.build_opener(_NoRedirects())
 
 
 class StoreRequests:
-    """One mount's client of its remote store: the loop (a thread of its own, started on
-    first use), the bound, the timeout and the background tasks."""
+    """One mount's client of its remote store: loop, bound, timeout, background tasks."""
 
     def __init__(self, *, timeout: float | None = None,
                  limit: int = REQUESTS_IN_FLIGHT) -> None:
@@ -153,10 +140,9 @@ class StoreRequests:
 
     @contextmanager
     def request_slot(self, deadline: float | None = None) -> Iterator[None]:
-        """Hold one slot of the bound while the block sends a request through another client
-        (zarr's loop, a signed URL): the caller's thread waits for the slot, never the loop.
-        ``deadline`` (``time.monotonic()``): ConnectionRefusedError (nothing sent) if no
-        slot is free by then."""
+        """Hold a slot of the bound while the block sends through another client (zarr's
+        loop, a signed URL); ConnectionRefusedError (nothing sent) if none is free by
+        ``deadline`` (``time.monotonic()``)."""
         loop = self._get()
 
         async def take() -> asyncio.Semaphore:
@@ -181,11 +167,9 @@ class StoreRequests:
 
     def exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str],
                  deadline: float) -> Answer:
-        """Send one request to a signed URL (``signed_put``) in one slot of the bound and
-        wait for its answer until ``deadline`` (``time.monotonic()``), in the caller's
-        thread (a writer's worker, which waits for it anyway). An HTTP answer is returned
-        whatever its status; ConnectionRefusedError: not sent; any other OSError
-        (a timeout, a reset): sent, with no answer."""
+        """Send one request to a signed URL (``signed_put``) in a slot of the bound and wait
+        in the caller's thread until ``deadline``. Any HTTP status is returned;
+        ConnectionRefusedError: not sent; any other OSError: sent, with no answer."""
         with self.request_slot(deadline):
             request = urllib.request.Request(url, data=body, method=method, headers=headers)
             timeout = max(0.1, deadline - time.monotonic())
@@ -201,8 +185,7 @@ class StoreRequests:
                 raise OSError(errno.EIO, str(e.reason)) from None
 
     def close(self) -> None:
-        """At unmount: cancel the background tasks still running (what they leave is
-        finished by the next writable mount's recovery) and stop the loop."""
+        """At unmount: cancel background tasks (recovery finishes them) and stop the loop."""
         with self._lock:
             loop, self._loop = self._loop, None
         if loop is None or loop.is_closed():
@@ -237,18 +220,15 @@ async def _answer(client: StoreRequests, what: str, make: Request[T], bounded: b
 
 
 def is_absent(e: BaseException) -> bool:
-    """Whether a store error means "no such object": obstore's NotFoundError (a 404; its
-    runtime class is FileNotFoundError), or a web server's 410 Gone, which obstore reports as
-    a generic error. Nothing else is an absence: a 403 or a 5xx read as "absent" would show
-    fill values where the store failed."""
+    """Whether a store error means "no such object": a 404 (obstore's NotFoundError) or a
+    410 Gone (a generic error in obstore). A 403 or 5xx read as absent would show fill values."""
     if isinstance(e, FileNotFoundError) or type(e).__name__ == "NotFoundError":
         return True
     return "status code: 410 Gone" in str(e)
 
 
 def ignores_ranges(e: BaseException) -> bool:
-    """Whether a ranged GET failed because the server ignores ranges (it sent the whole
-    object, which obstore refuses): Python's ``http.server`` does."""
+    """Whether a ranged GET failed as the server sent the whole object (``http.server``)."""
     return type(e).__name__ == "NotSupportedError"
 
 
@@ -260,8 +240,7 @@ _FAULTS = (
     ("IncompleteBody", "the server sent fewer bytes than its Content-Length"),
     ("Parse(", "the server's answer is not HTTP"),
 )
-"""Faults of a web server as obstore's debug text names them (its first line only says
-"error sending request"), and what the log line says instead."""
+"""Web server faults as obstore's debug text names them, and what the log line says."""
 
 
 def server_fault(e: BaseException) -> str | None:

@@ -1,16 +1,7 @@
-"""The keys other programs change in a local store, as the kernel reports them (inotify).
-
-A mount keeps what it learnt of a store (listings, open chunks, renderings, decoded tiles,
-and the kernel's own page cache) for as long as it may: forever on a read-only mount. A
-chunk rewritten by zarr-python or by another mount would then stay old in this one. So a
-mount of a local store watches it (``watchfiles``: inotify, one watch per directory) and is
-told which keys changed, about ``DEBOUNCE_MS`` after they did; it never lists the store to
-find out. Changes are delivered to the trio loop; the watching thread ends with the mount.
-
-While the watch runs (:class:`WatchState`), a writable mount may let the kernel keep its
-chunk files' names, sizes and pages as long as a read-only one does: every change then
-reaches it, from this watch or from the mount's own commits. The state says when that
-starts (the watch is set up) and when it ends (a watch that fails, at any time).
+"""The keys other programs change in a local store, as the kernel reports them (inotify via
+``watchfiles``, about ``DEBOUNCE_MS`` after the change), so a mount that keeps what it learnt
+forgets what changed; while the watch runs (``WatchState``) a writable mount may keep its
+caches as long as a read-only one does.
 """
 
 from __future__ import annotations
@@ -36,24 +27,20 @@ WALKED_AT_MOST = 10_000
 """Files of a directory that appeared reported one by one; past them, the directory's key
 (``WHOLE_DIRECTORY``) makes the mount list its arrays again."""
 DEBOUNCE_MS = 100
-"""Changes are gathered this long before they are delivered: a chunk written as several
-events (create, write, close) is seen once."""
+"""Changes are gathered this long, so a chunk written as several events is seen once."""
 STOP_CHECK_MS = 50
 """How often the watching thread looks whether the mount has ended: it is joined before
-the mount's loop returns (a thread still inside watchfiles' native code when the
-interpreter exits can crash it: seen as SIGSEGV at exit with watchfiles 1.0). Also when its
-first round comes, which a writable mount waits for before serving (``WatchState``)."""
+the loop returns (a thread inside watchfiles' native code at interpreter exit crashed it:
+SIGSEGV with watchfiles 1.0). Also when its first round comes (``WatchState``)."""
 STOP_WAIT = 2.0
 """Seconds the mount's end waits for the watching thread (a few rounds)."""
 
 
 class WatchState:
-    """Whether a store's watch runs: ``live`` from its first round (every directory is
-    watched) until it fails or the mount ends; then ``ended`` listeners run, once, in the
-    trio thread. A mount that answered requests before the first round learnt things
-    unwatched, trusted no longer than ``settle`` seconds: its watch counts as live only that
-    long after the first round. ``set_up`` is set at the first round, or when the watch
-    ends before it (a mount waiting for it serves at once)."""
+    """Whether a store's watch runs: ``live`` from its first round until it fails or the
+    mount ends (then ``ended`` listeners run once, in the trio thread). What a mount learnt
+    before the first round is trusted only ``settle`` seconds; ``set_up`` is set at the
+    first round, or when the watch ends before it."""
 
     def __init__(self, settle: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.settle = settle
@@ -78,11 +65,9 @@ class WatchState:
         return self.settle if self._serving else 0.0
 
     def tells_all(self, at: float) -> bool:
-        """Whether every change to the store since ``at`` (monotonic: when the mount learnt
-        something) has been told or will be (within the watch's debounce): the watch is
-        live, and it was set up before the mount's first request, or by ``at``. What the
-        mount learnt then may be kept without end; what it learnt before a watch set up
-        later may have changed unseen, and keeps its TTL."""
+        """Whether every change since ``at`` (monotonic: when the mount learnt something)
+        has been or will be told: the watch is live and was set up before the mount's first
+        request, or by ``at``. Else what was learnt keeps its TTL."""
         if not self.live:
             return False
         return self._from_start or (self._watched_since is not None
@@ -96,8 +81,7 @@ class WatchState:
             self.live = True
 
     async def end(self) -> None:
-        """The watch stopped: whatever relied on it is told (a mount that stopped being
-        told of changes must forget what it kept)."""
+        """The watch stopped: whatever relied on it must forget what it kept."""
         was_live, self.live = self.live, False
         self.set_up.set()
         if self._done:
@@ -109,12 +93,10 @@ class WatchState:
 
 
 def _keys(root: str, changes: Iterable[tuple[object, str]], added: object) -> set[str]:
-    """Store keys (``/``-separated, relative to ``root``) of changed paths inside it. Files
-    written in a directory before the watch saw it appear (zarr-python makes ``c/0/`` and
-    stores ``c/0/9`` at once) are reported by nothing else: the files found in it are
-    reported, and if there are more than ``WALKED_AT_MOST``, the directory's key ends with
-    ``WHOLE_DIRECTORY`` (whoever is told lists everything again). A symlink is never
-    followed out. ``added``: the change that says a path appeared."""
+    """Store keys (relative to ``root``) of changed paths inside it. A directory that
+    appeared has its files reported too (written before the watch saw it: zarr-python makes
+    ``c/0/`` and ``c/0/9`` at once), or past ``WALKED_AT_MOST`` its key ending in
+    ``WHOLE_DIRECTORY``. A symlink is never followed out."""
     keys = set()
     for change, path in changes:
         relative = os.path.relpath(path, root)
@@ -131,8 +113,7 @@ def _keys(root: str, changes: Iterable[tuple[object, str]], added: object) -> se
 
 def _files_below(root: str, directory: str) -> list[str]:
     """The keys of the files in a directory that appeared, up to one more than
-    ``WALKED_AT_MOST`` (more: the walk stopped there): each may have been written before its
-    watch, and only its key tells the mount to forget that the name was absent."""
+    ``WALKED_AT_MOST`` (more: the walk stopped there)."""
     found: list[str] = []
     for where, _dirs, files in os.walk(directory):
         for name in files:
@@ -151,9 +132,8 @@ async def follow_store(
     root: Path, apply: Callable[[set[str]], Awaitable[None]], state: WatchState | None = None
 ) -> None:
     """Call ``apply(keys)`` with the keys changed under ``root``, until cancelled; ``state``
-    follows whether the watch runs. If the store cannot be watched (no inotify, too many
-    directories for the kernel's limit), one line says so and the mount goes on with its
-    caches' time limits."""
+    follows whether the watch runs. A store that cannot be watched is said in one line, and
+    the mount keeps its caches' time limits."""
     import watchfiles  # noqa: PLC0415  (a mount extra: imported by mounts only)
 
     stop = threading.Event()

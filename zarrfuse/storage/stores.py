@@ -1,11 +1,6 @@
 """Any other zarr Store (zip, memory, fsspec filesystems other than the web's) as mount
-storage, through ``zarr.core.sync.sync``; web servers and object stores go through obstore
-(``objects``).
-
-``sync`` blocks the calling worker thread, never the trio thread. Times: an fsspec store's
-``info`` gives one (``mtime``, ``LastModified``, HTTP's ``Last-Modified``) in the request that
-gives the size; other stores keep none, and every object shows the time of the store's own
-file (a zip's), or the epoch, so the same bytes show the same time on every mount.
+storage, through ``zarr.core.sync.sync`` (blocking the worker thread, never the trio thread).
+Times: an fsspec ``info``'s where it gives one, else a stable stand-in (``_store_file_time``).
 """
 
 from __future__ import annotations
@@ -181,10 +176,8 @@ class StoreBackend:
         self.requests.close()  # the store belongs to zarr's loop, which ends with the process
 
     def _asked(self, key: str, request: Coroutine[Any, Any, T]) -> T:
-        """Run one store request; a failure other than "absent" or an OSError with its
-        errno (a server error, a body cut short, a wrong length) becomes EIO with its reason
-        in one line: the operations layer logs it as an expected error, never with a
-        traceback."""
+        """Run one store request; a failure other than "absent" or an OSError with its errno
+        becomes EIO with its reason in one line (logged as expected, with no traceback)."""
         try:
             return self._in_slot(request)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -228,8 +221,7 @@ def _info_time(info: dict[str, Any]) -> int | None:
 
 
 def fsspec_protocols(store: Store) -> tuple[str, ...]:
-    """The names of an fsspec-backed store's protocol (``("https", "http")``, ``("file",
-    "local")``), first the main one; empty for other stores."""
+    """An fsspec store's protocol names (``("https", "http")``), main first; else empty."""
     fs = getattr(store, "fs", None)
     if fs is None:
         return ()
@@ -237,8 +229,7 @@ def fsspec_protocols(store: Store) -> tuple[str, ...]:
 
 
 def _store_file_time(store: Store) -> int:
-    """A stable stand-in time for stores that keep none: their own file's mtime (a zip), or
-    the epoch."""
+    """A stable stand-in time: the store's own file's mtime (a zip), or the epoch."""
     path = getattr(store, "path", None)
     if isinstance(path, str | os.PathLike) and not isinstance(store, FsspecStore):
         with contextlib.suppress(OSError):
