@@ -1,8 +1,5 @@
 """What ``stat`` and ``statfs`` show: a node's attributes, the filesystem's figures, and the
-ownership (uid, gid, umask) every node is shown with (``FileSystem.attributes`` works them
-out). The values are handed from :class:`~zarrfuse.filesystem.fs.FileSystem` to the FUSE adapter,
-which turns them into pyfuse3's types.
-"""
+ownership every node is shown with; the FUSE adapter turns them into pyfuse3's types."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""FUSE semantics without FUSE: :class:`FileSystem`, the whole mounted tree's behaviour.
-
-Testable without a kernel in the loop: ``fuse.operations`` only translates pyfuse3's calls
-and types to these methods, and errors are ``ZarrFuseError`` with the errno the caller
-should see. The filesystem is a few collaborators handed to each other: the namespace
-(inodes, nodes), the open handles, directory handles (``listing``), chunk opens
-(``chunk_opening``), writers and commits (``writes.commits``) and the scratch area; what
-stat shows is worked out here. Each node kind answers for itself (``tree.nodes``), and calls
-this class's ``FileRequests`` methods for the part of a request on its bytes that is the
-request layer's. Commit errors are returned by ``close()``/``fsync()``; ``release`` only
-cleans up.
+"""FUSE semantics without FUSE: :class:`FileSystem`, the whole mounted tree's behaviour,
+built from collaborators handed to each other (docs/contributing.md, 'Layout'). Errors are
+``ZarrFuseError`` with the errno the caller should see; commit errors are returned by
+``close()``/``fsync()``, ``release`` only cleans up.
 """
 
 from __future__ import annotations
@@ -256,9 +249,7 @@ class FileSystem:
 
     async def _set_time(self, node: Node, mtime_ns: int) -> None:
         """Set a file's modification time: stored with a stored chunk where the store can
-        keep one (local: every part's mtime); else, and for directories, metadata files and
-        rendered chunks, shown until the node's own time changes (a commit, a listing that
-        shows another time) or the unmount."""
+        keep one; else shown until the node's own time changes or the unmount."""
         scratch = self.scratch.get(node)
         if scratch is not None:
             scratch.mtime_ns, scratch.time_set = mtime_ns, True
@@ -481,9 +472,8 @@ class FileSystem:
 
     async def stop_once_closed(self, stop: Callable[[], None]) -> None:
         """A stopping mount serves on until no chunk file is open for writing (at most
-        STOP_WAIT seconds), then calls ``stop``: a writer that closes meanwhile is answered
-        as any time (its chunk stored). A stop that stored what a writer still held would
-        store a chunk whose close() the kernel then fails (the mount is gone)."""
+        STOP_WAIT seconds), then calls ``stop``: a writer's close() after the mount is gone
+        would fail although its chunk was stored."""
         if count := sum(map(self.writers.count, self.writers.chunks())):
             log.info("waiting up to %g s for %d chunk file(s) open for writing to be closed "
                      "(a second SIGTERM or SIGINT stops at once)", STOP_WAIT, count)

@@ -1,9 +1,6 @@
-"""Open file handles, one kind per kind of open, and the table of them (:class:`OpenHandles`).
-
-The filesystem forwards each request on a handle to it, never asking which kind it is. A
-chunk opened for writing is ``writes.commits.ChunkWriter``; every other kind is here. Kinds
-that do not write refuse ``write`` (EBADF, as a file opened read-only does) and leave
-``truncate`` to the path.
+"""Open file handles, one kind per kind of open (a chunk writer is ``writes.commits``'s),
+and their table. Each kind answers every request itself; those that do not write refuse
+``write`` with EBADF, as a file opened read-only does.
 """
 
 from __future__ import annotations

@@ -1,29 +1,7 @@
-"""Who shares the kernel's page cache of a chunk file: one inode per version, one writer per
-inode.
-
-The kernel keeps one page cache and one size per inode, shared by every handle without
-direct I/O, and changes both behind the daemon: an ``O_TRUNC`` open sets the size to 0 and
-drops the pages (a private mapping's next touch is then a SIGBUS), a write past the end
-raises it, a mapped writer's pages are everyone's. So **an inode holds either readers of
-one version, or one writer**:
-
-- readers of one version share the inode's pages (``keep_cache``) and may map them;
-- a writer is alone on its inode: a read-write writer's buffer is the page cache (so
-  ``mmap(MAP_SHARED, PROT_WRITE)`` works), a write-only writer uses direct I/O;
-- whoever would break the rule (a writer joining readers or a writer, a reader joining a
-  writer or readers of another version, an open through a name whose inode a commit
-  retired) is sent to a fresh inode: the open is answered ``ESTALE``, the name gets a new
-  inode, and the kernel looks the name up again and repeats the open (``do_filp_open``
-  retries once with ``LOOKUP_REVAL``), unseen by the opener;
-- the kernel retries only once, so the name is **reserved** for the opener sent away:
-  other openers wait for its second open (up to ``RESERVE_WAIT``). A second open that still
-  finds company (the reservation timed out) gets direct I/O beside it.
-
-A commit retires the name's inode (``namespace.retire``): new opens get a fresh inode with
-the new version, readers of the old one keep it, pages and all. The rule holds on read-only
-mounts too, whose store changes behind them (another program, ``--metadata-ttl``): a reader
-kept open across a change fills the inode's pages with its own version, which an opener of
-the new version on that inode would read beside new bytes.
+"""Who shares the kernel's page cache of a chunk file: an inode holds either readers of one
+version or one writer; an open that would break it gets ``ESTALE`` and the kernel's one retry
+finds a fresh inode, the name reserved for it meanwhile. Why: docs/writing.md, 'The page
+cache and memory mapping'.
 """
 
 from __future__ import annotations
@@ -179,8 +157,7 @@ class PageCacheUsers:
     ) -> bool:
         """Whether ``inode`` is crowded for this open of ``name`` (allowed only for the
         kernel's retry, with direct I/O); otherwise ``retire`` the name's inode (if this is
-        it) and raise the error that sends the opener away. ``label()`` names the file in
-        the log (made only then: every open checks)."""
+        it) and raise the error that sends the opener away."""
         why = self.conflict(inode, writer=writer, current=current, version=version)
         if why is None:
             return False

@@ -1,12 +1,7 @@
-"""Changes another program made to the store, applied to what the mount shows.
-
-``storage.store_watch`` says which keys changed; here each key becomes the chunk files and
-whole images that show it. Each forgets what it learnt of that chunk (sizes, listing, open
-handle, renderings, decoded tiles) and the kernel forgets their attributes and pages, as
-after the mount's own commit: a file's next open reads the new chunk (a handle opened before
-is no snapshot of a file the writer overwrote in place, as on a local filesystem). Metadata
-documents are not followed here: a changed
-``zarr.json`` (a resized array, a new member) is seen after ``--metadata-ttl``.
+"""Changes another program made to the store (``storage.store_watch``), applied to the
+chunk files and whole images that show each key, as after the mount's own commit (docs/
+views.md, 'When another program changes the store'). A changed ``zarr.json`` is seen after
+``--metadata-ttl``, not here.
 """
 
 from __future__ import annotations
@@ -26,10 +21,8 @@ __all__ = ["apply_store_changes"]
 
 async def apply_store_changes(namespace: Namespace, committer: Committer, keys: set[str]
                               ) -> None:
-    """Apply changed store keys to the views the mount has opened. ``committer`` drops a
-    chunk's kernel caches as after a commit (a used chunk inode is retired: its readers keep
-    their version), and its name (``by_another``: the kernel may remember it absent); and a
-    whole image's version's pages."""
+    """Apply changed store keys to the views the mount has opened, dropping kernel caches
+    as after a commit (a used chunk inode is retired: its readers keep their version)."""
     views: list[ArrayView | WholeImage] = [
         view for view in namespace.catalog.cached_views()
         if isinstance(view, ArrayView | WholeImage)]
@@ -70,12 +63,9 @@ async def _went(stored: StoredChunks, keys: set[str]) -> list[str]:
 
 async def _forget_below(namespace: Namespace, committer: Committer, view: ArrayView,
                         directories: tuple[str, ...]) -> None:
-    """Store ``directories`` (each ending in ``/``) appeared holding more files than the
-    watch names one by one (the rest were stored before the watch saw it and are reported
-    by nothing), or went away: the array's listings are asked anew, its chunks opened anew,
-    the renderings of the chunks below them dropped, and the kernel drops the chunk files
-    it holds of those (a shown absent chunk's size, a gone chunk's). Smaller directories
-    that appear cost only their files' keys."""
+    """Store ``directories`` (each ending in ``/``) appeared with files the watch does not
+    name one by one, or went away: the array's listings and chunks are asked anew, the
+    renderings below dropped, and the kernel drops the chunk files it holds of them."""
     view.files.forget_below(directories)
     key = view.stored.chunk_key
     for node in namespace.known_nodes(ChunkFile):

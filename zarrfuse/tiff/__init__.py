@@ -1,11 +1,6 @@
-"""Dual-access arrays: Zarr arrays whose shards are also valid tiled TIFF files.
-
-Built on ``extensions`` and ``api``; importing it registers the chunk finisher that gives
-every shard written through the concat-parts store its TIFF header. The public functions
-are importable from here.
-
-Also here, for ``--format ome-tiff`` (one whole-image OME-TIFF per array): ``whole_image``
-(the file's byte plan) and ``ome_xml`` (its OME-XML); import them from their modules.
+"""Dual-access arrays: Zarr arrays whose shards are also valid tiled TIFF files; importing
+it registers the chunk finisher that gives every such shard its TIFF header. Also the
+whole-image file of ``--format ome-tiff`` (``whole_image``, ``ome_xml``).
 """
 
 from zarrfuse.extensions.chunk_finishers import register_chunk_finisher

@@ -1,9 +1,5 @@
-"""Creating, converting to and repairing dual-access arrays (shards that are TIFF files).
-
-The shard format itself (headers, index shifting) is ``shard_format`` and ``metadata``; this
-module makes the ``zarr.json`` that declares it, copies data in shard by shard, and rewrites
-stale headers.
-"""
+"""Creating, converting to and repairing dual-access arrays: the ``zarr.json`` that declares
+them, copying data in shard by shard, rewriting stale headers."""
 
 from __future__ import annotations
 
@@ -113,17 +109,12 @@ def create_tiff_array(
     storage_options: dict[str, Any] | None = None,
     header_part: bool = False,
 ) -> zarr.Array:
-    """Create an empty dual-access array: every shard a Zarr shard and a TIFF file.
-
-    Axes are ``[*leading, Y, X]``, or ``[*leading, Y, X, samples]`` with ``samples=True``
-    (RGB: pixels stored whole). ``tile_shape`` is the (Y, X) inner chunk, a TIFF tile;
-    ``shard_shape`` covers every axis (default: 1 along leading axes, one page per file).
-    ``bigtiff=None`` chooses BigTIFF when a shard could exceed ``bigtiff_threshold`` bytes.
-    ``header_part=True`` stores each shard's TIFF header in its own ``.header`` part: the
-    shard's own file then holds pure tile bytes, a TIFF only as assembled (zarrfuse mount);
-    by default header and tiles share that file, a complete TIFF on disk.
-    Write through :func:`zarrfuse.open_array` or a zarrfuse mount to keep shards valid TIFFs.
-    """
+    """Create an empty dual-access array (docs/dual-access.md). Axes are ``[*leading, Y, X]``,
+    or ``[*leading, Y, X, samples]`` with ``samples=True``; ``tile_shape`` is the (Y, X)
+    inner chunk; ``shard_shape`` defaults to 1 along leading axes (one page per file).
+    ``bigtiff=None`` chooses BigTIFF when a shard could exceed ``bigtiff_threshold`` bytes;
+    ``header_part=True`` stores each header in its own ``.header`` part. Write through
+    :func:`zarrfuse.open_array` or a zarrfuse mount to keep shards valid TIFFs."""
     shape = tuple(int(n) for n in shape)
     native = np.dtype(dtype)
     if compression not in COMPRESSIONS:
@@ -217,12 +208,8 @@ def convert_to_tiff_array(
     **create: Any,
 ) -> zarr.Array:
     """Copy ``source`` (a TIFF file, or any array zarrfuse opens) into a new dual-access
-    array at ``dest``, shard by shard, with a progress bar on a terminal.
-
-    ``samples`` defaults to what the TIFF file says (RGB: yes), else False. ``jobs`` shards
-    are copied at once (decoding and encoding release the GIL). Other keyword arguments go
-    to :func:`create_tiff_array`.
-    """
+    array at ``dest``, ``jobs`` shards at once. ``samples`` defaults to what the TIFF says;
+    other keyword arguments go to :func:`create_tiff_array`."""
     with open_source(source) as (src, detected):
         use_samples = samples if samples is not None else bool(detected)
         dest_array = create_tiff_array(
@@ -268,14 +255,8 @@ def repair_tiff_headers(
     source: Any, *, check_only: bool = False, progress: bool | None = None
 ) -> RepairResult:
     """Rewrite the TIFF header of every stored shard whose header does not match its index
-    (shards written by other Zarr implementations, or edge shards after a resize).
-
-    Returns what it found; with ``check_only`` nothing is written. A shard that cannot be
-    read or repaired (a failed checksum, a missing part) is reported and left as it was; the
-    others are still checked. Data bytes
-    stay where they are, except in shards written with tiles from offset 0, which are moved
-    behind the header.
-    """
+    (docs/dual-access.md); with ``check_only`` nothing is written. A shard that cannot be
+    read or repaired is reported and left as it was; the others are still checked."""
     shard_format = shard_format_of(source)  # says why when it is not dual-access
     array = open_array(source, mode="r" if check_only else "r+")
     wrapper = array.store_path.store

@@ -1,16 +1,7 @@
-"""The tile compressions a dual-access array can use: each one a Zarr codec whose output is,
-byte for byte, a tile as TIFF stores it under one Compression value.
-
-- ``none``: the ``bytes`` codec alone (Compression 1).
-- ``deflate``: ``numcodecs.zlib`` (Compression 8, Adobe Deflate). Both are zlib streams
-  (RFC 1950: header, deflate data, Adler-32), which is what libtiff writes and reads for 8;
-  zarr's core ``gzip`` codec is not (gzip wraps deflate in another header and trailer). The
-  default, because every TIFF reader the tests run decodes it, OpenCV included.
-- ``zstd``: zarr's ``zstd`` codec (Compression 50000, a Zstandard frame per tile). Faster,
-  but readers built without libtiff's zstd support (OpenCV's wheels, ffmpeg) refuse it.
-
-Everything that maps between the three names, codec names in ``zarr.json``, TIFF Compression
-values and tile bytes sits here, so adding one touches one table.
+"""The tile compressions of a dual-access array (docs/dual-access.md): each a Zarr codec
+whose output is, byte for byte, a tile as TIFF stores it under one Compression value; the
+one table mapping names, ``zarr.json`` codecs and TIFF values. ``deflate`` is
+``numcodecs.zlib``, not zarr's ``gzip``: TIFF's Compression 8 is a zlib stream.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""TIFF's binary structures: tag value types, classic TIFF or BigTIFF, one IFD as bytes.
-
-:class:`~zarrfuse.tiff.shard_format.TiffShardFormat` decides which entries each page of a shard's
-header gets; this module only measures and writes them, so the byte-level rules of the format
-(inline or out-of-line values, word alignment, offset sizes) sit in one place.
+"""TIFF's binary structures: tag value types, classic TIFF or BigTIFF, one IFD as bytes; the
+byte-level rules (inline or out-of-line values, word alignment, offset sizes) in one place.
 """
 
 from __future__ import annotations
@@ -96,12 +93,8 @@ def write_ifd(
     next_ifd: int | None = None,
 ) -> None:
     """Append one IFD (entries, next-IFD pointer, then out-of-line values) to ``out``.
-
-    ``at``: the IFD's offset in the file, when ``out`` is not the file from its first byte
-    (a header produced piecewise); by default ``len(out)``. ``next_ifd``: the offset of the
-    next IFD; by default 0 if ``last``, else right behind this IFD's values. Values may be
-    numpy arrays (fast for long offset arrays); they must fit the type.
-    """
+    ``at``: its offset in the file when ``out`` is a piece of the header (default
+    ``len(out)``); ``next_ifd`` defaults to 0 if ``last``, else right behind its values."""
     start = len(out) if at is None else at
     values_at = start + flavour.count_field + len(entries) * flavour.entry + flavour.inline
     count_code = "Q" if flavour.bigtiff else "H"

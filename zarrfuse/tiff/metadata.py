@@ -1,10 +1,5 @@
-"""Recognising a dual-access array: from its ``zarr.json`` to its :class:`TiffShardFormat`.
-
-:func:`read_shard_format` says why an array is not dual-access (ConfigurationError), for the
-commands that create, convert and inspect arrays; :func:`shard_format_for` is the quiet
-variant the mount and the concat-parts store use (``zarrfuse/tiff/__init__.py`` registers it
-as the chunk finisher, so every shard written through the concat-parts store gets its header).
-"""
+"""Recognising a dual-access array from its ``zarr.json``: :func:`read_shard_format` says why
+not (for the commands), :func:`shard_format_for` is the quiet variant (the chunk finisher)."""
 
 from __future__ import annotations
 

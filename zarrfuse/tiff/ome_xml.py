@@ -1,19 +1,6 @@
-"""The OME-XML (schema 2016-06) that makes a whole-image TIFF an OME-TIFF.
-
-Pages run in C order over the array's leading dims, so the last leading dim varies fastest;
-OME's DimensionOrder lists X, Y, then Z, C and T fastest-first, so it is read off the leading
-dims' roles from the innermost outward.
-
-Roles: each leading dim is 't', 'c', 'z' or unknown (None). Unknown dims take the roles not
-given to another dim, from the innermost dim outward, in the order Z, C, T (a plain 3-D stack
-is a Z stack; 4-D is C, Z). More than three leading dims: OME has only three, so the
-outermost dims fold into one T (their given roles are dropped) and the inner two get roles by
-the same rule (a given 't' among them counts as unknown).
-
-OME has no pixel type for uint64, int64 or float16 (tifffile's OME writer refuses them too):
-:func:`ome_xml` raises ConfigurationError for them, and :func:`image_description` falls back
-to tifffile's "shaped" JSON description, so the file is a plain tiled TIFF that tifffile
-still reads in its N-D shape.
+"""The OME-XML (schema 2016-06) that makes a whole-image TIFF an OME-TIFF; how dims get
+their roles: docs/views.md, 'Inside a whole image'. uint64, int64 and float16 have no OME
+pixel type: those files get tifffile's "shaped" description (:func:`image_description`).
 """
 
 from __future__ import annotations
@@ -102,17 +89,10 @@ def ome_xml(
     channel_names: Sequence[str] | None = None,
     channel_colors: Sequence[int] | None = None,
 ) -> str:
-    """The OME-XML document of one image whose pages are the leading dims (``roles``,
-    ``sizes``) in C order, planes ``y`` x ``x`` with ``samples`` per pixel (3, 4: RGB(A)),
-    written by tifffile's ``OmeXml``.
-
-    ``physical_sizes``: per axis 'x', 'y', 'z', 't' a (value, OME unit symbol) pair, e.g.
-    ``{"x": (0.5, "µm")}``; pairs with a unit OME does not know are left out.
-    ``channel_names``, ``channel_colors`` (OME's signed RGBA ints, from OME-Zarr's
-    ``omero``): each used when there is one per channel, so Bio-Formats (Fiji) and napari
-    show the channels named and coloured. The document's UUID is derived
-    from what it describes, so every mount shows the same bytes for the same image.
-    """
+    """The OME-XML of one image whose pages are the leading dims (``roles``, ``sizes``) in C
+    order. ``physical_sizes``: per axis a (value, OME unit symbol) pair; channel names and
+    colours are used when there is one per channel. The UUID is derived from what the
+    document describes, so every mount shows the same bytes for the same image."""
     dtype_name = np.dtype(dtype).name
     if dtype_name not in OME_PIXEL_TYPES:
         raise ConfigurationError(

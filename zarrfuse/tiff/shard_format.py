@@ -1,18 +1,7 @@
-"""Dual-access arrays: every shard is a Zarr shard and a complete TIFF file, on the same bytes.
-
-A shard is a TIFF header, the tiles, then the shard index. ``concat-parts`` stores it in one
-in one of two ways. By default two parts: the shard's own key (``c/.../0.tiff``) holds header and
-tiles, a complete TIFF file on disk; ``.index`` holds the index. With ``header_part`` three:
-``.header`` (fixed size), the shard's own key (pure tile bytes) and ``.index``; the shard is a
-TIFF only when its parts are assembled (a zarrfuse mount does that). The assembled bytes are
-the same in both. The header is a TIFF file header and one IFD per page whose
-TileOffsets/TileByteCounts point at the very inner-chunk bytes that the shard index points at.
-TIFF readers ignore what follows the tiles; zarr's sharding codec reads the index from the end
-and never looks at the header.
-
-zarr writes a shard as inner chunks from offset 0 followed by the index; :meth:`TiffShardFormat.
-shard_with_header` prepends the header and shifts every index offset by its size. Bytes to
-bytes: no FUSE, no store.
+"""Dual-access shards: ``TIFF header | tiles | shard index``, the header's TileOffsets
+pointing at the inner chunks the index points at (docs/dual-access.md). zarr writes tiles
+from offset 0: :meth:`TiffShardFormat.shard_with_header` prepends the header and shifts the
+index. Bytes to bytes: no FUSE, no store.
 """
 
 from __future__ import annotations
@@ -61,12 +50,8 @@ CLASSIC_LIMIT = 2**32 - 1
 
 @dataclass(frozen=True)
 class TiffShardFormat:
-    """How the shards of one dual-access array are TIFF files. Built from ``zarr.json``.
-
-    Axes: ``[*leading, Y, X]`` or, with ``samples``, ``[*leading, Y, X, S]``. Inner chunks
-    (TIFF tiles) are 1 along leading axes and whole along S; each leading index of a shard is
-    one TIFF page.
-    """
+    """How the shards of one dual-access array are TIFF files, built from ``zarr.json``:
+    inner chunks (tiles) are 1 along leading axes, whole along S; a leading index is a page."""
 
     shape: tuple[int, ...]
     shard_shape: tuple[int, ...]
@@ -244,14 +229,9 @@ class TiffShardFormat:
         self, coords: Sequence[int], views: Sequence[memoryview]
     ) -> list[memoryview]:
         """The shard ``views`` (laid end to end) as a dual-access shard, as views (no copy of
-        the tiles).
-
-        As zarr writes it (tiles from offset 0): the header is prepended and the index shifted.
-        Tiles already clear of the header (a dual-access shard, maybe with a stale header):
-        the header is rebuilt in place. A shard already right comes back unchanged, so
-        applying this twice equals applying it once. A value that is no shard of this array
-        is refused (WriteRefusedError) before anything is written.
-        """
+        the tiles): header prepended and index shifted, or a stale header rebuilt in place;
+        idempotent. A value that is no shard of this array is refused (WriteRefusedError)
+        before anything is written."""
         total = sum(len(v) for v in views)
         size, header_size = self.index_size, self.header_size
         if total < size:

@@ -1,19 +1,5 @@
-"""The strip-organised sibling of a whole image, for readers that cannot read tiles.
-
-ImageJ 1.x (Debian's ``imagej``, still the most used program in microscopy labs) reads no
-tiled TIFF ("Unsupported format"). For it, each whole image under 4 GiB also shows as
-``NAME.imagej.tif``: the full resolution only, uncompressed, one strip per row, the pages
-laid end to end, and an ImageJ description (``images=``, ``channels=``, ``slices=``,
-``frames=``) so ImageJ opens it as a hyperstack. ImageJ reads such a file by the first
-page's offset and the planes' size alone, so the planes must be contiguous: one row per
-strip makes every strip, and every page, the same size with nothing between them. Pages
-are in ImageJ's order (channel fastest, then z, then time), whatever the array's order.
-
-The geometry is :class:`~zarrfuse.tiff.whole_image.WholeImagePlan`'s with a "tile" of one
-row by the image's width; only the tags differ (StripOffsets, RowsPerStrip,
-StripByteCounts instead of the tile tags). A multichannel image also carries each channel's
-colour as an ImageJ LUT (and its display range, where known) in ImageJ's own tags, written
-by tifffile's ``imagej_metadata_tag``, and opens in composite mode. Pure code, no I/O.
+"""``NAME.imagej.tif``: the strip-organised sibling of a whole image, for ImageJ 1.x, which
+reads no tiled TIFF. Why its layout: docs/views.md, 'Inside a whole image'. Pure code.
 """
 
 from __future__ import annotations

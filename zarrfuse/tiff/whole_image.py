@@ -1,27 +1,6 @@
-"""Every byte of a whole-image (OME-)TIFF except tile contents, from shape, tiles and dtype;
-which tile sides and sample types such a file can have.
-
-``--format ome-tiff`` shows an array as one tiled, uncompressed TIFF file whose tiles are
-rendered from the array's chunks only when read. Uncompressed tiles all have the same size,
-so the file size, every tile's offset and the whole header follow from the geometry alone;
-this module computes them without I/O and without materialising the header of a file with
-many pages (a range of header bytes builds only the IFD blocks it overlaps).
-
-The file, in order (little-endian, classic TIFF when the file fits in 4 GiB, else BigTIFF)::
-
-    file header (8 or 16 bytes)
-    page 0 block: level-0 IFD (entries, next pointer, out-of-line values, the description)
-                  then one IFD per reduced level 1.. (its SubIFDs)
-    page 1 block: the same without the description   ... up to page N-1
-    zeros up to ``data_start`` (a multiple of 4096: tiles start on memory-page boundaries
-    whenever a tile's size is a multiple of 4096; of 1 MiB in files of 64 MiB of tiles or
-    more, so a reader's 1 MiB buffered read of the header stops short of the tiles)
-    tile data: page by page; within a page level 0, then level 1, ...; within a level the
-    tiles row by row (TIFF's order). Every tile stored full size, edge tiles zero-padded.
-
-Main pages form the IFD chain (NewSubfileType 0); each level-0 page's SubIFDs tag (330)
-points at its reduced levels (NewSubfileType 1, next pointer 0), as OME-TIFF pyramids are
-written. Every page block except page 0 has the same size, so any IFD's offset is arithmetic.
+"""Every byte of a whole-image (OME-)TIFF except tile contents, computed from shape, tiles
+and dtype without I/O (tiles are uncompressed, so every offset is arithmetic); which tile
+sides and sample types such a file can have. Layout: docs/views.md, 'Inside a whole image'.
 """
 
 from __future__ import annotations
@@ -58,40 +37,22 @@ CLASSIC_LIMIT = 2**32  # classic TIFF offsets are 32-bit: the whole file must st
 DATA_ALIGNMENT = 4096
 LARGE_DATA_ALIGNMENT = 1 << 20
 LARGE_FILE = 64 << 20
-"""Files with this many tile bytes or more start their tiles past a 1 MiB boundary: readers
-that read the header through a 1 MiB buffer (tifffile does, Python's buffered I/O) then never
-reach a tile, so opening a large image decodes no chunk. The padding costs at most 3.1%
-(2 MiB in 64 MiB)."""
+"""Tiles of files this large start past a 1 MiB boundary (why: docs/views.md, 'Whole images')."""
 HEADER_BUFFER = 1 << 20
 READ_AHEAD_GAP = 512 << 10
-"""Free bytes between what a reader reads of the header and the first tile. Whole images use
-the kernel's page cache (so they can be memory-mapped), and the kernel reads ahead of a read,
-or around a page fault of a mapping, by at most its read-ahead window (128 KiB on a FUSE
-mount; twice that once a sequential stream reads ahead asynchronously). The gap keeps that
-read-ahead off the tiles: reading or mapping the header decodes no chunk. Files with fewer
-tile bytes than this get a gap of their tile bytes only."""
+"""Free bytes between the header and the first tile, kept off the kernel's read-ahead."""
 
 CHOSEN_MULTIPLE = 32  # tile sides zarrfuse chooses: tiles of a multiple of 1024 bytes
 MAX_TILE_SIDE = 4096
-"""Cap of :func:`tile_size_for`: a tile is what every reader buffers whole (and an
-unchunked 100k x 100k array would otherwise be one 20 GB tile, over TIFF's 32-bit byte
-counts); 4096 keeps a tile at most 4096**2 pixels (32 MiB of uint16, 512 MiB of RGBA
-float64)."""
+"""Cap of :func:`tile_size_for`: every reader buffers a tile whole, and TIFF's byte counts
+are 32-bit."""
 _ITEMSIZES = {"u": (1, 2, 4, 8), "i": (1, 2, 4, 8), "f": (2, 4, 8)}
 
 
 def tile_size_for(chunk_len: int) -> int:
-    """The TIFF tile side for chunks ``chunk_len`` long: the chunk's own length when it is a
-    multiple of 16 (TIFF's rule), else rounded up to a multiple of 32; at most
-    :data:`MAX_TILE_SIDE`. A tile need not match a chunk: whoever renders it assembles it
-    from every chunk it overlaps (:meth:`WholeImagePlan.tile_region`). Pass
-    ``min(chunk_len, image_len)``: a chunk longer than the image gives a longer tile.
-
-    Why 32 and not 16 for chunks off TIFF's grid: OpenSlide (libtiff read without mmap)
-    refuses uncompressed tiles whose byte size is not a multiple of 1024 ("Invalid tile byte
-    count"); sides that are multiples of 32 always give such tiles. A chunk already on the
-    16 grid keeps its size (one chunk per tile).
-    """
+    """The TIFF tile side for chunks ``chunk_len`` long (pass ``min(chunk_len, image_len)``):
+    the chunk's own length on TIFF's 16 grid, else rounded up to 32 so a tile is a multiple of
+    1024 bytes (OpenSlide refuses others), capped at :data:`MAX_TILE_SIDE`."""
     if chunk_len < 1:
         raise ConfigurationError(f"chunk length {chunk_len}: must be at least 1")
     if chunk_len % TILE_MULTIPLE == 0:
@@ -153,14 +114,8 @@ class _Level:
 
 
 class WholeImagePlan:
-    """The byte plan of one whole-image tiled TIFF: pages over the leading dims, SubIFD
-    pyramid levels, uncompressed full-size tiles. See the module docstring for the order.
-
-    ``description`` goes into page 0's ImageDescription (the OME-XML); non-ASCII characters
-    are written as XML character references so the tag stays ASCII. ``bigtiff``: None picks
-    classic TIFF when the file fits, True forces BigTIFF, False forces classic (refused when
-    the file does not fit).
-    """
+    """The byte plan of one whole-image tiled TIFF (layout: docs/views.md, 'Inside a whole
+    image'). ``bigtiff``: None picks classic TIFF when the file fits, True or False forces."""
 
     def __init__(
         self,

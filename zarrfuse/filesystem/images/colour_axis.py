@@ -1,12 +1,6 @@
-"""Which axis of an image holds the colours of one picture, and the order of the axes that
-makes it the TIFF's samples.
-
-OME-Zarr stores an RGB photograph as ``c, y, x`` (or ``t, c, z, y, x``): three channels,
-one plane each. Shown as three grey channels, a photograph is the wrong picture; shown as
-colour, three fluorescence stains would be too. So a channel axis is taken as colour only
-where the metadata says so (``ome_zarr.means_colour``) or the user asks for it
-(``--colour always``), and only when a TIFF can hold it as RGB(A): 3 or 4 channels of
-uint8 or uint16. ``--colour never`` keeps every channel grey. Pure code.
+"""Which axis of an image holds one picture's colours, and the axis order that makes it the
+TIFF's samples: only where metadata or ``--colour always`` says so, and 3 or 4 channels of
+uint8 or uint16 (three stains shown as RGB would be as wrong as a photo shown grey).
 """
 
 from __future__ import annotations

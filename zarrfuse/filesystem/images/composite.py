@@ -1,12 +1,5 @@
-"""The colour composite of a multichannel image, as Fiji shows it in composite mode.
-
-Fluorescence data is 2-6 grey channels; only Fiji colours them (from OME's channel colours).
-``NAME.composite.tif`` and ``NAME.preview.png`` show every program the picture Fiji shows:
-each channel mapped to 8 bits through its display window, tinted by its colour, the tints
-added (each of R, G, B capped at 255). Colours, windows and which channels are on come from
-OME-Zarr's ``omero`` channels; where a file has none, Fiji's defaults: ImageJ's colours by
-channel index and each channel's own minimum and maximum (Bio-Formats' autoscale), measured
-on the smallest level of the pyramid. ``docs/views.md`` gives the exact formula. Pure code.
+"""The colour composite of a multichannel image, as Fiji shows it in composite mode (the
+formula and defaults: docs/views.md, 'Whole images'). Pure code.
 """
 
 from __future__ import annotations
@@ -122,10 +115,8 @@ class Look:
 
 def look_of(channels: int, dtype: np.dtype, omero: Sequence[Mapping[str, object]] = (),
             *, axis: bool = True, rgb: bool = False) -> Look:
-    """The look of an image of ``channels`` channels whose ``omero`` channels are given (or
-    not: then Fiji's defaults). ``rgb``: the channels are red, green, blue (and alpha) of
-    one picture: what ``omero`` does not give shows them as they are, over the data type's
-    range."""
+    """The look of an image of ``channels`` channels from its ``omero`` channels, or Fiji's
+    defaults. ``rgb``: red, green, blue (alpha) over the dtype's range unless given."""
     omero = omero if len(omero) == channels else ()
     defaults = (*IMAGEJ_COLOURS[:3], (0, 0, 0)) if rgb else IMAGEJ_COLOURS if (
         channels <= len(IMAGEJ_COLOURS)) else ((255, 255, 255),)

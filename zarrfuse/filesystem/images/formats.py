@@ -1,8 +1,5 @@
-"""The rendered formats a mount can show, apart from the code that renders them.
-
-Kept in a module of its own so that the command line can name the formats without loading
-the image libraries that ``render`` needs.
-"""
+"""The rendered formats, apart from ``render``, so the command line names them without
+loading the image libraries."""
 
 __all__ = ["FORMATS", "SHOWN_FORMATS", "WHOLE_IMAGE_FORMATS"]
 

@@ -1,11 +1,6 @@
-"""Which arrays become whole-image files, and how each file's geometry is chosen.
-
-An array of two or more dimensions is an image: its last two (``[..., Y, X]``) are the
-plane, or its last three (``[..., Y, X, S]``) when the last holds 3 or 4 unsigned samples
-whole in every chunk (RGB/RGBA, as dual-access arrays store them). The other dimensions
-become pages. An OME-Zarr image group (``multiscales``) is one file: its first dataset is
-the full resolution, the others, while they keep the same leading shape, its SubIFD levels.
-Its axes never hold samples: OME-Zarr's last two axes are always y and x.
+"""Which arrays become whole-image files, and each file's geometry (planes, samples, pages,
+pyramid levels: docs/views.md, 'Whole images'). An OME-Zarr image's axes never hold
+samples: its last two are always y and x.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Which grid dimensions a rendered view's paths name, and coordinates between the two grids.
-
-A rendered view is for browsing, so a dimension where the grid has one chunk makes no level
-of the path: an RGB image's channel axis, or the time, channel and z axes of a 5-D image with
-one of each, would otherwise put every tile alone in its own directory. The view's fanout tree
-is over the shown grid; its chunk files stand for the full grid's chunks with 0 at the left
-out dimensions. Both maps keep order, so listing order is grid order. Pure code, no I/O.
+"""Which grid dimensions a rendered view's paths name (those of one chunk make no level: a
+5-D image of one t, c and z would put every tile alone in a directory), and coordinates
+between the two grids, order kept. Pure code.
 """
 
 from __future__ import annotations
@@ -23,10 +19,7 @@ class ShownDims:
 
     @classmethod
     def for_browsing(cls, grid: tuple[int, ...]) -> ShownDims | None:
-        """Leave out the dimensions of extent 1; None if there are none (paths name all).
-
-        An extent-0 dimension stays: the tree then has no chunks, as the array has none.
-        """
+        """Leave out the dimensions of extent 1 (an extent-0 one stays); None if none."""
         if 1 not in grid:
             return None
         return cls(grid, tuple(d for d, n in enumerate(grid) if n != 1))

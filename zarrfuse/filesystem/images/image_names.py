@@ -1,11 +1,6 @@
-"""File names of whole images: ``NAME.ome.tif``, NAME from the array's (or OME-Zarr image
-group's) own name, and its siblings' (``NAME.imagej.tif``, ``NAME.composite.tif``,
-``NAME.preview.png``).
-
-A trailing ``.zarr``, and then a trailing ``.ome``, are left out of NAME: ``cells.ome.zarr``
-shows as ``cells.ome.tif``, not ``cells.ome.zarr.ome.tif``. A name that would become empty
-keeps its own name. Going back, a file name stands for one of three node names; the catalog
-tries each.
+"""File names of whole images and their siblings: ``NAME.ome.tif`` (``.zarr`` then ``.ome``
+left out of NAME, unless it would be empty), ``.imagej.tif``, ``.composite.tif``,
+``.preview.png``; a file name stands for one of three node names.
 """
 
 from __future__ import annotations

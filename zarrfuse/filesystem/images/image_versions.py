@@ -1,15 +1,6 @@
 """The versions of one whole-image file: what each handle was shown, so no read mixes two
-versions of a tile.
-
-The kernel fills a tile's pages by several read requests, and copies a read's pages to the
-reader in batches; pages dropped and filled again from a newer version while a reader is
-between two batches would give it two versions of one tile. So a change another program
-makes gives the image a new version, opened through a new inode (``ImageFile.version``),
-and the old inode keeps its pages: the handles open on it are answered from the chunks
-they were served before the change, kept here. A version whose kept chunks would pass
-KEPT_BYTES, that served more than SERVED_CHUNKS, or whose served chunk was no longer decoded
-when it changed, follows the store instead: its pages are dropped at each change (what
-every handle had before versions).
+versions of a tile (why: docs/views.md, 'When another program changes the store'). A version
+too big to keep (KEPT_BYTES, SERVED_CHUNKS) follows the store instead.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""Stacks of 2-D planes shown plane by plane: how a rendered view cuts an array's chunks.
-
-Microscopy arrays are ``c, y, x`` or ``t, c, z, y, x``, and their chunks hold one plane or a
-few (``1, 1, 1, 128, 128``). An image viewer opens 2-D images, and PNG holds nothing else;
-so under ``--format tiff`` and ``png`` a chunk of three or more dimensions is shown as one
-file per 2-D plane (its last two dimensions), with every leading dimension a level of the
-path. An RGB(A) chunk (three dimensions, the last of 3 or 4 samples, whole in the chunk,
-and named as channels or samples if the array names its dimensions) is one picture and
-stays whole. ``npy`` keeps whole chunks: numpy reads any shape. Pure code.
+"""Stacks of 2-D planes shown plane by plane: how a rendered view cuts an array's chunks
+(docs/views.md, 'Planes of multi-axis images'). Pure code.
 """
 
 from __future__ import annotations
@@ -36,11 +29,9 @@ def plane_chunks(
     fmt: str, shape: tuple[int, ...], chunks: tuple[int, ...],
     names: Sequence[str | None] | None = None, colour: int | None = None,
 ) -> tuple[int, ...] | None:
-    """The shape of the pieces a view shows as files, ``(1, ..., 1, cy, cx)``, when it shows
-    stacks of planes plane by plane; None when it shows whole chunks. ``names``: the array's
-    dimension names, if it has them (a named last dimension must name samples to be RGB).
-    ``colour``: a leading axis whose channels are one colour picture (``colour_axis``): a
-    piece holds all of it (one colour picture per tile), from one chunk or several."""
+    """The shape ``(1, ..., 1, cy, cx)`` of the pieces a plane view shows as files; None for
+    whole chunks. ``names``: dimension names (a named last one must name samples to be RGB).
+    ``colour``: a channel axis shown as colour, whose piece holds all channels."""
     assert fmt in FORMATS
     if fmt not in PLANE_FORMATS or len(chunks) < 3 or _rgb(shape, chunks, names):
         return None
@@ -51,10 +42,8 @@ def plane_chunks(
 
 
 def picture_dims(fmt: str, ndim: int, planes: bool) -> tuple[int, int] | None:
-    """The dimensions that are the rows and columns of a file's picture (``y`` and ``x``
-    where the array does not name them): the last two of a plane view, the first two of
-    an RGB(A) chunk (``y, x, c``) or a 2-D array; None where a file is no picture (NPY, a
-    1-D array)."""
+    """The dimensions that are a file picture's rows and columns: the last two of a plane
+    view, the first two of an RGB(A) chunk or a 2-D array; None for NPY and 1-D."""
     if fmt not in PLANE_FORMATS or ndim < 2:
         return None
     return (ndim - 2, ndim - 1) if planes else (0, 1)

@@ -1,8 +1,5 @@
-"""Decoded chunks as image files, and back: TIFF (tifffile), NPY (numpy), PNG (Pillow).
-
-Pure functions, no I/O. Every format is written uncompressed, so a file's size depends only on
-the chunk's shape and data type: ``stat`` and ``ls -l`` know it without decoding the chunk.
-"""
+"""Decoded chunks as image files, and back: TIFF, NPY, PNG. Pure functions. Uncompressed, so
+``stat`` knows a file's size from the chunk's shape and dtype without decoding it."""
 
 from __future__ import annotations
 
@@ -63,13 +60,9 @@ def check_renderable(fmt: str, dtype: np.dtype, chunk_shape: tuple[int, ...]) ->
 
 
 def encode(fmt: str, data: np.ndarray) -> bytes:
-    """The file showing ``data`` (one chunk, already cropped to the array bounds).
-
-    Where the format keeps the values as one contiguous run (single-page TIFF, NPY), the
-    bytes around it are the same for every chunk of a shape and dtype; they are taken from a
-    template written once by tifffile/numpy, and only the values are copied in. Strings of
-    variable length (NPY only) are fixed-width, as wide as the chunk's longest value.
-    """
+    """The file showing ``data`` (one chunk, cropped to the array bounds). Single-page TIFF
+    and NPY copy the values into a template (:func:`_template`); variable-length strings
+    (NPY only) are as wide as the chunk's longest value."""
     if data.dtype.kind == "T":
         data = data.astype(f"<U{max(1, int(np.strings.str_len(data).max(initial=0)))}")
     template = _template(fmt, data.shape, data.dtype.str)
@@ -141,12 +134,8 @@ def _opaque_alpha_dropped(fmt: str, value: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4096)
 def encoded_size(fmt: str, shape: tuple[int, ...], dtype: str) -> int:
-    """Size of the file for any chunk of ``shape`` and ``dtype``: the same for every value.
-
-    Known without a chunk in memory (a 2 GiB chunk must not cost 4 GB to ``stat``): TIFF
-    from tifffile writing the empty image's structure into a sink that keeps no bytes, NPY
-    from numpy's own header; PNG (2-D chunks only) and bool TIFF (bits) by encoding zeros.
-    """
+    """Size of the file for any chunk of ``shape`` and ``dtype``, without a chunk in memory
+    (a 2 GiB chunk must not cost 4 GB to ``stat``)."""
     kind = np.dtype(dtype)
     values = math.prod(shape) * kind.itemsize
     if fmt == "tiff" and kind != np.dtype(bool):  # bool is packed to bits: encoded below
@@ -207,13 +196,9 @@ class _SizeSink(io.RawIOBase):
 
 @functools.lru_cache(maxsize=1024)
 def _template(fmt: str, shape: tuple[int, ...], dtype: str) -> tuple[bytes, bytes] | None:
-    """(prefix, suffix) around the values in every file of this shape and dtype, or None.
-
-    Found by writing two chunks whose every value byte differs (zeros, and 0xA5 bytes or
-    True) and checking that the files differ exactly in one run of ``nbytes`` bytes that
-    holds the values as stored in memory. Anything else (PNG checksums, multi-page TIFF
-    with IFDs between pages) gets None: those are encoded in full every time.
-    """
+    """(prefix, suffix) around the values in every file of this shape and dtype, or None
+    (PNG, multi-page TIFF): found by writing two chunks whose every value byte differs and
+    checking the files differ in exactly one run of ``nbytes``."""
     if fmt == "png":
         return None
     kind = np.dtype(dtype)

@@ -1,12 +1,6 @@
 """One array's chunks as rendered image files: decode through zarr, encode, cache; and back.
-
-The grid is the array's read-chunk grid (the inner chunks of a sharded array), so one tile
-never costs a whole shard: zarr reads only the index and the ranges it needs. Every chunk of
-the grid exists; chunks that are not stored render as the fill value, and edge chunks are
-cropped to the array bounds. Decoding and encoding are CPU work: they run in worker threads,
-at most one per core, and a byte-bounded cache keeps recent renderings. A written file goes
-back as new bytes of its chunk (or shard), encoded by zarr's codecs and committed through the
-chunk source as any chunk file's write is.
+The grid is the read-chunk grid (a shard's inner chunks: one tile never costs a whole
+shard); unstored chunks render as the fill value; work runs on the CPU worker threads.
 """
 
 from __future__ import annotations
@@ -293,10 +287,8 @@ class RenderedChunks:
             self.shape_of(coords))
 
     async def _store_objects(self, coords: tuple[int, ...], data: bytes, durable: bool) -> None:
-        """Store a written file as new bytes of the stored objects (chunks, or shards) it
-        lies in, through the chunk source, as a chunk file's commit is: an object the file
-        covers whole is encoded from it alone; another is read, changed and stored under
-        its chunk lock (``StoredWrites.update``), one rendered write per object at a time."""
+        """Store a written file in the objects (chunks, shards) it lies in: one covered whole
+        is encoded from it alone, another updated under its chunk lock."""
         assert self._encoder is not None
         encoder, stored = self._encoder, self._decoder.stored
         value = await trio.to_thread.run_sync(self._decoded_file, coords, data,
@@ -316,10 +308,9 @@ class RenderedChunks:
                                     limit=encoder.stored_limit, durable=durable)
 
     async def write(self, coords: tuple[int, ...], data: bytes, *, durable: bool) -> None:
-        """Decode a written file and store it as its chunk's (or shard's) data, encoded by
-        zarr's codecs and committed as chunk files are (``durable``: synced, for fsync).
-        Refused (EINVAL) unless it holds exactly this file's shape and data type; then the
-        array is unchanged."""
+        """Decode a written file and store it as its chunk's (or shard's) data (``durable``:
+        synced). Refused (EINVAL), the array unchanged, unless it holds this file's shape
+        and data type."""
         self._writes[coords] = self._writes.get(coords, 0) + 1
         self._cache.drop(self.cache_key(coords))
         try:

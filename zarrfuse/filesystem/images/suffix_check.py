@@ -1,12 +1,6 @@
-"""Whether a ``--suffix`` promises a file format that the files of an array are not.
-
-A file manager or viewer trusts the extension: ``--suffix .tiff`` on zstd-compressed chunks
-of a raw view gives files that every image tool fails on, with nothing pointing at the cause.
-So mounting warns (it does not refuse: the suffix may be wanted for other reasons). Which
-files are what: a raw view shows the stored bytes, which are image files only for
-dual-access arrays (TIFF shards) or arrays whose last codec writes whole image files
-(``imagecodecs_png``, ``numcodecs.imagecodecs_jpeg``...: the codec's name names the format);
-a rendered view shows its format. Pure code on the array's document: no chunk is read to decide.
+"""Whether a ``--suffix`` promises a file format an array's files are not (zstd chunks named
+``.tiff``): mounting warns, not refuses. Raw files are images only for dual-access arrays or
+a last codec that writes image files (named in the codec's name). Pure code, no chunk read.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""One array, or one OME-Zarr pyramid, as one tiled OME-TIFF file, rendered as it is read.
-
-The file's bytes are known from shapes alone (``tiff.whole_image``): the header is computed,
-and a read that reaches tile data decodes only the chunks under the tiles it covers. The
-chunks a read needs are decoded in one batch per pyramid level (worker threads, through the
-array's codecs), kept in a byte-bounded cache, and never decoded twice at once: the kernel
-splits reads at its own boundaries, so two neighbouring requests usually share a tile.
-Each handle reads the version of the image it opened (``image_versions``).
+"""One array, or one OME-Zarr pyramid, as one tiled OME-TIFF file rendered as it is read: the
+header computed (``tiff.whole_image``), the chunks under a read's tiles decoded in one batch
+per level, cached, never twice at once (neighbouring requests share tiles).
 """
 
 from __future__ import annotations
@@ -130,11 +125,8 @@ class WholeImage:
         return key if stored_coords is None else (key[0], stored_coords(key[1]))
 
     def changed(self, keys: set[str]) -> bool:
-        """Whether any of the store ``keys`` (changed by another program) is a chunk of a
-        level; if so, what was learnt of those chunks is forgotten, and the image (and its
-        strip sibling) gets a new version: reads of it decode them anew, handles open
-        keep what they were shown (``image_versions``); measured windows are measured
-        again."""
+        """Whether any of the store ``keys`` another program changed is a chunk of a level;
+        if so, forget those chunks and give the image (and siblings) a new version."""
         changed: set[ChunkKey] = set()
         for index, level in enumerate(self.levels):
             if level.stored is None:
@@ -194,11 +186,8 @@ class WholeImage:
     # --- reading ahead -------------------------------------------------------------------
 
     def _read_ahead(self, stop: int) -> None:
-        """A sequential read reached ``stop``: keep the next AHEAD_WINDOWS windows of tiles
-        decoded or being decoded, a batch per window in the background, so a reader that
-        is faster than the codec waits only for the batch its tile is in while the next
-        ones are already being decoded. Only tile reads call it: reading the header
-        decodes nothing."""
+        """A sequential tile read reached ``stop``: keep the next AHEAD_WINDOWS windows of
+        tiles decoded or being decoded in the background, a batch per window."""
         window = self._window()
         windows = self._windows_ahead
         horizon = min(stop + windows * window, self.plan.size)
@@ -353,9 +342,7 @@ def _tile_key(span: TileSpan) -> TileKey:
 
 class Preview(WholeImage):
     """``NAME.preview.png``: the composite of the first page of one small level, every
-    ``step``-th pixel, as a PNG stored uncompressed (its size known from its shape, as
-    the chunk views' PNGs). Its plan is that level as one tile; a read renders it whole
-    (under 2 MB) and copies the bytes asked for."""
+    ``step``-th pixel, uncompressed (size known from its shape); a read renders it whole."""
 
     def __init__(self, *args: Any, step: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

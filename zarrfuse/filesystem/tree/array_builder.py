@@ -1,7 +1,5 @@
 """Building one mounted array (``ArrayView``) from its stored document: its chunk source,
-the encoding its files are named by, and for rendered views and whole images, the array as
-zarr describes it (shape, grid, codecs) with a decoder of its chunks, which reads them
-through the mount's backend."""
+its files' names, and for pictures the array as zarr describes it with a chunk decoder."""
 
 from __future__ import annotations
 
@@ -166,10 +164,8 @@ class ArrayBuilder:
         )
 
     def zarr_array(self, path: str, parsed: ArrayV3Metadata) -> zarr.Array:
-        """The array as zarr describes it (shape, grid, codecs), for rendered views and
-        whole images, over a store that refuses every read (``NoReads``): its chunks are
-        read through the mount's backend (``chunk_decoder``), its disk cache and request
-        bound, never by zarr."""
+        """The array as zarr describes it, over a store that refuses every read (``NoReads``):
+        its chunks are read through the mount's backend (``chunk_decoder``), never by zarr."""
         return zarr.Array(AsyncArray(metadata=bound_inner_chunks(parsed),
                                      store_path=StorePath(NO_READS, path)))
 
@@ -252,12 +248,8 @@ def _plane_axes(
     metadata: dict[str, Any], rendered: RenderedChunks | None, shown: ShownDims | None,
     axis_names: tuple[str, ...] | None = None,
 ) -> tuple[str, ...] | None:
-    """The names that label a picture view's path levels, so every tile's file name says
-    where it is (``planes/y001/y001-x002.tiff``, ``planes/t001/c002/.../t001-c002-y001-x002.png``):
-    the array's dimension names (OME-Zarr 0.5 sets them to its axes), else ``axis_names``
-    (an OME-Zarr 0.4 image's axes), else ``y`` and ``x`` for the picture's rows and columns
-    and ``d0_``, ``d1_``... for the others. None where files are no pictures (NPY, 1-D):
-    their paths stay as the fanout encoding names the chunks."""
+    """The names that label a picture view's path levels (docs/views.md, 'Planes of
+    multi-axis images'); None where files are no pictures (NPY, 1-D)."""
     if rendered is None:
         return None
     ndim = len(rendered.grid)

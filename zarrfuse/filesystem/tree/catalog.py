@@ -1,8 +1,5 @@
-"""The Zarr hierarchy as the mount shows it: one ``ArrayView`` or ``GroupView`` (``mounted``)
-per array or group, read from its stored metadata documents (v3 ``zarr.json`` or v2
-``.zarray``/``.zgroup``...), cached for the listing time; arrays are built by
-``array_builder``.
-"""
+"""The Zarr hierarchy as the mount shows it: one ``ArrayView`` or ``GroupView`` per array or
+group, read from its stored documents, cached for the listing time."""
 
 from __future__ import annotations
 
@@ -152,10 +149,8 @@ class Catalog:
         return _Loaded(node, read[1], members)
 
     def _ome_level(self, path: str, node: StoredNode) -> OmeLevel | None:
-        """Where an array sits in an OME-Zarr image (rendered views name path levels after
-        its axes and show its colour channels as colour; a writable mount updates the
-        levels below the full resolution); None where neither is needed or it is in none.
-        Blocking."""
+        """Where an array sits in an OME-Zarr image (for path names, colour and level
+        updates); None where not needed or in none. Blocking."""
         if node.node_type != "array" or not (self._rendering or self.arrays.update_pyramid):
             return None
         return find_ome_level(path, node, self._read_ancestor,
@@ -279,12 +274,8 @@ class Catalog:
         self, group_path: str, name: str
     ) -> ArrayView | GroupView | WholeImage | None:
         """The child node ``name`` of a group, or None if it is not a readable Zarr node.
-
-        What a child's documents said is trusted for the metadata TTL (forever on read-only
-        mounts without ``--metadata-ttl``); after it they are read again, and the view is
-        rebuilt only if they changed: arrays added to a group, resized or rewritten behind
-        the mount show in the mount.
-        """
+        Its documents are trusted for the metadata TTL; after it the view is rebuilt only if
+        they changed."""
         path = _join(group_path, name)
         cached = self._children.get(path)
         now = self.context.trust.clock()

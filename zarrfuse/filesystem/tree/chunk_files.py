@@ -1,9 +1,6 @@
-"""A view's chunk files: one interface, two kinds, chosen once per array.
-
-A chunk file is either **raw** (the stored bytes of a chunk, its parts joined) or
-**rendered** (an image file of a chunk, or of one plane of it, in the mount's format).
-Everything the filesystem asks of a chunk file is a method of :class:`ChunkFiles`; an
-array's view holds one (``mounted.ArrayView.files``), so no caller asks which kind a file is.
+"""A view's chunk files, **raw** (a chunk's stored bytes) or **rendered** (an image of a
+chunk or plane): one interface, :class:`ChunkFiles`, chosen once per array, so no caller asks
+which kind a file is.
 """
 
 from __future__ import annotations
@@ -184,10 +181,8 @@ class RenderedChunkFiles:
         return Stat(await self._rendered.size(coords), mtime_ns)
 
     async def leaf_stats(self, done: Coords, lo: int, hi: int) -> dict[int, Stat]:
-        """Every file of the leaf, timed by the stored chunk that holds it: one listing of
-        the stored chunks where the leaf's files differ in the grid's last dimension, as for
-        a raw view; else (trailing dimensions left out, as an RGB image's channels) a stat
-        per stored chunk, since each is alone in its store directory."""
+        """Every file of the leaf, timed by the stored chunk that holds it: one listing where
+        the files differ in the grid's last dimension, else a stat per stored chunk."""
         rendered, array = self._rendered, self._array
         first = rendered.stored_coords(self._full((*done, lo)))
         varying = len(first) - 1 if array.shown_dims is None else array.shown_dims.dims[-1]

@@ -1,16 +1,6 @@
-"""The metadata documents a node shows on the mount, for each layout.
-
-- ``fanout`` (the default view): every node shows one ``zarr.json``. An array's says the view
-  encoding and has no storage transformers (the mount has applied them); a v2 node shows its
-  v3 equivalent (see ``zarrfuse.api.nodes``), since v2 keys cannot name a fanout tree.
-- ``source``: documents as stored (v3 ``zarr.json``; v2 ``.zarray``/``.zgroup``/``.zattrs``/
-  ``.zmetadata``), except that storage transformers are removed.
-
-In both, consolidated copies (v3 ``consolidated_metadata``, v2 ``.zmetadata``) are rebuilt
-from what each member node shows on the mount, so a reader that trusts them and one that does
-not read the same data. A member that is not shown (unreadable, unsupported) is left out.
-The ``consolidated_metadata`` of a nested group's entry is bookkeeping of the consolidation,
-not of the group, and is kept as stored. Rendered views show no documents at all.
+"""The metadata documents a node shows, per layout (docs/mounting.md): ``fanout`` shows the
+v3 ``zarr.json`` of the view's encoding, ``source`` the stored documents; both without
+storage transformers, and with consolidated copies rebuilt from what each member shows.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The view of an array: which chunk key encoding the mount shows, and its directory tree.
-
-The tree's shape comes from the chunk grid: every directory the grid can have can be looked
-up, so a chunk can be created anywhere. Listings show only the children that lead to stored
-chunks (``stored_child_names``, given the stored values the caller learnt from the store).
-A directory is a position in a fanout key: the coordinates completed so far, and within the
-current dimension the group count and the groups already taken. Pure code, no I/O.
+"""The view of an array: its shown chunk key encoding and directory tree. Every directory the
+grid can have can be looked up (a chunk can be created anywhere); listings show only those
+leading to stored chunks. Pure code, no I/O.
 """
 
 from __future__ import annotations
@@ -29,11 +25,8 @@ DEFAULT_MAX_CHILDREN = 1000
 def view_encoding(
     array_encoding: ChunkKeyEncoding, suffix: str | None, max_children: int | None
 ) -> ChunkKeyEncoding:
-    """The encoding the mount shows: suffix over fanout.
-
-    Taken from the array's own encoding where it is fanout- or suffix-based, else fanout with
-    ``max_children`` 1000 and no suffix; ``suffix`` and ``max_children`` override.
-    """
+    """The encoding the mount shows: the array's own where fanout- or suffix-based, else
+    fanout with ``max_children`` 1000; ``suffix`` and ``max_children`` override."""
     own_suffix = ""
     base = array_encoding
     if isinstance(base, SuffixChunkKeyEncoding):
@@ -48,11 +41,8 @@ def view_encoding(
 
 @dataclass(frozen=True)
 class DirPosition:
-    """A directory below ``c``: completed coordinates and progress within the next one.
-
-    ``count`` is None at the level that names the group count; otherwise ``prefix`` is the
-    value of the ``taken`` groups already chosen for the current coordinate.
-    """
+    """A directory below ``c``: completed coordinates and, once ``count`` is named, the
+    ``prefix`` of the ``taken`` groups chosen for the current coordinate."""
 
     done: tuple[int, ...] = ()
     count: int | None = None
@@ -202,10 +192,8 @@ class FanoutTree:
         return [axis + str(v).zfill(self.width) for v in range(vmin, vmax + 1)]
 
     def child(self, pos: DirPosition, name: str) -> DirPosition | int | None:
-        """The child called ``name``: a directory position, or for leaves the last coordinate.
-
-        None where the grid has no such child; checks are exact, so ``007`` and ``7`` differ.
-        """
+        """The child called ``name`` (a directory position, or a leaf's last coordinate), or
+        None; checks are exact, so ``007`` and ``7`` differ."""
         if self.axes is not None and self.is_leaf(pos):
             return self._leaf_child(pos, name)
         if pos.count is None:
@@ -251,12 +239,8 @@ class FanoutTree:
         return self._axis(len(pos.done)) + str(group).zfill(self.width)
 
     def stored_child_names(self, pos: DirPosition, stored: Sequence[int]) -> list[str]:
-        """The children of non-leaf ``pos`` that lead to a stored value, in order.
-
-        ``stored`` is sorted: the values ``v`` of dimension ``len(pos.done)`` such that some
-        stored chunk starts with ``(*pos.done, v)``. Costs the stored values below ``pos``,
-        not the grid's size.
-        """
+        """The children of non-leaf ``pos`` that lead to a stored value, in order; ``stored``
+        is the sorted values of dimension ``len(pos.done)`` that start a stored chunk."""
         lo, hi = self.value_range(pos)
         at, end = bisect_left(stored, lo), bisect_right(stored, hi)
         names = []

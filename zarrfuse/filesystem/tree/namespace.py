@@ -1,9 +1,5 @@
-"""The mount's names: which inode each node has while the kernel remembers it, and the
-catalog the directory kinds look names up in (``nodes``: each kind answers its own lookups
-and listings).
-
-Inodes are handed out on first use and dropped when the kernel's lookup count falls to zero
-(``forget``); the root is always inode 1.
+"""The mount's names: the inode of each node while the kernel remembers it (dropped at
+``forget``; the root is 1), and the catalog the directory kinds look names up in.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The nodes of the mount's tree, one class per kind, each owning its behaviour.
-
-A node is a value (the same path always maps to an equal node) that answers for itself. What
-a request does with a file's bytes (a handle, a commit) is the request layer's: a kind picks
-its part of it through ``FileRequests``, so no caller asks which kind a node is.
+"""The nodes of the mount's tree, one class per kind, each a value owning its behaviour
+(docs/contributing.md, 'Nodes and handles').
 """
 
 from __future__ import annotations

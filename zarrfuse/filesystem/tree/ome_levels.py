@@ -1,10 +1,6 @@
-"""Where an array sits in an OME-Zarr image: the names of its axes and, for the full
-resolution of a writable mount, the levels below it.
-
-OME-Zarr 0.4 keeps the axes' names only in the image group's ``multiscales`` (Zarr v2
-arrays have no ``dimension_names``), and a pyramid's levels know nothing of each other: the
-group says which arrays are its levels. The group is the array's parent, or its
-grandparent (ngff-zarr's ``scale0/image``). Blocking (it reads documents).
+"""Where an array sits in an OME-Zarr image: its axes' names and, for a writable mount's
+full resolution, the levels below. Both are the image group's (the parent, or ngff-zarr's
+grandparent ``scale0/image``): v2 arrays have no ``dimension_names``. Blocking.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The source layout's tree for ``default`` and ``v2`` keys: an array's chunk files at its own
-keys (``c/1/2``, ``c.1.2``, ``1/2``, ``1.2``), so any Zarr implementation reads the mount.
-
-Each ``/`` in a key is a directory level; ``.``-separated keys all sit in the array's own
-directory. Which names exist is the store's business (listings); this module only says which
-paths *can* be a directory or a chunk of the grid, strictly: ``01`` is not ``1``. Pure code.
-(Arrays whose own encoding is ``fanout``, or ``suffix`` over it, keep the fanout tree.)
+"""The source layout's tree for ``default`` and ``v2`` keys: chunk files at the array's own
+keys, so any Zarr implementation reads the mount. Which paths *can* be a directory or chunk
+of the grid, strictly (``01`` is not ``1``); which exist is the listings'. Pure code.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Storing what writers wrote: open writers per chunk, size limits, write checks, commits.
-
-A chunk file opened for writing gets its own buffer (the chunk's bytes, or nothing with
-O_TRUNC), which ``flush`` (close) and ``fsync`` commit. Readers opened before a commit keep
-the version they opened; after it the kernel's cache of the file is dropped, so new readers
-see the new bytes.
-"""
+A writer's buffer is committed by ``flush`` (close) and ``fsync``; readers opened before
+keep their version."""
 
 from __future__ import annotations
 
@@ -278,15 +274,10 @@ class Committer:
 
     async def drop_cache(self, node: ChunkFile, *, renaming: bool = False,
                          by_another: bool = False) -> None:
-        """After a commit, or writes that were not committed: a chunk's name gets a fresh
-        inode, so new opens read the stored chunk, while handles of the old inode keep
-        their version and its pages (``page_cache``); the kernel forgets the old inode's
-        attributes and the name's entry, which would show the old inode's size until it
-        times out. A name's inode that holds nothing (no handle, no pages kept) stays: an
-        opener sent to a fresh inode may be just opening it. ``renaming``: inside a rename,
-        which holds the directory's lock and replaces the name's entry itself.
-        ``by_another``: another program changed the chunk; its name goes too, which the
-        kernel may hold as absent though it keeps the inode this mount knows."""
+        """After a commit, or writes not committed: the chunk's name gets a fresh inode and
+        the kernel forgets the old one's attributes and the name's entry (why: docs/
+        contributing.md, 'Commits and the kernel'). ``renaming``: inside a rename, which
+        replaces the entry itself. ``by_another``: another program changed the chunk."""
         self.drops += 1
         inode = self.namespace.known_inode(node)
         if inode is None:

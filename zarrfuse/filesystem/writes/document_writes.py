@@ -1,18 +1,7 @@
-"""Writing a metadata document the mount shows (``zarr.json``, ``.zarray``...).
-
-Metadata cannot be changed through the mount, but restoring a backup taken from it writes
-every document back, byte for byte. So a document may be written when the bytes end up
-identical to those shown, which changes nothing; anything else is refused (EPERM, logged)
-when the writer closes, fsyncs, or renames its temp file onto the document's name. How each
-tool gets there:
-
-- ``cp``, ``tar --overwrite``: open with O_TRUNC, write, close: compared at close.
-- ``rsync``: a temp file ``.zarr.json.XXXXXX`` renamed onto ``zarr.json``: compared at rename.
-- GNU ``tar x``: O_CREAT|O_EXCL fails with EEXIST, so tar unlinks the document and creates it
-  anew. An unlink of a document is therefore accepted as the first step of a replace: the
-  document stays, and only the process that unlinked it sees it absent (so that it can create
-  it), until it creates it or for :data:`REPLACE_SECONDS`. Every other process sees it all
-  along, so ``rm zarr.json`` removes nothing.
+"""Writing a metadata document the mount shows: accepted only when the bytes end up as
+shown, so restoring a backup works (``cp``, ``rsync``'s rename, ``tar x``'s unlink then
+create); anything else is EPERM at close, fsync or rename. An unlink is the first step of a
+replace: only the unlinking process sees the document absent, for :data:`REPLACE_SECONDS`.
 """
 
 from __future__ import annotations

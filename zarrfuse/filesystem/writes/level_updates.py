@@ -1,9 +1,6 @@
-"""An OME-Zarr pyramid's lower levels after a commit to its full resolution, stored as a
-chunk file's commit is (``api.pyramid`` computes them): each lower object (chunk, shard) is
-read, changed and written under its chunk lock (``StoredWrites.update``: parts, journal)
-while the objects of the level above it is made from are held by theirs, so no commit of
-either lands in between; then the level's files are read anew (kernel, renderings).
-"""
+"""An OME-Zarr pyramid's lower levels after a commit to its full resolution, each object
+written under its chunk lock while those it is made from hold theirs (docs/views.md,
+'Writing the full resolution of a pyramid')."""
 
 from __future__ import annotations
 
@@ -36,9 +33,8 @@ class LevelUpdates:
     async def update(self, top: ArrayView, region: tuple[slice, ...], *, durable: bool
                      ) -> None:
         """After a write to ``region`` of an OME-Zarr image's full resolution: that region
-        in every level below, downsampled again. Where it cannot be, the write stands and
-        one line (once per image) names the levels now stale. ``durable``: as the write's
-        own commit (an ``fsync`` syncs the levels it changed too)."""
+        downsampled again in every level below; where it cannot be, the write stands and one
+        line per image names the stale levels. ``durable``: as the write's own commit."""
         pyramid = top.pyramid
         assert pyramid is not None
         why = None

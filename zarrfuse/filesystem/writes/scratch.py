@@ -1,18 +1,6 @@
-"""Scratch files: the temporary files that tools write before renaming them into place.
-
-rsync writes ``.name.XXXXXX`` and renames it; editors save to ``name~``, ``.name.swp`` or
-``name.tmp``; ``sed -i``, ``perl -pi`` and Python's ``tempfile`` make a name from a random
-template with ``mkstemp``. Such names are not chunks, so they are never stored: the daemon
-holds them in memory, bounded in total, until they are renamed onto a chunk name (which
-commits them) or deleted; any still there at unmount are named in the log and dropped.
-
-Only names shaped like temp files are accepted, so that a stray ``notes.txt`` is refused
-(EPERM) instead of silently vanishing at unmount. Template names (``sedXXXXXX``, ``tmpXXXXXXXX``,
-eight letters and digits) are common words' shapes too, so they count only for a file
-created exclusively (``O_EXCL``), which ``mkstemp`` always does and ``echo > name`` never
-does. Names of digits alone are never scratch files: in the grid they are chunk and directory
-names, and a chunk name outside the grid is an error to report, not a file to hold (this also
-refuses vim's ``4913`` write probe, so vim saves by overwriting the chunk in place).
+"""Scratch files: temp files tools write before renaming them into place (which names count,
+and why digit names never do: docs/writing.md, 'Scratch files'). Held in memory, bounded,
+never stored; renamed onto a chunk name they are committed; left at unmount, logged.
 """
 
 from __future__ import annotations

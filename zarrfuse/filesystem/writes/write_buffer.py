@@ -1,9 +1,5 @@
-"""The bytes of a file being written, kept with as few copies as possible.
-
-Tools like ``cp`` write a file front to back. Such appends are kept as the pieces FUSE handed
-over and stored with one ``writev``: no assembly into one buffer, no copy for the commit. The
-first write elsewhere, truncate or read folds the pieces into one bytearray.
-"""
+"""The bytes of a file being written: appends (``cp``) kept as FUSE's pieces and stored with
+one ``writev``, no copy; any other write, truncate or read folds them into one bytearray."""
 
 from __future__ import annotations
 
