@@ -40,7 +40,7 @@ __all__ = [
     "make_store_path",
     "one_object_array",
     "parse_chunk_key_encoding",
-    "shard_layout",
+    "shard_geometry",
     "stored_chunk_shape",
     "sync",
     "sync_decodable",
@@ -150,7 +150,7 @@ def one_object_array(metadata: Any, store: Any) -> Any:
                                  config=ArrayConfig("C", True)))
 
 
-def shard_layout(sharding: Any, shard_spec: Any) -> tuple[tuple[int, ...], Any, Any, int]:
+def shard_geometry(sharding: Any, shard_spec: Any) -> tuple[tuple[int, ...], Any, Any, int]:
     """What a sharding codec says of one shard of ``shard_spec``: inner chunks per shard
     along each dimension, the inner chunks' spec, the index's spec (``chunks_per_shard +
     (2,)`` uint64: offset and length of each) and the index's stored size in bytes. zarr

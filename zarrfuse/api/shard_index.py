@@ -28,7 +28,7 @@ from zarrfuse.zarr_compat import (
     array_config,
     chunk_spec,
     default_buffer_prototype,
-    shard_layout,
+    shard_geometry,
 )
 
 __all__ = ["ByteRun", "ShardGeometry", "merge_ranges"]
@@ -73,9 +73,9 @@ def merge_ranges(ranges: Sequence[tuple[int, int, int]], gap: int = MERGE_GAP) -
 class ShardGeometry:
     """One sharded array's shards: inner chunks per shard, the index, the inner decoder."""
 
-    def __init__(self, sharding: ShardingCodec, shard_spec: Any, inner: SyncChunkDecoder,
-                 index: SyncChunkDecoder, layout: tuple[Any, ...]) -> None:
-        per_shard, inner_spec, _, index_size = layout
+    def __init__(self, sharding: ShardingCodec, inner: SyncChunkDecoder,
+                 index: SyncChunkDecoder, geometry: tuple[Any, ...]) -> None:
+        per_shard, inner_spec, _, index_size = geometry
         self.per_shard: tuple[int, ...] = per_shard
         self.count = int(np.prod(per_shard, dtype=np.int64))
         self.index_size = index_size
@@ -108,12 +108,12 @@ class ShardGeometry:
             return None
         prototype = default_buffer_prototype()
         shard_spec = chunk_spec(metadata, array_config(array), prototype)
-        layout = shard_layout(sharding, shard_spec)
-        inner = SyncChunkDecoder.for_codecs(sharding.codecs, layout[1], prototype)
-        index = SyncChunkDecoder.for_codecs(sharding.index_codecs, layout[2], prototype)
+        geometry = shard_geometry(sharding, shard_spec)
+        inner = SyncChunkDecoder.for_codecs(sharding.codecs, geometry[1], prototype)
+        index = SyncChunkDecoder.for_codecs(sharding.index_codecs, geometry[2], prototype)
         if inner is None or index is None:
             return None
-        return cls(sharding, shard_spec, inner, index, layout)
+        return cls(sharding, inner, index, geometry)
 
     def index_from_shard(self, shard: bytes) -> np.ndarray:
         """The index of a whole shard's bytes (see :meth:`parse_index`)."""

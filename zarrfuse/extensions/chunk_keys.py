@@ -47,22 +47,22 @@ def _canonical(text: str) -> bool:
     return text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
 
 
-def canonical_index(text: str) -> int | None:
-    """The index a key component names, None unless it is canonical (``0`` or ASCII digits
-    without a leading zero), the one rule for every index in a key or a path."""
+def canonical_coordinate(text: str) -> int | None:
+    """The coordinate a key component names, None unless it is canonical (``0`` or ASCII
+    digits without a leading zero), the one rule for every coordinate in a key or a path."""
     return int(text) if _canonical(text) else None
 
 
 def _parse_canonical_int(text: str, key: str) -> int:
     if not _canonical(text):
-        raise ChunkKeyError(f"invalid chunk key {key!r}: {text!r} is not a canonical index")
+        raise ChunkKeyError(f"invalid chunk key {key!r}: {text!r} is not a canonical coordinate")
     return int(text)
 
 
 def _check_ndim(coords: tuple[int, ...], ndim: int | None, key: str) -> tuple[int, ...]:
     if ndim is not None and len(coords) != ndim:
         raise ChunkKeyError(
-            f"invalid chunk key {key!r}: {len(coords)} indices for a {ndim}-dimensional grid"
+            f"invalid chunk key {key!r}: {len(coords)} coordinates for a {ndim}-dimensional grid"
         )
     return coords
 
@@ -105,7 +105,7 @@ def decode_v2(key: str, separator: str = ".", ndim: int | None = None) -> tuple[
 
 @dataclass(frozen=True)
 class FanoutChunkKeyEncoding(ChunkKeyEncoding):
-    """The ``fanout`` encoding: each index split into fixed-width decimal groups.
+    """The ``fanout`` encoding: each coordinate split into fixed-width decimal groups.
 
     ``max_children`` is floored to a power of ten (250 -> 100); the effective value is what
     this object reports and serialises. No directory of the resulting tree holds more than

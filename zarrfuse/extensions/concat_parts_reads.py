@@ -101,12 +101,9 @@ class ConcatPartsReads:
     async def _get_fast(
         self, chunk_key: str, prototype: BufferPrototype, byte_range: ByteRequest
     ) -> Buffer | None:
-        """Serve requests that fall in one region of known layout without asking for sizes.
-
-        The layout is only partly known without a size request: the sized parts before the
-        single unsized part have known offsets from the start, those after it from the end.
-        Returns None when the request needs the full layout.
-        """
+        """Serve requests that fall where the parts' offsets are known without asking for
+        sizes: the sized parts before the single unsized part have known offsets from the
+        start, those after it from the end. None when the request needs every part's size."""
         sizes = self.parts.sizes
         if sizes.count(None) != 1:
             return None

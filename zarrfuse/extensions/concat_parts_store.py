@@ -169,7 +169,7 @@ class ConcatPartsStore(ConcatPartsReads, Store):
     # --- which keys are what -------------------------------------------------------------
 
     def _learn_metadata(self, metadata: dict[str, Any]) -> None:
-        """Learn keys and layout from the array's stored ``zarr.json`` (with transformers)."""
+        """Learn the chunk keys and finisher from the array's stored ``zarr.json``."""
         self._encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
         self._ndim = len(metadata.get("shape", ()))
         self._finisher = chunk_finisher_for(metadata)
