@@ -22,7 +22,7 @@ from typing import Any
 
 from zarr.storage import ObjectStore, StorePath
 
-from zarrfuse.api.s3 import BACKOFF, CONNECT_TIMEOUT, MAX_RETRIES, REQUEST_TIMEOUT, RETRY_WINDOW
+from zarrfuse.api.s3 import client_options, retry_config
 from zarrfuse.errors import ConfigurationError, SourceError
 from zarrfuse.limits import REDIRECT_TRAP
 
@@ -83,17 +83,6 @@ def _checked(options: Mapping[str, Any] | None, known: tuple[str, ...], kind: st
     return given
 
 
-def _client_options(endpoint: str | None) -> dict[str, Any]:
-    options: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT}
-    if endpoint and endpoint.startswith("http://"):
-        options["allow_http"] = True  # an emulator on loopback
-    return options
-
-
-def _retry() -> dict[str, Any]:
-    return {"max_retries": MAX_RETRIES, "backoff": BACKOFF, "retry_timeout": RETRY_WINDOW}
-
-
 def parse_connection_string(text: str) -> dict[str, str]:
     """An Azure Storage connection string (``Key=Value;...``) as obstore configuration."""
     fields = dict(
@@ -136,8 +125,8 @@ def azure_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
             "(or connection_string=...), or set AZURE_STORAGE_ACCOUNT_NAME or "
             "AZURE_STORAGE_CONNECTION_STRING"
         )
-    return {"config": config, "client_options": _client_options(config.get("endpoint")),
-            "retry_config": _retry()}
+    return {"config": config, "client_options": client_options(config.get("endpoint")),
+            "retry_config": retry_config()}
 
 
 def gcs_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -153,8 +142,8 @@ def gcs_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
         config["skip_signature"] = True
     elif isinstance(token, str) and token not in ("google_default", "cloud", "cache"):
         config["service_account"] = token  # a service account JSON file, as gcsfs takes it
-    return {"config": config, "client_options": _client_options(config.get("base_url")),
-            "retry_config": _retry()}
+    return {"config": config, "client_options": client_options(config.get("base_url")),
+            "retry_config": retry_config()}
 
 
 def _split(url: str) -> tuple[str, str, str]:
@@ -202,7 +191,7 @@ def _web_store(url: str, options: Mapping[str, Any] | None, allow_redirects: boo
     from obstore.store import HTTPStore  # noqa: PLC0415  (only these sources)
 
     given = _checked(options, WEB_OPTIONS, "http(s)://")
-    client = _client_options(url)
+    client = client_options(url)
     headers = given.get("headers")
     if isinstance(headers, str):
         headers = dict(line.split(":", 1) for line in headers.splitlines() if ":" in line)
@@ -215,7 +204,7 @@ def _web_store(url: str, options: Mapping[str, Any] | None, allow_redirects: boo
     elif not allow_redirects:
         client["proxy_url"] = f"http://{REDIRECT_TRAP}"
         client["proxy_excludes"] = urllib.parse.urlparse(url).hostname or ""
-    config: dict[str, Any] = {"client_options": client, "retry_config": _retry()}
+    config: dict[str, Any] = {"client_options": client, "retry_config": retry_config()}
     return HTTPStore.from_url(url.rstrip("/"), **config)
 
 

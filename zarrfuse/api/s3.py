@@ -28,9 +28,11 @@ __all__ = [
     "CLIENT_KWARGS",
     "S3_SCHEMES",
     "STORAGE_OPTIONS",
+    "client_options",
     "is_s3_url",
     "normalize_storage_options",
     "open_s3",
+    "retry_config",
 ]
 
 S3_SCHEMES = ("s3://", "s3a://")
@@ -50,19 +52,25 @@ zarrfuse's name for each."""
 _CREDENTIALS = ("access_key_id", "secret_access_key", "session_token")
 """Options whose values never appear in an error message."""
 
-# One request: connecting must succeed within CONNECT_TIMEOUT, the whole exchange within
-# REQUEST_TIMEOUT (a 64 MiB part at 10 MB/s fits). Transient failures (connection errors,
-# 5xx, timeouts of reads) are retried MAX_RETRIES times with exponential backoff, and never
-# after RETRY_WINDOW: a read that keeps failing reports EIO after at most about 30 s.
-CONNECT_TIMEOUT = "5s"
-REQUEST_TIMEOUT = "30s"
-MAX_RETRIES = 4
-RETRY_WINDOW = datetime.timedelta(seconds=10)
-BACKOFF = {
-    "init_backoff": datetime.timedelta(milliseconds=100),
-    "max_backoff": datetime.timedelta(seconds=2),
-    "base": 2,
-}
+
+def client_options(endpoint: str | None) -> dict[str, Any]:
+    """obstore's client options for every remote source: connecting must succeed within 5 s,
+    the whole exchange within 30 s (a 64 MiB part at 10 MB/s fits)."""
+    options: dict[str, Any] = {"connect_timeout": "5s", "timeout": "30s"}
+    if endpoint and endpoint.startswith("http://"):
+        options["allow_http"] = True  # an emulator or test server on loopback
+    return options
+
+
+def retry_config() -> dict[str, Any]:
+    """Transient failures (connection errors, 5xx, timeouts of reads) retried 4 times with
+    exponential backoff, never after 10 s: a read that keeps failing reports EIO after at
+    most about 30 s."""
+    backoff = {"init_backoff": datetime.timedelta(milliseconds=100),
+               "max_backoff": datetime.timedelta(seconds=2), "base": 2}
+    return {"max_retries": 4, "backoff": backoff,
+            "retry_timeout": datetime.timedelta(seconds=10)}
+
 
 _TRUE = frozenset({"1", "yes", "true", "on"})
 _FALSE = frozenset({"", "0", "no", "false", "off"})
@@ -283,24 +291,12 @@ def s3_client_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any
         os.environ.get("AWS_ENDPOINT_URL")
     )
     config: dict[str, Any] = {"region": region}
-    client_options: dict[str, Any] = {
-        "connect_timeout": CONNECT_TIMEOUT,
-        "timeout": REQUEST_TIMEOUT,
-    }
     if endpoint:
         config["endpoint"] = endpoint
         # A custom endpoint (MinIO, Ceph, moto) is addressed by path, as the AWS CLI does.
         config["virtual_hosted_style_request"] = False
-        client_options["allow_http"] = endpoint.startswith("http://")
-    kwargs: dict[str, Any] = {
-        "config": config,
-        "client_options": client_options,
-        "retry_config": {
-            "max_retries": MAX_RETRIES,
-            "backoff": BACKOFF,
-            "retry_timeout": RETRY_WINDOW,
-        },
-    }
+    kwargs: dict[str, Any] = {"config": config, "client_options": client_options(endpoint),
+                              "retry_config": retry_config()}
     if anon:
         config["skip_signature"] = True
     elif given:
