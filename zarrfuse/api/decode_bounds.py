@@ -22,21 +22,31 @@ import bz2
 import lzma
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import imagecodecs
+import numpy as np
 
 __all__ = [
     "SLACK",
     "blosc_declared_size",
     "check_decoded_size",
+    "decoded_bound",
     "zstd_declared_size",
     "zstd_single_frame_end",
 ]
 
 SLACK = 4096
 """Bytes a decoded size may exceed the chunk's decoded size by (a checksum inside)."""
+
+
+def decoded_bound(shape: Sequence[int], dtype: np.dtype[Any]) -> int | None:
+    """The most bytes a chunk of ``shape`` and ``dtype`` may decode to; None for items of no
+    fixed size (variable-length strings), which no bound fits."""
+    if dtype.hasobject or dtype.itemsize == 0:
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize + SLACK
 
 _WINDOW = 1 << 20
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
