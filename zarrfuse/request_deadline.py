@@ -1,18 +1,13 @@
 """The ``--store-timeout`` bound of the FUSE request a trio task serves, applied only where
 the request waits.
 
-A trio cancel scope costs about 10 us to enter and leave, and a chunk file read warm costs
-three bounded requests (open and two reads) that mostly wait on nothing: a kept open chunk,
-bytes read in the trio thread. A scope around every request was about a third of the
-daemon's time per file. So the FUSE adapter only records each bounded request's deadline
-(``serving``), and every place a request may wait (on a worker thread reading the store, on
-another task's read, on a lock) waits through ``waited``, which enters a scope at that
-deadline only then.
-
-The deadline is a context variable: tasks a request starts in a nursery inherit it (they
-are part of the answer), system tasks do not (trio gives them the run's own context), and
-neither do requests served later by the same pyfuse3 worker task (``finished`` resets it).
-This module is a leaf: it imports nothing from the package.
+A trio cancel scope around every request (about 10 us) was a third of the daemon's time per
+warm chunk file, whose three requests mostly wait on nothing. So the adapter only records a
+request's deadline (``serving``), and every place that may wait (a worker thread reading the
+store, another task's read, a lock) waits through ``waited``, which enters a scope then.
+The deadline is a context variable: tasks a request starts in a nursery inherit it, system
+tasks do not (trio gives them the run's context), nor do later requests of the same pyfuse3
+worker task (``finished`` resets it). A leaf: it imports nothing from the package.
 """
 
 from __future__ import annotations

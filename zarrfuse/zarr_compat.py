@@ -1,12 +1,10 @@
 """Every zarr-python name zarrfuse uses beyond zarr's public API, in one place, with why.
 
-zarr's public API is ``zarr``, ``zarr.abc``, ``zarr.codecs``, ``zarr.storage``, ``zarr.errors``
-and ``zarr.registry``; ``zarr.core`` and underscored names change between minor releases
-(3.4 removed ``ArrayV3Metadata.get_chunk_spec``, 3.3 added store methods a wrapper forwards).
-zarrfuse supports zarr 3.1.3 to 3.4 (``pyproject.toml``), and CI runs the whole suite on the
-oldest and the newest. Each name below has a test in ``tests/test_zarr_compat.py`` that fails
-loudly when a release renames or changes it; a missing name fails at import with one line
-that names it, never later with wrong data.
+``zarr.core`` and underscored names change between minor releases (3.4 removed
+``ArrayV3Metadata.get_chunk_spec``). zarrfuse supports zarr 3.1.3 to 3.4 (``pyproject.toml``)
+and CI runs the suite on the oldest and the newest. Each name below has a test in
+``tests/test_zarr_compat.py``; a missing name fails at import with one line naming it,
+never later with wrong data.
 """
 
 from __future__ import annotations

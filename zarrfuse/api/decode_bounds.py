@@ -2,9 +2,9 @@
 the codec allocates anything.
 
 A decompression bomb is a small stored chunk that inflates far past what its array's chunk
-can hold (32 KiB to 1 GiB, or a 4 GiB stream). The codecs allocate what a header declares,
-or grow their output for as long as a stream goes on, so the stored bytes are measured
-against the chunk's decoded size first, and a chunk that would decode to more is refused.
+can hold (32 KiB to 1 GiB). Codecs allocate what a header declares, or grow their output as
+long as a stream goes on, so the stored bytes are measured first, and refused if they would
+decode to more.
 
 - Zstandard: one frame that declares its content size (what zarr-python, numcodecs,
   tensorstore and zarrs write) is checked from its header, and the codec itself refuses a

@@ -131,19 +131,13 @@ def _parse_v3(where: str, raw: bytes) -> StoredNode:
 def _parse_v2(where: str, raw: dict[str, bytes]) -> StoredNode:
     documents = {name: _load(where, name, data) for name, data in raw.items()}
     attributes = documents.get(".zattrs", {})
-    if ".zarray" in documents:
-        zarray = documents[".zarray"]
-        if zarray.get("zarr_format") != 2:
-            raise ConfigurationError(
-                f"{where}/.zarray: zarr_format is {zarray.get('zarr_format')!r}, expected 2"
-            )
-        metadata = v2_array_as_v3(where, zarray, attributes)
-        return StoredNode(2, "array", raw, metadata)
-    zgroup = documents[".zgroup"]
-    if zgroup.get("zarr_format") != 2:
+    name = ".zarray" if ".zarray" in documents else ".zgroup"
+    if documents[name].get("zarr_format") != 2:
         raise ConfigurationError(
-            f"{where}/.zgroup: zarr_format is {zgroup.get('zarr_format')!r}, expected 2"
+            f"{where}/{name}: zarr_format is {documents[name].get('zarr_format')!r}, expected 2"
         )
+    if name == ".zarray":
+        return StoredNode(2, "array", raw, v2_array_as_v3(where, documents[name], attributes))
     group = {"zarr_format": 3, "node_type": "group", "attributes": attributes}
     return StoredNode(2, "group", raw, group)
 

@@ -1,13 +1,10 @@
 """Where a shard keeps its inner chunks, so a reader asks for just their bytes.
 
-zarr-python reads a shard's index again on every call, and asks for each inner chunk's
-range on its own (zarr 3.1; 3.4 merges near ones). A reader that keeps the index (a whole
-image read window by window, a viewer's tiles) needs it once per shard, and can merge the
-ranges of every chunk it wants from one shard into few requests. This module holds the
-pure part of that: the index's place and size, its decoding through the array's own index
-codecs (its checksum checked), the byte ranges of inner chunks, bounded so that a hostile
-index cannot make a reader allocate more than the chunks could hold, and their merging.
-Inner chunks decode through the sharding codec's inner codecs (``chunk_decoding``).
+zarr-python reads a shard's index on every call and asks for each inner chunk's range on
+its own (3.4 merges near ones); a reader that keeps the index needs it once per shard and
+merges the ranges it wants into few requests. The pure part of that: the index's place and
+size, its decoding through the array's index codecs (checksum checked), the inner chunks'
+ranges, bounded so a hostile index cannot make a reader allocate more than they could hold.
 """
 
 from __future__ import annotations
