@@ -78,10 +78,8 @@ try:
     # Store paths from what users pass (paths, URLs, stores), exactly as zarr.open makes them.
     from zarr.storage._common import make_store_path
 except ImportError as missing:  # one line that says which name and which zarr
-    raise ImportError(
-        f"zarrfuse cannot use zarr {zarr.__version__}: {missing}; "
-        f"install a zarr that zarrfuse's pyproject.toml allows"
-    ) from missing
+    raise ImportError(f"zarrfuse cannot use zarr {zarr.__version__}: {missing}; "
+                      f"install a zarr that zarrfuse's pyproject.toml allows") from missing
 
 from zarr.codecs import ShardingCodec
 

@@ -76,10 +76,8 @@ def _checked(options: Mapping[str, Any] | None, known: tuple[str, ...], kind: st
     given = {k: v for k, v in (options or {}).items() if v not in (None, "")}
     unknown = sorted(set(given) - set(known))
     if unknown:
-        raise ConfigurationError(
-            f"unknown storage option {', '.join(unknown)} for {kind} sources "
-            f"(known: {', '.join(known)})"
-        )
+        raise ConfigurationError(f"unknown storage option {', '.join(unknown)} for {kind} sources "
+                                 f"(known: {', '.join(known)})")
     return given
 
 

@@ -200,7 +200,5 @@ def check_decoded_size(data: bytes | memoryview, codec_name: str, limit: int | N
             f"it declares {size} decoded bytes, more than the chunk can hold ({limit}): "
             "refused before decoding"
         )
-    raise ValueError(
-        f"it decodes to more than the chunk can hold ({limit} bytes): refused before "
-        "the codec allocated it"
-    )
+    raise ValueError(f"it decodes to more than the chunk can hold ({limit} bytes): refused before "
+                     "the codec allocated it")

@@ -106,9 +106,7 @@ def parse_node(where: str, raw: Mapping[str, bytes | None]) -> StoredNode:
         return _parse_v3(where, present[V3_NAME])
     if ".zarray" in present or ".zgroup" in present:
         return _parse_v2(where, {n: present[n] for n in V2_NAMES if n in present})
-    raise SourceError(
-        f"{where}: no zarr.json, .zarray or .zgroup here; not a Zarr array or group"
-    )
+    raise SourceError(f"{where}: no zarr.json, .zarray or .zgroup here; not a Zarr array or group")
 
 
 def _parse_v3(where: str, raw: bytes) -> StoredNode:

@@ -270,10 +270,8 @@ def _aws_defaults(profile: str | None, *, credentials: bool) -> tuple[str | None
     except botocore.exceptions.BotoCoreError as e:
         raise SourceError(f"cannot read the AWS configuration: {e}") from e
     if found is None and credentials:
-        raise SourceError(
-            "no AWS credentials found (environment, ~/.aws/credentials, profile); "
-            "use --storage-option anon=true for public buckets"
-        )
+        raise SourceError("no AWS credentials found (environment, ~/.aws/credentials, profile); "
+                          "use --storage-option anon=true for public buckets")
     return region, found
 
 

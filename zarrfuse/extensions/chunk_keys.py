@@ -118,9 +118,7 @@ class FanoutChunkKeyEncoding(ChunkKeyEncoding):
     def __post_init__(self) -> None:
         value = self.max_children
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigurationError(
-                f"fanout max_children must be an integer, got {value!r}"
-            )
+            raise ConfigurationError(f"fanout max_children must be an integer, got {value!r}")
         if value < 100:
             raise ConfigurationError(f"fanout max_children must be at least 100, got {value}")
         object.__setattr__(self, "max_children", 10 ** (len(str(value)) - 1))

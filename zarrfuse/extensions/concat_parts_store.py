@@ -57,15 +57,8 @@ class ConcatPartsStore(Store):
     otherwise the wrapper has the inner store's mode.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        array_path: str,
-        parts: ConcatParts,
-        metadata: dict[str, Any] | None = None,
-        read_only: bool | None = None,
-    ) -> None:
+    def __init__(self, store: Store, *, array_path: str, parts: ConcatParts,
+                 metadata: dict[str, Any] | None = None, read_only: bool | None = None) -> None:
         # Store.__init__ is not called: mode and open state are the inner store's.
         if read_only is not None and read_only != store.read_only:
             store = store.with_read_only(read_only)
@@ -78,9 +71,8 @@ class ConcatPartsStore(Store):
         self._ndim: int | None = None
         self._finisher: ChunkFinisher | None = None
         # Longest suffix first, so ".tiff.header" is tried before ".header" and "" comes last.
-        self._suffixes_for_listing = sorted(
-            {p.key_suffix for p in parts.parts}, key=len, reverse=True
-        )
+        self._suffixes_for_listing = sorted({p.key_suffix for p in parts.parts}, key=len,
+                                            reverse=True)
         if metadata is not None:
             self._learn_metadata(metadata)
 
@@ -223,20 +215,14 @@ class ConcatPartsStore(Store):
         """Called when a needed part is absent: None if the whole chunk is absent, else raise."""
         present = await asyncio.gather(*(self._store.exists(k) for k in keys))
         # Only presence is known here: present parts count as their configured size.
-        self.parts.checked_sizes(
-            chunk_key,
-            keys,
-            [
-                (p.size or 0) if there else None
-                for p, there in zip(self.parts.parts, present, strict=True)
-            ],
-        )
+        sizes = [(p.size or 0) if there else None
+                 for p, there in zip(self.parts.parts, present, strict=True)]
+        self.parts.checked_sizes(chunk_key, keys, sizes)
 
     def _check_sized(self, chunk_key: str, key: str, expected: int | None, got: int) -> None:
         if expected is not None and got != expected:
-            raise PartsError(
-                f"chunk {chunk_key!r}: part {key!r} has {got} bytes where {expected} are expected"
-            )
+            raise PartsError(f"chunk {chunk_key!r}: part {key!r} has {got} bytes where "
+                             f"{expected} are expected")
 
     async def _get_whole(self, chunk_key: str, prototype: BufferPrototype) -> Buffer | None:
         keys = self.part_keys(chunk_key)
@@ -256,19 +242,11 @@ class ConcatPartsStore(Store):
         except FileNotFoundError:
             await self._missing_or_error(chunk_key, keys)
             return None
-        return tuple(
-            found[k] if p.size is None else p.size
-            for k, p in zip(keys, self.parts.parts, strict=True)
-        )
+        return tuple(found[k] if p.size is None else p.size
+                     for k, p in zip(keys, self.parts.parts, strict=True))
 
-    async def _read_pieces(
-        self,
-        chunk_key: str,
-        sizes: tuple[int, ...],
-        start: int,
-        stop: int,
-        prototype: BufferPrototype,
-    ) -> Buffer | None:
+    async def _read_pieces(self, chunk_key: str, sizes: tuple[int, ...], start: int, stop: int,
+                           prototype: BufferPrototype) -> Buffer | None:
         keys = self.part_keys(chunk_key)
         pieces = pieces_for_span(sizes, start, stop)
         if not pieces:
@@ -305,15 +283,13 @@ class ConcatPartsStore(Store):
             tail_sizes = [s for s in sizes[unsized + 1 :] if s is not None]
             start = tail - byte_range.suffix
             head_sizes = (0,) * (unsized + 1)
-            return await self._read_pieces(
-                chunk_key, (*head_sizes, *tail_sizes), start, tail, prototype
-            )
+            return await self._read_pieces(chunk_key, (*head_sizes, *tail_sizes), start, tail,
+                                           prototype)
         if isinstance(byte_range, RangeByteRequest) and byte_range.end > byte_range.start:
             if byte_range.end <= head:
                 known = tuple(s or 0 for s in sizes[:unsized])
-                return await self._read_pieces(
-                    chunk_key, known, byte_range.start, byte_range.end, prototype
-                )
+                return await self._read_pieces(chunk_key, known, byte_range.start,
+                                               byte_range.end, prototype)
             if byte_range.start >= head:
                 # Optimistic: a full answer from the unsized part proves the range lies in it.
                 request = RangeByteRequest(byte_range.start - head, byte_range.end - head)
@@ -339,23 +315,17 @@ class ConcatPartsStore(Store):
         start, stop = absolute_span(byte_range, sum(sizes))
         return await self._read_pieces(chunk_key, sizes, start, stop, prototype)
 
-    async def get(
-        self,
-        key: str,
-        prototype: BufferPrototype,
-        byte_range: ByteRequest | None = None,
-    ) -> Buffer | None:
+    async def get(self, key: str, prototype: BufferPrototype,
+                  byte_range: ByteRequest | None = None) -> Buffer | None:
         if key == self._metadata_key:
             return await self._get_metadata(prototype, byte_range)
         if self._is_chunk_key(key):
             return await self._get_chunk(key, prototype, byte_range)
         return await self._store.get(key, prototype, byte_range)
 
-    async def get_partial_values(
-        self,
-        prototype: BufferPrototype,
-        key_ranges: Iterable[tuple[str, ByteRequest | None]],
-    ) -> list[Buffer | None]:
+    async def get_partial_values(self, prototype: BufferPrototype,
+                                 key_ranges: Iterable[tuple[str, ByteRequest | None]]
+                                 ) -> list[Buffer | None]:
         return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
 
     async def exists(self, key: str) -> bool:
