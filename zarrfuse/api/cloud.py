@@ -1,15 +1,12 @@
 """``az://`` (Azure Blob Storage), ``gs://`` (Google Cloud Storage) and ``http(s)://`` (web
 server) sources, through obstore.
 
-Like ``s3://`` (``zarrfuse.api.s3``): one obstore client per source, with the same bounded
-timeouts and retries, wrapped in zarr's ``ObjectStore``; the mount then treats every remote
-store alike. Options take the names users already give adlfs, gcsfs and fsspec's HTTP
-filesystem (through zarr's and fsspec's ``storage_options``), translated to obstore's;
-credentials not given as options come from the usual environment variables. An unknown
-option is refused in one line. A web server's redirect to another host is refused unless
-the mount allows it (``--allow-redirects``): obstore's HTTP client follows every redirect
-and has no setting against it, so requests to any host but the source's are sent to a
-proxy that cannot be reached (``REDIRECT_TRAP``), and fail there.
+As ``s3://``: one obstore client per source, the same timeouts and retries, in zarr's
+``ObjectStore``. Options take the names users give adlfs, gcsfs and fsspec's HTTP filesystem,
+translated to obstore's; credentials not given come from the usual environment variables.
+A web server's redirect to another host is refused unless allowed (``--allow-redirects``):
+obstore follows every redirect and has no setting against it, so requests to any host but
+the source's go to a proxy that cannot be reached (``REDIRECT_TRAP``), and fail there.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Chunk key encodings: ``fanout`` and ``suffix`` as zarr plugins, and strict decoding for all.
 
-zarr-python encodes keys for ``default`` and ``v2`` correctly but its decoders are lax or broken
-(3.1's ``DefaultChunkKeyEncoding.decode_chunk_key("c/1/2")`` raises). A filesystem must map a
-path back to exactly one chunk, or to none, so zarrfuse decodes every encoding itself and only
-accepts the canonical key: ASCII digits, no signs, blanks or underscores, no leading zeros where
-the encoding writes none, exact group widths for fanout, and the right number of dimensions
-when the caller knows it. Anything else raises :class:`~zarrfuse.errors.ChunkKeyError` (a
-``ValueError``).
-
-``FanoutChunkKeyEncoding`` and ``SuffixChunkKeyEncoding`` are registered with zarr through the
-``zarr.chunk_key_encoding`` entry-point group, so plain ``zarr.open_array`` uses them.
+zarr-python's decoders are lax or broken (3.1's ``DefaultChunkKeyEncoding.decode_chunk_key(
+"c/1/2")`` raises), and a filesystem must map a path to exactly one chunk or none. So every
+encoding is decoded here, accepting only the canonical key (ASCII digits, no signs, blanks,
+underscores or leading zeros where the encoding writes none, fanout's exact group widths,
+the known number of dimensions); anything else is a ChunkKeyError. ``fanout`` and
+``suffix`` are registered through the ``zarr.chunk_key_encoding`` entry-point group, so
+plain zarr uses them.
 """
 
 from __future__ import annotations
@@ -41,22 +38,19 @@ _FORBIDDEN_IN_SUFFIX = ("/", "\\", "\x00", "..")
 _BASE_ENCODING_SPELLINGS = ("base_encoding", "base-encoding")
 
 
-def _canonical(text: str) -> bool:
-    """``0``, or ASCII digits without a leading zero (string methods: a third of the cost of
-    a regular expression, paid for each of a big directory's names)."""
-    return text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
-
-
 def canonical_coordinate(text: str) -> int | None:
     """The coordinate a key component names, None unless it is canonical (``0`` or ASCII
-    digits without a leading zero), the one rule for every coordinate in a key or a path."""
-    return int(text) if _canonical(text) else None
+    digits without a leading zero), the one rule for every coordinate in a key or a path.
+    String methods: a third of a regular expression's cost, paid per name of a big directory."""
+    canonical = text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
+    return int(text) if canonical else None
 
 
 def _parse_canonical_int(text: str, key: str) -> int:
-    if not _canonical(text):
+    value = canonical_coordinate(text)
+    if value is None:
         raise ChunkKeyError(f"invalid chunk key {key!r}: {text!r} is not a canonical coordinate")
-    return int(text)
+    return value
 
 
 def _check_ndim(coords: tuple[int, ...], ndim: int | None, key: str) -> tuple[int, ...]:

@@ -1,22 +1,18 @@
-"""The ``concat-parts`` storage transformer as a zarr ``WrapperStore``.
+"""The ``concat-parts`` storage transformer as a zarr store over another.
 
-One wrapper serves one array. Under that array, every key except ``zarr.json`` is a chunk key:
-reads assemble the chunk from its parts (``key + key_suffix``, in order), writes split it back,
-deletes remove every part, and listings show logical chunk keys only. The array's ``zarr.json``
-is served without ``storage_transformers`` (zarr-python refuses arrays that have them, and the
-wrapper has already applied it) and written back with them. Keys outside the array pass through.
-The parts' sizes are checked against the configuration on every read; a range that falls in
-a part of known offset is served without asking the store for sizes first. The finisher a
-chunk gets before it is written comes from ``chunk_finishers``.
+One store serves one array. Under it, every key but the metadata documents is a chunk key:
+reads join the chunk's parts (``key + key_suffix``, in order; sizes checked on every read,
+a range in a part of known offset served without asking for sizes), writes split it (after
+its finisher, ``chunk_finishers``), deletes remove every part, listings show chunk keys
+only. ``zarr.json`` is served without ``storage_transformers`` (zarr-python refuses them;
+they are applied here) and written back with them. Keys outside the array pass through.
 
-The class derives from zarr's ``Store``, not ``WrapperStore``: a wrapper forwards every method
-it does not override straight to the inner store, and each zarr release adds methods that
-read or write chunks (3.3: ``get_ranges``, ``get_sync``, ``set_sync``, ``delete_sync``), which
-would then bypass the parts and return wrong bytes. Here every method is either written out
-below or inherited from ``Store``, whose defaults go through this class's own ``get``,
-``set``, ``delete`` and listings. Synchronous I/O is deliberately absent: the sync methods
-would need a second copy of the part logic, and zarr falls back to the async path for stores
-without them (``tests/extensions/test_concat_parts_store_api.py`` checks every name).
+It derives from zarr's ``Store``, not ``WrapperStore``, which forwards what it does not
+override to the inner store: each zarr release adds methods that read or write chunks (3.3:
+``get_ranges``, ``*_sync``), which would bypass the parts. Every method is written here or
+is a ``Store`` default that goes through this class's own ``get``, ``set``, ``delete`` and
+listings; no sync I/O, so zarr takes the async path
+(``tests/extensions/test_concat_parts_store_api.py`` checks every name).
 """
 
 from __future__ import annotations
