@@ -16,32 +16,12 @@ import zarr
 from zarr.storage import StorePath
 
 __all__ = [
-    "ArrayConfig",
-    "ArraySpec",
-    "ArrayV2Metadata",
-    "ArrayV3Metadata",
-    "AsyncArray",
-    "Buffer",
-    "BufferPrototype",
-    "ChunkKeyEncoding",
-    "DefaultChunkKeyEncoding",
-    "V2ChunkKeyEncoding",
-    "array_config",
-    "chunk_spec",
-    "codecs_from_list",
-    "convert_v2_array_metadata",
-    "convert_v2_compressor",
-    "convert_v2_filters",
-    "create_codec_pipeline",
-    "decode_sync",
-    "default_buffer_prototype",
-    "make_store_path",
-    "one_object_array",
-    "parse_chunk_key_encoding",
-    "shard_geometry",
-    "stored_chunk_shape",
-    "sync",
-    "sync_decodable",
+    "ArrayConfig", "ArraySpec", "ArrayV2Metadata", "ArrayV3Metadata", "AsyncArray", "Buffer",
+    "BufferPrototype", "ChunkKeyEncoding", "DefaultChunkKeyEncoding", "V2ChunkKeyEncoding",
+    "array_config", "chunk_spec", "codecs_from_list", "convert_v2_array_metadata",
+    "convert_v2_compressor", "convert_v2_filters", "create_codec_pipeline", "decode_sync",
+    "default_buffer_prototype", "make_store_path", "one_object_array", "parse_chunk_key_encoding",
+    "shard_geometry", "stored_chunk_shape", "sync", "sync_decodable"
 ]
 
 

@@ -24,16 +24,8 @@ from zarrfuse.errors import ConfigurationError, SourceError
 from zarrfuse.limits import REDIRECT_TRAP
 
 __all__ = [
-    "AZURE_OPTIONS",
-    "AZURE_SCHEMES",
-    "GCS_OPTIONS",
-    "GCS_SCHEMES",
-    "WEB_OPTIONS",
-    "WEB_SCHEMES",
-    "azure_config",
-    "gcs_config",
-    "is_cloud_url",
-    "open_cloud",
+    "AZURE_OPTIONS", "AZURE_SCHEMES", "GCS_OPTIONS", "GCS_SCHEMES", "WEB_OPTIONS", "WEB_SCHEMES",
+    "azure_config", "gcs_config", "is_cloud_url", "open_cloud"
 ]
 
 AZURE_SCHEMES = ("az://", "abfs://", "abfss://", "azure://")

@@ -30,12 +30,8 @@ import imagecodecs
 import numpy as np
 
 __all__ = [
-    "SLACK",
-    "blosc_declared_size",
-    "check_decoded_size",
-    "decoded_bound",
-    "zstd_declared_size",
-    "zstd_single_frame_end",
+    "SLACK", "blosc_declared_size", "check_decoded_size", "decoded_bound", "zstd_declared_size",
+    "zstd_single_frame_end"
 ]
 
 SLACK = 4096

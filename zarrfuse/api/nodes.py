@@ -35,12 +35,7 @@ from zarrfuse.zarr_compat import (
 )
 
 __all__ = [
-    "V2_NAMES",
-    "V3_NAME",
-    "StoredNode",
-    "parse_array_metadata",
-    "parse_node",
-    "v2_array_as_v3",
+    "V2_NAMES", "V3_NAME", "StoredNode", "parse_array_metadata", "parse_node", "v2_array_as_v3"
 ]
 
 V3_NAME = "zarr.json"

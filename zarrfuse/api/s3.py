@@ -22,15 +22,8 @@ from zarr.storage import ObjectStore, StorePath
 from zarrfuse.errors import ConfigurationError, SourceError
 
 __all__ = [
-    "ALIASES",
-    "CLIENT_KWARGS",
-    "S3_SCHEMES",
-    "STORAGE_OPTIONS",
-    "client_options",
-    "is_s3_url",
-    "normalize_storage_options",
-    "open_s3",
-    "retry_config",
+    "ALIASES", "CLIENT_KWARGS", "S3_SCHEMES", "STORAGE_OPTIONS", "client_options", "is_s3_url",
+    "normalize_storage_options", "open_s3", "retry_config"
 ]
 
 S3_SCHEMES = ("s3://", "s3a://")

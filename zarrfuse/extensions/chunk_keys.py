@@ -25,13 +25,8 @@ from zarrfuse.zarr_compat import (
 )
 
 __all__ = [
-    "FanoutChunkKeyEncoding",
-    "RememberedKeys",
-    "SuffixChunkKeyEncoding",
-    "decode_chunk_key",
-    "encode_chunk_key",
-    "keys_per_directory",
-    "parse_encoding",
+    "FanoutChunkKeyEncoding", "RememberedKeys", "SuffixChunkKeyEncoding", "decode_chunk_key",
+    "encode_chunk_key", "keys_per_directory", "parse_encoding"
 ]
 
 _FORBIDDEN_IN_SUFFIX = ("/", "\\", "\x00", "..")
