@@ -215,11 +215,6 @@ class ConcatPartsStore(Store):
                  for p, there in zip(self.parts.parts, present, strict=True)]
         self.parts.checked_sizes(chunk_key, keys, sizes)
 
-    def _check_sized(self, chunk_key: str, key: str, expected: int | None, got: int) -> None:
-        if expected is not None and got != expected:
-            raise PartsError(f"chunk {chunk_key!r}: part {key!r} has {got} bytes where "
-                             f"{expected} are expected")
-
     async def _get_whole(self, chunk_key: str, prototype: BufferPrototype) -> Buffer | None:
         keys = self.part_keys(chunk_key)
         buffers = await asyncio.gather(*(self._store.get(k, prototype) for k in keys))
@@ -258,7 +253,9 @@ class ConcatPartsStore(Store):
             if buf is None:
                 await self._missing_or_error(chunk_key, keys)
                 return None
-            self._check_sized(chunk_key, keys[piece.part], piece.stop - piece.start, len(buf))
+            if len(buf) != piece.stop - piece.start:  # a part shorter than its size said
+                raise PartsError(f"chunk {chunk_key!r}: part {keys[piece.part]!r} has {len(buf)} "
+                                 f"bytes where {piece.stop - piece.start} are expected")
         return prototype.buffer.from_bytes(b"".join(b.to_bytes() for b in buffers if b))
 
     async def _get_fast(
