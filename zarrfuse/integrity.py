@@ -125,10 +125,8 @@ def verify(
     """
     report = Report()
     progress = progress if progress is not None else progress_bar(enabled=False)
-    if isinstance(source, StorePath):
-        root = source
-    else:
-        root = sync(open_store_path(source, mode="r", storage_options=storage_options))
+    root = source if isinstance(source, StorePath) else sync(
+        open_store_path(source, mode="r", storage_options=storage_options))
 
     def found(failure: Failure) -> None:
         report.failures.append(failure)

@@ -74,9 +74,8 @@ class SyncChunkDecoder:
             return None
         prototype = default_buffer_prototype()
         codecs = list(metadata.codecs)
-        pipeline = None if all(sync_decodable(c) for c in codecs) else (
-            create_codec_pipeline(metadata)
-        )
+        synchronous = all(sync_decodable(c) for c in codecs)
+        pipeline = None if synchronous else create_codec_pipeline(metadata)
         return cls(codecs, chunk_spec(metadata, array_config(array), prototype), prototype,
                    pipeline)
 

@@ -97,11 +97,10 @@ def azure_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if "connection_string" in options:
         config.update(parse_connection_string(str(options["connection_string"])))
-    for name, key in (("account_name", "account_name"), ("account_key", "account_key"),
-                      ("tenant_id", "tenant_id"), ("client_id", "client_id"),
-                      ("client_secret", "client_secret"), ("endpoint_url", "endpoint")):
+    for name in ("account_name", "account_key", "tenant_id", "client_id", "client_secret",
+                 "endpoint_url"):
         if name in options:
-            config[key] = str(options[name])
+            config["endpoint" if name == "endpoint_url" else name] = str(options[name])
     if "sas_token" in options:
         config["sas_key"] = str(options["sas_token"]).lstrip("?")
     if str(options.get("anon", "")).strip().lower() in _TRUE or options.get("anon") is True:

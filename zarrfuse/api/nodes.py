@@ -159,9 +159,8 @@ def _variable_length_as_v3(parsed: ArrayV2Metadata, serializer: type) -> ArrayV3
     )
 
 
-def v2_array_as_v3(
-    where: str, zarray: dict[str, Any], attributes: dict[str, Any]
-) -> dict[str, Any]:
+def v2_array_as_v3(where: str, zarray: dict[str, Any], attributes: dict[str, Any]
+                   ) -> dict[str, Any]:
     """A v2 array's ``.zarray`` (and ``.zattrs``) as the equivalent v3 array document.
 
     A ``vlen-utf8``/``vlen-bytes`` filter is how v2 serialises variable-length items; in v3
@@ -174,18 +173,14 @@ def v2_array_as_v3(
         serializer = _VLEN[filters.pop()["id"]]
     try:
         parsed = ArrayV2Metadata.from_dict({**zarray, "attributes": attributes})
-
         if parsed.fill_value is None:  # zarr-python reads missing chunks as the default
             # A numpy scalar of the array's dtype, which zarr accepts as a fill value.
             default: Any = parsed.dtype.default_scalar()
             parsed = dataclasses.replace(parsed, fill_value=default)
         with warnings.catch_warnings():  # numcodecs.* codecs: "not in the v3 specification"
             warnings.simplefilter("ignore")
-            converted = (
-                convert_v2_array_metadata(parsed)
-                if serializer is None
-                else _variable_length_as_v3(parsed, serializer)
-            )
+            converted = (convert_v2_array_metadata(parsed) if serializer is None
+                         else _variable_length_as_v3(parsed, serializer))
         encoded = converted.to_buffer_dict(default_buffer_prototype())[V3_NAME]
         document: dict[str, Any] = json.loads(encoded.to_bytes())  # NaN etc. as JSON says
     except (ValueError, TypeError, KeyError) as e:

@@ -218,12 +218,8 @@ class BotocoreCredentials:
     def __call__(self) -> dict[str, Any]:
         frozen = self.credentials.get_frozen_credentials()
         expiry = getattr(self.credentials, "_expiry_time", None)
-        return {
-            "access_key_id": frozen.access_key,
-            "secret_access_key": frozen.secret_key,
-            "token": frozen.token,
-            "expires_at": expiry,
-        }
+        return {"access_key_id": frozen.access_key, "secret_access_key": frozen.secret_key,
+                "token": frozen.token, "expires_at": expiry}
 
 
 class StaticCredentials:
@@ -235,12 +231,8 @@ class StaticCredentials:
     """
 
     def __init__(self, access_key_id: str, secret_access_key: str, token: str | None) -> None:
-        self.credential = {
-            "access_key_id": access_key_id,
-            "secret_access_key": secret_access_key,
-            "token": token,
-            "expires_at": None,  # never asks again
-        }
+        self.credential = {"access_key_id": access_key_id, "secret_access_key": secret_access_key,
+                           "token": token, "expires_at": None}  # None: never asks again
 
     def __call__(self) -> dict[str, Any]:
         return dict(self.credential)
