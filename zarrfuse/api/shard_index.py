@@ -18,7 +18,7 @@ import zarr
 from zarr.codecs import ShardingCodec
 
 from zarrfuse.api.chunk_decoding import SyncChunkDecoder
-from zarrfuse.api.decode_bounds import SLACK
+from zarrfuse.api.decode_bounds import SLACK, decoded_bound
 from zarrfuse.errors import CorruptChunk
 from zarrfuse.zarr_compat import (
     ArrayV3Metadata,
@@ -100,9 +100,8 @@ class ShardGeometry:
         sharding = codecs[0]
         if any(isinstance(c, ShardingCodec) for c in sharding.codecs):
             return None
-        native = metadata.data_type.to_native_dtype()
-        if native.hasobject or native.itemsize == 0:
-            return None
+        if decoded_bound((), metadata.data_type.to_native_dtype()) is None:
+            return None  # items of no fixed size
         prototype = default_buffer_prototype()
         shard_spec = chunk_spec(metadata, array_config(array), prototype)
         geometry = shard_geometry(sharding, shard_spec)
