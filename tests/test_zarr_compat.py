@@ -107,12 +107,12 @@ def test_sharding_is_never_decoded_synchronously(tmp_path):
     assert not compat.sync_decodable(array.metadata.codecs[0])
 
 
-def test_shard_layout_says_what_zarr_reads_a_shard_with(tmp_path):
+def test_shard_geometry_says_what_zarr_reads_a_shard_with(tmp_path):
     array = _array(tmp_path, chunks=(8, 8), shards=(16, 16))
     sharding = array.metadata.codecs[0]
     spec = compat.chunk_spec(array.metadata, compat.array_config(array),
                              compat.default_buffer_prototype())
-    per_shard, inner, index, index_size = compat.shard_layout(sharding, spec)
+    per_shard, inner, index, index_size = compat.shard_geometry(sharding, spec)
     assert per_shard == (2, 2)
     assert tuple(inner.shape) == (8, 8)
     assert tuple(index.shape) == (2, 2, 2)

@@ -11,7 +11,8 @@ import errno as _errno
 
 
 class ZarrFuseError(Exception):
-    """Base of all deliberate zarrfuse errors; ``errno`` is what a filesystem answers."""
+    """Base of all deliberate zarrfuse errors; ``errno`` is what a filesystem answers (EIO
+    unless a subclass says otherwise)."""
 
     errno: int = _errno.EIO
     expected: bool = False
@@ -34,13 +35,9 @@ class ChunkKeyError(ZarrFuseError, ValueError):
 class PartsError(ZarrFuseError):
     """A chunk whose concat-parts are inconsistent: some missing, or a sized part of wrong size."""
 
-    errno = _errno.EIO
-
 
 class WriteRefusedError(ZarrFuseError, ValueError):
     """A value that cannot be stored as the chunk it is written to; nothing was written."""
-
-    errno = _errno.EIO
 
 
 class SourceError(ZarrFuseError):
@@ -123,8 +120,6 @@ class FileTooBig(ZarrFuseError):
 
 class CorruptChunk(ZarrFuseError):
     """A stored chunk that does not decode with its array's codecs (EIO, one log line)."""
-
-    errno = _errno.EIO
 
 
 class NoSpace(ZarrFuseError):

@@ -1,20 +1,13 @@
 """``zarrfuse verify SOURCE``: decode every stored chunk with zarr, report the ones that fail.
 
-What "stored" means: the keys a listing of the array's store finds that decode, strictly, as
-chunk keys of its chunk key encoding and lie in its grid (for sharded arrays: shards). Part
-files of ``concat-parts`` arrays are listed as their logical chunk (zarrfuse's store wrapper
-does that), so a chunk with a missing or mis-sized part fails with the reason. Temp files and
-other keys are not chunks and are skipped.
-
-How a chunk is checked: its stored bytes are fetched through zarr's store (parts joined) and
-decoded by the array's whole codec chain (decompression, checksums such as ``crc32c``, every
-inner chunk of a shard), by the same decoder a mount's write check uses
-(``api.chunk_decoding``): each compressed chunk is measured before it is decoded, so a
-decompression bomb is a finding, never allocated. A chunk whose codecs carry no checksum and
-whose bytes have the right length cannot be told from a good one; that is the codecs' limit.
-
-For a group, every array below it is checked (child nodes are found as the mount finds them:
-subdirectories holding a Zarr v3 ``zarr.json``).
+Stored chunks are the listed keys that decode strictly as chunk keys of the array's encoding
+and lie in its grid (shards, if sharded); temp files and other keys are skipped. A
+``concat-parts`` chunk is listed once, so a missing or mis-sized part fails with the reason.
+Each is fetched through zarr's store and decoded by the array's whole codec chain
+(checksums, every inner chunk of a shard) with the decoder the mount's write check uses
+(``api.chunk_decoding``), which measures it first: a decompression bomb is a finding, never
+allocated. A chunk of the right length whose codecs carry no checksum cannot be told from a
+good one. For a group, every array below it is checked.
 """
 
 from __future__ import annotations
@@ -132,10 +125,8 @@ def verify(
     """
     report = Report()
     progress = progress if progress is not None else progress_bar(enabled=False)
-    if isinstance(source, StorePath):
-        root = source
-    else:
-        root = sync(open_store_path(source, mode="r", storage_options=storage_options))
+    root = source if isinstance(source, StorePath) else sync(
+        open_store_path(source, mode="r", storage_options=storage_options))
 
     def found(failure: Failure) -> None:
         report.failures.append(failure)

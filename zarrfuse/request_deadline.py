@@ -48,6 +48,5 @@ async def waited(wait: Awaitable[T]) -> T:
 def past_deadline(error: BaseException) -> bool:
     """Whether ``error`` is a cut wait, alone or among the errors of tasks a request ran
     together (a nursery's group)."""
-    if isinstance(error, PastDeadline):
-        return True
-    return isinstance(error, BaseExceptionGroup) and error.subgroup(PastDeadline) is not None
+    return isinstance(error, PastDeadline) or (
+        isinstance(error, BaseExceptionGroup) and error.subgroup(PastDeadline) is not None)

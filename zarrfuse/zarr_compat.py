@@ -1,12 +1,10 @@
 """Every zarr-python name zarrfuse uses beyond zarr's public API, in one place, with why.
 
-zarr's public API is ``zarr``, ``zarr.abc``, ``zarr.codecs``, ``zarr.storage``, ``zarr.errors``
-and ``zarr.registry``; ``zarr.core`` and underscored names change between minor releases
-(3.4 removed ``ArrayV3Metadata.get_chunk_spec``, 3.3 added store methods a wrapper forwards).
-zarrfuse supports zarr 3.1.3 to 3.4 (``pyproject.toml``), and CI runs the whole suite on the
-oldest and the newest. Each name below has a test in ``tests/test_zarr_compat.py`` that fails
-loudly when a release renames or changes it; a missing name fails at import with one line
-that names it, never later with wrong data.
+``zarr.core`` and underscored names change between minor releases (3.4 removed
+``ArrayV3Metadata.get_chunk_spec``). zarrfuse supports zarr 3.1.3 to 3.4 (``pyproject.toml``)
+and CI runs the suite on the oldest and the newest. Each name below has a test in
+``tests/test_zarr_compat.py``; a missing name fails at import with one line naming it,
+never later with wrong data.
 """
 
 from __future__ import annotations
@@ -18,32 +16,12 @@ import zarr
 from zarr.storage import StorePath
 
 __all__ = [
-    "ArrayConfig",
-    "ArraySpec",
-    "ArrayV2Metadata",
-    "ArrayV3Metadata",
-    "AsyncArray",
-    "Buffer",
-    "BufferPrototype",
-    "ChunkKeyEncoding",
-    "DefaultChunkKeyEncoding",
-    "V2ChunkKeyEncoding",
-    "array_config",
-    "chunk_spec",
-    "codecs_from_list",
-    "convert_v2_array_metadata",
-    "convert_v2_compressor",
-    "convert_v2_filters",
-    "create_codec_pipeline",
-    "decode_sync",
-    "default_buffer_prototype",
-    "make_store_path",
-    "one_object_array",
-    "parse_chunk_key_encoding",
-    "shard_layout",
-    "stored_chunk_shape",
-    "sync",
-    "sync_decodable",
+    "ArrayConfig", "ArraySpec", "ArrayV2Metadata", "ArrayV3Metadata", "AsyncArray", "Buffer",
+    "BufferPrototype", "ChunkKeyEncoding", "DefaultChunkKeyEncoding", "V2ChunkKeyEncoding",
+    "array_config", "chunk_spec", "codecs_from_list", "convert_v2_array_metadata",
+    "convert_v2_compressor", "convert_v2_filters", "create_codec_pipeline", "decode_sync",
+    "default_buffer_prototype", "make_store_path", "one_object_array", "parse_chunk_key_encoding",
+    "shard_geometry", "stored_chunk_shape", "sync", "sync_decodable"
 ]
 
 
@@ -80,10 +58,8 @@ try:
     # Store paths from what users pass (paths, URLs, stores), exactly as zarr.open makes them.
     from zarr.storage._common import make_store_path
 except ImportError as missing:  # one line that says which name and which zarr
-    raise ImportError(
-        f"zarrfuse cannot use zarr {zarr.__version__}: {missing}; "
-        f"install a zarr that zarrfuse's pyproject.toml allows"
-    ) from missing
+    raise ImportError(f"zarrfuse cannot use zarr {zarr.__version__}: {missing}; "
+                      f"install a zarr that zarrfuse's pyproject.toml allows") from missing
 
 from zarr.codecs import ShardingCodec
 
@@ -150,7 +126,7 @@ def one_object_array(metadata: Any, store: Any) -> Any:
                                  config=ArrayConfig("C", True)))
 
 
-def shard_layout(sharding: Any, shard_spec: Any) -> tuple[tuple[int, ...], Any, Any, int]:
+def shard_geometry(sharding: Any, shard_spec: Any) -> tuple[tuple[int, ...], Any, Any, int]:
     """What a sharding codec says of one shard of ``shard_spec``: inner chunks per shard
     along each dimension, the inner chunks' spec, the index's spec (``chunks_per_shard +
     (2,)`` uint64: offset and length of each) and the index's stored size in bytes. zarr

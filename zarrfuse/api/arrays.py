@@ -25,12 +25,8 @@ from zarrfuse.limits import MAX_DOCUMENT_BYTES
 from zarrfuse.zarr_compat import default_buffer_prototype, make_store_path, sync
 
 __all__ = [
-    "create_array",
-    "open_array",
-    "open_store_path",
-    "read_node",
-    "read_node_metadata",
-    "wrap_array",
+    "create_array", "open_array", "open_store_path", "read_node", "read_node_metadata",
+    "wrap_array"
 ]
 
 AccessMode = Literal["r", "r+", "a"]

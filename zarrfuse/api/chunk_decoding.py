@@ -1,24 +1,16 @@
 """One stored chunk's bytes to its values, through the array's own zarr codecs, synchronously.
 
-zarr-python decodes through an asyncio pipeline that costs about 0.7 ms per call on top of
-the codec (measured: a 256 x 256 uint16 zstd chunk decodes at 100-125 MB/s per-chunk through
-``Array.__getitem__``, 470 MB/s with numcodecs alone). Its codec objects also decode
-synchronously (``_decode_sync``, what the pipeline runs in its threads); calling them in
-reverse order with the chunk specs zarr itself resolves decodes the same bytes to the same
-values at the codec's pace (600 MB/s in one thread, measured), on any worker thread.
-
-``_decode_sync`` is zarr's, not a public API (``zarr_compat``). Chains with a codec without
-it (zarr 3.1's numcodecs wrappers, which v2 arrays are read through) decode a batch of
-chunks in one call of zarr's own pipeline instead. Readers of sharded arrays are declined
-(:meth:`SyncChunkDecoder.for_array` returns None: they read inner chunks by ranges of their
-shard); :meth:`SyncChunkDecoder.for_stored_objects` decodes any array's whole stored
-objects, shards included, and is the one answer to "does this stored value decode?" (the
-write check, ``zarrfuse verify``, a rendered write's read of the chunk it changes). The
+zarr-python's asyncio pipeline costs about 0.7 ms per call on top of the codec (a 256 x 256
+uint16 zstd chunk: 100-125 MB/s through ``Array.__getitem__``, 470 MB/s with numcodecs
+alone). Calling its codecs' own synchronous decoders (``_decode_sync``, ``zarr_compat``) in
+reverse order, with the specs zarr resolves, gives the same values at the codec's pace
+(600 MB/s in one thread, measured), on any worker thread. Chains with a codec without one
+(zarr 3.1's numcodecs wrappers, which v2 arrays read through) decode batches through zarr's
+pipeline instead. ``for_stored_objects`` is the one answer to "does this stored value
+decode?" (the write check, ``zarrfuse verify``, a rendered write's read of its chunk). The
 tests compare every result with zarr's own reading, so a zarr release that changes either
-fails them rather than reading wrong values.
-
-Every chunk's stored bytes are measured against the chunk's size before a codec sees them
-(``api.decode_bounds``): a decompression bomb is refused, never allocated.
+fails them. Every stored chunk is measured before a codec sees it (``decode_bounds``): a
+decompression bomb is refused, never allocated.
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from zarrfuse.api.decode_bounds import SLACK, check_decoded_size
+from zarrfuse.api.decode_bounds import check_decoded_size, decoded_bound
 from zarrfuse.api.shard_bounds import bound_all_chunks
 from zarrfuse.zarr_compat import (
     ArrayConfig,
@@ -61,24 +53,17 @@ class SyncChunkDecoder:
         ``pipeline``: zarr's, for chains with a codec that has no synchronous decoder
         (``codecs`` may then be empty: ``outer`` names the codec that decodes the stored
         bytes first, whose declared size is checked)."""
-        codecs = list(codecs)
-        specs = []
-        first_spec = spec
+        self._spec = spec
+        self._steps: list[tuple[Any, ArraySpec]] = []  # in decode order
         for codec in codecs:  # each codec decodes with the spec of what it encoded
-            specs.append(spec)
+            self._steps.insert(0, (codec, spec))
             spec = codec.resolve_metadata(spec)
-        self._spec = first_spec
-        self._steps = list(reversed(list(zip(codecs, specs, strict=True))))
         self._names = [str(codec.to_dict().get("name", "")) for codec, _ in self._steps] or [
             outer]
         self._pipeline = pipeline
         self._prototype = prototype
         self.chunk_shape = tuple(self._spec.shape)
-        native = self._spec.dtype.to_native_dtype()
-        self._limit = (
-            None if native.hasobject or native.itemsize == 0
-            else int(np.prod(self.chunk_shape, dtype=np.int64)) * native.itemsize + SLACK
-        )
+        self._limit = decoded_bound(self.chunk_shape, self._spec.dtype.to_native_dtype())
         """The most bytes any step may decode to (a bomb would make more: refused first)."""
 
     @classmethod
@@ -89,9 +74,8 @@ class SyncChunkDecoder:
             return None
         prototype = default_buffer_prototype()
         codecs = list(metadata.codecs)
-        pipeline = None if all(sync_decodable(c) for c in codecs) else (
-            create_codec_pipeline(metadata)
-        )
+        synchronous = all(sync_decodable(c) for c in codecs)
+        pipeline = None if synchronous else create_codec_pipeline(metadata)
         return cls(codecs, chunk_spec(metadata, array_config(array), prototype), prototype,
                    pipeline)
 
@@ -135,7 +119,7 @@ class SyncChunkDecoder:
             if isinstance(value, Buffer):  # a view: only a codec that is measured copies it
                 check_decoded_size(memoryview(value.as_numpy_array()), name, self._limit)
             value = decode_sync(codec, value, spec)
-        return self._shaped(value.as_numpy_array())
+        return value.as_numpy_array().reshape(self.chunk_shape)
 
     def decode_batch(self, stored: Sequence[bytes | memoryview]) -> list[np.ndarray]:
         """Many chunks' values: one call of zarr's pipeline where a codec has no synchronous
@@ -150,10 +134,5 @@ class SyncChunkDecoder:
         for value in decoded:
             if value is None:  # zarr's "missing chunk": never for bytes given to it
                 raise ValueError("zarr's codec pipeline decoded no value")
-            out.append(self._shaped(value.as_numpy_array()))
+            out.append(value.as_numpy_array().reshape(self.chunk_shape))
         return out
-
-    def _shaped(self, decoded: np.ndarray) -> np.ndarray:
-        if decoded.shape != self.chunk_shape:  # bytes/transpose give the shape; be sure
-            decoded = decoded.reshape(self.chunk_shape)
-        return decoded

@@ -1,16 +1,11 @@
-"""A whole chunk's values to the bytes zarr stores for them, synchronously.
+"""A whole stored object's values (a chunk, or a shard) to the bytes zarr stores for them.
 
-Rendered views decode a written picture to values; encoding those with the array's own
-codecs here, rather than assigning them through ``zarr.Array``, lets the mount store the
-bytes the way it stores any chunk file (parts, journal, chunk lock, caches), and nothing
-else. zarr's codec pipeline does the encoding, so the bytes are zarr's. The unit is the
-stored object: a chunk, or a whole shard of a sharded array (zarr's sharding codec encodes
-every inner chunk and the index). A write of part of one is a read-modify-write whose caller
-holds the object's lock from the read to the write: part of a chunk (a plane) decodes what
-is stored (``api.chunk_decoding``), puts the values in and encodes the whole; part of a shard
-(a tile) is zarr's own partial write of that shard, run on a store in memory, which encodes
-only the inner chunks written and keeps the others' bytes (12-60 ms for a tile of an 8 MiB
-zstd shard where decoding and encoding it whole took 156 ms, measured).
+Encoding here with zarr's own codec pipeline, rather than assigning through ``zarr.Array``,
+lets the mount store the bytes as it stores any chunk file (parts, journal, chunk lock,
+caches). A write of part of an object is a read-modify-write under the caller's lock: part
+of a chunk decodes what is stored, puts the values in and encodes the whole; part of a shard
+is zarr's own partial write of it on a store in memory, which encodes only the inner chunks
+written (12-60 ms for a tile of an 8 MiB zstd shard, against 156 ms whole, measured).
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """``az://`` (Azure Blob Storage), ``gs://`` (Google Cloud Storage) and ``http(s)://`` (web
 server) sources, through obstore.
 
-Like ``s3://`` (``zarrfuse.api.s3``): one obstore client per source, with the same bounded
-timeouts and retries, wrapped in zarr's ``ObjectStore``; the mount then treats every remote
-store alike. Options take the names users already give adlfs, gcsfs and fsspec's HTTP
-filesystem (through zarr's and fsspec's ``storage_options``), translated to obstore's;
-credentials not given as options come from the usual environment variables. An unknown
-option is refused in one line. A web server's redirect to another host is refused unless
-the mount allows it (``--allow-redirects``): obstore's HTTP client follows every redirect
-and has no setting against it, so requests to any host but the source's are sent to a
-proxy that cannot be reached (``REDIRECT_TRAP``), and fail there.
+As ``s3://``: one obstore client per source, the same timeouts and retries, in zarr's
+``ObjectStore``. Options take the names users give adlfs, gcsfs and fsspec's HTTP filesystem,
+translated to obstore's; credentials not given come from the usual environment variables.
+A web server's redirect to another host is refused unless allowed (``--allow-redirects``):
+obstore follows every redirect and has no setting against it, so requests to any host but
+the source's go to a proxy that cannot be reached (``REDIRECT_TRAP``), and fail there.
 """
 
 from __future__ import annotations
@@ -22,21 +19,13 @@ from typing import Any
 
 from zarr.storage import ObjectStore, StorePath
 
-from zarrfuse.api.s3 import BACKOFF, CONNECT_TIMEOUT, MAX_RETRIES, REQUEST_TIMEOUT, RETRY_WINDOW
+from zarrfuse.api.s3 import client_options, retry_config
 from zarrfuse.errors import ConfigurationError, SourceError
 from zarrfuse.limits import REDIRECT_TRAP
 
 __all__ = [
-    "AZURE_OPTIONS",
-    "AZURE_SCHEMES",
-    "GCS_OPTIONS",
-    "GCS_SCHEMES",
-    "WEB_OPTIONS",
-    "WEB_SCHEMES",
-    "azure_config",
-    "gcs_config",
-    "is_cloud_url",
-    "open_cloud",
+    "AZURE_OPTIONS", "AZURE_SCHEMES", "GCS_OPTIONS", "GCS_SCHEMES", "WEB_OPTIONS", "WEB_SCHEMES",
+    "azure_config", "gcs_config", "is_cloud_url", "open_cloud"
 ]
 
 AZURE_SCHEMES = ("az://", "abfs://", "abfss://", "azure://")
@@ -76,22 +65,9 @@ def _checked(options: Mapping[str, Any] | None, known: tuple[str, ...], kind: st
     given = {k: v for k, v in (options or {}).items() if v not in (None, "")}
     unknown = sorted(set(given) - set(known))
     if unknown:
-        raise ConfigurationError(
-            f"unknown storage option {', '.join(unknown)} for {kind} sources "
-            f"(known: {', '.join(known)})"
-        )
+        raise ConfigurationError(f"unknown storage option {', '.join(unknown)} for {kind} sources "
+                                 f"(known: {', '.join(known)})")
     return given
-
-
-def _client_options(endpoint: str | None) -> dict[str, Any]:
-    options: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT}
-    if endpoint and endpoint.startswith("http://"):
-        options["allow_http"] = True  # an emulator on loopback
-    return options
-
-
-def _retry() -> dict[str, Any]:
-    return {"max_retries": MAX_RETRIES, "backoff": BACKOFF, "retry_timeout": RETRY_WINDOW}
 
 
 def parse_connection_string(text: str) -> dict[str, str]:
@@ -121,11 +97,10 @@ def azure_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if "connection_string" in options:
         config.update(parse_connection_string(str(options["connection_string"])))
-    for name, key in (("account_name", "account_name"), ("account_key", "account_key"),
-                      ("tenant_id", "tenant_id"), ("client_id", "client_id"),
-                      ("client_secret", "client_secret"), ("endpoint_url", "endpoint")):
+    for name in ("account_name", "account_key", "tenant_id", "client_id", "client_secret",
+                 "endpoint_url"):
         if name in options:
-            config[key] = str(options[name])
+            config["endpoint" if name == "endpoint_url" else name] = str(options[name])
     if "sas_token" in options:
         config["sas_key"] = str(options["sas_token"]).lstrip("?")
     if str(options.get("anon", "")).strip().lower() in _TRUE or options.get("anon") is True:
@@ -136,8 +111,8 @@ def azure_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
             "(or connection_string=...), or set AZURE_STORAGE_ACCOUNT_NAME or "
             "AZURE_STORAGE_CONNECTION_STRING"
         )
-    return {"config": config, "client_options": _client_options(config.get("endpoint")),
-            "retry_config": _retry()}
+    return {"config": config, "client_options": client_options(config.get("endpoint")),
+            "retry_config": retry_config()}
 
 
 def gcs_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -153,8 +128,8 @@ def gcs_config(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
         config["skip_signature"] = True
     elif isinstance(token, str) and token not in ("google_default", "cloud", "cache"):
         config["service_account"] = token  # a service account JSON file, as gcsfs takes it
-    return {"config": config, "client_options": _client_options(config.get("base_url")),
-            "retry_config": _retry()}
+    return {"config": config, "client_options": client_options(config.get("base_url")),
+            "retry_config": retry_config()}
 
 
 def _split(url: str) -> tuple[str, str, str]:
@@ -202,7 +177,7 @@ def _web_store(url: str, options: Mapping[str, Any] | None, allow_redirects: boo
     from obstore.store import HTTPStore  # noqa: PLC0415  (only these sources)
 
     given = _checked(options, WEB_OPTIONS, "http(s)://")
-    client = _client_options(url)
+    client = client_options(url)
     headers = given.get("headers")
     if isinstance(headers, str):
         headers = dict(line.split(":", 1) for line in headers.splitlines() if ":" in line)
@@ -215,7 +190,7 @@ def _web_store(url: str, options: Mapping[str, Any] | None, allow_redirects: boo
     elif not allow_redirects:
         client["proxy_url"] = f"http://{REDIRECT_TRAP}"
         client["proxy_excludes"] = urllib.parse.urlparse(url).hostname or ""
-    config: dict[str, Any] = {"client_options": client, "retry_config": _retry()}
+    config: dict[str, Any] = {"client_options": client, "retry_config": retry_config()}
     return HTTPStore.from_url(url.rstrip("/"), **config)
 
 

@@ -2,9 +2,9 @@
 the codec allocates anything.
 
 A decompression bomb is a small stored chunk that inflates far past what its array's chunk
-can hold (32 KiB to 1 GiB, or a 4 GiB stream). The codecs allocate what a header declares,
-or grow their output for as long as a stream goes on, so the stored bytes are measured
-against the chunk's decoded size first, and a chunk that would decode to more is refused.
+can hold (32 KiB to 1 GiB). Codecs allocate what a header declares, or grow their output as
+long as a stream goes on, so the stored bytes are measured first, and refused if they would
+decode to more.
 
 - Zstandard: one frame that declares its content size (what zarr-python, numcodecs,
   tensorstore and zarrs write) is checked from its header, and the codec itself refuses a
@@ -19,24 +19,31 @@ against the chunk's decoded size first, and a chunk that would decode to more is
 from __future__ import annotations
 
 import bz2
+import functools
 import lzma
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import imagecodecs
+import numpy as np
 
 __all__ = [
-    "SLACK",
-    "blosc_declared_size",
-    "check_decoded_size",
-    "zstd_declared_size",
-    "zstd_single_frame_end",
+    "SLACK", "blosc_declared_size", "check_decoded_size", "decoded_bound", "zstd_declared_size",
+    "zstd_single_frame_end"
 ]
 
 SLACK = 4096
 """Bytes a decoded size may exceed the chunk's decoded size by (a checksum inside)."""
+
+
+def decoded_bound(shape: Sequence[int], dtype: np.dtype[Any]) -> int | None:
+    """The most bytes a chunk of ``shape`` and ``dtype`` may decode to; None for items of no
+    fixed size (variable-length strings), which no bound fits."""
+    if dtype.hasobject or dtype.itemsize == 0:
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize + SLACK
 
 _WINDOW = 1 << 20
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -103,43 +110,25 @@ def _lz4_declared_size(data: bytes | memoryview) -> int | None:
     return int(struct.unpack_from("<i", view, 0)[0]) if len(view) >= 4 else None
 
 
-def _zlib_size(data: bytes, limit: int) -> int | None:
-    """The decoded size of every gzip member or zlib stream in ``data`` one after another,
-    counted in windows and given up once past ``limit``; None if the bytes do not decode
-    (the codec itself then says why)."""
-    total, rest = 0, data
-    try:
-        while rest:
-            stream, pending = zlib.decompressobj(47), rest  # 47: a gzip or a zlib header
-            while not stream.eof:
-                out = stream.decompress(pending, _WINDOW)
-                total += len(out)
-                if total > limit:
-                    return total
-                pending = stream.unconsumed_tail
-                if not out and not pending:
-                    return None  # truncated
-            rest = stream.unused_data
-    except zlib.error:
-        return None
-    return total
-
-
-def _incremental_size(data: bytes, make: Callable[[], Any], limit: int) -> int | None:
-    """The same for bz2's and lzma's decompressors (which keep their input's rest inside)."""
+def _stream_size(data: bytes, make: Callable[[], Any], limit: int) -> int | None:
+    """The decoded size of every stream in ``data`` one after another (gzip members, zlib,
+    bz2 or LZMA streams), counted in windows and given up once past ``limit``; None if the
+    bytes do not decode (the codec itself then says why)."""
     total, rest = 0, data
     try:
         while rest:
             stream, pending = make(), rest
             while not stream.eof:
-                total += len(stream.decompress(pending, _WINDOW))
+                out = stream.decompress(pending, _WINDOW)
+                total += len(out)
                 if total > limit:
                     return total
-                pending = b""
-                if stream.needs_input:
+                # zlib hands back the input it has not taken; bz2 and lzma keep it inside
+                pending = getattr(stream, "unconsumed_tail", b"")
+                if getattr(stream, "needs_input", not out and not pending):
                     return None  # truncated
             rest = stream.unused_data
-    except (OSError, EOFError, lzma.LZMAError):
+    except (zlib.error, OSError, EOFError, lzma.LZMAError):
         return None
     return total
 
@@ -161,15 +150,16 @@ def _skippable(data: bytes) -> bool:
     return len(data) >= 4 and (int.from_bytes(data[:4], "little") & 0xFFFFFFF0) == 0x184D2A50
 
 
+_GZIP_OR_ZLIB = functools.partial(zlib.decompressobj, 47)  # wbits 47: either header
 _DECLARING = {"zstd", "blosc", "lz4"}
 _MEASURES: dict[str, Callable[[bytes, int], int | None]] = {
     "zstd": _zstd_size,
     "blosc": lambda data, limit: blosc_declared_size(data),
     "lz4": lambda data, limit: _lz4_declared_size(data),
-    "gzip": _zlib_size,
-    "zlib": _zlib_size,
-    "bz2": lambda data, limit: _incremental_size(data, bz2.BZ2Decompressor, limit),
-    "lzma": lambda data, limit: _incremental_size(data, lzma.LZMADecompressor, limit),
+    "gzip": lambda data, limit: _stream_size(data, _GZIP_OR_ZLIB, limit),
+    "zlib": lambda data, limit: _stream_size(data, _GZIP_OR_ZLIB, limit),
+    "bz2": lambda data, limit: _stream_size(data, bz2.BZ2Decompressor, limit),
+    "lzma": lambda data, limit: _stream_size(data, lzma.LZMADecompressor, limit),
 }
 
 
@@ -190,7 +180,5 @@ def check_decoded_size(data: bytes | memoryview, codec_name: str, limit: int | N
             f"it declares {size} decoded bytes, more than the chunk can hold ({limit}): "
             "refused before decoding"
         )
-    raise ValueError(
-        f"it decodes to more than the chunk can hold ({limit} bytes): refused before "
-        "the codec allocated it"
-    )
+    raise ValueError(f"it decodes to more than the chunk can hold ({limit} bytes): refused before "
+                     "the codec allocated it")

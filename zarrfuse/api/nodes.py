@@ -35,12 +35,7 @@ from zarrfuse.zarr_compat import (
 )
 
 __all__ = [
-    "V2_NAMES",
-    "V3_NAME",
-    "StoredNode",
-    "parse_array_metadata",
-    "parse_node",
-    "v2_array_as_v3",
+    "V2_NAMES", "V3_NAME", "StoredNode", "parse_array_metadata", "parse_node", "v2_array_as_v3"
 ]
 
 V3_NAME = "zarr.json"
@@ -106,9 +101,7 @@ def parse_node(where: str, raw: Mapping[str, bytes | None]) -> StoredNode:
         return _parse_v3(where, present[V3_NAME])
     if ".zarray" in present or ".zgroup" in present:
         return _parse_v2(where, {n: present[n] for n in V2_NAMES if n in present})
-    raise SourceError(
-        f"{where}: no zarr.json, .zarray or .zgroup here; not a Zarr array or group"
-    )
+    raise SourceError(f"{where}: no zarr.json, .zarray or .zgroup here; not a Zarr array or group")
 
 
 def _parse_v3(where: str, raw: bytes) -> StoredNode:
@@ -131,19 +124,13 @@ def _parse_v3(where: str, raw: bytes) -> StoredNode:
 def _parse_v2(where: str, raw: dict[str, bytes]) -> StoredNode:
     documents = {name: _load(where, name, data) for name, data in raw.items()}
     attributes = documents.get(".zattrs", {})
-    if ".zarray" in documents:
-        zarray = documents[".zarray"]
-        if zarray.get("zarr_format") != 2:
-            raise ConfigurationError(
-                f"{where}/.zarray: zarr_format is {zarray.get('zarr_format')!r}, expected 2"
-            )
-        metadata = v2_array_as_v3(where, zarray, attributes)
-        return StoredNode(2, "array", raw, metadata)
-    zgroup = documents[".zgroup"]
-    if zgroup.get("zarr_format") != 2:
+    name = ".zarray" if ".zarray" in documents else ".zgroup"
+    if documents[name].get("zarr_format") != 2:
         raise ConfigurationError(
-            f"{where}/.zgroup: zarr_format is {zgroup.get('zarr_format')!r}, expected 2"
+            f"{where}/{name}: zarr_format is {documents[name].get('zarr_format')!r}, expected 2"
         )
+    if name == ".zarray":
+        return StoredNode(2, "array", raw, v2_array_as_v3(where, documents[name], attributes))
     group = {"zarr_format": 3, "node_type": "group", "attributes": attributes}
     return StoredNode(2, "group", raw, group)
 
@@ -172,9 +159,8 @@ def _variable_length_as_v3(parsed: ArrayV2Metadata, serializer: type) -> ArrayV3
     )
 
 
-def v2_array_as_v3(
-    where: str, zarray: dict[str, Any], attributes: dict[str, Any]
-) -> dict[str, Any]:
+def v2_array_as_v3(where: str, zarray: dict[str, Any], attributes: dict[str, Any]
+                   ) -> dict[str, Any]:
     """A v2 array's ``.zarray`` (and ``.zattrs``) as the equivalent v3 array document.
 
     A ``vlen-utf8``/``vlen-bytes`` filter is how v2 serialises variable-length items; in v3
@@ -187,18 +173,14 @@ def v2_array_as_v3(
         serializer = _VLEN[filters.pop()["id"]]
     try:
         parsed = ArrayV2Metadata.from_dict({**zarray, "attributes": attributes})
-
         if parsed.fill_value is None:  # zarr-python reads missing chunks as the default
             # A numpy scalar of the array's dtype, which zarr accepts as a fill value.
             default: Any = parsed.dtype.default_scalar()
             parsed = dataclasses.replace(parsed, fill_value=default)
         with warnings.catch_warnings():  # numcodecs.* codecs: "not in the v3 specification"
             warnings.simplefilter("ignore")
-            converted = (
-                convert_v2_array_metadata(parsed)
-                if serializer is None
-                else _variable_length_as_v3(parsed, serializer)
-            )
+            converted = (convert_v2_array_metadata(parsed) if serializer is None
+                         else _variable_length_as_v3(parsed, serializer))
         encoded = converted.to_buffer_dict(default_buffer_prototype())[V3_NAME]
         document: dict[str, Any] = json.loads(encoded.to_bytes())  # NaN etc. as JSON says
     except (ValueError, TypeError, KeyError) as e:

@@ -1,22 +1,18 @@
 """The lower levels of an OME-Zarr pyramid, brought up to date after a write to the top.
 
-A microscopist edits the full resolution (``s0``/``0``) through a mount and looks at the
-image in a viewer that shows a lower level when zoomed out: that level must show the edit
-too. So after a chunk of level 0 is committed, the region it covers is downsampled again
-into every lower level, each from the level above it (as pyramid writers build them), with
-the method the ``multiscales`` metadata names (its ``type``)
-where zarrfuse implements it: ``nearest`` (each block's first pixel) and the mean family
-(``mean``, ``local_mean``, ``bin_shrink``...: each block's mean, rounded to the nearest
-integer for integer types; edge blocks average the pixels they have). A ``multiscales``
-that names no method is ome-zarr-py's (its writer names none): ``resize``, its default,
-computed as scikit-image computes it (``_resized``). Any other method (``gaussian``, a
-writer's own) is not guessed at: the write succeeds and one log line names the levels
-that are now stale. Each level's factor along each axis is the ratio of the level
-above's shape to its own (1 where they are equal).
+A viewer zoomed out shows a lower level, which must show an edit of level 0 too. So after a
+chunk of level 0 is committed, the region it covers is downsampled again into every lower
+level, each from the level above (as pyramid writers build them), by the ``multiscales``
+``type``: ``nearest`` (each block's first pixel), the mean family (``mean``,
+``local_mean``, ``bin_shrink``...: each block's mean, rounded for integer types; edge
+blocks average the pixels they have), or, where no method is named (ome-zarr-py's writer
+names none), its default ``resize``, computed as scikit-image does (``_resized``). Any
+other method is not guessed at: the write succeeds and one log line names the stale
+levels. A level's factor along an axis is the level above's size over its own.
 
 Here: which stored objects (chunks, or shards) of each level a region reaches, and each
-one's new bytes from its own and the level above's, through the arrays' codecs (blocking).
-The mount stores them as any chunk file (``filesystem.writes.level_updates``).
+one's new bytes, through the arrays' codecs (blocking); the mount stores them as any chunk
+file (``filesystem.writes.level_updates``).
 """
 
 from __future__ import annotations
@@ -85,8 +81,6 @@ def downsample(values: np.ndarray, factors: Sequence[int], method: str,
             out = np.rint(out)
         out = out.astype(values.dtype)
     return out[tuple(slice(0, n) for n in shape)]
-
-
 
 
 @functools.cache

@@ -15,11 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.codecs import ShardingCodec
 
-from zarrfuse.api.decode_bounds import SLACK, check_decoded_size
+from zarrfuse.api.decode_bounds import check_decoded_size, decoded_bound
 from zarrfuse.zarr_compat import ArrayV3Metadata, Buffer, stored_chunk_shape
 
 __all__ = ["InnerChunkBound", "bound_all_chunks", "bound_inner_chunks"]
@@ -56,21 +55,18 @@ class InnerChunkBound(BytesBytesCodec):
         return {"name": "zarrfuse.inner_chunk_bound"}
 
 
-def _bounded(sharding: ShardingCodec, itemsize: int) -> ShardingCodec:
-    codecs = _bounded_chain(sharding.codecs, tuple(sharding.chunk_shape), itemsize)
-    return dataclasses.replace(sharding, codecs=codecs)
-
-
-def _bounded_chain(codecs: Any, chunk_shape: tuple[int, ...], itemsize: int) -> tuple[Any, ...]:
+def _bounded_chain(codecs: Any, chunk_shape: tuple[int, ...], dtype: Any) -> tuple[Any, ...]:
     """``codecs`` (of chunks of ``chunk_shape``) with a bound before each compressor in
     decode order, and inside each sharding codec. After a sharding codec (rare) nothing is
     bounded: a shard's bytes also hold its index."""
-    limit = int(np.prod(chunk_shape, dtype=np.int64)) * itemsize + SLACK
+    limit = decoded_bound(chunk_shape, dtype)
+    assert limit is not None  # bound_all_chunks passes items of a fixed size only
     out: list[Any] = []
     sharded = False
     for codec in codecs:
         if isinstance(codec, ShardingCodec):  # nested shards: their own inner chunks
-            out.append(_bounded(codec, itemsize))
+            inner = _bounded_chain(codec.codecs, tuple(codec.chunk_shape), dtype)
+            out.append(dataclasses.replace(codec, codecs=inner))
             sharded = True
             continue
         out.append(codec)
@@ -81,30 +77,21 @@ def _bounded_chain(codecs: Any, chunk_shape: tuple[int, ...], itemsize: int) -> 
     return tuple(out)
 
 
-def _item_size(metadata: ArrayV3Metadata) -> int | None:
-    native = metadata.data_type.to_native_dtype()
-    return None if native.hasobject or native.itemsize == 0 else int(native.itemsize)
+def bound_all_chunks(metadata: ArrayV3Metadata) -> ArrayV3Metadata:
+    """``metadata`` with its chunks and every shard's inner chunks bounded, for readers
+    that decode everything through zarr (``zarrfuse verify``); unchanged when its items
+    have no fixed size."""
+    dtype = metadata.data_type.to_native_dtype()
+    if decoded_bound((), dtype) is None:
+        return metadata
+    codecs = _bounded_chain(metadata.codecs, stored_chunk_shape(metadata), dtype)
+    return dataclasses.replace(metadata, codecs=codecs)
 
 
 def bound_inner_chunks(metadata: ArrayV3Metadata) -> ArrayV3Metadata:
     """``metadata`` with every sharding codec's inner chunks bounded; unchanged when the
-    array is not sharded or its items have no fixed size. (The mount decodes plain chunks
-    itself, bounded by ``chunk_decoding``.)"""
-    itemsize = _item_size(metadata)
-    if itemsize is None or not any(isinstance(c, ShardingCodec) for c in metadata.codecs):
+    array is not sharded (the mount decodes plain chunks itself, bounded by
+    ``chunk_decoding``)."""
+    if not any(isinstance(c, ShardingCodec) for c in metadata.codecs):
         return metadata
-    codecs = tuple(
-        _bounded(codec, itemsize) if isinstance(codec, ShardingCodec) else codec
-        for codec in metadata.codecs
-    )
-    return dataclasses.replace(metadata, codecs=codecs)
-
-
-def bound_all_chunks(metadata: ArrayV3Metadata) -> ArrayV3Metadata:
-    """``metadata`` with its chunks and every shard's inner chunks bounded, for readers
-    that decode everything through zarr (``zarrfuse verify``)."""
-    itemsize = _item_size(metadata)
-    if itemsize is None:
-        return metadata
-    codecs = _bounded_chain(metadata.codecs, stored_chunk_shape(metadata), itemsize)
-    return dataclasses.replace(metadata, codecs=codecs)
+    return bound_all_chunks(metadata)  # sharded, the two agree: only inner chunks bounded

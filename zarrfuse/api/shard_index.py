@@ -1,13 +1,10 @@
 """Where a shard keeps its inner chunks, so a reader asks for just their bytes.
 
-zarr-python reads a shard's index again on every call, and asks for each inner chunk's
-range on its own (zarr 3.1; 3.4 merges near ones). A reader that keeps the index (a whole
-image read window by window, a viewer's tiles) needs it once per shard, and can merge the
-ranges of every chunk it wants from one shard into few requests. This module holds the
-pure part of that: the index's place and size, its decoding through the array's own index
-codecs (its checksum checked), the byte ranges of inner chunks, bounded so that a hostile
-index cannot make a reader allocate more than the chunks could hold, and their merging.
-Inner chunks decode through the sharding codec's inner codecs (``chunk_decoding``).
+zarr-python reads a shard's index on every call and asks for each inner chunk's range on
+its own (3.4 merges near ones); a reader that keeps the index needs it once per shard and
+merges the ranges it wants into few requests. The pure part of that: the index's place and
+size, its decoding through the array's index codecs (checksum checked), the inner chunks'
+ranges, bounded so a hostile index cannot make a reader allocate more than they could hold.
 """
 
 from __future__ import annotations
@@ -21,14 +18,14 @@ import zarr
 from zarr.codecs import ShardingCodec
 
 from zarrfuse.api.chunk_decoding import SyncChunkDecoder
-from zarrfuse.api.decode_bounds import SLACK
+from zarrfuse.api.decode_bounds import SLACK, decoded_bound
 from zarrfuse.errors import CorruptChunk
 from zarrfuse.zarr_compat import (
     ArrayV3Metadata,
     array_config,
     chunk_spec,
     default_buffer_prototype,
-    shard_layout,
+    shard_geometry,
 )
 
 __all__ = ["ByteRun", "ShardGeometry", "merge_ranges"]
@@ -73,9 +70,9 @@ def merge_ranges(ranges: Sequence[tuple[int, int, int]], gap: int = MERGE_GAP) -
 class ShardGeometry:
     """One sharded array's shards: inner chunks per shard, the index, the inner decoder."""
 
-    def __init__(self, sharding: ShardingCodec, shard_spec: Any, inner: SyncChunkDecoder,
-                 index: SyncChunkDecoder, layout: tuple[Any, ...]) -> None:
-        per_shard, inner_spec, _, index_size = layout
+    def __init__(self, sharding: ShardingCodec, inner: SyncChunkDecoder,
+                 index: SyncChunkDecoder, geometry: tuple[Any, ...]) -> None:
+        per_shard, inner_spec, _, index_size = geometry
         self.per_shard: tuple[int, ...] = per_shard
         self.count = int(np.prod(per_shard, dtype=np.int64))
         self.index_size = index_size
@@ -103,17 +100,16 @@ class ShardGeometry:
         sharding = codecs[0]
         if any(isinstance(c, ShardingCodec) for c in sharding.codecs):
             return None
-        native = metadata.data_type.to_native_dtype()
-        if native.hasobject or native.itemsize == 0:
-            return None
+        if decoded_bound((), metadata.data_type.to_native_dtype()) is None:
+            return None  # items of no fixed size
         prototype = default_buffer_prototype()
         shard_spec = chunk_spec(metadata, array_config(array), prototype)
-        layout = shard_layout(sharding, shard_spec)
-        inner = SyncChunkDecoder.for_codecs(sharding.codecs, layout[1], prototype)
-        index = SyncChunkDecoder.for_codecs(sharding.index_codecs, layout[2], prototype)
+        geometry = shard_geometry(sharding, shard_spec)
+        inner = SyncChunkDecoder.for_codecs(sharding.codecs, geometry[1], prototype)
+        index = SyncChunkDecoder.for_codecs(sharding.index_codecs, geometry[2], prototype)
         if inner is None or index is None:
             return None
-        return cls(sharding, shard_spec, inner, index, layout)
+        return cls(sharding, inner, index, geometry)
 
     def index_from_shard(self, shard: bytes) -> np.ndarray:
         """The index of a whole shard's bytes (see :meth:`parse_index`)."""

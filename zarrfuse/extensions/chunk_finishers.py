@@ -1,9 +1,8 @@
 """Chunk finishers: how layers above the extensions complete chunk values before storage.
 
-``ConcatPartsStore`` asks :func:`chunk_finisher_for` for a finisher when it learns an array's
-``zarr.json``; ``zarrfuse.tiff`` registers the one that gives dual-access shards their TIFF
-header. The registry sits apart from the store so that each has one job, and the extensions
-still know nothing of the layers that build on them.
+``zarrfuse.tiff`` registers the one that gives dual-access shards their TIFF header (in its
+``__init__``, so every user of the package gets it); the concat-parts store asks for an
+array's. A registry, so the extensions know nothing of what builds on them.
 """
 
 from __future__ import annotations
@@ -30,12 +29,8 @@ _FINISHERS: list[Callable[[dict[str, Any]], ChunkFinisher | None]] = []
 
 
 def register_chunk_finisher(finisher_for: Callable[[dict[str, Any]], ChunkFinisher | None]) -> None:
-    """Let a layer built on this one (``zarrfuse.tiff``) finish the chunks of the arrays it
-    recognises: ``finisher_for(metadata)`` returns a finisher, or None for other arrays.
-
-    The extensions stay free of what builds on them; ``zarrfuse/tiff/__init__.py`` registers the
-    TIFF finisher, so every user of the package gets it.
-    """
+    """Let a layer built on this one finish the chunks of the arrays it recognises:
+    ``finisher_for(metadata)`` returns a finisher, or None for other arrays."""
     if finisher_for not in _FINISHERS:
         _FINISHERS.append(finisher_for)
 

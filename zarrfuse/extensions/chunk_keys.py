@@ -1,15 +1,12 @@
 """Chunk key encodings: ``fanout`` and ``suffix`` as zarr plugins, and strict decoding for all.
 
-zarr-python encodes keys for ``default`` and ``v2`` correctly but its decoders are lax or broken
-(3.1's ``DefaultChunkKeyEncoding.decode_chunk_key("c/1/2")`` raises). A filesystem must map a
-path back to exactly one chunk, or to none, so zarrfuse decodes every encoding itself and only
-accepts the canonical key: ASCII digits, no signs, blanks or underscores, no leading zeros where
-the encoding writes none, exact group widths for fanout, and the right number of dimensions
-when the caller knows it. Anything else raises :class:`~zarrfuse.errors.ChunkKeyError` (a
-``ValueError``).
-
-``FanoutChunkKeyEncoding`` and ``SuffixChunkKeyEncoding`` are registered with zarr through the
-``zarr.chunk_key_encoding`` entry-point group, so plain ``zarr.open_array`` uses them.
+zarr-python's decoders are lax or broken (3.1's ``DefaultChunkKeyEncoding.decode_chunk_key(
+"c/1/2")`` raises), and a filesystem must map a path to exactly one chunk or none. So every
+encoding is decoded here, accepting only the canonical key (ASCII digits, no signs, blanks,
+underscores or leading zeros where the encoding writes none, fanout's exact group widths,
+the known number of dimensions); anything else is a ChunkKeyError. ``fanout`` and
+``suffix`` are registered through the ``zarr.chunk_key_encoding`` entry-point group, so
+plain zarr uses them.
 """
 
 from __future__ import annotations
@@ -28,41 +25,33 @@ from zarrfuse.zarr_compat import (
 )
 
 __all__ = [
-    "FanoutChunkKeyEncoding",
-    "RememberedKeys",
-    "SuffixChunkKeyEncoding",
-    "decode_chunk_key",
-    "encode_chunk_key",
-    "keys_per_directory",
-    "parse_encoding",
+    "FanoutChunkKeyEncoding", "RememberedKeys", "SuffixChunkKeyEncoding", "decode_chunk_key",
+    "encode_chunk_key", "keys_per_directory", "parse_encoding"
 ]
 
 _FORBIDDEN_IN_SUFFIX = ("/", "\\", "\x00", "..")
 _BASE_ENCODING_SPELLINGS = ("base_encoding", "base-encoding")
 
 
-def _canonical(text: str) -> bool:
-    """``0``, or ASCII digits without a leading zero (string methods: a third of the cost of
-    a regular expression, paid for each of a big directory's names)."""
-    return text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
-
-
-def canonical_index(text: str) -> int | None:
-    """The index a key component names, None unless it is canonical (``0`` or ASCII digits
-    without a leading zero), the one rule for every index in a key or a path."""
-    return int(text) if _canonical(text) else None
+def canonical_coordinate(text: str) -> int | None:
+    """The coordinate a key component names, None unless it is canonical (``0`` or ASCII
+    digits without a leading zero), the one rule for every coordinate in a key or a path.
+    String methods: a third of a regular expression's cost, paid per name of a big directory."""
+    canonical = text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
+    return int(text) if canonical else None
 
 
 def _parse_canonical_int(text: str, key: str) -> int:
-    if not _canonical(text):
-        raise ChunkKeyError(f"invalid chunk key {key!r}: {text!r} is not a canonical index")
-    return int(text)
+    value = canonical_coordinate(text)
+    if value is None:
+        raise ChunkKeyError(f"invalid chunk key {key!r}: {text!r} is not a canonical coordinate")
+    return value
 
 
 def _check_ndim(coords: tuple[int, ...], ndim: int | None, key: str) -> tuple[int, ...]:
     if ndim is not None and len(coords) != ndim:
         raise ChunkKeyError(
-            f"invalid chunk key {key!r}: {len(coords)} indices for a {ndim}-dimensional grid"
+            f"invalid chunk key {key!r}: {len(coords)} coordinates for a {ndim}-dimensional grid"
         )
     return coords
 
@@ -105,7 +94,7 @@ def decode_v2(key: str, separator: str = ".", ndim: int | None = None) -> tuple[
 
 @dataclass(frozen=True)
 class FanoutChunkKeyEncoding(ChunkKeyEncoding):
-    """The ``fanout`` encoding: each index split into fixed-width decimal groups.
+    """The ``fanout`` encoding: each coordinate split into fixed-width decimal groups.
 
     ``max_children`` is floored to a power of ten (250 -> 100); the effective value is what
     this object reports and serialises. No directory of the resulting tree holds more than
@@ -118,9 +107,7 @@ class FanoutChunkKeyEncoding(ChunkKeyEncoding):
     def __post_init__(self) -> None:
         value = self.max_children
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigurationError(
-                f"fanout max_children must be an integer, got {value!r}"
-            )
+            raise ConfigurationError(f"fanout max_children must be an integer, got {value!r}")
         if value < 100:
             raise ConfigurationError(f"fanout max_children must be at least 100, got {value}")
         object.__setattr__(self, "max_children", 10 ** (len(str(value)) - 1))

@@ -1,21 +1,18 @@
-"""The ``concat-parts`` storage transformer as a zarr ``WrapperStore``.
+"""The ``concat-parts`` storage transformer as a zarr store over another.
 
-One wrapper serves one array. Under that array, every key except ``zarr.json`` is a chunk key:
-reads assemble the chunk from its parts (``key + key_suffix``, in order), writes split it back,
-deletes remove every part, and listings show logical chunk keys only. The array's ``zarr.json``
-is served without ``storage_transformers`` (zarr-python refuses arrays that have them, and the
-wrapper has already applied it) and written back with them. Keys outside the array pass through.
-Reading a chunk from its parts is the base class ``ConcatPartsReads`` (``concat_parts_reads``);
-the finisher a chunk gets before it is written comes from ``chunk_finishers``.
+One store serves one array. Under it, every key but the metadata documents is a chunk key:
+reads join the chunk's parts (``key + key_suffix``, in order; sizes checked on every read,
+a range in a part of known offset served without asking for sizes), writes split it (after
+its finisher, ``chunk_finishers``), deletes remove every part, listings show chunk keys
+only. ``zarr.json`` is served without ``storage_transformers`` (zarr-python refuses them;
+they are applied here) and written back with them. Keys outside the array pass through.
 
-The class derives from zarr's ``Store``, not ``WrapperStore``: a wrapper forwards every method
-it does not override straight to the inner store, and each zarr release adds methods that
-read or write chunks (3.3: ``get_ranges``, ``get_sync``, ``set_sync``, ``delete_sync``), which
-would then bypass the parts and return wrong bytes. Here every method is either written out
-below or inherited from ``Store``, whose defaults go through this class's own ``get``,
-``set``, ``delete`` and listings. Synchronous I/O is deliberately absent: the sync methods
-would need a second copy of the part logic, and zarr falls back to the async path for stores
-without them (``tests/extensions/test_concat_parts_store_api.py`` checks every name).
+It derives from zarr's ``Store``, not ``WrapperStore``, which forwards what it does not
+override to the inner store: each zarr release adds methods that read or write chunks (3.3:
+``get_ranges``, ``*_sync``), which would bypass the parts. Every method is written here or
+is a ``Store`` default that goes through this class's own ``get``, ``set``, ``delete`` and
+listings; no sync I/O, so zarr takes the async path
+(``tests/extensions/test_concat_parts_store_api.py`` checks every name).
 """
 
 from __future__ import annotations
@@ -23,16 +20,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-from zarr.abc.store import ByteRequest, Store
+from zarr.abc.store import ByteRequest, RangeByteRequest, Store, SuffixByteRequest
 
 from zarrfuse.errors import ChunkKeyError, PartsError
-from zarrfuse.extensions.byte_ranges import absolute_span
+from zarrfuse.extensions.byte_ranges import absolute_span, pieces_for_span
 from zarrfuse.extensions.chunk_finishers import ChunkFinisher, chunk_finisher_for
 from zarrfuse.extensions.chunk_keys import decode_chunk_key, parse_encoding
-from zarrfuse.extensions.concat_parts_reads import ConcatPartsReads
 from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.zarr_compat import Buffer, BufferPrototype, ChunkKeyEncoding, default_buffer_prototype
 
@@ -51,24 +46,15 @@ def _json_object(data: bytes) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-class ConcatPartsStore(ConcatPartsReads, Store):
+class ConcatPartsStore(Store):
     """Applies a ``concat-parts`` configuration to the chunks of the array at ``array_path``.
 
     ``read_only``, when given, opens ``store`` with that mode (``Store.with_read_only``);
     otherwise the wrapper has the inner store's mode.
     """
 
-    _store: Store
-
-    def __init__(
-        self,
-        store: Store,
-        *,
-        array_path: str,
-        parts: ConcatParts,
-        metadata: dict[str, Any] | None = None,
-        read_only: bool | None = None,
-    ) -> None:
+    def __init__(self, store: Store, *, array_path: str, parts: ConcatParts,
+                 metadata: dict[str, Any] | None = None, read_only: bool | None = None) -> None:
         # Store.__init__ is not called: mode and open state are the inner store's.
         if read_only is not None and read_only != store.read_only:
             store = store.with_read_only(read_only)
@@ -81,9 +67,8 @@ class ConcatPartsStore(ConcatPartsReads, Store):
         self._ndim: int | None = None
         self._finisher: ChunkFinisher | None = None
         # Longest suffix first, so ".tiff.header" is tried before ".header" and "" comes last.
-        self._suffixes_for_listing = sorted(
-            {p.key_suffix for p in parts.parts}, key=len, reverse=True
-        )
+        self._suffixes_for_listing = sorted({p.key_suffix for p in parts.parts}, key=len,
+                                            reverse=True)
         if metadata is not None:
             self._learn_metadata(metadata)
 
@@ -104,7 +89,6 @@ class ConcatPartsStore(ConcatPartsReads, Store):
 
     @property
     def read_only(self) -> bool:
-        # docstring inherited
         return self._store.read_only
 
     @property
@@ -119,7 +103,6 @@ class ConcatPartsStore(ConcatPartsReads, Store):
         self._store._check_writable()
 
     def with_read_only(self, read_only: bool = False) -> ConcatPartsStore:
-        # docstring inherited
         return self._with_store(self._store.with_read_only(read_only))
 
     async def _open(self) -> None:
@@ -128,34 +111,19 @@ class ConcatPartsStore(ConcatPartsReads, Store):
     async def _ensure_open(self) -> None:
         await self._store._ensure_open()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def close(self) -> None:
-        # docstring inherited
         self._store.close()
 
     @property
     def supports_writes(self) -> bool:
-        # docstring inherited
         return self._store.supports_writes
 
     @property
     def supports_deletes(self) -> bool:
-        # docstring inherited
         return self._store.supports_deletes
 
     @property
     def supports_listing(self) -> bool:
-        # docstring inherited
         return self._store.supports_listing
 
     def __eq__(self, other: object) -> bool:
@@ -169,7 +137,7 @@ class ConcatPartsStore(ConcatPartsReads, Store):
     # --- which keys are what -------------------------------------------------------------
 
     def _learn_metadata(self, metadata: dict[str, Any]) -> None:
-        """Learn keys and layout from the array's stored ``zarr.json`` (with transformers)."""
+        """Learn the chunk keys and finisher from the array's stored ``zarr.json``."""
         self._encoding = parse_encoding(metadata.get("chunk_key_encoding", "default"))
         self._ndim = len(metadata.get("shape", ()))
         self._finisher = chunk_finisher_for(metadata)
@@ -233,38 +201,133 @@ class ConcatPartsStore(ConcatPartsReads, Store):
         self._learn_metadata(document)
         return value.from_bytes(json.dumps(document, indent=2).encode())
 
-    # --- reading (a chunk's parts: ConcatPartsReads) -------------------------------------
+    # --- reading: a chunk from its parts ------------------------------------------------
 
-    async def get(
-        self,
-        key: str,
-        prototype: BufferPrototype,
-        byte_range: ByteRequest | None = None,
+    def part_keys(self, chunk_key: str) -> list[str]:
+        """The store keys of a chunk's parts, in concatenation order."""
+        return [chunk_key + p.key_suffix for p in self.parts.parts]
+
+    async def _missing_or_error(self, chunk_key: str, keys: list[str]) -> None:
+        """Called when a needed part is absent: None if the whole chunk is absent, else raise."""
+        present = await asyncio.gather(*(self._store.exists(k) for k in keys))
+        # Only presence is known here: present parts count as their configured size.
+        sizes = [(p.size or 0) if there else None
+                 for p, there in zip(self.parts.parts, present, strict=True)]
+        self.parts.checked_sizes(chunk_key, keys, sizes)
+
+    async def _get_whole(self, chunk_key: str, prototype: BufferPrototype) -> Buffer | None:
+        keys = self.part_keys(chunk_key)
+        buffers = await asyncio.gather(*(self._store.get(k, prototype) for k in keys))
+        sizes = [None if b is None else len(b) for b in buffers]
+        if self.parts.checked_sizes(chunk_key, keys, sizes) is None:
+            return None
+        return prototype.buffer.from_bytes(b"".join(b.to_bytes() for b in buffers if b))
+
+    async def part_sizes(self, chunk_key: str) -> tuple[int, ...] | None:
+        """Every part's size, asking the store only for unsized parts; None if chunk absent."""
+        keys = self.part_keys(chunk_key)
+        unsized = [k for k, p in zip(keys, self.parts.parts, strict=True) if p.size is None]
+        try:
+            sizes = await asyncio.gather(*(self._store.getsize(k) for k in unsized))
+            found = dict(zip(unsized, sizes, strict=True))
+        except FileNotFoundError:
+            await self._missing_or_error(chunk_key, keys)
+            return None
+        return tuple(found[k] if p.size is None else p.size
+                     for k, p in zip(keys, self.parts.parts, strict=True))
+
+    async def _read_pieces(self, chunk_key: str, sizes: tuple[int, ...], start: int, stop: int,
+                           prototype: BufferPrototype) -> Buffer | None:
+        keys = self.part_keys(chunk_key)
+        pieces = pieces_for_span(sizes, start, stop)
+        if not pieces:
+            return prototype.buffer.from_bytes(b"")
+
+        async def fetch(piece_part: int, lo: int, hi: int) -> Buffer | None:
+            whole = lo == 0 and hi == sizes[piece_part]
+            request = None if whole else RangeByteRequest(lo, hi)
+            return await self._store.get(keys[piece_part], prototype, request)
+
+        buffers = await asyncio.gather(*(fetch(*p) for p in pieces))
+        for piece, buf in zip(pieces, buffers, strict=True):
+            if buf is None:
+                await self._missing_or_error(chunk_key, keys)
+                return None
+            if len(buf) != piece.stop - piece.start:  # a part shorter than its size said
+                raise PartsError(f"chunk {chunk_key!r}: part {keys[piece.part]!r} has {len(buf)} "
+                                 f"bytes where {piece.stop - piece.start} are expected")
+        return prototype.buffer.from_bytes(b"".join(b.to_bytes() for b in buffers if b))
+
+    async def _get_fast(
+        self, chunk_key: str, prototype: BufferPrototype, byte_range: ByteRequest
     ) -> Buffer | None:
-        # docstring inherited
+        """Serve requests that fall where the parts' offsets are known without asking for
+        sizes: the sized parts before the single unsized part have known offsets from the
+        start, those after it from the end. None when the request needs every part's size."""
+        sizes = self.parts.sizes
+        if sizes.count(None) != 1:
+            return None
+        unsized = sizes.index(None)
+        head = sum(s for s in sizes[:unsized] if s is not None)
+        tail = sum(s for s in sizes[unsized + 1 :] if s is not None)
+        keys = self.part_keys(chunk_key)
+        if isinstance(byte_range, SuffixByteRequest) and 0 < byte_range.suffix <= tail:
+            # Entirely in the trailing sized parts: offsets from the end are known.
+            tail_sizes = [s for s in sizes[unsized + 1 :] if s is not None]
+            start = tail - byte_range.suffix
+            head_sizes = (0,) * (unsized + 1)
+            return await self._read_pieces(chunk_key, (*head_sizes, *tail_sizes), start, tail,
+                                           prototype)
+        if isinstance(byte_range, RangeByteRequest) and byte_range.end > byte_range.start:
+            if byte_range.end <= head:
+                known = tuple(s or 0 for s in sizes[:unsized])
+                return await self._read_pieces(chunk_key, known, byte_range.start,
+                                               byte_range.end, prototype)
+            if byte_range.start >= head:
+                # Optimistic: a full answer from the unsized part proves the range lies in it.
+                request = RangeByteRequest(byte_range.start - head, byte_range.end - head)
+                try:
+                    buf = await self._store.get(keys[unsized], prototype, request)
+                except (OSError, ValueError):
+                    return None  # e.g. an object store refusing a range past the end
+                if buf is not None and len(buf) == byte_range.end - byte_range.start:
+                    return buf
+        return None
+
+    async def _get_chunk(
+        self, chunk_key: str, prototype: BufferPrototype, byte_range: ByteRequest | None
+    ) -> Buffer | None:
+        if byte_range is None:
+            return await self._get_whole(chunk_key, prototype)
+        fast = await self._get_fast(chunk_key, prototype, byte_range)
+        if fast is not None:
+            return fast
+        sizes = await self.part_sizes(chunk_key)
+        if sizes is None:
+            return None
+        start, stop = absolute_span(byte_range, sum(sizes))
+        return await self._read_pieces(chunk_key, sizes, start, stop, prototype)
+
+    async def get(self, key: str, prototype: BufferPrototype,
+                  byte_range: ByteRequest | None = None) -> Buffer | None:
         if key == self._metadata_key:
             return await self._get_metadata(prototype, byte_range)
         if self._is_chunk_key(key):
             return await self._get_chunk(key, prototype, byte_range)
         return await self._store.get(key, prototype, byte_range)
 
-    async def get_partial_values(
-        self,
-        prototype: BufferPrototype,
-        key_ranges: Iterable[tuple[str, ByteRequest | None]],
-    ) -> list[Buffer | None]:
-        # docstring inherited
+    async def get_partial_values(self, prototype: BufferPrototype,
+                                 key_ranges: Iterable[tuple[str, ByteRequest | None]]
+                                 ) -> list[Buffer | None]:
         return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
 
     async def exists(self, key: str) -> bool:
-        # docstring inherited
         if self._is_chunk_key(key):
             found = await asyncio.gather(*(self._store.exists(k) for k in self.part_keys(key)))
             return any(found)
         return await self._store.exists(key)
 
     async def getsize(self, key: str) -> int:
-        # docstring inherited
         if not self._is_chunk_key(key):
             return await self._store.getsize(key)
         keys = self.part_keys(key)
@@ -279,7 +342,6 @@ class ConcatPartsStore(ConcatPartsReads, Store):
     # --- writing -------------------------------------------------------------------------
 
     async def set(self, key: str, value: Buffer) -> None:
-        # docstring inherited
         self._check_writable()
         if key == self._metadata_key:
             await self._store.set(key, self._metadata_with_transformer(value))
@@ -303,16 +365,7 @@ class ConcatPartsStore(ConcatPartsReads, Store):
         finished = self._finisher.shard_with_header(coords, [memoryview(value.to_bytes())])
         return value.from_bytes(b"".join(finished))
 
-    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
-        # docstring inherited
-        if not await self.exists(key):
-            await self.set(key, value)
-
-    async def _set_many(self, values: Iterable[tuple[str, Buffer]]) -> None:
-        await asyncio.gather(*(self.set(k, v) for k, v in values))
-
     async def delete(self, key: str) -> None:
-        # docstring inherited
         self._check_writable()
         if self._is_chunk_key(key):
             await asyncio.gather(*(self._store.delete(k) for k in self.part_keys(key)))
@@ -326,16 +379,13 @@ class ConcatPartsStore(ConcatPartsReads, Store):
     # can clear an array whose zarr.json is already gone.
 
     async def delete_dir(self, prefix: str) -> None:
-        # docstring inherited
         self._check_writable()
         await self._store.delete_dir(prefix)
 
     async def is_empty(self, prefix: str) -> bool:
-        # docstring inherited
         return await self._store.is_empty(prefix)
 
     async def getsize_prefix(self, prefix: str) -> int:
-        # docstring inherited
         return await self._store.getsize_prefix(prefix)
 
     # --- listing -------------------------------------------------------------------------
@@ -352,15 +402,12 @@ class ConcatPartsStore(ConcatPartsReads, Store):
             yield logical
 
     def list(self) -> AsyncIterator[str]:
-        # docstring inherited
         return self._logical(self._store.list())
 
     def list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        # docstring inherited
         return self._logical(self._store.list_prefix(prefix))
 
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
-        # docstring inherited
         prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
         if not (prefix.startswith(self._prefix) or not self._prefix):
             async for name in self._store.list_dir(prefix):

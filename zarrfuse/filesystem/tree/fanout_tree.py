@@ -13,7 +13,7 @@ from functools import cached_property
 from zarrfuse.extensions.chunk_keys import (
     FanoutChunkKeyEncoding,
     SuffixChunkKeyEncoding,
-    canonical_index,
+    canonical_coordinate,
 )
 from zarrfuse.zarr_compat import ChunkKeyEncoding
 
@@ -96,12 +96,12 @@ class FanoutTree:
 
     def _count_of(self, dim: int, name: str) -> int | None:
         if self.axes is None:
-            return canonical_index(name)
+            return canonical_coordinate(name)
         axis = self.axes[dim]
         if not name.startswith(axis):
             return None
         rest = name[len(axis) :]
-        count = canonical_index(rest) if rest else 0
+        count = canonical_coordinate(rest) if rest else 0
         return None if count == 0 and rest else count
 
     @cached_property

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from zarrfuse.errors import ChunkKeyError, NotAChunk
 from zarrfuse.extensions.chunk_keys import (
     SuffixChunkKeyEncoding,
-    canonical_index,
+    canonical_coordinate,
     decode_chunk_key,
     encode_chunk_key,
 )
@@ -60,7 +60,7 @@ class SourceKeys:
         if len(indices) > len(self.grid) - 1:
             return False
         for dim, name in enumerate(indices):
-            value = canonical_index(name)
+            value = canonical_coordinate(name)
             if value is None or value >= self.grid[dim]:
                 return False
         return True
