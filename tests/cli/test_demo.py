@@ -29,6 +29,16 @@ def _stop(demo, tmp_path: Path) -> None:
         force_unmount(line.split()[4])
 
 
+def _lines_until(demo, start: str) -> list[str]:
+    """What the demo printed, up to the first line that starts with ``start``."""
+    said = []
+    for line in demo.stdout:
+        said.append(line)
+        if line.startswith(start):
+            break
+    return said
+
+
 def test_the_demo_shows_a_picture_and_leaves_nothing_behind(tmp_path):
     result = run_with_timeout([*ZARRFUSE, "demo"], 90, check=False,
                               env={**os.environ, "TMPDIR": str(tmp_path)})
@@ -68,11 +78,7 @@ def test_hold_keeps_the_colour_picture_mounted_until_enter(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
-        said = []
-        for line in demo.stdout:  # type: ignore[union-attr]
-            said.append(line)
-            if line.startswith("checked:"):
-                break
+        said = _lines_until(demo, "checked:")
         image = Path(re.search(r"    open: (\S+\.ome\.tif)", "".join(said)).group(1))
         assert is_mounted(image.parent)
         with tifffile.TiffFile(image) as tif:
@@ -100,11 +106,7 @@ def test_hold_with_no_terminal_holds_until_a_signal(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
-        said = []
-        for line in demo.stdout:  # type: ignore[union-attr]
-            said.append(line)
-            if line.startswith("no terminal"):
-                break
+        said = _lines_until(demo, "no terminal")
         assert said and said[-1].startswith("no terminal (stdin is at its end): the mounts "
                                             f"stay until SIGINT or SIGTERM (kill {demo.pid})")
         named = re.findall(r"    open: (\S+)", "".join(said))
