@@ -31,9 +31,9 @@ async def apply_store_changes(namespace: Namespace, committer: Committer, keys: 
         if isinstance(view, WholeImage):
             lost = [s for s in view.sources() if await _went(s, keys)]
             for source in lost:
-                source.forget_listed()
+                source.drop_listed()
             if lost:
-                view.forget_decoded()
+                view.drop_decoded()
             if view.changed(keys) or lost:
                 for image in (view, *view.siblings):
                     await image.settle(_dropper(committer, image))
@@ -41,7 +41,7 @@ async def apply_store_changes(namespace: Namespace, committer: Committer, keys: 
         appeared = [key for key in keys if key.endswith(WHOLE_DIRECTORY)]
         went = [key + "/" for key in await _went(view.stored, keys)]
         if appeared or went:
-            await _forget_below(namespace, committer, view, (*appeared, *went))
+            await _drop_below(namespace, committer, view, (*appeared, *went))
         stored = {coords for key in keys
                   if (coords := view.stored.coords_of(key)) is not None}
         for chunk in sorted(stored):
@@ -61,12 +61,12 @@ async def _went(stored: StoredChunks, keys: set[str]) -> list[str]:
             if stored.on_chunk_path(key) and await stored.directory_gone(key)]
 
 
-async def _forget_below(namespace: Namespace, committer: Committer, view: ArrayView,
+async def _drop_below(namespace: Namespace, committer: Committer, view: ArrayView,
                         directories: tuple[str, ...]) -> None:
     """Store ``directories`` (each ending in ``/``) appeared with files the watch does not
     name one by one, or went away: the array's listings and chunks are asked anew, the
     renderings below dropped, and the kernel drops the chunk files it holds of them."""
-    view.files.forget_below(directories)
+    view.files.drop_below(directories)
     key = view.stored.chunk_key
     for node in namespace.known_nodes(ChunkFile):
         if node.array is view and key(view.files.stored_of(node.coords)).startswith(

@@ -108,7 +108,7 @@ class ObjectJournal:
         return [time.time_ns()] * len(parts)
 
     async def _finish(self, tx: str, copies: Sequence[tuple[str, str]]) -> None:
-        """Copy a committed transaction's temps over their keys, then forget it."""
+        """Copy a committed transaction's temps over their keys, then delete it."""
         try:
             await self._copy_all(copies)
         except FileNotFoundError:  # a temp is gone: another mount's recovery finished it?
@@ -116,7 +116,7 @@ class ObjectJournal:
                 raise
             log.info("%s: commit %s was finished by another mount's recovery", self._name, tx)
             return
-        await self._forget(tx, [temp for temp, _ in copies])
+        await self._delete_all(tx, [temp for temp, _ in copies])
 
     def recover(self) -> tuple[int, int]:
         """Finish what a crash interrupted: (rolled forward, rolled back); young ones alone."""
@@ -132,7 +132,7 @@ class ObjectJournal:
                 continue
             else:
                 back += 1
-            run(self._forget(tx, sorted(left)))
+            run(self._delete_all(tx, sorted(left)))
         if forward or back:
             log.warning("%s: finished %d commit(s) a crash interrupted and undid %d unfinished "
                         "one(s): every chunk is its old or its new value", self._name,
@@ -191,7 +191,7 @@ class ObjectJournal:
     async def _clean_up(self, tx: str, temps: Sequence[str]) -> None:
         """Undo a commit that failed before its record was stored."""
         try:
-            await self._forget(tx, temps)
+            await self._delete_all(tx, temps)
         except OSError as e:  # the store is failing: the next writable mount undoes it
             log.warning("%s: could not clean up commit %s: %s", self._name, tx, e)
 
@@ -214,6 +214,6 @@ class ObjectJournal:
                 if not gone_ok:
                     raise
 
-    async def _forget(self, tx: str, temps: Sequence[str]) -> None:
+    async def _delete_all(self, tx: str, temps: Sequence[str]) -> None:
         """Delete the temps and the record in one request (temps first: any part is harmless)."""
         await self._objects.delete_many_async([*temps, f"{self._dir}/{tx}.commit"])

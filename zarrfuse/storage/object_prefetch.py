@@ -45,7 +45,7 @@ class ObjectPrefetch:
                     break
                 self._ahead[key] = (size, self._send(key, size))
                 while len(self._ahead) > MAX_OBJECTS:
-                    self._forget(next(iter(self._ahead)))
+                    self._drop(next(iter(self._ahead)))
 
     def take(self, key: str) -> Future[Got] | None:
         """The fetch of ``key`` started ahead; it is no longer kept here (the reader holds
@@ -54,10 +54,10 @@ class ObjectPrefetch:
             found = self._ahead.get(key)
             if found is None:
                 return None
-            self._forget(key, cancel=False)
+            self._drop(key, cancel=False)
         return found[1]
 
-    def _forget(self, key: str, *, cancel: bool = True) -> None:
+    def _drop(self, key: str, *, cancel: bool = True) -> None:
         """Stop keeping ``key``; its budget comes back once its GET is over (``cancel``: a
         GET no reader took is called off, in flight or not)."""
         size, future = self._ahead.pop(key)

@@ -81,7 +81,7 @@ class WatchState:
             self.live = True
 
     async def end(self) -> None:
-        """The watch stopped: whatever relied on it must forget what it kept."""
+        """The watch stopped: whatever relied on it must drop what it kept."""
         was_live, self.live = self.live, False
         self.set_up.set()
         if self._done:

@@ -238,7 +238,7 @@ class StoredChunks:
         if self._open_cache is not None:
             self._open_cache.drop((self._tag, coords))
 
-    def forget_listed(self) -> None:
+    def drop_listed(self) -> None:
         """A store directory appeared or went: every chunk is asked and opened anew."""
         self._sizes.clear()
         self.listings.drop_all()

@@ -98,7 +98,7 @@ class Look:
                 [np.nanmin(flat, axis=0), np.nanmax(flat, axis=0)], axis=1).astype(np.float64))
         self._tables = None
 
-    def forget(self) -> None:
+    def drop(self) -> None:
         """The data changed: measured windows are measured again."""
         if not self.given:
             self.windows, self._tables = None, None

@@ -149,7 +149,7 @@ class ImageVersions:
         self._retire(self.version)
         self.version += 1
 
-    def forget(self) -> None:
+    def drop(self) -> None:
         """Every decoded chunk is forgotten: every version follows the store."""
         for version, entry in self._versions.items():
             self._follow(version, entry)

@@ -100,7 +100,7 @@ class RenderedChunks:
         """The stored chunk (the shard, for sharded arrays) that holds file ``coords``."""
         return self._decoder.stored_coords(self._read_coords(coords))
 
-    def forget_stored(self, stored: tuple[int, ...]) -> list[tuple[int, ...]]:
+    def drop_stored(self, stored: tuple[int, ...]) -> list[tuple[int, ...]]:
         """The stored chunk (shard) ``stored`` changed another way: the renderings of its
         files are dropped (and those under way not kept). Returns the files' coordinates."""
         reads = itertools.product(*(
@@ -112,7 +112,7 @@ class RenderedChunks:
             self._cache.drop(self.cache_key(c))
         return files
 
-    def forget_where(self, below: Callable[[tuple[int, ...]], bool]) -> None:
+    def drop_where(self, below: Callable[[tuple[int, ...]], bool]) -> None:
         """The renderings of files whose stored chunk is ``below`` are dropped (and those
         under way not kept): their chunks went or came with no change naming them."""
         def ours_below(key: object) -> bool:

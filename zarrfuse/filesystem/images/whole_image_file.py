@@ -41,7 +41,7 @@ class LevelChunks:
     dtype: np.dtype
     decode: Decode
     stored: StoredChunks | None = None
-    """Where its chunks are stored (to forget a chunk another program changed)."""
+    """Where its chunks are stored (to drop a chunk another program changed)."""
     stored_coords: Callable[[Coords], Coords] | None = None
     """The stored chunk (the shard) that holds a chunk; None: the chunk itself."""
 
@@ -116,7 +116,7 @@ class WholeImage:
         """Replaced by a rebuilt image: the chunks its levels keep open are closed, what
         they learnt and its decoded tiles are dropped."""
         for source in self.sources():
-            source.forget_listed()
+            source.drop_listed()
         tokens = {image._token for image in (self, *self.siblings)}
         self._cache.drop_where(lambda key: isinstance(key, tuple) and key[0] in tokens)
 
@@ -126,7 +126,7 @@ class WholeImage:
 
     def changed(self, keys: set[str]) -> bool:
         """Whether any of the store ``keys`` another program changed is a chunk of a level;
-        if so, forget those chunks and give the image (and siblings) a new version."""
+        if so, drop those chunks and give the image (and siblings) a new version."""
         changed: set[ChunkKey] = set()
         for index, level in enumerate(self.levels):
             if level.stored is None:
@@ -137,20 +137,20 @@ class WholeImage:
         for image in (self, *self.siblings) if changed else ():
             image.versions.change(changed, image._cached)
             if image.look is not None:
-                image.look.forget()
+                image.look.drop()
         return bool(changed)
 
     def _cached(self, key: ChunkKey, generation: int) -> np.ndarray | None:
         return self._cache.get((self._token, key, generation))
 
-    def forget_decoded(self) -> None:
+    def drop_decoded(self) -> None:
         """Every decoded tile is decoded anew (here and in the strip sibling), and the
         handles open follow the store."""
         for image in (self, *self.siblings):
             image._token = next(self._context.numbers)
-            image.versions.forget()
+            image.versions.drop()
             if image.look is not None:
-                image.look.forget()
+                image.look.drop()
 
     async def settle(self, drop: Callable[[int], Awaitable[None]]) -> None:
         """After a change: ``drop(version)`` drops the kernel's pages of a version."""

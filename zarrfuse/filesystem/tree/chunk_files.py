@@ -84,7 +84,7 @@ class ChunkFiles(Protocol):
         """The stored chunk (shard) ``stored`` changed another way (another program): drop
         what was learnt of it; the coordinates of the files that show it."""
 
-    def forget_below(self, directories: tuple[str, ...]) -> None:
+    def drop_below(self, directories: tuple[str, ...]) -> None:
         """Store directories (each ending in ``/``) appeared or went with chunks no change
         names: what was learnt of every stored chunk is asked anew, and what was made of
         those below them (renderings) is dropped."""
@@ -130,8 +130,8 @@ class RawChunkFiles:
         self._source.drop_cached(stored)
         return [stored]
 
-    def forget_below(self, directories: tuple[str, ...]) -> None:
-        self._source.forget_listed()
+    def drop_below(self, directories: tuple[str, ...]) -> None:
+        self._source.drop_listed()
 
     def stored_of(self, coords: Coords) -> Coords:
         return coords
@@ -219,12 +219,12 @@ class RenderedChunkFiles:
 
     def changed(self, stored: Coords) -> list[Coords]:
         self._source.drop_cached(stored)
-        return self._rendered.forget_stored(stored)
+        return self._rendered.drop_stored(stored)
 
-    def forget_below(self, directories: tuple[str, ...]) -> None:
-        self._source.forget_listed()
+    def drop_below(self, directories: tuple[str, ...]) -> None:
+        self._source.drop_listed()
         key = self._source.chunk_key
-        self._rendered.forget_where(lambda stored: key(stored).startswith(directories))
+        self._rendered.drop_where(lambda stored: key(stored).startswith(directories))
 
     def stored_of(self, coords: Coords) -> Coords:
         return self._rendered.stored_coords(coords)

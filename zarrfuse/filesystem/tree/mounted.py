@@ -67,9 +67,9 @@ class ArrayView:
     def release(self) -> None:
         """Replaced by a rebuilt view: the chunks it keeps open are closed, what it learnt
         and rendered is dropped (handles open on it keep reading what they opened)."""
-        self.stored.forget_listed()
+        self.stored.drop_listed()
         if self.rendered is not None:
-            self.rendered.forget_where(lambda _: True)
+            self.rendered.drop_where(lambda _: True)
 
 
 @dataclass(frozen=True)
