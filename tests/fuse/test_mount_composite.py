@@ -252,13 +252,14 @@ def test_a_large_image_previews_its_smallest_level_that_fits(tmp_path):
 
 
 def test_every_well_of_a_plate_has_a_preview_the_thumbnailer_shows_in_colour(tmp_path):
-    """An HCS plate (OME-Zarr 0.4) of two wells, one field each: A/1 stained in its first
-    channel (red), B/2 in its second (green); each field's preview is thumbnailed in its
-    colour, pixel for pixel the composite."""
+    """An HCS plate (OME-Zarr 0.4) of two wells, two fields each: field 0 of A/1 stained in
+    its first channel (red), of B/2 in its second (green), every field 1 in blue; each field
+    0's preview is thumbnailed in its colour, pixel for pixel the composite; so is each
+    well's own picture beside its folder (``A/1.preview.png``: its first field's preview)."""
     root = tmp_path / "plate.ome.zarr"
     plate = zarr.open_group(root, mode="w", zarr_format=2)
     wells = {"A/1": 0, "B/2": 1}
-    plate.attrs.update({"plate": {"version": "0.4", "field_count": 1,
+    plate.attrs.update({"plate": {"version": "0.4", "field_count": 2,
                                   "rows": [{"name": "A"}, {"name": "B"}],
                                   "columns": [{"name": "1"}, {"name": "2"}],
                                   "wells": [{"path": p, "rowIndex": i, "columnIndex": i}
@@ -268,10 +269,13 @@ def test_every_well_of_a_plate_has_a_preview_the_thumbnailer_shows_in_colour(tmp
     for path, stained in wells.items():
         zarr.open_group(root / path.split("/")[0], mode="w", zarr_format=2)  # the row
         zarr.open_group(root / path, mode="w", zarr_format=2).attrs.update(
-            {"well": {"version": "0.4", "images": [{"path": "0"}]}})
+            {"well": {"version": "0.4", "images": [{"path": "0"}, {"path": "1"}]}})
         data = cells((64, 80), seed=stained).copy()
         data[[c for c in range(3) if c != stained]] //= 64  # dim: under the windows
         ome_zarr(root / path / "0", [data], omero(names), version="0.4")
+        other = cells((64, 80), seed=2).copy()
+        other[:2] //= 64  # field 1: blue, so the well's picture shows which field it is
+        ome_zarr(root / path / "1", [other], omero(names), version="0.4")
         expected[path] = composite(data, [rgb_of(n) for n in names], WINDOWS)
     with mounted(root, tmp_path / "mnt", "--format", "ome-tiff") as mnt:
         for path, stained in wells.items():
@@ -279,3 +283,7 @@ def test_every_well_of_a_plate_has_a_preview_the_thumbnailer_shows_in_colour(tmp
             np.testing.assert_array_equal(thumbnail, expected[path])
             means = thumbnail.reshape(-1, 3).mean(axis=0)
             assert means.argmax() == stained  # the well's own colour dominates
+            row, column = path.split("/")
+            assert f"{column}.preview.png" in os.listdir(mnt / row)
+            well = gdk_pixbuf(mnt / row / f"{column}.preview.png", 80, tmp_path)
+            np.testing.assert_array_equal(well, expected[path])

@@ -15,7 +15,7 @@ from typing import Any
 
 from zarrfuse.errors import ConfigurationError
 
-__all__ = ["Axis", "Multiscales", "ome_unit", "read_multiscales"]
+__all__ = ["Axis", "Multiscales", "ome_unit", "read_multiscales", "read_well_field"]
 
 # NGFF unit names (UDUNITS-2 names the spec lists) and OME's symbols for them.
 _PREFIXES = dict(zip(
@@ -198,3 +198,14 @@ def read_multiscales(attributes: Mapping[str, Any]) -> Multiscales | None:
         method=None if method is None else str(method),
         omero_channels=both[0] or both[1],
     )
+
+
+def read_well_field(attributes: Mapping[str, Any]) -> str | None:
+    """The path of an HCS well's first field (``well.images[0]``; v0.5 under "ome"), whose
+    preview shows the well; None if the group is no well (or names no field)."""
+    ome = attributes.get("ome")
+    source = ome if isinstance(ome, Mapping) and "well" in ome else attributes
+    try:
+        return str(source["well"]["images"][0]["path"]).strip("/") or None
+    except (KeyError, IndexError, TypeError):
+        return None

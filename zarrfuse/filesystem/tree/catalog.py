@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import trio
 
 from zarrfuse.api.nodes import V2_NAMES, V3_NAME, StoredNode, parse_node
-from zarrfuse.api.ome_zarr import Multiscales, read_multiscales
+from zarrfuse.api.ome_zarr import Multiscales, read_multiscales, read_well_field
 from zarrfuse.errors import ZarrFuseError
 from zarrfuse.filesystem.chunks.recently_used import RecentlyUsed, Trust
 from zarrfuse.filesystem.images.formats import WHOLE_IMAGE_FORMATS
@@ -241,7 +241,7 @@ class Catalog:
                 )
             if node.node_type == "array":
                 return self._images.from_array(path, file_name, node.metadata, loaded.time_ns)
-            return GroupView(path, {}, loaded.time_ns)
+            return GroupView(path, {}, loaded.time_ns, read_well_field(node.attributes))
         if node.node_type == "array":
             ome = loaded.ome
             view = self.arrays.array_view(path, node, ome=ome)

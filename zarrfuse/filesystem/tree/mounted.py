@@ -94,6 +94,8 @@ class GroupView:
     documents: Documents
     metadata_time_ns: int = 0
     """The time of the stored metadata (the newest document), which the group shows."""
+    field: str | None = None
+    """Whole-image mounts: an HCS well's first field, whose preview shows the well."""
 
     def release(self) -> None:
         """Replaced by a rebuilt view: a group holds nothing to let go of."""

@@ -5,12 +5,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from zarrfuse.errors import NotAChunk, NotADirectory, NotFound, NotPermitted, ZarrFuseError
-from zarrfuse.filesystem.images.image_names import image_node_names
+from zarrfuse.filesystem.images.image_names import image_file_name, image_node_names, sibling_name
 from zarrfuse.filesystem.images.whole_image_file import WholeImage
 from zarrfuse.filesystem.tree.catalog import Catalog
 from zarrfuse.filesystem.tree.fanout_tree import DirPosition
@@ -163,8 +164,9 @@ class GroupDir(_Directory):
         (array or OME-Zarr pyramid) by its file name."""
         for child_name in image_node_names(name):
             child = await catalog.open_child(self.group.path, child_name)
-            entry = _image_named(child, name) if isinstance(child, WholeImage) else None
-            if entry is not None:
+            entry = _image_named(child, name) if isinstance(child, WholeImage) else (
+                await _well_picture(child, catalog) if isinstance(child, GroupView) else None)
+            if entry is not None and entry.name == name:
                 return entry
         child = await catalog.open_child(self.group.path, name)
         if isinstance(child, GroupView):
@@ -184,6 +186,8 @@ class GroupDir(_Directory):
             child = await catalog.open_child(self.group.path, name)
             if isinstance(child, GroupView):
                 found.setdefault(name, Entry(name, GroupDir(child)))
+                if (picture := await _well_picture(child, catalog)) is not None:
+                    found.setdefault(picture.name, picture)
             elif isinstance(child, WholeImage):
                 for entry in _image_entries(child):
                     found.setdefault(entry.name, entry)
@@ -524,6 +528,16 @@ def _image_entries(image: WholeImage) -> list[Entry]:
 
 def _image_named(image: WholeImage, name: str) -> Entry | None:
     return next((e for e in _image_entries(image) if e.name == name), None)
+
+
+async def _well_picture(group: GroupView, catalog: Catalog) -> Entry | None:
+    """An HCS well's picture beside its folder (``1.preview.png``): its first field's
+    preview, the same file."""
+    field = await catalog.open_child(group.path, group.field) if group.field else None
+    entry = _image_named(field, sibling_name(field.name, ".preview.png")) if isinstance(
+        field, WholeImage) else None
+    picture = sibling_name(image_file_name(group.path), ".preview.png")
+    return None if entry is None else dataclasses.replace(entry, name=picture)
 
 
 def _documents(owner: ArrayView | GroupView) -> list[Entry]:
