@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import zarr
 
-from zarrfuse.api.ome_zarr import Axis, ome_color, ome_unit, read_multiscales
+from zarrfuse.api.ome_zarr import Axis, ome_color, ome_unit, read_multiscales, read_well_field
 from zarrfuse.errors import ConfigurationError
 
 
@@ -94,3 +94,10 @@ def test_units():
 ])
 def test_omero_colours_become_ome_xml_colours(given, expected):
     assert ome_color(given) == expected
+
+
+@pytest.mark.parametrize("path", ["..", ".", "", "../../etc", "0/../..", "/0"])
+def test_a_well_whose_first_field_is_no_child_of_it_shows_no_picture(path):
+    """A hostile document cannot make the well's picture read outside the well."""
+    assert read_well_field({"well": {"images": [{"path": path}]}}) is None
+    assert read_well_field({"ome": {"well": {"images": [{"path": "0"}]}}}) == "0"

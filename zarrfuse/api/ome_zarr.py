@@ -206,6 +206,7 @@ def read_well_field(attributes: Mapping[str, Any]) -> str | None:
     ome = attributes.get("ome")
     source = ome if isinstance(ome, Mapping) and "well" in ome else attributes
     try:
-        return str(source["well"]["images"][0]["path"]).strip("/") or None
+        field = str(source["well"]["images"][0]["path"])
     except (KeyError, IndexError, TypeError):
         return None
+    return field if field and field not in (".", "..") and "/" not in field else None  # a child
