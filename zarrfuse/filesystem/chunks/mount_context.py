@@ -21,6 +21,7 @@ from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.shard_indexes import KeptSpans, kept_spans
+from zarrfuse.request_deadline import PastDeadline
 from zarrfuse.storage.base import Backend
 
 __all__ = ["FETCH_THREADS", "IO_THREADS", "WAITING_THREADS", "MountContext"]
@@ -92,8 +93,10 @@ class MountContext:
         async def guess() -> None:
             try:
                 await work(*args)
-            except Exception as e:  # noqa: BLE001  (a guess: the read that needs it reports)
-                log.debug("%s, ahead of a read: %s", name, e)
+            # A guess: the read that needs it reports. It inherits the deadline of the request
+            # that started it, and a wait cut there (a BaseException) must not end the mount.
+            except (Exception, PastDeadline) as e:  # noqa: BLE001
+                log.debug("%s, ahead of a read: %r", name, e)
 
         if self._nursery is None:
             log.debug("not serving: %s not started", name)
