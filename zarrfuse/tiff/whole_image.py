@@ -40,8 +40,7 @@ LARGE_FILE = 64 << 20
 """Tiles of files this large start past a 1 MiB boundary (why: docs/views.md, 'Whole images')."""
 HEADER_BUFFER = 1 << 20
 READ_AHEAD_GAP = 2 << 20
-"""Free bytes between the header and the first tile, kept off the kernel's read-ahead (twice
-the 1 MiB a mount allows it: a sequential stream reads ahead two windows)."""
+"""Free bytes between the header and the first tile: twice the kernel's read-ahead on a mount."""
 
 CHOSEN_MULTIPLE = 32  # tile sides zarrfuse chooses: tiles of a multiple of 1024 bytes
 MAX_TILE_SIDE = 4096
