@@ -39,8 +39,8 @@ LARGE_DATA_ALIGNMENT = 1 << 20
 LARGE_FILE = 64 << 20
 """Tiles of files this large start past a 1 MiB boundary (why: docs/views.md, 'Whole images')."""
 HEADER_BUFFER = 1 << 20
-READ_AHEAD_GAP = 512 << 10
-"""Free bytes between the header and the first tile, kept off the kernel's read-ahead."""
+READ_AHEAD_GAP = 2 << 20
+"""Free bytes between the header and the first tile: twice the kernel's read-ahead on a mount."""
 
 CHOSEN_MULTIPLE = 32  # tile sides zarrfuse chooses: tiles of a multiple of 1024 bytes
 MAX_TILE_SIDE = 4096

@@ -107,11 +107,14 @@ class Catalog:
     # --- reading nodes (blocking: run in worker threads, or before mounting) ------------
 
     def _read_documents(self, path: str) -> dict[str, Document | None]:
-        """The node's stored documents: ``zarr.json``, else the v2 ones. Blocking."""
+        """The node's stored documents: ``zarr.json``, else the v2 ones, asked at once (one
+        round trip of a remote store, not four). Blocking."""
         v3 = self.backend.read_document(_join(path, V3_NAME))
         if v3 is not None:
             return {V3_NAME: v3}
-        return {name: self.backend.read_document(_join(path, name)) for name in V2_NAMES}
+        each = self.context.fetch_pool().map if self.backend.capabilities.remote else map
+        return dict(zip(V2_NAMES, each(lambda name: self.backend.read_document(_join(path, name)),
+                                       V2_NAMES), strict=True))
 
     def read_node(self, path: str) -> tuple[StoredNode, int] | None:
         """The node stored at ``path`` and its time (the newest document's); None if there
