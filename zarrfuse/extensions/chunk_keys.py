@@ -70,7 +70,11 @@ def _checked_coords(chunk_coords: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _decode_separated(key: str, separator: str) -> tuple[int, ...]:
-    return tuple(_parse_canonical_int(part, key) for part in key.split(separator))
+    parts = key.split(separator)
+    if not all(map(_canonical, parts)):  # no call per part: a big directory decodes each name
+        for part in parts:
+            _parse_canonical_int(part, key)  # raises at the first that is not canonical
+    return tuple(map(int, parts))
 
 
 def decode_default(key: str, separator: str = "/", ndim: int | None = None) -> tuple[int, ...]:
@@ -256,10 +260,10 @@ def decode_chunk_key(
     encoding: ChunkKeyEncoding, chunk_key: str, ndim: int | None = None
 ) -> tuple[int, ...]:
     """Strictly decode ``chunk_key`` under ``encoding``; ``ndim`` checks the dimension count."""
+    if isinstance(encoding, DefaultChunkKeyEncoding):  # the common case first
+        return decode_default(chunk_key, encoding.separator, ndim)
     if isinstance(encoding, FanoutChunkKeyEncoding | SuffixChunkKeyEncoding):
         return encoding.decode_chunk_key(chunk_key, ndim)
-    if isinstance(encoding, DefaultChunkKeyEncoding):
-        return decode_default(chunk_key, encoding.separator, ndim)
     if isinstance(encoding, V2ChunkKeyEncoding):
         return decode_v2(chunk_key, encoding.separator, ndim)
     raise ConfigurationError(f"zarrfuse cannot decode keys of the {encoding.name!r} encoding")

@@ -83,7 +83,7 @@ class KeyShape:
             coords = decode_chunk_key(self.encoding, "/".join(parts), len(self.grid))
         except ValueError:
             return None
-        return coords if all(c < n for c, n in zip(coords, self.grid, strict=True)) else None
+        return coords if all(map(int.__lt__, coords, self.grid)) else None  # ndim checked
 
 
 def stored_prefix_values(coords: Iterable[tuple[int, ...]], done: tuple[int, ...]) -> list[int]:
