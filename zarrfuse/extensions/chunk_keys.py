@@ -33,12 +33,16 @@ _FORBIDDEN_IN_SUFFIX = ("/", "\\", "\x00", "..")
 _BASE_ENCODING_SPELLINGS = ("base_encoding", "base-encoding")
 
 
+def _canonical(text: str) -> bool:
+    """``0`` or ASCII digits without a leading zero: the one rule for every coordinate in a
+    key or a path. String methods: a third of a regular expression's cost, paid per name of a
+    big directory."""
+    return text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
+
+
 def canonical_coordinate(text: str) -> int | None:
-    """The coordinate a key component names, None unless it is canonical (``0`` or ASCII
-    digits without a leading zero), the one rule for every coordinate in a key or a path.
-    String methods: a third of a regular expression's cost, paid per name of a big directory."""
-    canonical = text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
-    return int(text) if canonical else None
+    """The coordinate a key component names, None unless it is canonical (``_canonical``)."""
+    return int(text) if _canonical(text) else None
 
 
 def _parse_canonical_int(text: str, key: str) -> int:
