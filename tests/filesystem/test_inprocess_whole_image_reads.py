@@ -58,7 +58,8 @@ def test_requests_two_at_a_time_from_the_start_decode_the_next_tiles_ahead(tmp_p
     data = _image(tmp_path / "a")
     with in_process(str(tmp_path / "a"), format="ome-tiff", read_only=True) as fs:
         fh = fs.open("a.ome.tif", os.O_RDONLY)
-        _two_at_once(fs, fh, [0, STEP])  # the header and the first tiles, then the next MiB
+        _two_at_once(fs, fh, [0, STEP])  # the header, and the gap before the tiles (2 MiB)
+        _two_at_once(fs, fh, [2 * STEP, 3 * STEP])  # the first tiles, then the next MiB
         decoded = _settled(fs)
         under_the_two = 2 * STEP // (CHUNK[0] * CHUNK[1] * 2)  # at most 16 chunks
         assert decoded > under_the_two + 8, decoded  # tiles after them: decoded ahead
