@@ -22,10 +22,16 @@ def test_a_guess_past_its_requests_deadline_does_not_end_the_mount():
         await waited(trio.sleep(10))
         ran.append("never")
 
+    async def stalled_guesses() -> None:  # two waits at once: the cut comes in a group
+        async with trio.open_nursery() as nursery:
+            for _ in range(2):
+                nursery.start_soon(stalled_guess)
+
     async def main() -> None:
         async with context.running():
             token = serving(1.0)  # this task serves a request answered within 1 s
             context.start_soon(stalled_guess)
+            context.start_soon(stalled_guesses)
             finished(token)
             await trio.sleep(5)  # the guess's deadline passes; the mount goes on
             ran.append("still serving")

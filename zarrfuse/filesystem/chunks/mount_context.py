@@ -21,7 +21,7 @@ from zarrfuse.filesystem.chunks.chunk_caches import OpenChunkCache
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.shard_indexes import KeptSpans, kept_spans
-from zarrfuse.request_deadline import PastDeadline
+from zarrfuse.request_deadline import past_deadline
 from zarrfuse.storage.base import Backend
 
 __all__ = ["FETCH_THREADS", "IO_THREADS", "WAITING_THREADS", "MountContext"]
@@ -94,8 +94,11 @@ class MountContext:
             try:
                 await work(*args)
             # A guess: the read that needs it reports. It inherits the deadline of the request
-            # that started it, and a wait cut there (a BaseException) must not end the mount.
-            except (Exception, PastDeadline) as e:  # noqa: BLE001
+            # that started it, and a wait cut there (a BaseException, alone or in a nursery's
+            # group) must not end the mount; trio's Cancelled goes on.
+            except BaseException as e:
+                if not (isinstance(e, Exception) or past_deadline(e)):
+                    raise
                 log.debug("%s, ahead of a read: %r", name, e)
 
         if self._nursery is None:
