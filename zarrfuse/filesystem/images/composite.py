@@ -72,18 +72,20 @@ class Look:
             index = values.astype(np.int64) - np.iinfo(self.dtype).min if (
                 self.dtype.kind == "i") else values
             return np.take(self._tables[channel], index, axis=0)
-        return (self.levels(values, channel)[..., None] * self.colours[channel] // 255)
+        return (self.levels(values, channel)[..., None] * self.colours[channel] // 255).astype(
+            np.uint16)
 
     def __call__(self, block: np.ndarray) -> np.ndarray:
         """The 8-bit RGB of a block ``[..., Y, X, C]`` (``[..., Y, X]`` without a channel
         axis): per channel ``levels`` times its colour over 255, summed, capped at 255."""
         if not self.axis:
             block = block[..., None]
-        out = np.zeros((*block.shape[:-1], 3), dtype=np.uint32)
+        wide = np.uint16 if block.shape[-1] <= 257 else np.uint32  # 257 x 255 fits in 16 bits
+        out = np.zeros((*block.shape[:-1], 3), dtype=wide)
         for c in range(block.shape[-1]):
             if self.colours[c].any():
                 out += self._tinted(block[..., c], c)
-        return np.minimum(out, 255).astype(np.uint8)
+        return np.minimum(out, 255, out=out).astype(np.uint8)
 
     def measure(self, values: np.ndarray | None) -> None:
         """Default windows: each channel's minimum and maximum in ``values`` (``[..., C]``,
