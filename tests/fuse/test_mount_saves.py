@@ -21,7 +21,7 @@ import tifffile
 import zarr
 from PIL import Image
 
-from tests.mounting import mounted, run_with_timeout
+from tests.mounting import mounted, run_with_timeout, wait_for
 
 pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
 
@@ -215,13 +215,18 @@ def test_imagemagick_draws_onto_a_colour_tiff_and_its_opaque_alpha_is_dropped(tm
         tifffile.imwrite(out, translucent, photometric="rgb", extrasamples=("unassalpha",))
         with pytest.raises(OSError) as refused:
             (mnt / "planes" / "x001.tiff").write_bytes(out.getvalue())
+
+        def told() -> list[str]:
+            return [line for line in log.read_text().splitlines()
+                    if ("WARNING" in line or "ERROR" in line) and "alpha" in line]
+
+        # The line is the RELEASE's, which the kernel sends after close() has returned.
+        wait_for(lambda: told(), 30)
     assert refused.value.errno == errno.EINVAL
     expected = original.copy()
     expected[10:101, 10:101] = (255, 0, 0)  # the rectangle's corners, both included
     np.testing.assert_array_equal(zarr.open_array(path)[:], expected)
-    told = [line for line in log.read_text().splitlines()
-            if ("WARNING" in line or "ERROR" in line) and "alpha" in line]
-    assert len(told) == 1 and "translucent in 1 of 16384 pixels" in told[0], told
+    assert len(told()) == 1 and "translucent in 1 of 16384 pixels" in told()[0], told()
 
 
 @pytest.mark.parametrize("fmt", ["tiff", "npy", "png"])
