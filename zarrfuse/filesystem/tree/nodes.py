@@ -233,6 +233,16 @@ class _OfArray(Node):
 class _ArrayDir(_OfArray, _Directory):
     """A directory of an array: its root, a fanout or a key directory."""
 
+    async def _chunk_entry(self, name: str, what: str) -> Entry:
+        """The entry of the chunk file ``name`` here; NotFound (``what`` it is not) else."""
+        try:
+            chunk = self.chunk_named(name)
+        except NotAChunk:
+            chunk = None
+        if chunk is None:
+            raise NotFound(f"{name!r}: not {what}")
+        return await chunk.entry(name)
+
 
 @dataclass(frozen=True)
 class ArrayRoot(_ArrayDir):
@@ -316,13 +326,7 @@ class FanoutDir(_ArrayDir):
     async def lookup(self, name: str, catalog: Catalog) -> Entry:
         array, pos = self.array, self.pos
         if array.tree.is_leaf(pos):
-            try:
-                chunk = self.chunk_named(name)
-            except NotAChunk:
-                chunk = None
-            if chunk is None:
-                raise NotFound(f"{name!r}: not a chunk of the grid")
-            return await chunk.entry(name)
+            return await self._chunk_entry(name, "a chunk of the grid")
         child = array.tree.child(pos, name)
         if not isinstance(child, DirPosition):
             raise NotFound(f"{name!r}: not a directory of the grid")
@@ -369,13 +373,7 @@ class KeyDir(_ArrayDir):
         assert keys is not None
         if keys.is_directory(path):
             return Entry(name, KeyDir(self.array, path))
-        try:
-            coords = keys.chunk_at(path)
-        except NotAChunk:
-            coords = None
-        if coords is None:
-            raise NotFound(f"{name!r}: not a chunk key of the array")
-        return await ChunkFile(self.array, coords).entry(name)
+        return await self._chunk_entry(name, "a chunk key of the array")
 
     async def children(self, catalog: Catalog) -> list[Entry]:
         array, names, keys = self.array, self.names, self.array.keys
