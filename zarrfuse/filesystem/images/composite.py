@@ -49,7 +49,7 @@ class Look:
         self.given = windows is not None
         self.windows = None if windows is None else np.array(windows, dtype=np.float64)
         self.axis = axis
-        self._tables: list[np.ndarray] | None = None
+        self._tables: list[list[np.ndarray]] | None = None
 
     def levels(self, values: np.ndarray, channel: int) -> np.ndarray:
         """The 8-bit grey of ``values`` of a channel through its window (ImageJ's mapping:
@@ -61,31 +61,43 @@ class Look:
             256 / (span + 1) if self.dtype.kind in "ui" else 255 / max(span, 1e-300))
         return np.clip(np.nan_to_num(np.floor(scaled + 0.5)), 0, 255).astype(np.uint32)
 
-    def _tinted(self, values: np.ndarray, channel: int) -> np.ndarray:
+    def _tinted(self, values: np.ndarray, channel: int, out: np.ndarray) -> None:
+        """Into ``out``: each colour component of a channel's ``values`` (8 bits, ``levels``
+        times the colour's component over 255), through one table per component for
+        integers of up to 16 bits (built once)."""
         if self._tables is None and self.dtype.kind in "ui" and self.dtype.itemsize <= 2:
             low = np.iinfo(self.dtype).min
-            grey = [self.levels(np.arange(low, low + (1 << 8 * self.dtype.itemsize)), c)
-                    for c in range(len(self.colours))]
-            self._tables = [(g[:, None] * k // 255).astype(np.uint16)
-                            for g, k in zip(grey, self.colours, strict=True)]
-        if self._tables is not None:
-            index = values.astype(np.int64) - np.iinfo(self.dtype).min if (
-                self.dtype.kind == "i") else values
-            return np.take(self._tables[channel], index, axis=0)
-        return (self.levels(values, channel)[..., None] * self.colours[channel] // 255).astype(
-            np.uint16)
+            self._tables = [
+                [(g * k // 255).astype(np.uint8) for k in colour] for g, colour in zip(
+                    (self.levels(np.arange(low, low + (1 << 8 * self.dtype.itemsize)), c)
+                     for c in range(len(self.colours))), self.colours, strict=True)]
+        if self._tables is not None:  # one conversion to indices, then one take each
+            index = values.astype(np.intp)
+            if self.dtype.kind == "i":
+                index -= np.iinfo(self.dtype).min
+            for j in np.flatnonzero(self.colours[channel]):  # "wrap": every index is in
+                np.take(self._tables[channel][j], index, out=out[j], mode="wrap")
+        else:
+            grey = self.levels(values, channel)
+            for j in np.flatnonzero(self.colours[channel]):
+                out[j] = grey * self.colours[channel][j] // 255
 
     def __call__(self, block: np.ndarray) -> np.ndarray:
         """The 8-bit RGB of a block ``[..., Y, X, C]`` (``[..., Y, X]`` without a channel
-        axis): per channel ``levels`` times its colour over 255, summed, capped at 255."""
+        axis): per channel ``levels`` times its colour over 255, summed, capped at 255.
+        Summed plane by plane in 8 bits (``a + min(b, 255 - a)``), interleaved once: a
+        third of the memory traffic of summing RGB pixels in 16 bits."""
         if not self.axis:
             block = block[..., None]
-        wide = np.uint16 if block.shape[-1] <= 257 else np.uint32  # 257 x 255 fits in 16 bits
-        out = np.zeros((*block.shape[:-1], 3), dtype=wide)
+        planes = np.zeros((3, *block.shape[:-1]), dtype=np.uint8)
+        part, room = np.empty_like(planes), np.empty_like(planes[0])
         for c in range(block.shape[-1]):
             if self.colours[c].any():
-                out += self._tinted(block[..., c], c)
-        return np.minimum(out, 255, out=out).astype(np.uint8)
+                self._tinted(block[..., c], c, part)
+                for j in np.flatnonzero(self.colours[c]):
+                    np.subtract(255, planes[j], out=room)
+                    planes[j] += np.minimum(part[j], room, out=room)
+        return np.stack(list(planes), axis=-1)
 
     def measure(self, values: np.ndarray | None) -> None:
         """Default windows: each channel's minimum and maximum in ``values`` (``[..., C]``,
