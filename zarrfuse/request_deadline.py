@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import trio
 
-__all__ = ["PastDeadline", "finished", "past_deadline", "serving", "waited"]
+__all__ = ["PastDeadline", "finished", "past_deadline", "serving", "unbounded", "waited"]
 
 T = TypeVar("T")
 
@@ -32,6 +32,11 @@ def serving(seconds: float) -> Token[float | None]:
 def finished(token: Token[float | None]) -> None:
     """The request ``serving`` began is answered: this task's next waits are unbounded."""
     _DEADLINE.reset(token)
+
+
+def unbounded() -> None:
+    """This task serves no request: a loop that outlives the request that started it."""
+    _DEADLINE.set(None)
 
 
 async def waited(wait: Awaitable[T]) -> T:

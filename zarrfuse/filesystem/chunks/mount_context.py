@@ -53,6 +53,10 @@ class MountContext:
         self.io = trio.CapacityLimiter(IO_THREADS)
         self.cpu = trio.CapacityLimiter(os.cpu_count() or 1)
         """Decoding, encoding and rendering: a thread per core."""
+        self.colouring = trio.CapacityLimiter(1)
+        """Colouring composite tiles: numpy steps on 256 x 256 planes that hold the GIL for
+        most of their time (two threads coloured slower than one), so one thread, beside the
+        decoding ones and never queued behind the next windows' decoding."""
         self.waits = trio.CapacityLimiter(WAITING_THREADS)
         """Threads that wait on a batch's fetches (the fetch pool's, or batched requests)."""
         self.rendered = RenderCache(self.cache_bytes)

@@ -4,11 +4,12 @@ formula and defaults: docs/views.md, 'Whole images'). Pure code.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["IMAGEJ_COLOURS", "Look", "look_of"]
+__all__ = ["IMAGEJ_COLOURS", "Look", "Looks", "look_of"]
 
 IMAGEJ_COLOURS = ((255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255), (0, 255, 255),
                   (255, 0, 255), (255, 255, 0), (255, 255, 255))
@@ -38,8 +39,15 @@ def _window(channel: Mapping[str, object]) -> tuple[float, float] | None:
         return None
 
 
+Tables = list[list[np.ndarray]]
+Looks = tuple[np.ndarray, Tables | None]
+"""A look's windows and their tables, as one colouring reads them (``Look.snapshot``)."""
+
+
 class Look:
-    """How each channel shows: its colour (RGB, black when off) and display window."""
+    """How each channel shows: its colour (RGB, black when off) and display window. Tiles
+    are coloured on worker threads while the trio thread may measure or drop the windows:
+    each colouring reads the windows and their tables once, as one pair (``_state``)."""
 
     def __init__(self, colours: Sequence[tuple[int, int, int]], dtype: np.dtype,
                  windows: Sequence[tuple[float, float]] | None, *, axis: bool) -> None:
@@ -47,53 +55,77 @@ class Look:
         self.colours = np.array(colours, dtype=np.uint32).reshape(-1, 3)
         self.dtype = np.dtype(dtype)
         self.given = windows is not None
-        self.windows = None if windows is None else np.array(windows, dtype=np.float64)
         self.axis = axis
-        self._tables: list[list[np.ndarray]] | None = None
+        self._state: tuple[np.ndarray | None, Tables | None] = (
+            None if windows is None else np.array(windows, dtype=np.float64), None)
+        self._lock = threading.Lock()
 
-    def levels(self, values: np.ndarray, channel: int) -> np.ndarray:
+    @property
+    def windows(self) -> np.ndarray | None:
+        """Each channel's display window (None until measured); a new array at each change,
+        so a tile coloured through one says which by identity."""
+        return self._state[0]
+
+    def _set(self, windows: np.ndarray | None) -> None:
+        with self._lock:
+            self._state = (windows, None)
+
+    def snapshot(self) -> Looks:
+        """The windows (measured) and, for integers of up to 16 bits, one table per channel
+        and colour component (built once per windows): what a colouring reads."""
+        state = self._state
+        windows, tables = state
+        assert windows is not None
+        if tables is None and self.dtype.kind in "ui" and self.dtype.itemsize <= 2:
+            low = np.iinfo(self.dtype).min
+            tables = [[(g * k // 255).astype(np.uint8) for k in colour] for g, colour in zip(
+                (self.levels(np.arange(low, low + (1 << 8 * self.dtype.itemsize)), c, windows)
+                 for c in range(len(self.colours))), self.colours, strict=True)]
+            with self._lock:  # kept unless the windows changed meanwhile
+                if self._state is state:
+                    self._state = (windows, tables)
+        return windows, tables
+
+    def levels(self, values: np.ndarray, channel: int, windows: np.ndarray) -> np.ndarray:
         """The 8-bit grey of ``values`` of a channel through its window (ImageJ's mapping:
         integers as ImageJ maps 16 bits, floats as it maps 32)."""
-        assert self.windows is not None
-        start, end = (float(v) for v in self.windows[channel])
+        start, end = (float(v) for v in windows[channel])
         span = max(end - start, 0.0)
         scaled = (values.astype(np.float64) - start) * (
             256 / (span + 1) if self.dtype.kind in "ui" else 255 / max(span, 1e-300))
         return np.clip(np.nan_to_num(np.floor(scaled + 0.5)), 0, 255).astype(np.uint32)
 
-    def _tinted(self, values: np.ndarray, channel: int, out: np.ndarray) -> None:
+    def _tinted(self, values: np.ndarray, channel: int, out: np.ndarray,
+                looks: Looks) -> None:
         """Into ``out``: each colour component of a channel's ``values`` (8 bits, ``levels``
-        times the colour's component over 255), through one table per component for
-        integers of up to 16 bits (built once)."""
-        if self._tables is None and self.dtype.kind in "ui" and self.dtype.itemsize <= 2:
-            low = np.iinfo(self.dtype).min
-            self._tables = [
-                [(g * k // 255).astype(np.uint8) for k in colour] for g, colour in zip(
-                    (self.levels(np.arange(low, low + (1 << 8 * self.dtype.itemsize)), c)
-                     for c in range(len(self.colours))), self.colours, strict=True)]
-        if self._tables is not None:  # one conversion to indices, then one take each
+        times the colour's component over 255), through ``looks``' tables where it has
+        them."""
+        windows, tables = looks
+        if tables is not None:  # one conversion to indices, then one take each
             index = values.astype(np.intp)
             if self.dtype.kind == "i":
                 index -= np.iinfo(self.dtype).min
             for j in np.flatnonzero(self.colours[channel]):  # "wrap": every index is in
-                np.take(self._tables[channel][j], index, out=out[j], mode="wrap")
+                np.take(tables[channel][j], index, out=out[j], mode="wrap")
         else:
-            grey = self.levels(values, channel)
+            grey = self.levels(values, channel, windows)
             for j in np.flatnonzero(self.colours[channel]):
                 out[j] = grey * self.colours[channel][j] // 255
 
-    def __call__(self, block: np.ndarray) -> np.ndarray:
+    def __call__(self, block: np.ndarray,
+                 looks: Looks | None = None) -> np.ndarray:
         """The 8-bit RGB of a block ``[..., Y, X, C]`` (``[..., Y, X]`` without a channel
         axis): per channel ``levels`` times its colour over 255, summed, capped at 255.
         Summed plane by plane in 8 bits (``a + min(b, 255 - a)``), interleaved once: a
         third of the memory traffic of summing RGB pixels in 16 bits."""
         if not self.axis:
             block = block[..., None]
+        looks = looks or self.snapshot()
         planes = np.zeros((3, *block.shape[:-1]), dtype=np.uint8)
         part, room = np.empty_like(planes), np.empty_like(planes[0])
         for c in range(block.shape[-1]):
             if self.colours[c].any():
-                self._tinted(block[..., c], c, part)
+                self._tinted(block[..., c], c, part, looks)
                 for j in np.flatnonzero(self.colours[c]):
                     np.subtract(255, planes[j], out=room)
                     planes[j] += np.minimum(part[j], room, out=room)
@@ -105,17 +137,16 @@ class Look:
         if values is None or values.size == 0:
             info = np.iinfo(self.dtype) if self.dtype.kind in "ui" else None
             window = (0.0, 1.0) if info is None else (float(info.min), float(info.max))
-            self.windows = np.array([window] * len(self.colours))
+            self._set(np.array([window] * len(self.colours)))
         else:
             flat = values.reshape(-1, values.shape[-1] if self.axis else 1)
-            self.windows = np.nan_to_num(np.stack(
-                [np.nanmin(flat, axis=0), np.nanmax(flat, axis=0)], axis=1).astype(np.float64))
-        self._tables = None
+            self._set(np.nan_to_num(np.stack(
+                [np.nanmin(flat, axis=0), np.nanmax(flat, axis=0)], axis=1).astype(np.float64)))
 
     def drop(self) -> None:
         """The data changed: measured windows are measured again."""
         if not self.given:
-            self.windows, self._tables = None, None
+            self._set(None)
 
     def imagej(self) -> dict[str, object]:
         """ImageJ's LUTs (a ramp from black to each colour, as ``LUT.createLutFromColor``)

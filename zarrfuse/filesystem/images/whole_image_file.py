@@ -6,6 +6,7 @@ per level, cached, never twice at once (neighbouring requests share tiles).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,10 +17,10 @@ import trio
 from zarrfuse.api.regions import chunk_region, overlap
 from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
-from zarrfuse.filesystem.images.composite import MEASURED_BYTES, Look
+from zarrfuse.filesystem.images.composite import MEASURED_BYTES, Look, Looks
 from zarrfuse.filesystem.images.image_versions import ChunkKey, ImageVersions
 from zarrfuse.filesystem.images.render import encode, encoded_size
-from zarrfuse.request_deadline import waited
+from zarrfuse.request_deadline import unbounded, waited
 from zarrfuse.tiff.whole_image import TileSpan, WholeImagePlan, tile_array
 
 __all__ = ["LevelChunks", "Preview", "WholeImage"]
@@ -57,7 +58,21 @@ REMOTE_AHEAD_WINDOWS = 8
 image of 4096 x 4096 uint16 at 1.5-1.6x zarr-python's time at 50 ms a request, 8 at
 1.0-1.2x (bench scenario ``pace-http``): 32 MiB of tiles ahead, within the decoded cache."""
 
+COLOUR_BATCH_BYTES = 1 << 20
+"""Composite tiles coloured in one go (a reader's read): a read waits for the batch of its
+tiles, not for a whole read-ahead window's."""
+
 TileKey = tuple[int, int, int, int]  # level, page, row, col
+
+
+@dataclass(frozen=True)
+class _Coloured:
+    """A composite tile and what it was coloured from: reused only for a read that serves
+    these very chunk arrays through these very windows."""
+
+    chunks: tuple[np.ndarray, ...]
+    windows: np.ndarray
+    tile: np.ndarray
 
 
 class WholeImage:
@@ -99,10 +114,18 @@ class WholeImage:
         starts up to a window before this point is sequential too."""
         self._ahead_until = 0
         """How far read-ahead has been asked for (a file offset)."""
-        self._windows_ahead = REMOTE_AHEAD_WINDOWS if any(
-            level.stored and level.stored.backend.capabilities.remote for level in self.levels
-        ) else AHEAD_WINDOWS
+        self._remote = any(
+            level.stored and level.stored.backend.capabilities.remote for level in self.levels)
+        self._windows_ahead = REMOTE_AHEAD_WINDOWS if self._remote else AHEAD_WINDOWS
         """Windows kept decoding ahead: more where each costs a round trip."""
+        self._ahead: trio.MemorySendChannel[set[TileKey]] | None = None
+        """The windows to decode ahead, in file order (``_decode_in_order``)."""
+        self._coloured: dict[TileKey, _Coloured] = {}
+        """Composite tiles coloured ahead of the reads, or by one (a tile a read's end cuts is
+        read again by the next), the oldest dropped past a few read-ahead windows' bytes."""
+        self._coloured_bytes = 0
+        self._colouring: dict[TileKey, trio.Event] = {}
+        """Tiles being coloured, for a read that needs them to wait for, not colour again."""
 
     @property
     def size(self) -> int:
@@ -119,6 +142,8 @@ class WholeImage:
             source.drop_listed()
         tokens = {image._token for image in (self, *self.siblings)}
         self._cache.drop_where(lambda key: isinstance(key, tuple) and key[0] in tokens)
+        for image in (self, *self.siblings):
+            image._data_changed()
 
     def _stored_key(self, key: ChunkKey) -> ChunkKey:
         stored_coords = self.levels[key[0]].stored_coords
@@ -136,8 +161,7 @@ class WholeImage:
                 changed.add((index, coords))
         for image in (self, *self.siblings) if changed else ():
             image.versions.change(changed, image._cached)
-            if image.look is not None:
-                image.look.drop()
+            image._data_changed()
         return bool(changed)
 
     def _cached(self, key: ChunkKey, generation: int) -> np.ndarray | None:
@@ -149,8 +173,15 @@ class WholeImage:
         for image in (self, *self.siblings):
             image._token = next(self._context.numbers)
             image.versions.drop()
-            if image.look is not None:
-                image.look.drop()
+            image._data_changed()
+
+    def _data_changed(self) -> None:
+        """Measured windows are measured again; coloured tiles are let go (a tile is reused
+        only from the chunk arrays it was coloured from: this frees them)."""
+        if self.look is not None:
+            self.look.drop()
+        self._coloured.clear()
+        self._coloured_bytes = 0
 
     async def settle(self, drop: Callable[[int], Awaitable[None]]) -> None:
         """After a change: ``drop(version)`` drops the kernel's pages of a version."""
@@ -196,18 +227,50 @@ class WholeImage:
             start = stop
         while start < horizon:
             end = min(start + window, self.plan.size)
-            tiles = {_tile_key(s) for s in self.plan.spans(start, end)}
-            self._context.start_soon(self._decode_ahead, tiles)
+            self._queue_ahead({_tile_key(s) for s in self.plan.spans(start, end)})
             start = end
         self._ahead_until = max(start, stop)
+
+    def _queue_ahead(self, tiles: set[TileKey]) -> None:
+        if self._ahead is not None:
+            try:
+                self._ahead.send_nowait(tiles)
+                return
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # its task ended (a failure, logged): a new one
+        self._ahead, windows = trio.open_memory_channel[set[TileKey]](math.inf)
+        self._ahead.send_nowait(tiles)
+        self._context.start_soon(self._decode_in_order, windows)
+
+    async def _decode_in_order(self, windows: trio.MemoryReceiveChannel[set[TileKey]]) -> None:
+        """Each window decoded in file order, one after another on every core: trio starts
+        tasks in no set order, and a reader whose window was decoded after the next ones
+        waited for all of them. On a remote store each window in its own task at once:
+        they wait on round trips, not on cores."""
+        unbounded()  # it outlives the read that started it
+        async with windows:
+            async for tiles in windows:
+                if self._remote:
+                    self._context.start_soon(self._decode_ahead, tiles)
+                else:
+                    await self._decode_ahead(tiles, colour_apart=True)
 
     def _window(self) -> int:
         """Bytes of tiles decoded ahead in one batch."""
         return max(READ_AHEAD_BYTES, 2 * self.plan.tile_nbytes(0))
 
-    async def _decode_ahead(self, tiles: set[TileKey]) -> None:
-        await self._decoded({
-            (t[0], c) for t in tiles for c in self._chunks_under(t[0], self._region(t))})
+    async def _decode_ahead(self, tiles: set[TileKey], colour_apart: bool = False) -> None:
+        """Decoded, and, for a composite, coloured (the colouring would otherwise be the
+        reader's); ``colour_apart``: in a task of its own, beside the next window's
+        decoding."""
+        regions, wanted = self._wanted(tiles)
+        decoded = await self._decoded({(t[0], c) for t, chunks in wanted.items() for c in chunks})
+        if self.look is None:
+            return
+        if colour_apart:
+            self._context.start_soon(self._colour, regions, wanted, decoded)
+        else:
+            await self._colour(regions, wanted, decoded)
 
     # --- tiles ---------------------------------------------------------------------------
 
@@ -234,17 +297,88 @@ class WholeImage:
     async def _tiles(
         self, tiles: Iterable[TileKey], version: int | None = None
     ) -> dict[TileKey, np.ndarray]:
-        if self.look is not None and self.look.windows is None:
-            await self._measure(self.look)
-        regions = {tile: self._region(tile) for tile in tiles}
-        wanted = {tile: self._chunks_under(tile[0], r) for tile, r in regions.items()}
+        regions, wanted = self._wanted(tiles)
         needed = {(tile[0], c) for tile, chunks in wanted.items() for c in chunks}
         decoded = await self._decoded(needed)
+        looks = None if self.look is None else await self._colour(regions, wanted, decoded)
         self.versions.as_served(version, decoded)  # no await from here to the reply
-        return {
-            tile: self._assemble(tile, regions[tile], chunks, decoded)
-            for tile, chunks in wanted.items()
-        }
+        out = {}
+        for tile, chunks in wanted.items():  # coloured again where a version serves others
+            kept = self._coloured_from(tile, chunks, decoded, looks)
+            out[tile] = self._assemble(tile, regions[tile], chunks, decoded, looks) if (
+                kept is None) else kept
+        return out
+
+    def _wanted(self, tiles: Iterable[TileKey]) -> tuple[
+            dict[TileKey, tuple[slice, ...]], dict[TileKey, list[Coords]]]:
+        """Each tile's region, and the chunks under it."""
+        regions = {tile: self._region(tile) for tile in tiles}
+        return regions, {tile: self._chunks_under(tile[0], r) for tile, r in regions.items()}
+
+    # --- the colour composite ------------------------------------------------------------
+
+    async def _colour(
+        self,
+        regions: dict[TileKey, tuple[slice, ...]],
+        wanted: dict[TileKey, list[Coords]],
+        decoded: dict[ChunkKey, np.ndarray],
+    ) -> Looks:
+        """The look's windows as now (measured first if a change dropped them) and the tiles
+        of ``wanted`` coloured through them from ``decoded``, on the colouring thread, kept
+        for the reads that serve them; a tile another task is colouring is waited for."""
+        look = self.look
+        assert look is not None
+        while look.windows is None:  # not yet measured, or a change dropped them
+            await self._measure(look)
+        looks = look.snapshot()
+        for tile in wanted:
+            if (event := self._colouring.get(tile)) is not None:
+                await waited(event.wait())
+        todo = sorted(t for t in wanted if t not in self._colouring
+                      and self._coloured_from(t, wanted[t], decoded, looks) is None)
+        per = max(1, COLOUR_BATCH_BYTES // self.plan.tile_nbytes(todo[0][0])) if todo else 1
+        batches = [(todo[i : i + per], trio.Event()) for i in range(0, len(todo), per)]
+        for some, event in batches:
+            self._colouring.update(dict.fromkeys(some, event))
+
+        def colour(some: list[TileKey]) -> list[tuple[TileKey, _Coloured]]:
+            return [(t, _Coloured(tuple(decoded[(t[0], c)] for c in wanted[t]), looks[0],
+                                  self._assemble(t, regions[t], wanted[t], decoded, looks)))
+                    for t in some]
+
+        try:
+            for some, event in batches:  # in file order, each batch's readers let go at once
+                for tile, coloured in await waited(trio.to_thread.run_sync(
+                        colour, some, limiter=self._context.colouring, abandon_on_cancel=True)):
+                    self._keep(tile, coloured)
+                for tile in some:
+                    self._colouring.pop(tile, None)
+                event.set()
+        finally:
+            for some, event in batches:
+                for tile in some:
+                    self._colouring.pop(tile, None)
+                event.set()
+        return looks
+
+    def _keep(self, tile: TileKey, coloured: _Coloured) -> None:
+        """Kept, the oldest tiles dropped past a few read-ahead windows' bytes."""
+        old = self._coloured.pop(tile, None)
+        self._coloured[tile] = coloured
+        self._coloured_bytes += coloured.tile.nbytes - (0 if old is None else old.tile.nbytes)
+        while self._coloured_bytes > (self._windows_ahead + 2) * self._window():
+            first = next(iter(self._coloured))
+            self._coloured_bytes -= self._coloured.pop(first).tile.nbytes
+
+    def _coloured_from(self, tile: TileKey, chunks: list[Coords],
+                       decoded: dict[ChunkKey, np.ndarray], looks: Looks | None,
+                       ) -> np.ndarray | None:
+        """The tile kept, if coloured from exactly these chunk arrays through ``looks``."""
+        kept = self._coloured.get(tile)
+        if kept is None or looks is None or kept.windows is not looks[0]:
+            return None
+        same = all(a is decoded[(tile[0], c)] for a, c in zip(kept.chunks, chunks, strict=True))
+        return kept.tile if same else None
 
     async def _measure(self, look: Look) -> None:
         """Default windows (``composite``): each channel's minimum and maximum on the
@@ -266,13 +400,15 @@ class WholeImage:
         region: tuple[slice, ...],
         chunks: list[Coords],
         decoded: dict[ChunkKey, np.ndarray],
+        looks: Looks | None = None,
     ) -> np.ndarray:
-        """A tile's data (``tile_array``) from the decoded chunks its region overlaps."""
+        """A tile's data (``tile_array``) from the decoded chunks its region overlaps (a
+        composite's coloured through ``looks``)."""
         block = self._block(tile[0], region, chunks, decoded)
         if self.order is not None:
             block = np.transpose(block, self.order)
         if self.look is not None:
-            block = self.look(block)
+            block = self.look(block, looks)
         return tile_array(block, self.plan, tile[0])
 
     def _block(
