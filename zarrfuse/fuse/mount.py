@@ -9,6 +9,7 @@ import logging
 import os
 import resource
 import signal
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -309,6 +310,13 @@ def _keep_freed_memory() -> None:
         log.debug("mallopt unavailable: %s", e)
 
 
+GIL_SWITCH_SECONDS = 0.0005
+"""How long a thread holding the GIL keeps it while another waits (Python's default: 5 ms).
+Colouring composite tiles holds it for most of its numpy steps; the trio thread and the
+threads reading chunk files waited up to 5 ms at each hand-back: 0.5 ms read a composite
+12-20% faster (3 of 3 interleaved pairs)."""
+
+
 def _raise_open_file_limit() -> None:
     """Read-only mounts keep recently read chunks open; allow as many files as permitted."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -328,6 +336,7 @@ def serve(
     counters = Counters()
     _raise_open_file_limit()
     _keep_freed_memory()
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
     fs, kind = build_filesystem(config, counters)
     if kind == "group":
         root = fs.namespace.node(pyfuse3.ROOT_INODE)

@@ -53,6 +53,9 @@ of 1 MiB read at 190-210 MB/s, of 4 MiB at 295-318 MB/s (4096 x 4096 uint16, zst
 in process, 2 cores: the fixed cost of a batch is paid less often)."""
 AHEAD_WINDOWS = 4
 """Batches kept decoding ahead: enough that every worker thread always has one."""
+LOCAL_WINDOWS_AT_ONCE = 2
+"""Batches decoding at once from a local store: one lists and reads its chunks while the one
+before it decodes (one at a time, each read 4 MiB in the time the reader took it)."""
 REMOTE_AHEAD_WINDOWS = 8
 """On a remote store: a round trip per batch, so more of them in flight. 4 held a whole
 image of 4096 x 4096 uint16 at 1.5-1.6x zarr-python's time at 50 ms a request, 8 at
@@ -243,17 +246,24 @@ class WholeImage:
         self._context.start_soon(self._decode_in_order, windows)
 
     async def _decode_in_order(self, windows: trio.MemoryReceiveChannel[set[TileKey]]) -> None:
-        """Each window decoded in file order, one after another on every core: trio starts
-        tasks in no set order, and a reader whose window was decoded after the next ones
-        waited for all of them. On a remote store each window in its own task at once:
-        they wait on round trips, not on cores."""
+        """The windows decoded in file order, LOCAL_WINDOWS_AT_ONCE at a time (each on every
+        core), each started once the one before it runs: trio starts the tasks it is given
+        at once in no set order, and a reader whose window was decoded after the next ones
+        waited for all of them. On a remote store every window at once: they wait on round
+        trips, not on cores."""
         unbounded()  # it outlives the read that started it
+        at_once = trio.Semaphore(self._windows_ahead if self._remote else LOCAL_WINDOWS_AT_ONCE)
+
+        async def one(tiles: set[TileKey]) -> None:
+            try:
+                await self._decode_ahead(tiles, colour_apart=True)
+            finally:
+                at_once.release()
+
         async with windows:
             async for tiles in windows:
-                if self._remote:
-                    self._context.start_soon(self._decode_ahead, tiles)
-                else:
-                    await self._decode_ahead(tiles, colour_apart=True)
+                await at_once.acquire()
+                self._context.start_soon(one, tiles)
 
     def _window(self) -> int:
         """Bytes of tiles decoded ahead in one batch."""
