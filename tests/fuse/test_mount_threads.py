@@ -1,6 +1,6 @@
 """The daemon's threads stay within its mount's bounds after a busy run (issue 53 point 5):
 many readers and writers at once, each write a commit, and no thread more than the mount's
-pools allow (``MountContext``: io, cpu, waits; trio's own bound for kernel invalidations;
+pools allow (``MountContext``: io, cpu, colouring, waits; trio's own bound for kernel invalidations;
 the store watch and the warming thread)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.fuse, pytest.mark.timeout(180)]
 
 TRIO_DEFAULT = 40  # trio's own bound, per trio run: the adapter's kernel invalidations
 FIXED = 4  # the main thread, the store watch, the warming thread, the request loop
+COLOURING = 1  # the thread colouring composite tiles
 WRITERS = 32
 
 
@@ -42,5 +43,6 @@ def test_the_daemon_s_threads_stay_bounded_after_a_busy_run(tmp_path):
         with ThreadPoolExecutor(WRITERS) as pool:
             list(pool.map(busy, range(WRITERS)))
         threads = _threads(daemon_pid(mnt))
-    bound = FIXED + IO_THREADS + (os.cpu_count() or 1) + WAITING_THREADS + TRIO_DEFAULT
+    bound = (FIXED + IO_THREADS + (os.cpu_count() or 1) + COLOURING + WAITING_THREADS
+             + TRIO_DEFAULT)
     assert len(threads) <= bound, sorted(threads)
