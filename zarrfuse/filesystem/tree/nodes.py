@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, cast
 
 from zarrfuse.errors import NotAChunk, NotADirectory, NotFound, NotPermitted, ZarrFuseError
 from zarrfuse.filesystem.images.image_names import image_file_name, image_node_names, sibling_name
@@ -560,8 +560,12 @@ async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
         lo, hi = array.tree.leaf_range(only)
         found = await array.stored.listings.stored_stats_between(pos.done, lo, hi, first=True)
         return names if found else []
-    stored = await array.stored.listings.stored.values(pos.done)
-    return array.tree.stored_child_names(pos, stored)
+    tree, listings = array.tree, array.stored.listings
+    if len(pos.done) == len(tree.grid) - 1:  # the last coordinate: the names not decoded
+        return [name for name in names if await listings.any_stored(
+            pos.done, *tree.value_range(cast(DirPosition, tree.child(pos, name))))]
+    stored = await listings.stored.values(pos.done)
+    return tree.stored_child_names(pos, stored)
 
 
 def _full(array: ArrayView, shown: tuple[int, ...]) -> tuple[int, ...]:
