@@ -9,6 +9,7 @@ import numpy as np
 import zarr
 
 from tests.inprocess import in_process
+from zarrfuse.filesystem.chunks.stored_set import KeyShape
 
 CHUNKS = 5000  # over LISTABLE_KEYS (4096): the store directory is never listed with stats
 
@@ -62,3 +63,19 @@ def test_a_chunk_written_through_the_mount_shows_its_new_size_at_once(tmp_path):
         assert fs.size(f"c/1/001/{name}") == 2
         assert dict(fs.entries("c/1/001"))[name].size == 2
     assert zarr.open_array(path)[1000 + int(name)] == 7
+
+
+def test_a_walk_of_a_dense_array_decodes_no_chunk_key(tmp_path, monkeypatch):
+    """Which fanout directories lead to stored chunks is learnt from the names a listing
+    holds, looked for in grid order: no decoding of every key of the store directory
+    (a fifth of ``find``'s time over 100,000 chunks, when each was decoded)."""
+    path = _flat(tmp_path / "flat")
+    decoded = []
+    decode = KeyShape.decode
+    monkeypatch.setattr(KeyShape, "decode", lambda self, parts: decoded.append(parts) or
+                        decode(self, parts))
+    with in_process(path) as fs:
+        files = fs.walk("c")
+    assert len(files) == CHUNKS - 1  # chunk 0 holds the fill value: not stored
+    assert {"0/001", "0/999", "1/001/000", "1/004/999"} <= files
+    assert decoded == []

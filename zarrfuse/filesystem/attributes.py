@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from zarrfuse.errors import NameTooLong
 
@@ -23,9 +24,8 @@ class Ownership:
     umask: int = 0o022
 
 
-@dataclass(frozen=True)
-class Attributes:
-    """What ``stat`` shows for a node."""
+class Attributes(NamedTuple):
+    """What ``stat`` shows for a node (a tuple: one is built per file listed)."""
 
     inode: int
     mode: int

@@ -6,7 +6,7 @@ built from collaborators handed to each other (docs/contributing.md, 'Layout'). 
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 import os
 import stat
@@ -148,24 +148,15 @@ class FileSystem:
         """What stat shows of ``node``: every stored answer from the node, the rest from
         what holds it meanwhile (a writer's size, a scratch file, a time set)."""
         read_only = node.shown_read_only or self._unwritable(node) is not None
-        kind, bits = (stat.S_IFDIR, 0o777) if node.is_dir else (stat.S_IFREG, 0o666)
-        bits &= ~self.ownership.umask
-        if read_only:
-            bits &= ~0o222
-        return Attributes(
-            inode=self.namespace.inode_of(node),
-            mode=kind | bits,
-            size=size,
-            uid=self.ownership.uid,
-            gid=self.ownership.gid,
-            time_ns=self._time(node, mtime_ns),
-            followed=self._followed(node),
-        )
+        owner = self.ownership
+        return Attributes(self.namespace.inode_of(node), _mode(node.is_dir, read_only, owner.umask),
+                          size, owner.uid, owner.gid, self._time(node, mtime_ns),
+                          self._followed(node))
 
     def _time(self, node: Node, mtime_ns: int | None) -> int:
         """The node's own time (stored, or its metadata's), unless a time set since holds."""
         own = node.fixed_time() if mtime_ns is None else mtime_ns
-        set_time = self.times.get(node)
+        set_time = self.times.get(node) if self.times else None  # most often none is set
         if set_time is None:
             return own
         if set_time[1] != own:
@@ -208,7 +199,7 @@ class FileSystem:
         claimed = self.page_cache.claim(entry.node, pid, lambda: self.opening.fresh(entry.node),
                                         lambda inode: self.namespace.known(inode) is not None)
         if claimed is not None:
-            attributes = dataclasses.replace(attributes, inode=claimed)
+            attributes = attributes._replace(inode=claimed)
         self.namespace.remember(attributes.inode)
         return attributes
 
@@ -502,6 +493,14 @@ class FileSystem:
                     "/".join(p for p in (key.directory.path(), key.name) if p),
                     len(scratch.data),
                 )
+
+
+@functools.cache
+def _mode(is_dir: bool, read_only: bool, umask: int) -> int:
+    """A node's mode: a directory or a file, all permissions but the umask's and, where it
+    cannot be written, the write bits (worked out once: every file listed asks)."""
+    kind, bits = (stat.S_IFDIR, 0o777) if is_dir else (stat.S_IFREG, 0o666)
+    return kind | bits & ~umask & (~0o222 if read_only else ~0)
 
 
 def _stale(node: Node, gone: errors.NotFound) -> errors.ZarrFuseError:

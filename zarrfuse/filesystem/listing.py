@@ -3,7 +3,6 @@ included."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -65,10 +64,8 @@ class Listings:
         if entries is None or start_id == 0:
             entries = await self._list(node)
             self._dirs[handle] = (node, entries)
-        return (
-            (entry.name, self.attributes(entry.node, entry.size, entry.mtime_ns), index + 1)
-            for index, entry in itertools.islice(enumerate(entries), start_id, None)
-        )
+        return ((e.name, self.attributes(e.node, e.size, e.mtime_ns), next_id)
+                for next_id, e in enumerate(entries[start_id:], start_id + 1))
 
     def releasedir(self, handle: int) -> None:
         self._dirs.pop(handle, None)

@@ -70,9 +70,8 @@ class FuseOperations(pyfuse3.Operations):
     def _entry(self, a: Attributes, *, settled: bool = True) -> pyfuse3.EntryAttributes:
         """``settled``: no node's kernel caches were dropped while ``a`` was computed (see
         ``_settled``); else the kernel uses it for this request only."""
-        entry = pyfuse3.EntryAttributes()
+        entry = pyfuse3.EntryAttributes()  # generation and st_rdev: 0 from the start
         entry.st_ino = a.inode
-        entry.generation = 0
         if not settled:
             entry.entry_timeout = entry.attr_timeout = 0
         elif a.followed and self.followed_timeout is not None:
@@ -84,7 +83,6 @@ class FuseOperations(pyfuse3.Operations):
         entry.st_nlink = 2 if a.is_dir else 1
         entry.st_uid = a.uid
         entry.st_gid = a.gid
-        entry.st_rdev = 0
         entry.st_size = a.size
         entry.st_blksize = 1 << 20
         entry.st_blocks = -(-a.size // 512)

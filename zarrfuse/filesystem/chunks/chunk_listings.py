@@ -278,6 +278,22 @@ class ChunkListings:
         candidates = values[bisect_left(values, lo) : bisect_right(values, hi)]
         return await self.stored_stats(done, lo, hi, candidates, first=first)
 
+    async def any_stored(self, done: tuple[int, ...], lo: int, hi: int) -> bool:
+        """Whether a chunk ``(*done, c)``, ``lo <= c <= hi``, is stored (a store that lists):
+        where its directory is dense, the candidates' names are looked for in its listing, in
+        order, at most twice as many as it holds; else the values ``stored`` decodes."""
+        directory = split_key(self.chunk_key((*done, lo)))[0]
+        listing = await self.listing(directory)
+        if 2 * len(listing) < (hi - lo + 1) * len(self.parts.parts):
+            values = await self.stored.values(done)
+            return bisect_left(values, lo) < bisect_right(values, hi)
+        for c in range(lo, hi + 1):
+            for key in self.part_keys((*done, c)):
+                at, name = split_key(key)
+                if name in (listing if at == directory else await self.listing(at)):
+                    return True
+        return False
+
     async def listed_keys(
         self, directory: str, chunk_at: Callable[[str], tuple[int, ...] | None]
     ) -> tuple[list[str], dict[tuple[int, ...], Stat]]:
