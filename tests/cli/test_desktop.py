@@ -13,6 +13,7 @@ from __future__ import annotations
 import configparser
 import os
 import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,17 @@ def _prepare_home(user, home: Path) -> None:
     opener.chmod(0o755)
 
 
+def _opened(home: Path, count: int, timeout: float = 20) -> list[str]:
+    """The folders the stand-in opener was given, once it has been given ``count``: the
+    action starts the opener and returns without waiting for it (a poll with a deadline)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = (home / "opened").read_text().split() if (home / "opened").exists() else []
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.02)
+
+
 def test_the_entries_validate_and_their_command_mounts_and_opens_the_folder(
     other_user, shared_dir, array_v3, tmp_path, user_zarrfuse  # noqa: F811
 ):
@@ -75,7 +87,7 @@ def test_the_entries_validate_and_their_command_mounts_and_opens_the_folder(
         assert where.parent == home / "run" / "zarrfuse" and is_mounted(where)
         found = as_user(user, "find", where, "-name", "*.tiff")
         assert found.returncode == 0 and found.stdout.split(), found.stderr
-        assert (home / "opened").read_text().split() == [str(where)]
+        assert _opened(home, 1) == [str(where)]
         again = as_user(user, *env, *command)  # mounted already: opened again, not remounted
         assert again.returncode == 0 and Path(again.stdout.strip()) == where
         script = data / "nautilus" / "scripts" / "Mount as images (zarrfuse)"
@@ -83,7 +95,7 @@ def test_the_entries_validate_and_their_command_mounts_and_opens_the_folder(
         nautilus = as_user(user, *env, f"NAUTILUS_SCRIPT_SELECTED_FILE_PATHS={second}\n",
                            script)
         assert nautilus.returncode == 0, nautilus.stderr
-        mounts = [Path(p) for p in (home / "opened").read_text().split()]
+        mounts = [Path(p) for p in _opened(home, 3)]  # the first twice, then the second
         assert len(set(mounts)) == 2 and all(is_mounted(m) for m in mounts)
         down = as_user(user, *env, *zarrfuse, "umount", "--all")
         assert down.returncode == 0, down.stderr
