@@ -11,9 +11,11 @@ was asked to open.
 from __future__ import annotations
 
 import configparser
+import contextlib
 import os
 import shlex
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,15 @@ def _prepare_home(user, home: Path) -> None:
     opener.chmod(0o755)
 
 
+@contextlib.contextmanager
+def _unmounted_after(user, env: list[str], zarrfuse: list[str]) -> Iterator[None]:
+    """The user's mounts are unmounted when the block ends, even when it fails."""
+    try:
+        yield
+    finally:
+        as_user(user, *env, *zarrfuse, "umount", "--all")
+
+
 def _opened(home: Path, count: int, timeout: float = 20) -> list[str]:
     """The folders the stand-in opener was given, once it has been given ``count``: the
     action starts the opener and returns without waiting for it (a poll with a deadline)."""
@@ -80,7 +91,8 @@ def test_the_entries_validate_and_their_command_mounts_and_opens_the_folder(
     assert "desktop open %F" in nemo and "Extensions=dir;" in nemo
     command = [folder if word == "%f" else word  # what pcmanfm runs for "Mount as images"
                for word in shlex.split(action["X-Action-Profile folder"]["Exec"])]
-    with fuse_device_mode(0o666), mounted(array_v3, tmp_path / "root-mnt"):  # not the user's
+    with fuse_device_mode(0o666), mounted(array_v3, tmp_path / "root-mnt"), \
+            _unmounted_after(user, env, zarrfuse):  # root's mount is not the user's
         done = as_user(user, *env, *command)  # what the file manager runs
         assert done.returncode == 0, done.stderr
         where = Path(done.stdout.strip())
