@@ -27,7 +27,9 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 import zarrfuse
 from zarrfuse.fuse.mountpoint import is_mounted
 
-pytestmark = pytest.mark.timeout(600)
+# One worker runs them all (``scripts/dev``: --dist loadgroup): the wheel and its venv are
+# module fixtures, built once per worker that runs any of them (8-9 s each).
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("packaging")]
 
 REPO = Path(__file__).resolve().parent.parent
 SHAPE, CHUNKS, DTYPE = (50, 70), (20, 25), "uint16"
