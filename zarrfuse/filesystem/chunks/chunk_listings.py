@@ -278,15 +278,18 @@ class ChunkListings:
         candidates = values[bisect_left(values, lo) : bisect_right(values, hi)]
         return await self.stored_stats(done, lo, hi, candidates, first=first)
 
-    async def any_stored(self, done: tuple[int, ...], lo: int, hi: int) -> bool:
-        """Whether a chunk ``(*done, c)``, ``lo <= c <= hi``, is stored (a store that lists):
-        where its directory is dense, the candidates' names are looked for in its listing, in
-        order, at most twice as many as it holds; else the values ``stored`` decodes."""
+    async def listed_densely(self, done: tuple[int, ...], lo: int, hi: int) -> bool:
+        """Whether the store directory of the chunks ``(*done, c)``, ``lo <= c <= hi``, holds
+        at least half as many names as the range has parts: looking each candidate's names up
+        in its listing (``any_listed``) then costs at most twice what decoding them would."""
+        directory = split_key(self.chunk_key((*done, lo)))[0]
+        return 2 * len(await self.listing(directory)) >= (hi - lo + 1) * len(self.parts.parts)
+
+    async def any_listed(self, done: tuple[int, ...], lo: int, hi: int) -> bool:
+        """Whether a chunk ``(*done, c)``, ``lo <= c <= hi``, is stored: its names looked for
+        in the listings of its directories, in order, until one is found."""
         directory = split_key(self.chunk_key((*done, lo)))[0]
         listing = await self.listing(directory)
-        if 2 * len(listing) < (hi - lo + 1) * len(self.parts.parts):
-            values = await self.stored.values(done)
-            return bisect_left(values, lo) < bisect_right(values, hi)
         for c in range(lo, hi + 1):
             for key in self.part_keys((*done, c)):
                 at, name = split_key(key)

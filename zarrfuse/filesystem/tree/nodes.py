@@ -557,10 +557,11 @@ async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
         found = await array.stored.listings.stored_stats_between(pos.done, lo, hi, first=True)
         return names if found else []
     tree, listings = array.tree, array.stored.listings
-    if len(pos.done) == len(tree.grid) - 1:  # the last coordinate: the names not decoded
-        return [name for name in names if await listings.any_stored(
-            pos.done, *tree.value_range(cast(DirPosition, tree.child(pos, name))))]
-    stored = await listings.stored.values(pos.done)
+    if len(pos.done) == len(tree.grid) - 1 and await listings.listed_densely(
+            pos.done, *tree.value_range(pos)):  # the last coordinate, densely stored: the
+        return [name for name in names if await listings.any_listed(  # names looked up,
+            pos.done, *tree.value_range(cast(DirPosition, tree.child(pos, name))))]  # not decoded
+    stored = await listings.stored.values(pos.done)  # sparse: what is stored, decoded once
     return tree.stored_child_names(pos, stored)
 
 
