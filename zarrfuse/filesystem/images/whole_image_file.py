@@ -361,15 +361,20 @@ class WholeImage:
                 for tile, coloured in await waited(trio.to_thread.run_sync(
                         colour, some, limiter=self._context.colouring, abandon_on_cancel=True)):
                     self._keep(tile, coloured)
-                for tile in some:
-                    self._colouring.pop(tile, None)
-                event.set()
-        finally:
+                self._coloured_batch(some, event)
+        finally:  # failed or cut: whoever waits for the rest colours them itself
             for some, event in batches:
-                for tile in some:
-                    self._colouring.pop(tile, None)
-                event.set()
+                if not event.is_set():
+                    self._coloured_batch(some, event)
         return looks
+
+    def _coloured_batch(self, tiles: list[TileKey], event: trio.Event) -> None:
+        """The colouring of ``tiles`` that ``event`` stands for is over (not another task's
+        colouring of one of them since)."""
+        for tile in tiles:
+            if self._colouring.get(tile) is event:
+                del self._colouring[tile]
+        event.set()
 
     def _keep(self, tile: TileKey, coloured: _Coloured) -> None:
         """Kept, the oldest tiles dropped past a few read-ahead windows' bytes."""
