@@ -52,7 +52,8 @@ class Azurite:
         deadline = time.monotonic() + 30
         while True:
             out = []
-            for line in self._debug_log.read_text().splitlines():
+            text = self._debug_log.read_text()
+            for line in text[: text.rfind("\n") + 1].splitlines():  # a line being written: later
                 if "RequestMethod=" in line:
                     method = line.split("RequestMethod=")[1].split()[0]
                     url = line.split("RequestURL=")[1].split()[0]
