@@ -208,8 +208,10 @@ class WholeImage:
         self._reach = max(self._reach, stop) if sequential else stop
         if stop > plan.data_start:
             spans = plan.spans(max(offset, plan.data_start), stop)
+            if sequential and self._remote:  # round trips, not cores: beside the reader's
+                self._read_ahead(stop)
             tiles = await self._tiles({_tile_key(s) for s in spans}, version)
-            if sequential:  # after the reader's own tiles: never ahead of them
+            if sequential and not self._remote:  # after the reader's own tiles, never ahead
                 self._read_ahead(stop)
             for s in spans:
                 piece = memoryview(tiles[_tile_key(s)]).cast("B")[s.start : s.stop]
