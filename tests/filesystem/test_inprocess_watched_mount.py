@@ -252,6 +252,19 @@ def test_a_whole_image_handle_keeps_the_version_it_opened(tmp_path):
         fs.close(after)
 
 
+def test_the_kernel_keeps_no_entry_of_a_whole_images_name(tmp_path):
+    """A change gives a whole image a new inode, and the kernel is not told: were it to keep
+    the name's entry (an hour on a read-only mount), a program opening the file again by its
+    name would be sent to the old version for LOOKUP_TO_OPEN (2 s) after its last lookup.
+    With no entry kept, each open looks the name up and gets the newest version."""
+    path = tmp_path / "a"
+    zarr.create_array(path, data=np.full((64, 64), 1, dtype="<u2"), chunks=(64, 64),
+                      compressors=None)
+    with in_process(str(path), format="ome-tiff", read_only=True) as fs:
+        fs.watch_starts()
+        assert _timeouts(fs, "a.ome.tif") == (0, READ_ONLY_TIMEOUT)
+
+
 def _entry(fs, path: str) -> pyfuse3.EntryAttributes:
     parent, _, name = path.rpartition("/")
     return fs._call(fs.ops.lookup, fs.inode(parent), name.encode(), CTX)

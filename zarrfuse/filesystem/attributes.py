@@ -36,6 +36,8 @@ class Attributes(NamedTuple):
     followed: bool = False
     """Every change to it reaches the kernel as it happens (the mount's commits, and the
     store watch while it runs): the kernel may keep it as long as on a read-only mount."""
+    renamed_by_changes: bool = False
+    """The kernel keeps no entry of its name (``Node.renamed_by_changes``)."""
 
     @property
     def is_dir(self) -> bool:

@@ -151,7 +151,7 @@ class FileSystem:
         owner = self.ownership
         return Attributes(self.namespace.inode_of(node), _mode(node.is_dir, read_only, owner.umask),
                           size, owner.uid, owner.gid, self._time(node, mtime_ns),
-                          self._followed(node))
+                          self._followed(node), node.renamed_by_changes)
 
     def _time(self, node: Node, mtime_ns: int | None) -> int:
         """The node's own time (stored, or its metadata's), unless a time set since holds."""

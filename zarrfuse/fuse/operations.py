@@ -77,7 +77,7 @@ class FuseOperations(pyfuse3.Operations):
         elif a.followed and self.followed_timeout is not None:
             entry.entry_timeout = entry.attr_timeout = self.followed_timeout
         else:
-            entry.entry_timeout = self.entry_timeout
+            entry.entry_timeout = 0 if a.renamed_by_changes else self.entry_timeout
             entry.attr_timeout = self.attr_timeout
         entry.st_mode = a.mode
         entry.st_nlink = 2 if a.is_dir else 1

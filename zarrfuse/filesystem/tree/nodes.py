@@ -58,6 +58,9 @@ class Node(ABC):
     comes_and_goes: ClassVar[bool] = False
     """Writers make and remove it (chunks, scratch files): gone since the kernel looked it
     up, the kernel's inode of it is stale, and the name is looked up again."""
+    renamed_by_changes: ClassVar[bool] = False
+    """A change gives its name a new inode the kernel is not told of (a whole image's
+    version): the kernel keeps no entry of the name, and looks it up at each open."""
 
     def in_array(self) -> ArrayView | None:
         """The array the node belongs to (None: a group's, a whole image's)."""
@@ -478,6 +481,7 @@ class ImageFile(Node):
     image: WholeImage
     version: int = 0
     shown_read_only = True
+    renamed_by_changes = True
 
     def fixed_time(self) -> int:
         return self.image.metadata_time_ns
