@@ -19,6 +19,11 @@ from zarrfuse.storage.beneath import LOCAL_DISK, Root, _filesystem_type
 from zarrfuse.storage.local import LocalBackend
 from zarrfuse.storage.local_warming import QUEUED, KernelWarming
 
+# One worker runs this module: a test here that drops the kernel's caches on another worker
+# would uncache the files a warming test has just warmed (seen once in a full run: the last
+# file "was not warmed within 10 s").
+pytestmark = pytest.mark.xdist_group("kernel-caches")
+
 
 def _forget_names(store: Path) -> None:
     """Drop the kernel's unused dentries and inodes, or skip where that cannot uncache."""
