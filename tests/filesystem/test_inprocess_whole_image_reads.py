@@ -65,7 +65,6 @@ def test_requests_two_at_a_time_from_the_start_decode_the_next_tiles_ahead(tmp_p
         np.testing.assert_array_equal(tifffile.imread(io.BytesIO(fs.read("a.ome.tif"))), data)
 
 
-
 @pytest.mark.expect_log(r"did not answer within 2 s")  # the stalled chunk's read: EIO
 def test_on_a_web_server_the_first_tiles_read_ahead_beside_their_own_requests(tmp_path):
     """Read-ahead costs round trips there, not cores: the windows after a reader's first

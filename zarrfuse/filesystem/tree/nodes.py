@@ -561,11 +561,13 @@ async def _shown_children(array: ArrayView, pos: DirPosition) -> list[str]:
         found = await array.stored.listings.stored_stats_between(pos.done, lo, hi, first=True)
         return names if found else []
     tree, listings = array.tree, array.stored.listings
+    # The last coordinate, densely stored: each name looked up in the listing, not decoded.
+    # Otherwise (sparse): what is stored, decoded once.
     if len(pos.done) == len(tree.grid) - 1 and await listings.listed_densely(
-            pos.done, *tree.value_range(pos)):  # the last coordinate, densely stored: the
-        return [name for name in names if await listings.any_listed(  # names looked up,
-            pos.done, *tree.value_range(cast(DirPosition, tree.child(pos, name))))]  # not decoded
-    stored = await listings.stored.values(pos.done)  # sparse: what is stored, decoded once
+            pos.done, *tree.value_range(pos)):
+        return [name for name in names if await listings.any_listed(
+            pos.done, *tree.value_range(cast(DirPosition, tree.child(pos, name))))]
+    stored = await listings.stored.values(pos.done)
     return tree.stored_child_names(pos, stored)
 
 
