@@ -5,11 +5,12 @@ decodes: ``tifffile.imread`` (``--read-only`` and default), every tile by one ``
 file order, the tile data in 1 MiB reads, every file of the ``--format tiff`` view and, for
 scale, of the raw view. Baselines, in this process: numcodecs decoding the chunk bytes in
 one thread, and zarr-python reading the array. Bound: ``imread`` of the same file once
-``cat`` has put all of it in the mount's page cache (costs the daemon nothing); for issue 55,
-the same file's bytes served by the pyfuse3 ceiling (``bench/passthrough_pyfuse3.py`` over
-a local copy, a fresh mount: FUSE through pyfuse3 with no decoding). Floors: imread >= 1.0x
-one zstd thread (issue 35), >= 1.5x zarr-python and >= 0.8x the page cache (issue 55);
-tiles,
+``cat`` has put all of it in the mount's page cache (costs the daemon nothing). Issue 55
+reads the whole file three ways, ``imread``, ``cp`` and GDAL's ``gdal_translate`` (both into
+tmpfs, checked), each beside zarr-python and beside itself on the page cache; bound: the same
+reader on the pyfuse3 ceiling (``bench/passthrough_pyfuse3.py`` over a local copy, a fresh
+mount: FUSE through pyfuse3 with no decoding). Floors: imread >= 1.0x one zstd thread
+(issue 35); each reader >= 1.5x zarr-python and >= 0.8x the page cache (issue 55); tiles,
 blocks and TIFF files >= 0.5x one zstd thread (issue 14). Then a 100,000 x 100,000 image
 on a fresh mount: the header and first tile (floor < 50 ms, issue 35) and the header with
 every tile offset (floor < 1 s, issue 14; no chunk decoded; beside the same header in a
@@ -30,10 +31,22 @@ import tifffile
 import zarr
 
 from bench.data import TILE, make_image, make_slide
-from bench.harness import MB, ZARRFUSE, Context, Row, at_least, at_most, proc_field, run, seconds
+from bench.harness import (
+    MB,
+    ZARRFUSE,
+    Context,
+    Row,
+    at_least,
+    at_most,
+    proc_field,
+    run,
+    seconds,
+    timed,
+)
 from bench.scenarios.fuse_peers import CEILING
 
 ISSUE = "35"
+SHM = Path("/dev/shm")  # where cp and gdal_translate write: no disk in the figure
 
 
 def imread(path: Path, expected: np.ndarray) -> float:
@@ -42,6 +55,30 @@ def imread(path: Path, expected: np.ndarray) -> float:
     if not np.array_equal(image[0], expected):
         raise RuntimeError(f"{path}: the whole image differs from the array")
     return took
+
+
+def copied(path: Path, expected: np.ndarray) -> float:
+    """``cp`` of the file into tmpfs; the copy checked against the array."""
+    out = SHM / "zarrfuse-bench-copy.ome.tif"
+    try:
+        took = timed(["cp", path, out])
+        if not np.array_equal(tifffile.imread(out), expected):
+            raise RuntimeError(f"{path}: the copy differs from the array")
+        return took
+    finally:
+        out.unlink(missing_ok=True)
+
+
+def translated(path: Path, expected: np.ndarray) -> float:
+    """GDAL's ``gdal_translate`` of the file into a plain TIFF in tmpfs, checked."""
+    out = SHM / "zarrfuse-bench-gdal.tif"
+    try:
+        took = timed(["gdal_translate", "-q", path, out])
+        if not np.array_equal(tifffile.imread(out), expected):
+            raise RuntimeError(f"{path}: gdal_translate's image differs from the array")
+        return took
+    finally:
+        out.unlink(missing_ok=True)
 
 
 def tiles(path: Path, nbytes: int, block: int | None = None) -> float:
@@ -127,14 +164,19 @@ def measure(ctx: Context) -> list[Row]:
     def imread_ro(root: Path) -> float:
         return imread(root / "image.ome.tif", expected)
 
-    def cached(root: Path) -> float:
-        run(["cat", root / "image.ome.tif"], stdout=subprocess.DEVNULL)  # all in the cache
-        return imread(root / "image.ome.tif", expected)
+    readers: dict[str, Callable[[Path, np.ndarray], float]] = {
+        "imread": imread, "cp": copied, "gdal_translate": translated}
 
-    def ceiling() -> float:
+    def cached(read: Callable[[Path, np.ndarray], float]) -> Callable[[Path], float]:
+        def after_cat(root: Path) -> float:
+            run(["cat", root / "image.ome.tif"], stdout=subprocess.DEVNULL)  # all cached
+            return read(root / "image.ome.tif", expected)
+        return after_cat
+
+    def ceiling(read: Callable[[Path, np.ndarray], float]) -> float:
         m = CEILING.mount(ctx, local.parent, ctx.work / "mnt")
         try:
-            return imread(m.where / local.name, expected)
+            return read(m.where / local.name, expected)
         finally:
             ctx.unmount(m)
 
@@ -161,8 +203,12 @@ def measure(ctx: Context) -> list[Row]:
         "imread --read-only": lambda: on_mount(image, imread_ro, *ro),
         "imread default": lambda: on_mount(image, lambda r: imread(
             r / "image.ome.tif", expected), *tiff),
-        "imread, page cache": lambda: on_mount(image, cached, *ro),
-        "imread, pyfuse3 ceiling": ceiling,
+        **{f"{k} --read-only": lambda f=f: on_mount(
+            image, lambda r: f(r / "image.ome.tif", expected), *ro)
+           for k, f in readers.items() if k != "imread"},
+        **{f"{k}, page cache": lambda f=f: on_mount(image, cached(f), *ro)
+           for k, f in readers.items()},
+        **{f"{k}, pyfuse3 ceiling": lambda f=f: ceiling(f) for k, f in readers.items()},
         "tiles": lambda: on_mount(image, lambda r: tiles(r / "image.ome.tif",
                                                          expected.nbytes), *tiff),
         "1 MiB reads": lambda: on_mount(image, lambda r: tiles(r / "image.ome.tif",
@@ -184,12 +230,15 @@ def measure(ctx: Context) -> list[Row]:
     name = f"{side} x {side} uint16 zstd"
     rows = [Row(f"imread, fresh mount, {o}, {name}", "MB/s", pace[f"imread {o}"], zstd, cache,
                 at_least(1.0)) for o in ("--read-only", "default")]
-    ceiling = ("pyfuse3 ceiling", pace["imread, pyfuse3 ceiling"])
-    rows.append(Row(f"imread, fresh mount, --read-only, {name}", "MB/s",
-                    pace["imread --read-only"], ("zarr-python in process", pace["zarr-python"]),
-                    ceiling, at_least(1.5), "55"))
-    rows.append(Row(f"imread, fresh mount, --read-only, {name}", "MB/s",
-                    pace["imread --read-only"], cache, ceiling, at_least(0.8), "55"))
+    for k in readers:  # issue 55: each reader beside zarr-python and its page-cache self
+        bound = ("pyfuse3 ceiling", pace[f"{k}, pyfuse3 ceiling"])
+        rows.append(Row(f"{k}, fresh mount, --read-only, {name}", "MB/s",
+                        pace[f"{k} --read-only"],
+                        ("zarr-python in process", pace["zarr-python"]), bound, at_least(1.5),
+                        "55"))
+        rows.append(Row(f"{k}, fresh mount, --read-only, {name}", "MB/s",
+                        pace[f"{k} --read-only"], (f"{k}, page cache", pace[f"{k}, page cache"]),
+                        bound, at_least(0.8), "55"))
     rows += [Row(f"imread, {k}", "MB/s", pace[f"imread, {k}"], zstd)
              for k in ("page cache", "local copy")]
     rows.append(Row("the daemon's RSS peak after a fresh --read-only imread", "MiB", rss,
