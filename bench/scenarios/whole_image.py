@@ -57,28 +57,19 @@ def imread(path: Path, expected: np.ndarray) -> float:
     return took
 
 
-def copied(path: Path, expected: np.ndarray) -> float:
-    """``cp`` of the file into tmpfs; the copy checked against the array."""
-    out = SHM / "zarrfuse-bench-copy.ome.tif"
-    try:
-        took = timed(["cp", path, out])
-        if not np.array_equal(tifffile.imread(out), expected):
-            raise RuntimeError(f"{path}: the copy differs from the array")
-        return took
-    finally:
-        out.unlink(missing_ok=True)
-
-
-def translated(path: Path, expected: np.ndarray) -> float:
-    """GDAL's ``gdal_translate`` of the file into a plain TIFF in tmpfs, checked."""
-    out = SHM / "zarrfuse-bench-gdal.tif"
-    try:
-        took = timed(["gdal_translate", "-q", path, out])
-        if not np.array_equal(tifffile.imread(out), expected):
-            raise RuntimeError(f"{path}: gdal_translate's image differs from the array")
-        return took
-    finally:
-        out.unlink(missing_ok=True)
+def into_tmpfs(*command: str) -> Callable[[Path, np.ndarray], float]:
+    """A reader of the whole file that writes a TIFF into tmpfs (``command SOURCE OUT``,
+    timed to its exit: ``cp``, ``gdal_translate``), the TIFF checked against the array."""
+    def read(path: Path, expected: np.ndarray) -> float:
+        out = SHM / f"zarrfuse-bench-{command[0]}.tif"
+        try:
+            took = timed([*command, path, out])
+            if not np.array_equal(tifffile.imread(out), expected):
+                raise RuntimeError(f"{path}: {command[0]}'s TIFF differs from the array")
+            return took
+        finally:
+            out.unlink(missing_ok=True)
+    return read
 
 
 def tiles(path: Path, nbytes: int, block: int | None = None) -> float:
@@ -165,13 +156,18 @@ def measure(ctx: Context) -> list[Row]:
         return imread(root / "image.ome.tif", expected)
 
     readers: dict[str, Callable[[Path, np.ndarray], float]] = {
-        "imread": imread, "cp": copied, "gdal_translate": translated}
+        "imread": imread, "cp": into_tmpfs("cp"),
+        "gdal_translate": into_tmpfs("gdal_translate", "-q")}
 
     def cached(read: Callable[[Path, np.ndarray], float]) -> Callable[[Path], float]:
         def after_cat(root: Path) -> float:
             run(["cat", root / "image.ome.tif"], stdout=subprocess.DEVNULL)  # all cached
             return read(root / "image.ome.tif", expected)
         return after_cat
+
+    def copy_for_ceiling(root: Path) -> float:
+        shutil.copyfile(root / "image.ome.tif", local)  # the ceiling's file (untimed)
+        return 0.0
 
     def ceiling(read: Callable[[Path, np.ndarray], float]) -> float:
         m = CEILING.mount(ctx, local.parent, ctx.work / "mnt")
@@ -192,11 +188,7 @@ def measure(ctx: Context) -> list[Row]:
         return took
 
     tiff, ro = ("--format", "ome-tiff"), ("--format", "ome-tiff", "--read-only")
-    def copy(root: Path) -> float:
-        shutil.copyfile(root / "image.ome.tif", local)  # the ceiling's file (untimed)
-        return 0.0
-
-    on_mount(image, copy, *ro)
+    on_mount(image, copy_for_ceiling, *ro)
     got = ctx.interleave({
         "one zstd thread": lambda: seconds(lambda: [codec.decode(c) for c in chunks]),
         "zarr-python": lambda: seconds(lambda: zarr.open_array(image, mode="r")[...]),
