@@ -28,6 +28,7 @@ import pytest
 from moto.core.authorization import enable_iam_authentication
 from moto.moto_server.threaded_moto_server import MotoRequestHandler
 from moto.server import DomainDispatcherApplication, create_backend_app
+from obstore.store import S3Store
 from werkzeug.serving import BaseWSGIServer, make_server
 
 __all__ = ["CREDENTIALS", "S3Server", "iam_user", "signatures_checked"]
@@ -76,6 +77,15 @@ class S3Server:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def store(self, bucket: str, prefix: str | None = None) -> S3Store:
+        """obstore's client of ``bucket`` (below ``prefix``) on this server, with the
+        credentials moto accepts (``CREDENTIALS``)."""
+        return S3Store(bucket, prefix=prefix, endpoint=self.url,
+                       access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                       secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                       region=CREDENTIALS["AWS_DEFAULT_REGION"],
+                       client_options={"allow_http": True})
 
     # --- counting ------------------------------------------------------------------------
 

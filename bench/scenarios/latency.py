@@ -37,10 +37,8 @@ print(time.perf_counter() - start)
 def measure(ctx: Context) -> list[Row]:
     import boto3  # noqa: PLC0415  (the test extra)
     import obstore  # noqa: PLC0415  (the server's own pace, as zarrfuse fetches)
-    from obstore.store import S3Store  # noqa: PLC0415  (the same)
 
     import zarrfuse  # noqa: PLC0415  (writes the arrays to S3)
-    from tests.s3server import CREDENTIALS  # noqa: PLC0415  (with the server)
 
     side, files, size = ctx.pick(4096, 1024), ctx.pick(64, 16), 1 << 20
     with s3_bucket(BUCKET) as server:
@@ -56,10 +54,7 @@ def measure(ctx: Context) -> list[Row]:
                                     chunks=(1, size), dtype="u1", compressors=None,
                                     storage_options=options)
         arr[...] = np.random.default_rng(3).integers(0, 255, (1, files * size), "u1")
-        store = S3Store(BUCKET, endpoint=server.url, region="us-east-1",
-                        access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                        secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                        client_options={"allow_http": True}, virtual_hosted_style_request=False)
+        store = server.store(BUCKET)
         keys = [o["path"] for batch in obstore.list(store, "img/c/") for o in batch]
 
         def server_alone() -> float:

@@ -27,11 +27,14 @@ from zarrfuse.filesystem.chunks.mount_context import MountContext
 from zarrfuse.filesystem.chunks.recently_used import Trust
 from zarrfuse.filesystem.chunks.stored_chunks import StoredChunks
 from zarrfuse.filesystem.chunks.stored_set import KeyShape
-from zarrfuse.filesystem.tree.fanout_tree import ROOT, DirPosition, FanoutTree
+from zarrfuse.filesystem.tree.fanout_tree import DirPosition, FanoutTree
 from zarrfuse.storage.local import LocalBackend
 
 ENCODINGS = [DEFAULT, DEFAULT_DOT, V2, V2_SLASH, FANOUT_100, SUFFIX_X, SUFFIX_X_FANOUT,
              SUFFIX_SHARD_V2]
+
+ROOT = DirPosition()
+"""The directory ``c``."""
 
 
 @st.composite

@@ -15,7 +15,10 @@ from zarrfuse.extensions.chunk_keys import (
     SuffixChunkKeyEncoding,
     parse_encoding,
 )
-from zarrfuse.filesystem.tree.fanout_tree import ROOT, DirPosition, FanoutTree, view_encoding
+from zarrfuse.filesystem.tree.fanout_tree import DirPosition, FanoutTree, view_encoding
+
+ROOT = DirPosition()
+"""The directory ``c``."""
 
 
 def walk(tree: FanoutTree, pos: DirPosition = ROOT, path: tuple[str, ...] = ("c",)):

@@ -19,7 +19,6 @@ import numcodecs.zarr3
 import numpy as np
 import pytest
 import tifffile
-from obstore.store import S3Store
 
 import zarrfuse
 from tests.arrays import CRC_PARTS
@@ -47,9 +46,7 @@ def _put(server: S3Server, key: str, data: bytes) -> None:
 
 def _mount(server: S3Server, cache_dir: Path, limit: int = 1 << 30) -> CachingBackend:
     """What one mount builds: its own backend, on the shared cache directory."""
-    inner = ObjectBackend(S3Store(BUCKET, endpoint=server.url, access_key_id="testing",
-                                  secret_access_key="testing", region="us-east-1",
-                                  client_options={"allow_http": True}))
+    inner = ObjectBackend(server.store(BUCKET))
     return CachingBackend(inner, DiskCache(cache_dir, limit), f"s3:{server.url}:{BUCKET}")
 
 

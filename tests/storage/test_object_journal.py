@@ -23,7 +23,6 @@ from types import SimpleNamespace
 
 import boto3
 import pytest
-from obstore.store import S3Store
 
 import zarrfuse
 from tests.mounting import daemon_pid, force_unmount, mounted
@@ -101,10 +100,7 @@ def server() -> Iterator[S3Server]:
 
 
 def _backend(server: S3Server, prefix: str | None, journal_path: str = "") -> ObjectBackend:
-    return ObjectBackend(S3Store(BUCKET, prefix=prefix, endpoint=server.url,
-                                 access_key_id="testing", secret_access_key="testing",
-                                 region="us-east-1", client_options={"allow_http": True}),
-                         journal_path=journal_path)
+    return ObjectBackend(server.store(BUCKET, prefix), journal_path=journal_path)
 
 
 def _keys(server: S3Server, prefix: str) -> dict[str, bytes]:
@@ -327,10 +323,7 @@ class SlowCopies(CrashBefore):
 
 
 def _slow(server: S3Server, prefix: str) -> tuple[ObjectBackend, SlowCopies]:
-    backend = ObjectBackend(S3Store(BUCKET, prefix=prefix, endpoint=server.url,
-                                    access_key_id="testing", secret_access_key="testing",
-                                    region="us-east-1", client_options={"allow_http": True}),
-                            write_time=1.0)
+    backend = ObjectBackend(server.store(BUCKET, prefix), write_time=1.0)
     slow = SlowCopies(backend)
     backend._journal._objects = slow  # the store behind the journal only
     for key, data in OLD.items():

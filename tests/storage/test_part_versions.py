@@ -19,7 +19,7 @@ from typing import Any
 
 import obstore
 import pytest
-from obstore.store import AzureStore, S3Store
+from obstore.store import AzureStore
 
 from tests.azurite import ACCOUNT, AZURITE, azurite
 from tests.http_servers import nginx
@@ -48,9 +48,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     if request.param == "s3":
         with server_with_bucket(BUCKET) as s3:
             yield Server(
-                lambda prefix: S3Store(BUCKET, prefix=prefix, endpoint=s3.url,
-                                       access_key_id="testing", secret_access_key="testing",
-                                       region="us-east-1", client_options={"allow_http": True}),
+                lambda prefix: s3.store(BUCKET, prefix),
                 lambda path: s3.per_key[("GET", f"{BUCKET}/{path}")])
         return
     if not Path(AZURITE).exists():

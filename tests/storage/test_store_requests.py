@@ -12,15 +12,16 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
+from zarr.storage import ObjectStore
 
 from tests.deadlines import answered
 from tests.http_servers import nginx
 from tests.stall_proxy import StallProxy
 from zarrfuse.api.arrays import open_store_path
-from zarrfuse.storage import backend_for
+from zarrfuse.storage.objects import ObjectBackend
+from zarrfuse.storage.store_requests import REQUESTS_IN_FLIGHT, StoreRequests
 from zarrfuse.zarr_compat import sync
 
 pytestmark = pytest.mark.timeout(60)
@@ -29,8 +30,16 @@ pytestmark = pytest.mark.timeout(60)
 BIG = bytes(range(256)) * (24 << 12)  # 24 MiB
 
 
+def _backend(url: str, slots: int = REQUESTS_IN_FLIGHT) -> ObjectBackend:
+    """The backend of the web server's ``k`` at ``url`` (obstore's HTTP store), its store
+    client bounded to ``slots`` requests in flight."""
+    store_path = sync(open_store_path(f"{url}/k", mode="r"))
+    assert isinstance(store_path.store, ObjectStore)
+    return ObjectBackend(store_path.store.store, requests=StoreRequests(limit=slots))
+
+
 @pytest.fixture
-def stalling(tmp_path: Path) -> Iterator[tuple[StallProxy, Any]]:
+def stalling(tmp_path: Path) -> Iterator[tuple[StallProxy, ObjectBackend]]:
     """A web server of six keys ``0``..``5`` behind a proxy that can stall, and a backend."""
     for i in range(6):
         (tmp_path / "www" / "k").mkdir(parents=True, exist_ok=True)
@@ -38,17 +47,17 @@ def stalling(tmp_path: Path) -> Iterator[tuple[StallProxy, Any]]:
     (tmp_path / "www" / "k" / "big").write_bytes(BIG)
     with nginx(tmp_path / "www", tmp_path / "nginx") as url, \
             StallProxy(int(url.rsplit(":", 1)[1])) as proxy:
-        store_path = sync(open_store_path(f"{proxy.url}/k", mode="r"))
-        yield proxy, backend_for(store_path.store, path=store_path.path)
+        yield proxy, _backend(proxy.url)
 
 
 @pytest.fixture
-def two_slots(stalling):
-    stalling[1].requests.limit_requests(2)
+def two_slots(stalling: tuple[StallProxy, ObjectBackend]) -> tuple[StallProxy, ObjectBackend]:
+    """The stalling proxy, and a backend of it whose store client has two slots."""
+    return stalling[0], _backend(stalling[0].url, 2)
 
 
-def test_a_stalled_store_sees_no_more_requests_than_the_slots(stalling, two_slots):
-    proxy, backend = stalling
+def test_a_stalled_store_sees_no_more_requests_than_the_slots(two_slots):
+    proxy, backend = two_slots
     got: dict[int, bytes] = {}
     proxy.stall()
     threads = [threading.Thread(
@@ -65,8 +74,8 @@ def test_a_stalled_store_sees_no_more_requests_than_the_slots(stalling, two_slot
     assert got == {i: bytes([i]) * 100 for i in range(6)}
 
 
-def test_fetches_made_ahead_take_slots_and_no_thread_each(stalling, two_slots):
-    proxy, backend = stalling
+def test_fetches_made_ahead_take_slots_and_no_thread_each(two_slots):
+    proxy, backend = two_slots
     proxy.stall()
     threads_before = _threads()
     backend.prefetch_objects([(str(i), None) for i in range(6)])
@@ -80,7 +89,7 @@ def test_fetches_made_ahead_take_slots_and_no_thread_each(stalling, two_slots):
     assert proxy.connections() <= 2  # every answer came from the GETs sent ahead
 
 
-def _queued(backend: Any, waiting: int) -> None:
+def _queued(backend: ObjectBackend, waiting: int) -> None:
     """Waits until ``waiting`` requests wait for a slot of the store's bound (a bound that
     let them through would never queue them: this fails at its deadline)."""
     ends = time.monotonic() + 10
@@ -140,12 +149,10 @@ def test_sequential_reads_get_windows_ahead_with_no_thread_each(stalling):
 def test_two_mounts_in_one_process_take_no_slot_of_each_other(stalling):
     """Each mount has its store client (issue 52, point 5): one whose store stalls with
     every slot taken leaves another mount's requests free to go."""
-    proxy, stalled = stalling
-    stalled.requests.limit_requests(1)
+    proxy, _ = stalling
+    stalled = _backend(proxy.url, 1)
     with StallProxy(proxy.upstream_port) as other_proxy, ThreadPoolExecutor(2) as pool:
-        store_path = sync(open_store_path(f"{other_proxy.url}/k", mode="r"))
-        other = backend_for(store_path.store, path=store_path.path)
-        other.requests.limit_requests(1)
+        other = _backend(other_proxy.url, 1)
         proxy.stall()
         waiting = pool.submit(stalled.read_range, "0", 0, 100)
         try:

@@ -94,15 +94,6 @@ class StoreRequests:
             self._slots = asyncio.Semaphore(self._limit)
         return self._slots
 
-    def limit_requests(self, count: int) -> None:
-        """Set the bound (tests; requests in flight keep their slots)."""
-        self._limit = count
-
-        async def renew() -> None:
-            self._slots = asyncio.Semaphore(count)
-
-        asyncio.run_coroutine_threadsafe(renew(), self._get()).result(10)
-
     def send(self, what: str, make: Request[T], *, bounded: bool = True) -> Future[T]:
         """Send one request; its answer (or its error, as ``OSError``) comes in the future.
         ``bounded``: cut at the timeout (reads; never a write whose answer may still land)."""

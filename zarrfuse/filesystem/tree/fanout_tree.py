@@ -50,9 +50,6 @@ class DirPosition:
     taken: int = 0
 
 
-ROOT = DirPosition()
-
-
 @dataclass(frozen=True)
 class FanoutTree:
     """The directory tree of fanout keys for one chunk grid."""
