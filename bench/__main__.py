@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"no scenario {', '.join(unknown)}; python -m bench list names them")
     args.rounds = args.rounds or (1 if args.quick else 3)
+    if args.workdir is not None:  # a parent named but not there yet: made, as mkdir -p
+        args.workdir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     rows: list[Row] = []
     failures: list[str] = []
