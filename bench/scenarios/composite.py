@@ -23,13 +23,12 @@ import tifffile
 import zarr
 from zarr.codecs import ZstdCodec
 
-from bench.harness import MB, Context, Row, at_least, at_most, seconds
+from bench.harness import HERE, MB, Context, Row, at_least, at_most, seconds
 
 ISSUE = "54"
 CHUNK, CHANNELS, READ, SPAN = 256, 3, 1 << 20, 32 << 20
 FILES = ("cells.composite.tif", "cells.ome.tif")
 UNCOLOURED = "uncoloured composite"
-HERE = Path(__file__).resolve().parent.parent
 
 
 def make_image(root: Path, side: int) -> None:
