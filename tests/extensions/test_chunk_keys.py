@@ -27,6 +27,7 @@ from zarrfuse.extensions.chunk_keys import (
     SuffixChunkKeyEncoding,
     decode_chunk_key,
     encode_chunk_key,
+    last_name_tail,
     parse_encoding,
 )
 
@@ -40,6 +41,26 @@ def test_errors_are_value_errors():
 
 
 # --------------------------------------------------------------------------- default / v2
+
+
+@pytest.mark.parametrize(
+    ("encoding", "tail"),
+    [(DEFAULT, ""), (V2_SLASH, ""), (SuffixChunkKeyEncoding(suffix=".tiff"), ".tiff"),
+     (SuffixChunkKeyEncoding(suffix=".a", base_encoding=SuffixChunkKeyEncoding(suffix=".b")),
+      ".b.a"),
+     (DEFAULT_DOT, None), (V2, None), (FANOUT, None), (SUFFIX_X_FANOUT, None),
+     (SUFFIX_SHARD_V2, None)],
+)
+def test_last_name_tail_names_a_row_as_encoding_each_key_does(encoding, tail):
+    """Where a tail is given, every key of a row is its first key's directory, then the last
+    coordinate and the tail: what listings use instead of encoding each chunk's key."""
+    assert last_name_tail(encoding) == tail
+    if tail is None:
+        return
+    for done in [(), (0,), (7, 123)]:
+        first = encode_chunk_key(encoding, (*done, 0)).rpartition("/")[0]
+        for c in [0, 1, 9, 10, 999, 12345]:
+            assert encode_chunk_key(encoding, (*done, c)) == f"{first}/{c}{tail}".lstrip("/")
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import logging
 import os
 import stat
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from zarrfuse.errors import ConfigurationError, UnfitDocument
@@ -57,34 +57,29 @@ class LocalBackend:
         """The key as a path relative to the resolution root."""
         return self._prefix + key.strip("/")
 
-    def _entries(self, prefix: str) -> list[tuple[str, os.stat_result]]:
+    def _entries(self, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
         """The entries of a store directory with their stats; a symlink is what it leads to
         beneath the root (skipped if it leads out). Special files are listed: reading one is
         EIO, never an absent chunk read as the fill value."""
         fd = self._beneath.open_dir(self._key(prefix))
         if fd is None:
-            return []
-        out = []
+            return
         try:
             with os.scandir(fd) as entries:
                 for entry in entries:
                     try:
                         if entry.is_symlink():  # None: dangling, or leads out of the root
                             st = self._beneath.stat(self._key(f"{prefix}/{entry.name}"))
+                            if st is None or stat.S_ISDIR(st.st_mode) and self._loops(
+                                    prefix, entry.name):
+                                continue
                         else:
                             st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:  # removed while listing
                         continue
-                    if st is None:
-                        continue
-                    if stat.S_ISDIR(st.st_mode) and entry.is_symlink() and self._loops(
-                        prefix, entry.name
-                    ):
-                        continue
-                    out.append((entry.name, st))
+                    yield entry.name, st
         finally:
             os.close(fd)
-        return out
 
     def _loops(self, prefix: str, name: str) -> bool:
         """Whether the directory symlink ``prefix/name`` leads to a directory on its own way

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from zarrfuse.extensions.chunk_keys import last_name_tail
 from zarrfuse.extensions.transformers import ConcatParts
 from zarrfuse.filesystem.chunks.counters import Counters
 from zarrfuse.filesystem.chunks.grid_order import after
@@ -80,6 +81,7 @@ class ChunkListings:
         """Names-only listings (which chunks exist), for directories not listed in full."""
         self._stats_by_directory: dict[str, tuple[float, int]] = {}
         self._grid = grid
+        self._name_tail = last_name_tail(encoding)
         self._next_rows: set[str] = set()  # the row after stored_among's last batch
         self._flights: SingleFlight[tuple[int, str]] = SingleFlight()
         self.can_list = backend.capabilities.can_list
@@ -233,10 +235,7 @@ class ChunkListings:
     ) -> dict[int, Stat]:
         """Stored chunks ``(*done, c)`` for ``lo <= c <= hi``: last coordinate -> logical size
         and time. ``only``: the candidates for ``c`` if known; ``first``: stop at the first."""
-        by_directory: dict[str, list[tuple[int, str]]] = {}
-        for c in range(lo, hi + 1) if only is None else only:
-            directory, name = split_key(self.chunk_key((*done, c)))
-            by_directory.setdefault(directory, []).append((c, name))
+        by_directory = self._row_names(done, range(lo, hi + 1) if only is None else only)
         suffixes = [p.key_suffix for p in self.parts.parts]
         found: dict[int, Stat] = {}
         for directory, candidates in by_directory.items():
@@ -259,6 +258,24 @@ class ChunkListings:
                     if first:
                         return found
         return found
+
+    def _row_names(self, done: tuple[int, ...], values: Iterable[int],
+                   ) -> dict[str, list[tuple[int, str]]]:
+        """The chunks ``(*done, c)`` for ``c`` in ``values``, by store directory: ``(c, its
+        key's last name)``. One key encoded where the encoding names the last coordinate
+        plainly (``last_name_tail``), else each."""
+        by_directory: dict[str, list[tuple[int, str]]] = {}
+        if self._name_tail is not None:
+            values = list(values)
+            if values:
+                directory = split_key(self.chunk_key((*done, values[0])))[0]
+                tail = self._name_tail
+                by_directory[directory] = [(c, f"{c}{tail}") for c in values]
+            return by_directory
+        for c in values:
+            directory, name = split_key(self.chunk_key((*done, c)))
+            by_directory.setdefault(directory, []).append((c, name))
+        return by_directory
 
     async def stored_stats_between(
         self, done: tuple[int, ...], lo: int, hi: int, *, first: bool = False
