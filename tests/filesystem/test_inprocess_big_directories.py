@@ -9,7 +9,9 @@ import numpy as np
 import zarr
 
 from tests.inprocess import in_process
+from zarrfuse.filesystem.chunks import chunk_listings
 from zarrfuse.filesystem.chunks.stored_set import KeyShape
+from zarrfuse.storage.local import LocalBackend
 
 CHUNKS = 5000  # over LISTABLE_KEYS (4096): the store directory is never listed with stats
 
@@ -79,3 +81,23 @@ def test_a_walk_of_a_dense_array_decodes_no_chunk_key(tmp_path, monkeypatch):
     assert len(files) == CHUNKS - 1  # chunk 0 holds the fill value: not stored
     assert {"0/001", "0/999", "1/001/000", "1/004/999"} <= files
     assert decoded == []
+
+
+def test_a_big_directory_listed_in_full_is_listed_in_shares_with_every_size(
+        tmp_path, monkeypatch):
+    """Walked from the top, the store directory is listed with its stats once, by several
+    threads each taking a share of the names (a stat waiting on the disk leaves the others
+    going): every chunk shows once, with its size."""
+    path = _flat(tmp_path / "flat")
+    monkeypatch.setattr(chunk_listings, "STAT_THREADS", 3)
+    shares = []
+    share = LocalBackend.list_stats_share
+    monkeypatch.setattr(LocalBackend, "list_stats_share", lambda self, prefix, i, n: (
+        shares.append((prefix, i, n)) or share(self, prefix, i, n)))
+    with in_process(path) as fs:
+        assert len(fs.walk("c")) == CHUNKS - 1
+        before = dict(fs.ops.counters.store)
+        sizes = {a.size for leaf in ("c/0", "c/1/001", "c/1/004")
+                 for _, a in fs.entries(leaf) if not a.is_dir}
+        assert sizes == {2} and "stat" not in _asked(fs, before)
+    assert sorted(shares) == [("c", 0, 3), ("c", 1, 3), ("c", 2, 3)]

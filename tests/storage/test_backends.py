@@ -120,6 +120,31 @@ def test_stats_of_many_names_agree_with_a_stat_of_each(tmp_path):
     assert backend.stat_names("absent", ["0", "1"]) == [None, None]
 
 
+@pytest.mark.expect_log(r"resolves outside the store root")
+@pytest.mark.parametrize("shares", [1, 2, 3, 4])
+def test_shares_of_a_listing_are_apart_and_together_the_listing(tmp_path, shares):
+    """``list_stats_share`` (threads listing one big directory together): every name the
+    listing gives is in exactly one share, with the same stat; links in followed, links
+    out, subdirectories and a loop left out as the listing leaves them."""
+    store, outside = tmp_path / "store", tmp_path / "outside"
+    (store / "c" / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"secret")
+    for i in range(200):
+        (store / "c" / str(i)).write_bytes(b"x" * (i % 7))
+    os.symlink("0", store / "c" / "link")
+    os.symlink(outside / "secret", store / "c" / "out")
+    os.mkfifo(store / "c" / "fifo")
+    backend = LocalBackend(store)
+    listing = backend.list_stats("c")
+    assert len(listing) == 202 and "link" in listing and "fifo" in listing
+    parts = [backend.capabilities.list_stats_share("c", i, shares) for i in range(shares)]
+    assert sum(len(p) for p in parts) == len(listing)
+    assert {k: v for p in parts for k, v in p.items()} == listing
+    if shares > 1:
+        assert all(parts)  # 202 names: no share is empty
+
+
 @pytest.mark.expect_log(r"not a regular file \(FIFO\)")
 def test_local_backend_never_opens_special_files(tmp_path):
     (tmp_path / "c").mkdir()

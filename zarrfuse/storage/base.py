@@ -54,6 +54,10 @@ class Capabilities:
     warm_after: Callable[..., None] | None = None
     """``(key, following, *, waited)``: ``key`` was read to its end; have the kernel read
     the ``following()`` (key, size) files ahead where that helps."""
+    list_stats_share: Callable[[str, int, int], dict[str, Stat]] | None = None
+    """``(prefix, i, n)``: ``list_stats`` of the names in share ``i`` of ``n`` (each name in
+    one share, however the directory changes meanwhile): ``n`` threads list one directory
+    together, a stat that waits on the disk leaving the others going."""
     watched_root: str | None = None
     """The local directory whose changes the kernel can tell (``--watch``)."""
 

@@ -37,7 +37,8 @@ class LocalBackend:
         self.root = root
         self.capabilities = Capabilities(
             remote=False, open_reader_nowait=self.open_reader_nowait,
-            warm_after=self.warm_after, watched_root=str(root))
+            warm_after=self.warm_after, list_stats_share=self.list_stats_share,
+            watched_root=str(root))
         self._beneath = Root(str(symlink_root or root))
         real = os.path.realpath(root)
         if real != self._beneath.path and not real.startswith(self._beneath.path + os.sep):
@@ -57,21 +58,25 @@ class LocalBackend:
         """The key as a path relative to the resolution root."""
         return self._prefix + key.strip("/")
 
-    def _entries(self, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
+    def _entries(self, prefix: str, share: int = 0, shares: int = 1,
+                 ) -> Iterator[tuple[str, os.stat_result]]:
         """The entries of a store directory with their stats; a symlink is what it leads to
         beneath the root (skipped if it leads out). Special files are listed: reading one is
-        EIO, never an absent chunk read as the fill value."""
+        EIO, never an absent chunk read as the fill value. Only the names whose hash is
+        ``share`` modulo ``shares``."""
         fd = self._beneath.open_dir(self._key(prefix))
         if fd is None:
             return
         try:
             with os.scandir(fd) as entries:
                 for entry in entries:
+                    if shares > 1 and hash(entry.name) % shares != share:
+                        continue
                     try:
                         if entry.is_symlink():  # None: dangling, or leads out of the root
                             st = self._beneath.stat(self._key(f"{prefix}/{entry.name}"))
-                            if st is None or stat.S_ISDIR(st.st_mode) and self._loops(
-                                    prefix, entry.name):
+                            if st is None or (stat.S_ISDIR(st.st_mode) and self._loops(
+                                    prefix, entry.name)):
                                 continue
                         else:
                             st = entry.stat(follow_symlinks=False)
@@ -98,9 +103,12 @@ class LocalBackend:
         return loops
 
     def list_stats(self, prefix: str) -> dict[str, Stat]:
+        return self.list_stats_share(prefix, 0, 1)
+
+    def list_stats_share(self, prefix: str, share: int, shares: int) -> dict[str, Stat]:
         stats = {
             name: Stat(st.st_size, st.st_mtime_ns)
-            for name, st in self._entries(prefix) if not stat.S_ISDIR(st.st_mode)
+            for name, st in self._entries(prefix, share, shares) if not stat.S_ISDIR(st.st_mode)
         }
         for name in stats if self._finished else ():
             found = self.stat(child_key(prefix, name))

@@ -4,6 +4,7 @@ Why: docs/performance.md, "Listings kept"."""
 from __future__ import annotations
 
 import errno
+import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
@@ -32,6 +33,8 @@ LIST_AFTER_STATS = 2
 LISTABLE_KEYS = 4096
 # Rows of chunks whose directories are listed ahead of a reader in grid order (stored_among).
 LIST_AHEAD_DIRS = 8
+STAT_THREADS = min(4, len(os.sched_getaffinity(0)))
+"""Threads that list one big local directory together."""
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -128,13 +131,32 @@ class ChunkListings:
         listing = self.fresh_listing(directory)
         if listing is not None:
             return listing
-        return await self._list_into(self._listings, directory, self.backend.list_stats)
+        return await self._list_into(self._listings, directory, self._list_stats)
+
+    async def _list_stats(self, directory: str) -> dict[str, Stat]:
+        """The directory's names with their sizes and times. A local directory that may hold
+        more keys than a listing is worth is listed by a thread per core, each taking the
+        stats of its share of the names: a stat that reads its inode from the disk waits
+        there, and the others go on (``find`` over 100,000 chunk files, cold: 0.89 s of
+        stats, 0.6 s so)."""
+        share = self.backend.capabilities.list_stats_share
+        if self._listable or share is None or STAT_THREADS == 1:
+            return await self._run(self.backend.list_stats, directory)
+        listed: dict[str, Stat] = {}
+
+        async def list_share(index: int) -> None:
+            listed.update(await self._run(share, directory, index, STAT_THREADS))
+
+        async with trio.open_nursery() as nursery:
+            for index in range(STAT_THREADS):
+                nursery.start_soon(list_share, index)
+        return listed
 
     async def _list_into(
         self,
         cache: RecentlyUsed[str, L],
         directory: str,
-        list_directory: Callable[[str], L],
+        list_directory: Callable[[str], Awaitable[L]],
     ) -> L:
         """List ``directory`` (a worker thread) and keep the result in ``cache`` for the
         TTL, the oldest directories out first."""
@@ -144,7 +166,7 @@ class ChunkListings:
             self.counters.cache["listing_miss"] += 1
             self.counters.store["list"] += 1
             now, ticket = self._clock(), cache.ticket()
-            listing = await self._run(list_directory, directory)
+            listing = await list_directory(directory)
             cache.put(directory, listing, at=now, ticket=ticket)  # unless changed meanwhile
             return listing
 
@@ -176,7 +198,8 @@ class ChunkListings:
         if cached is not None:
             self.counters.cache["listing_hit"] += 1
             return cached
-        return await self._list_into(self._names, directory, self.backend.list_names)
+        return await self._list_into(
+            self._names, directory, lambda d: self._run(self.backend.list_names, d))
 
     async def stored_among(self, coords: Iterable[tuple[int, ...]]) -> set[tuple[int, ...]]:
         """Which of these chunks are stored, from one listing per store directory (never a
