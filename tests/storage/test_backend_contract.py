@@ -219,6 +219,11 @@ def test_listings_show_one_level(subject):
     stats = backend.list_stats("a/c/0")
     assert {name: s.size for name, s in stats.items()} == {"0": 10240, "1": 5}
     assert backend.list_names("a/none") == set()
+    share = backend.capabilities.list_stats_share  # the listing in shares, where offered
+    if share is not None:
+        shares = [share("a/c/0", i, 3) for i in range(3)]
+        assert sum(map(len, shares)) == len(stats) and shares[0] | shares[1] | shares[2] == stats
+    assert subject.kind == "local" or share is None  # a cache lists through its own layer
 
 
 def test_writes_replace_and_deletes_remove(subject):

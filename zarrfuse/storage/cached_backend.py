@@ -48,7 +48,8 @@ class CachingBackend:
         self.capabilities = replace(
             can, open_reader_nowait=self.open_reader_nowait, read_held=self.read_held,
             read_many=self._read_many if can.read_many else None,
-            prefetch_objects=self._prefetch_objects if can.prefetch_objects else None)
+            prefetch_objects=self._prefetch_objects if can.prefetch_objects else None,
+            list_stats_share=None)  # listings go through this cache's own list_stats
         self._validators: OrderedDict[str, Stat] = OrderedDict()
         self._stats: dict[str, dict[str, Any]] = {}
         """Stats kept on disk (``listing_ttl``), by directory, as read or written here."""
