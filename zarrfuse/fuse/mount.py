@@ -321,12 +321,6 @@ Colouring composite tiles holds it for most of its numpy steps; the trio thread 
 threads reading chunk files waited up to 5 ms at each hand-back: 0.5 ms read a composite
 12-20% faster (3 of 3 interleaved pairs)."""
 
-GC_THRESHOLDS = (50_000, 20, 20)
-"""Objects made (and generations collected) before the next collection (Python's default:
-2000, 10, 10). A listing makes a few objects per file, most of them kept (the inodes), and
-with the default the collector walked them again and again: a ninth of ``find``'s CPU over
-100,000 files. The daemon makes few reference cycles; what they hold is freed later."""
-
 
 def _raise_open_file_limit() -> None:
     """Read-only mounts keep recently read chunks open; allow as many files as permitted."""
@@ -348,7 +342,6 @@ def serve(
     _raise_open_file_limit()
     _keep_freed_memory()
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
-    gc.set_threshold(*GC_THRESHOLDS)
     fs, kind = build_filesystem(config, counters)
     if kind == "group":
         root = fs.namespace.node(pyfuse3.ROOT_INODE)
