@@ -40,6 +40,13 @@ from zarrfuse.cli import daemon
 from zarrfuse.errors import MountError
 from zarrfuse.fuse.config import MountConfig
 
+def test_the_daemon_keeps_one_blas_thread_unless_told_otherwise():
+    assert daemon.daemon_environment({"HOME": "/root"}) == {
+        "HOME": "/root", "OPENBLAS_NUM_THREADS": "1"}
+    assert daemon.daemon_environment({"OPENBLAS_NUM_THREADS": "4"}) == {
+        "OPENBLAS_NUM_THREADS": "4"}
+
+
 # --- the mount lifecycle (needs zarrfuse.fuse.mount.serve) ----------------------------------------
 
 
@@ -57,6 +64,8 @@ def test_mount_ls_and_umount(form, array_v3, tmp_path, mountpoint):
         assert result.stderr == ""
         assert is_mounted(mountpoint)
         pid = daemon_pid(mountpoint)
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"OPENBLAS_NUM_THREADS=1" in environ  # no BLAS thread spinning at its start
         listing = run_with_timeout(["ls", mountpoint], 10)
         assert "zarr.json" in listing.stdout.split()
         result = zarrfuse("umount", mountpoint)

@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO
 
 from zarrfuse.cli.ready_pipe import ReadyPipe, print_note, read_report
@@ -280,6 +280,13 @@ def read_config(fd: int) -> MountConfig:
         return config_from_json(pipe.read())
 
 
+def daemon_environment(parent: Mapping[str, str]) -> dict[str, str]:
+    """The daemon's environment: the caller's, with one BLAS thread unless the caller chose.
+    The daemon does no linear algebra, and each OpenBLAS thread spins for about 0.1 s of CPU
+    once numpy loads, while the mount starts (docs/performance.md, "Starting a mount")."""
+    return {"OPENBLAS_NUM_THREADS": "1", **parent}
+
+
 def _spawn(config: MountConfig, ready_fd: int) -> subprocess.Popen[bytes]:
     """Start the daemon in its own session, detached from our terminal and files."""
     config_read, config_write = os.pipe()
@@ -298,6 +305,7 @@ def _spawn(config: MountConfig, ready_fd: int) -> subprocess.Popen[bytes]:
     try:
         return subprocess.Popen(
             argv,
+            env=daemon_environment(os.environ),
             pass_fds=(ready_fd, config_read, *(() if handed is None else (handed,))),
             start_new_session=True,
             stdin=subprocess.DEVNULL,
