@@ -185,3 +185,73 @@ def test_a_symlink_that_appears_is_never_walked_out_of_the_store(tmp_path):
     seen = _reported(store, lambda: os.symlink(outside, store / "c" / "link"),
                      lambda keys: "c/link" in keys)
     assert not [key for key in seen if key.startswith("c/link/")]
+
+
+def _inotify_masks() -> list[int]:
+    """The event masks of every inotify watch this process holds (/proc/self/fdinfo)."""
+    masks = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:inotify":
+                continue
+            info = Path(f"/proc/self/fdinfo/{fd}").read_text()
+        except OSError:  # closed meanwhile
+            continue
+        masks += [int(line.split(" mask:")[1].split()[0], 16)
+                  for line in info.splitlines() if line.startswith("inotify wd:")]
+    return masks
+
+
+def test_the_watch_asks_for_every_directorys_changes_never_for_opens_or_reads(tmp_path):
+    """Each read of a chunk file (the mount's own included) would otherwise wake the
+    watching thread: 4-6% of a cold pass over 2000 files."""
+    for directory in ("c/0", "c/1", "c/1/7"):
+        (tmp_path / directory).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "c" / "0" / "0").write_bytes(b"x")
+    state = WatchState()
+    masks: list[int] = []
+
+    async def apply(keys: set[str]) -> None:
+        pass
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow_store, tmp_path, apply, state)
+            await _until(lambda: state.live, "the watch never went live")
+            masks.extend(_inotify_masks())
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert len(masks) == 5  # the root, c, c/0, c/1, c/1/7
+    opens_or_reads = 0x01 | 0x10 | 0x20  # IN_ACCESS, IN_CLOSE_NOWRITE, IN_OPEN
+    changes = 0x02 | 0x04 | 0x08 | 0x40 | 0x80 | 0x100 | 0x200  # written, made, moved, gone
+    assert all(mask & opens_or_reads == 0 and mask & changes == changes for mask in masks), [
+        hex(mask) for mask in masks]
+
+
+def test_a_directory_renamed_inside_the_store_is_followed_under_its_new_name(tmp_path):
+    """``mv c/0 c/5``: the old directory went, the new one came with its files, and a
+    later change inside it is told by its new key, never the old one."""
+    (tmp_path / "c" / "0").mkdir(parents=True)
+    for name in ("0", "1"):
+        (tmp_path / "c" / "0" / name).write_bytes(b"x")
+    state = WatchState()
+    seen: list[set[str]] = []
+
+    async def apply(keys: set[str]) -> None:
+        seen.append(keys)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow_store, tmp_path, apply, state)
+            await _until(lambda: state.live, "the watch never went live")
+            await trio.to_thread.run_sync(os.rename, tmp_path / "c" / "0", tmp_path / "c" / "5")
+            await _until(lambda: {"c/0", "c/5", "c/5/0", "c/5/1"} <= set().union(*seen),
+                         "the rename was not told")
+            seen.clear()
+            await trio.to_thread.run_sync((tmp_path / "c" / "5" / "1").write_bytes, b"y")
+            await _until(lambda: "c/5/1" in set().union(*seen), "the change was not told")
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert not [key for key in set().union(*seen) if key.startswith("c/0")], seen

@@ -1,7 +1,7 @@
-"""The keys other programs change in a local store, as the kernel reports them (inotify via
-``watchfiles``, about ``DEBOUNCE_MS`` after the change), so a mount that keeps what it learnt
-forgets what changed; while the watch runs (``WatchState``) a writable mount may keep its
-caches as long as a read-only one does.
+"""The keys other programs change in a local store, as the kernel reports them (inotify, one
+watch a directory, about ``DEBOUNCE_MS`` after the change), so a mount that keeps what it
+learnt forgets what changed; while the watch runs (``WatchState``) a writable mount may keep
+its caches as long as a read-only one does.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import math
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 
 import trio
+from inotify_simple import INotify, flags
 
 __all__ = ["DEBOUNCE_MS", "WHOLE_DIRECTORY", "WatchState", "follow_store"]
 
@@ -27,11 +28,19 @@ WALKED_AT_MOST = 10_000
 """Files of a directory that appeared reported one by one; past them, the directory's key
 (``WHOLE_DIRECTORY``) makes the mount list its arrays again."""
 DEBOUNCE_MS = 100
-"""Changes are gathered this long, so a chunk written as several events is seen once."""
+"""Changes are gathered this long at most, so a chunk written as several events is seen once."""
 STOP_CHECK_MS = 50
-"""How often the watching thread looks whether the mount has ended: it is joined before
-the loop returns (a thread inside watchfiles' native code at interpreter exit crashed it:
-SIGSEGV with watchfiles 1.0). Also when its first round comes (``WatchState``)."""
+"""A round: how long the watching thread waits for events before it yields what it gathered
+(nothing, or a change with no event after it this long) and looks whether the mount has
+ended; it is joined before the loop returns. Also when its first round comes
+(``WatchState``)."""
+CHANGES = (flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.MOVED_FROM | flags.MOVED_TO
+           | flags.CREATE | flags.DELETE | flags.DELETE_SELF | flags.MOVE_SELF)
+"""What a watch asks for: every change of an entry, never an open or a read. ``watchfiles``
+(notify) also asks for IN_OPEN, and then each read of a chunk file (the mount's own
+included) woke its thread: 4-6% of a cold pass over 2000 files (docs/performance.md)."""
+ADDED, MODIFIED, DELETED = "added", "modified", "deleted"
+"""The change each event stands for, in a round's ``(change, path)`` pairs."""
 STOP_WAIT = 2.0
 """Seconds the mount's end waits for the watching thread (a few rounds)."""
 
@@ -92,7 +101,7 @@ class WatchState:
                 await listener()
 
 
-def _keys(root: str, changes: Iterable[tuple[object, str]], added: object) -> set[str]:
+def _keys(root: str, changes: Iterable[tuple[str, str]]) -> set[str]:
     """Store keys (relative to ``root``) of changed paths inside it. A directory that
     appeared has its files reported too (written before the watch saw it: zarr-python makes
     ``c/0/`` and ``c/0/9`` at once), or past ``WALKED_AT_MOST`` its key ending in
@@ -103,7 +112,7 @@ def _keys(root: str, changes: Iterable[tuple[object, str]], added: object) -> se
         if relative != "." and not relative.startswith(".." + os.sep) and relative != "..":
             key = _key_of(relative)
             keys.add(key)
-            if change == added and os.path.isdir(path) and not os.path.islink(path):
+            if change == ADDED and os.path.isdir(path) and not os.path.islink(path):
                 files = _files_below(root, path)
                 keys.update(files)
                 if len(files) > WALKED_AT_MOST:
@@ -128,14 +137,77 @@ def _key_of(relative: str) -> str:
     return relative.replace(os.sep, "/")
 
 
+class _Watches:
+    """One inotify watch per directory below the root (symlinks never followed), and the
+    path each stands for."""
+
+    def __init__(self, inotify: INotify) -> None:
+        self._inotify = inotify
+        self.paths: dict[int, str] = {}
+
+    def add(self, top: str) -> None:
+        """Watch ``top`` and every directory below it (one that is gone or refused: left)."""
+        for where, _dirs, _files in os.walk(top):
+            try:
+                wd = self._inotify.add_watch(where, CHANGES | flags.ONLYDIR | flags.DONT_FOLLOW)
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue  # gone since the walk found it, or not ours to read
+            self.paths[wd] = where
+
+    def forget_below(self, top: str) -> None:
+        """``top`` moved away: its watches would name paths that are no longer theirs."""
+        for wd, path in list(self.paths.items()):
+            if path == top or path.startswith(top + os.sep):
+                del self.paths[wd]
+                with contextlib.suppress(OSError):  # removed already
+                    self._inotify.rm_watch(wd)
+
+
+def _rounds(root: str, stop: threading.Event) -> Iterator[set[tuple[str, str]]]:
+    """The (change, path) pairs under ``root``, a set a round (empty if nothing changed),
+    until ``stop`` is set. OSError if the kernel cannot watch it all (no watches left, or its
+    queue of events overflowed: changes were lost, so the watch ends)."""
+    with INotify() as inotify:
+        watches = _Watches(inotify)
+        watches.add(root)
+        gathered: set[tuple[str, str]] = set()
+        since = 0.0
+        while not stop.is_set():
+            events = inotify.read(timeout=STOP_CHECK_MS)
+            if events and not gathered:
+                since = time.monotonic()
+            for event in events:
+                if event.mask & flags.Q_OVERFLOW:
+                    raise OSError("the kernel's queue of changes overflowed")
+                where = watches.paths.get(event.wd)
+                if where is None:
+                    continue  # a watch just forgotten
+                if event.mask & flags.IGNORED:
+                    del watches.paths[event.wd]
+                    continue
+                path = os.path.join(where, event.name) if event.name else where
+                if event.mask & (flags.CREATE | flags.MOVED_TO):
+                    gathered.add((ADDED, path))
+                    if event.mask & flags.ISDIR:
+                        watches.add(path)
+                elif event.mask & (flags.DELETE | flags.MOVED_FROM | flags.DELETE_SELF
+                                   | flags.MOVE_SELF):
+                    gathered.add((DELETED, path))
+                    if event.mask & flags.ISDIR and event.mask & flags.MOVED_FROM:
+                        watches.forget_below(path)
+                else:
+                    gathered.add((MODIFIED, path))
+            if not events or not gathered or time.monotonic() - since >= DEBOUNCE_MS / 1000:
+                yield gathered
+                gathered = set()
+
+
 async def follow_store(
     root: Path, apply: Callable[[set[str]], Awaitable[None]], state: WatchState | None = None
 ) -> None:
     """Call ``apply(keys)`` with the keys changed under ``root``, until cancelled; ``state``
     follows whether the watch runs. A store that cannot be watched is said in one line, and
     the mount keeps its caches' time limits."""
-    import watchfiles  # noqa: PLC0415  (a mount extra: imported by mounts only)
-
     stop = threading.Event()
     send, receive = trio.open_memory_channel[set[str]](math.inf)
     token = trio.lowlevel.current_trio_token()
@@ -155,11 +227,7 @@ async def follow_store(
         clock = time.monotonic if state is None else state.clock
         try:
             # Every round yields, changes or not: the first says every directory is watched.
-            for changes in watchfiles.watch(
-                where, watch_filter=None, debounce=DEBOUNCE_MS, step=50, stop_event=stop,
-                rust_timeout=STOP_CHECK_MS, yield_on_timeout=True, raise_interrupt=False,
-                ignore_permission_denied=True,
-            ):
+            for changes in _rounds(where, stop):
                 if watched_since is None:
                     watched_since = clock()
                     if state is not None:
@@ -167,12 +235,12 @@ async def follow_store(
                 if not told and clock() - watched_since >= settle:
                     told = True
                     trio.from_thread.run_sync(live, trio_token=token)
-                keys = _keys(where, changes, watchfiles.Change.added)
+                keys = _keys(where, changes)
                 if keys:
                     trio.from_thread.run_sync(deliver, keys, trio_token=token)
         except trio.RunFinishedError:
             return
-        except Exception as e:  # noqa: BLE001  (notify's errors: limits, permissions)
+        except Exception as e:  # noqa: BLE001  (inotify's limits, an overflow)
             log.warning("not following changes other programs make to %s: %s; the mount "
                         "sees them after --metadata-ttl", root, e)
         with contextlib.suppress(trio.RunFinishedError):
