@@ -40,6 +40,7 @@ from zarrfuse.cli import daemon
 from zarrfuse.errors import MountError
 from zarrfuse.fuse.config import MountConfig
 
+
 def test_the_daemon_keeps_one_blas_thread_unless_told_otherwise():
     assert daemon.daemon_environment({"HOME": "/root"}) == {
         "HOME": "/root", "OPENBLAS_NUM_THREADS": "1"}

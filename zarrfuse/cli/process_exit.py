@@ -2,11 +2,12 @@
 
 Object-store clients (obstore's Rust runtime) keep native threads that Python does not know
 about. When the interpreter finalises while one of them is still running, the process can
-die of SIGABRT, SIGBUS or SIGSEGV after its work is done and its error printed (obstore 0.12.0: about 1 exit in 40 after a refused ``az://`` mount), so
-a caller sees a crash instead of the exit status. A command's work is finished when its
-``main`` returns (the daemon's ``serve`` returns after the last commit and the store watch's
-end): the process flushes logs and output and leaves with ``os._exit``. Threads still
-running then (idle pool workers) end with it.
+die of SIGABRT, SIGBUS or SIGSEGV after its work is done and its error printed (obstore
+0.12.0: about 1 exit in 40 after a refused ``az://`` mount), so a caller sees a crash
+instead of the exit status. A command's work is finished when its ``main`` returns (the
+daemon's ``serve`` returns after the last commit and the store watch's end): the process
+flushes logs and output and leaves with ``os._exit``. Threads still running then (idle pool
+workers) end with it.
 """
 
 from __future__ import annotations
