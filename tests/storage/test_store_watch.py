@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from inotify_simple import INotify
 
 from zarrfuse.storage import store_watch
 from zarrfuse.storage.store_watch import WHOLE_DIRECTORY, WatchState, follow_store
@@ -255,3 +256,17 @@ def test_a_directory_renamed_inside_the_store_is_followed_under_its_new_name(tmp
 
     trio.run(main)
     assert not [key for key in set().union(*seen) if key.startswith("c/0")], seen
+
+
+def test_a_directory_that_became_a_symlink_before_it_was_watched_is_not_walked(tmp_path):
+    """A directory made, then replaced by a symlink to one outside before the watch adds
+    it: nothing through the symlink is watched."""
+    store, outside = tmp_path / "store", tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    store.mkdir()
+    os.symlink(outside, store / "c")
+    with INotify() as inotify:
+        watches = store_watch._Watches(inotify)
+        watches.add(str(store))
+        watches.add(str(store / "c"))  # as after the directory's IN_CREATE
+        assert set(watches.paths.values()) == {str(store)}

@@ -146,7 +146,10 @@ class _Watches:
         self.paths: dict[int, str] = {}
 
     def add(self, top: str) -> None:
-        """Watch ``top`` and every directory below it (one that is gone or refused: left)."""
+        """Watch ``top`` and every directory below it (one that is gone or refused: left;
+        a symlink, even one that took a new directory's place, never walked)."""
+        if os.path.islink(top):
+            return
         for where, _dirs, _files in os.walk(top):
             try:
                 wd = self._inotify.add_watch(where, CHANGES | flags.ONLYDIR | flags.DONT_FOLLOW)
