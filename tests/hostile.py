@@ -205,6 +205,8 @@ class CaseResult:
     rss_peak_mib: float
     walk_ended: bool = True
     """False: ``find`` was still walking at the timeout (the daemon answering meanwhile)."""
+    why: str = ""
+    """Why the mount did not come up (zarrfuse's stderr, or what found no daemon)."""
 
     @property
     def bad(self) -> bool:
@@ -247,8 +249,8 @@ def probe(group: Path, mountpoint: Path, view: str, timeout: float = 60.0) -> Ca
                 name, view, True, False, SECRET[:32] in walk.stdout,
                 walk.stderr.count(b"Input/output error"), len(files), ok_exact,
                 _rss_peak_mib(pid))
-    except AssertionError:  # the mount did not come up: the healthy array is not served
-        return CaseResult(name, view, False, False, False, 0, 0, False, 0.0)
+    except AssertionError as e:  # the mount did not come up: the healthy array is not served
+        return CaseResult(name, view, False, False, False, 0, 0, False, 0.0, why=str(e))
 
 
 def _ok_file(path: Path, view: str) -> bool:

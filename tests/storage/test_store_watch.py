@@ -5,6 +5,7 @@ ended when the watch fails."""
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -137,10 +138,13 @@ def test_a_change_the_mount_cannot_apply_ends_its_trust_in_the_watch(tmp_path):
     assert told == [True] and not state.live
 
 
-def _reported(store: Path, change: Callable[[], object],
-              until: Callable[[set[str]], bool]) -> set[str]:
-    """The keys a live watch of ``store`` reports once ``change()`` ran, from the first
-    round in which ``until(keys so far)`` holds (within 10 s)."""
+Step = tuple[Callable[[], object], Callable[[set[str]], bool]]
+
+
+def _reported(store: Path, *steps: Step) -> set[str]:
+    """The keys a live watch of ``store`` reports in the last of ``steps``: each step's
+    ``change()`` runs, then the step lasts until ``until(keys reported in it)`` holds
+    (within 10 s)."""
     state = WatchState()
     seen: set[str] = set()
 
@@ -151,8 +155,10 @@ def _reported(store: Path, change: Callable[[], object],
         async with trio.open_nursery() as nursery:
             nursery.start_soon(follow_store, store, apply, state)
             await _until(lambda: state.live, "the watch never went live")
-            await trio.to_thread.run_sync(change)
-            await _until(lambda: until(seen), "not all were reported")
+            for change, until in steps:
+                seen.clear()
+                await trio.to_thread.run_sync(change)
+                await _until(functools.partial(until, seen), "not all were reported")
             nursery.cancel_scope.cancel()
 
     trio.run(main)
@@ -174,7 +180,7 @@ def test_a_directory_that_appears_is_reported_with_its_files(tmp_path, monkeypat
         for name in ("0", "1"):
             (tmp_path / "c" / "2" / name).write_bytes(b"x")
 
-    seen = _reported(tmp_path, store, lambda keys: {"c/2/0", "c/2/1"} <= keys)
+    seen = _reported(tmp_path, (store, lambda keys: {"c/2/0", "c/2/1"} <= keys))
     assert any(key.endswith(WHOLE_DIRECTORY) for key in seen) == (walked_at_most < 2), seen
 
 
@@ -183,8 +189,8 @@ def test_a_symlink_that_appears_is_never_walked_out_of_the_store(tmp_path):
     (store / "c").mkdir(parents=True)
     outside.mkdir()
     (outside / "secret").write_bytes(b"x")
-    seen = _reported(store, lambda: os.symlink(outside, store / "c" / "link"),
-                     lambda keys: "c/link" in keys)
+    seen = _reported(store, (lambda: os.symlink(outside, store / "c" / "link"),
+                             lambda keys: "c/link" in keys))
     assert not [key for key in seen if key.startswith("c/link/")]
 
 
@@ -209,20 +215,8 @@ def test_the_watch_asks_for_every_directorys_changes_never_for_opens_or_reads(tm
     for directory in ("c/0", "c/1", "c/1/7"):
         (tmp_path / directory).mkdir(parents=True, exist_ok=True)
     (tmp_path / "c" / "0" / "0").write_bytes(b"x")
-    state = WatchState()
     masks: list[int] = []
-
-    async def apply(keys: set[str]) -> None:
-        pass
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(follow_store, tmp_path, apply, state)
-            await _until(lambda: state.live, "the watch never went live")
-            masks.extend(_inotify_masks())
-            nursery.cancel_scope.cancel()
-
-    trio.run(main)
+    _reported(tmp_path, (lambda: masks.extend(_inotify_masks()), lambda keys: True))
     assert len(masks) == 5  # the root, c, c/0, c/1, c/1/7
     opens_or_reads = 0x01 | 0x10 | 0x20  # IN_ACCESS, IN_CLOSE_NOWRITE, IN_OPEN
     changes = 0x02 | 0x04 | 0x08 | 0x40 | 0x80 | 0x100 | 0x200  # written, made, moved, gone
@@ -236,26 +230,12 @@ def test_a_directory_renamed_inside_the_store_is_followed_under_its_new_name(tmp
     (tmp_path / "c" / "0").mkdir(parents=True)
     for name in ("0", "1"):
         (tmp_path / "c" / "0" / name).write_bytes(b"x")
-    state = WatchState()
-    seen: list[set[str]] = []
-
-    async def apply(keys: set[str]) -> None:
-        seen.append(keys)
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(follow_store, tmp_path, apply, state)
-            await _until(lambda: state.live, "the watch never went live")
-            await trio.to_thread.run_sync(os.rename, tmp_path / "c" / "0", tmp_path / "c" / "5")
-            await _until(lambda: {"c/0", "c/5", "c/5/0", "c/5/1"} <= set().union(*seen),
-                         "the rename was not told")
-            seen.clear()
-            await trio.to_thread.run_sync((tmp_path / "c" / "5" / "1").write_bytes, b"y")
-            await _until(lambda: "c/5/1" in set().union(*seen), "the change was not told")
-            nursery.cancel_scope.cancel()
-
-    trio.run(main)
-    assert not [key for key in set().union(*seen) if key.startswith("c/0")], seen
+    seen = _reported(
+        tmp_path,
+        (lambda: os.rename(tmp_path / "c" / "0", tmp_path / "c" / "5"),
+         lambda keys: {"c/0", "c/5", "c/5/0", "c/5/1"} <= keys),
+        (lambda: (tmp_path / "c" / "5" / "1").write_bytes(b"y"), lambda keys: "c/5/1" in keys))
+    assert not [key for key in seen if key.startswith("c/0")], seen
 
 
 def test_a_directory_that_became_a_symlink_before_it_was_watched_is_not_walked(tmp_path):
