@@ -165,15 +165,10 @@ def _reported(store: Path, *steps: Step) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize("walked_at_most", [store_watch.WALKED_AT_MOST, 1])
-def test_a_directory_that_appears_is_reported_with_its_files(tmp_path, monkeypatch,
-                                                             walked_at_most):
+def test_a_directory_made_and_filled_at_once_is_reported_with_its_files(tmp_path):
     """zarr-python makes a directory and stores chunks in it at once: a file may be
-    written before the watch watches the directory, so every file found in it is reported,
-    for the mount to forget that their names were absent. Past the files it names one by
-    one, the directory itself is reported, marked, for the mount to list again; only
-    then (the mount's own commits make directories too)."""
-    monkeypatch.setattr(store_watch, "WALKED_AT_MOST", walked_at_most)
+    written before the watch watches the directory, so the watch lists a new directory
+    once it watches it, and every file is told, found there or by its own event."""
 
     def store() -> None:
         (tmp_path / "c" / "2").mkdir(parents=True)
@@ -181,6 +176,25 @@ def test_a_directory_that_appears_is_reported_with_its_files(tmp_path, monkeypat
             (tmp_path / "c" / "2" / name).write_bytes(b"x")
 
     seen = _reported(tmp_path, (store, lambda keys: {"c/2/0", "c/2/1"} <= keys))
+    assert not [key for key in seen if key.endswith(WHOLE_DIRECTORY)], seen
+
+
+@pytest.mark.parametrize("walked_at_most", [store_watch.WALKED_AT_MOST, 1])
+def test_a_directory_moved_in_is_reported_with_its_files(tmp_path, monkeypatch,
+                                                         walked_at_most):
+    """A directory moved into the store brings files no event names: each file found in
+    it is told, for the mount to forget that their names were absent. Past the files it
+    names one by one, the directory itself is told, marked, for the mount to list again;
+    only then (the mount's own commits make directories too)."""
+    monkeypatch.setattr(store_watch, "WALKED_AT_MOST", walked_at_most)
+    store, staged = tmp_path / "store", tmp_path / "staged" / "2"
+    (store / "c").mkdir(parents=True)
+    staged.mkdir(parents=True)
+    for name in ("0", "1"):
+        (staged / name).write_bytes(b"x")
+
+    seen = _reported(store, (lambda: os.rename(staged, store / "c" / "2"),
+                             lambda keys: {"c/2", "c/2/0", "c/2/1"} <= keys))
     assert any(key.endswith(WHOLE_DIRECTORY) for key in seen) == (walked_at_most < 2), seen
 
 

@@ -39,8 +39,9 @@ CHANGES = (flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.MOVED_FROM | 
 """What a watch asks for: every change of an entry, never an open or a read. ``watchfiles``
 (notify) also asks for IN_OPEN, and then each read of a chunk file (the mount's own
 included) woke its thread: 4-6% of a cold pass over 2000 files (docs/performance.md)."""
-ADDED, MODIFIED, DELETED = "added", "modified", "deleted"
-"""The change each event stands for, in a round's ``(change, path)`` pairs."""
+ADDED, MODIFIED, DELETED, ALL_BELOW = "added", "modified", "deleted", "all below"
+"""The change each event stands for, in a round's ``(change, path)`` pairs; ``ALL_BELOW``: a
+directory appeared with more files than ``WALKED_AT_MOST``, for the mount to list again."""
 STOP_WAIT = 2.0
 """Seconds the mount's end waits for the watching thread (a few rounds)."""
 
@@ -102,39 +103,16 @@ class WatchState:
 
 
 def _keys(root: str, changes: Iterable[tuple[str, str]]) -> set[str]:
-    """Store keys (relative to ``root``) of changed paths inside it. A directory that
-    appeared has its files reported too (written before the watch saw it: zarr-python makes
-    ``c/0/`` and ``c/0/9`` at once), or past ``WALKED_AT_MOST`` its key ending in
-    ``WHOLE_DIRECTORY``. A symlink is never followed out."""
+    """Store keys (relative to ``root``) of changed paths inside it; a directory that
+    appeared with more files than the watch names (``ALL_BELOW``) ends in
+    ``WHOLE_DIRECTORY``."""
     keys = set()
     for change, path in changes:
         relative = os.path.relpath(path, root)
-        if relative != "." and not relative.startswith(".." + os.sep) and relative != "..":
-            key = _key_of(relative)
-            keys.add(key)
-            if change == ADDED and os.path.isdir(path) and not os.path.islink(path):
-                files = _files_below(root, path)
-                keys.update(files)
-                if len(files) > WALKED_AT_MOST:
-                    keys.add(key + WHOLE_DIRECTORY)
+        if relative not in (".", "..") and not relative.startswith(".." + os.sep):
+            key = relative.replace(os.sep, "/")
+            keys.add(key + WHOLE_DIRECTORY if change == ALL_BELOW else key)
     return keys
-
-
-def _files_below(root: str, directory: str) -> list[str]:
-    """The keys of the files in a directory that appeared, up to one more than
-    ``WALKED_AT_MOST`` (more: the walk stopped there)."""
-    found: list[str] = []
-    for where, _dirs, files in os.walk(directory):
-        for name in files:
-            found.append(_key_of(os.path.relpath(os.path.join(where, name), root)))
-            if len(found) > WALKED_AT_MOST:
-                return found
-    return found
-
-
-def _key_of(relative: str) -> str:
-    """The store key of a path relative to the store's root."""
-    return relative.replace(os.sep, "/")
 
 
 class _Watches:
@@ -145,17 +123,28 @@ class _Watches:
         self._inotify = inotify
         self.paths: dict[int, str] = {}
 
-    def add(self, top: str) -> None:
-        """Watch ``top`` and every directory below it (one that is gone or refused: left;
-        a symlink, even one that took a new directory's place, never walked)."""
-        if os.path.islink(top):
-            return
-        for where, _dirs, _files in os.walk(top):
+    def add(self, top: str) -> list[str]:
+        """Watch ``top`` and every directory below it, each before it is listed, so no file
+        made meanwhile goes untold; the files found, up to one more than ``WALKED_AT_MOST``
+        (a directory that appeared: zarr-python makes ``c/0/`` and ``c/0/9`` at once). A
+        directory gone or refused is left; a symlink is never walked (``DONT_FOLLOW``), even
+        one that took a new directory's place."""
+        found: list[str] = []
+        below = [top]
+        while below:
+            where = below.pop()
             try:
                 wd = self._inotify.add_watch(where, CHANGES | flags.ONLYDIR | flags.DONT_FOLLOW)
+                self.paths[wd] = where
+                with os.scandir(where) as entries:
+                    for entry in entries:
+                        if entry.is_dir(follow_symlinks=False):
+                            below.append(entry.path)
+                        elif len(found) <= WALKED_AT_MOST:
+                            found.append(entry.path)
             except (FileNotFoundError, NotADirectoryError, PermissionError):
-                continue  # gone since the walk found it, or not ours to read
-            self.paths[wd] = where
+                continue  # gone, a symlink or a file now, or not ours to read
+        return found
 
     def forget_below(self, top: str) -> None:
         """``top`` moved away: its watches would name paths that are no longer theirs."""
@@ -192,7 +181,10 @@ def _rounds(root: str, stop: threading.Event) -> Iterator[set[tuple[str, str]]]:
                 if event.mask & (flags.CREATE | flags.MOVED_TO):
                     gathered.add((ADDED, path))
                     if event.mask & flags.ISDIR:
-                        watches.add(path)
+                        files = watches.add(path)
+                        gathered.update((ADDED, file) for file in files)
+                        if len(files) > WALKED_AT_MOST:
+                            gathered.add((ALL_BELOW, path))
                 elif event.mask & (flags.DELETE | flags.MOVED_FROM | flags.DELETE_SELF
                                    | flags.MOVE_SELF):
                     gathered.add((DELETED, path))
